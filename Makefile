@@ -1,0 +1,38 @@
+# muster: the user-facing targets. Everything real happens in CMake and CTest.
+#   make deps       install the Debian packages (skips apt when all are present)
+#   make build      configure and build into build/ (binaries in build/bin/)
+#   make test       deps + build + every test (ctest)
+#   make test-asan  deps + the non-LibTorch parts and their tests under ASan+UBSan (build-asan/)
+#   make demo       deps + build + the embedded demo
+#   make bench      deps + build + the benchmarks under bench/
+BUILD      ?= build
+BUILD_ASAN ?= build-asan
+JOBS       ?= $(shell nproc)
+CMAKE_ARGS ?=
+
+.PHONY: deps build test test-asan demo bench clean
+
+deps:
+	@packaging/install-deps.sh
+
+build: deps
+	cmake -S . -B $(BUILD) $(CMAKE_ARGS)
+	cmake --build $(BUILD) -j $(JOBS)
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+test-asan: deps
+	cmake -S . -B $(BUILD_ASAN) -DMUSTER_SANITIZE=ON -DMUSTER_CUDA=OFF -DMUSTER_BUILD_BENCH=OFF $(CMAKE_ARGS)
+	cmake --build $(BUILD_ASAN) -j $(JOBS)
+	cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --output-on-failure -j $(JOBS)
+
+demo: build
+	@etc/examples/demo.sh $(BUILD)/bin
+
+bench: build
+	@bench/run.sh $(BUILD)
+
+clean:
+	rm -rf $(BUILD) $(BUILD_ASAN)

@@ -1,0 +1,25 @@
+# MUSTER_CUDA=AUTO|ON|OFF: decides whether the CUDA backend is built.
+# AUTO uses CUDA when nvcc is found (PATH or /usr/local/cuda); ON fails without it; OFF never looks.
+# Sets MUSTER_WITH_CUDA. Default architecture 90 (H100/H200); `native` fails on a machine without a GPU.
+set(MUSTER_WITH_CUDA OFF)
+if(NOT MUSTER_CUDA STREQUAL "OFF")
+  if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    if(NOT CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES 90)
+    endif()
+    enable_language(CUDA)
+    find_package(CUDAToolkit REQUIRED)
+    set(MUSTER_WITH_CUDA ON)
+    message(STATUS "muster: CUDA ${CUDAToolkit_VERSION} at ${CUDAToolkit_BIN_DIR}, architectures ${CMAKE_CUDA_ARCHITECTURES}")
+  elseif(MUSTER_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "muster: MUSTER_CUDA=ON but no CUDA compiler was found; install the CUDA toolkit "
+      "at /usr/local/cuda or configure with -DMUSTER_CUDA=AUTO or OFF")
+  else()
+    message(STATUS "muster: CUDA not found; building the CPU path only (MUSTER_CUDA=AUTO)")
+  endif()
+endif()

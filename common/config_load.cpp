@@ -1,0 +1,268 @@
+// TOML file and override loading over a field table: see config_load.hpp.
+#include "common/config_load.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <toml++/toml.h>
+
+#include "common/error.hpp"
+
+namespace muster::config {
+namespace {
+
+std::string position(std::string_view source, const toml::source_region& region) {
+  return fmt::format("{}:{}:{}", source, region.begin.line, region.begin.column);
+}
+
+const bound_field* find_field(std::span<const bound_field> fields, std::string_view key) {
+  for (const auto& f : fields) {
+    if (f.key == key) return &f;
+  }
+  return nullptr;
+}
+
+bool is_section(std::span<const bound_field> fields, std::string_view path) {
+  return std::any_of(fields.begin(), fields.end(), [&](const bound_field& f) {
+    return f.key.size() > path.size() && f.key.starts_with(path) && f.key[path.size()] == '.';
+  });
+}
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1] ? 1 : 0)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// "; did you mean 'launch.nproc'?" for a near miss, else the keys known in that section.
+std::string suggest(std::span<const bound_field> fields, std::string_view key) {
+  const bound_field* best = nullptr;
+  size_t best_distance = SIZE_MAX;
+  for (const auto& f : fields) {
+    size_t d = edit_distance(key, f.key);
+    if (d < best_distance) best_distance = d, best = &f;
+  }
+  if (best && best_distance <= std::max<size_t>(2, key.size() / 4)) {
+    return fmt::format("; did you mean '{}'?", best->key);
+  }
+  auto dot = key.rfind('.');
+  std::string section(key.substr(0, dot == std::string_view::npos ? 0 : dot));
+  std::vector<std::string_view> known;
+  for (const auto& f : fields) {
+    if (!section.empty() && f.key.starts_with(section + ".")) known.push_back(f.key);
+  }
+  if (known.empty()) {
+    for (const auto& f : fields) known.push_back(f.key);
+  }
+  return fmt::format("; known keys: {}", fmt::join(known, ", "));
+}
+
+std::string describe(const toml::node& node) {
+  if (auto s = node.as_string()) return fmt::format("the string \"{}\"", s->get());
+  if (auto i = node.as_integer()) return fmt::format("the integer {}", i->get());
+  if (auto d = node.as_floating_point()) return fmt::format("the number {}", d->get());
+  if (auto b = node.as_boolean()) return fmt::format("the boolean {}", b->get());
+  if (node.is_array()) return "an array";
+  if (node.is_table()) return "a table";
+  return "a date or time";
+}
+
+// Stores node into value when the types match; otherwise returns why not (empty on success).
+std::string assign(const value_ptr& value, const toml::node& node) {
+  return std::visit(
+      [&](auto* target) -> std::string {
+        using T = std::remove_pointer_t<decltype(target)>;
+        if constexpr (std::is_same_v<T, bool>) {
+          if (auto b = node.as_boolean()) return *target = b->get(), "";
+        } else if constexpr (std::is_same_v<T, int>) {
+          if (auto i = node.as_integer()) {
+            if (i->get() < INT_MIN || i->get() > INT_MAX) return "is out of range for this key";
+            return *target = static_cast<int>(i->get()), "";
+          }
+        } else if constexpr (std::is_same_v<T, std::int64_t>) {
+          if (auto i = node.as_integer()) return *target = i->get(), "";
+        } else if constexpr (std::is_same_v<T, double>) {
+          if (auto d = node.as_floating_point()) return *target = d->get(), "";
+          if (auto i = node.as_integer()) return *target = static_cast<double>(i->get()), "";
+        } else if constexpr (std::is_same_v<T, std::string>) {
+          if (auto s = node.as_string()) return *target = s->get(), "";
+        } else {
+          if (auto a = node.as_array(); a && a->is_homogeneous<std::string>()) {
+            target->clear();
+            for (const auto& item : *a) target->push_back(item.as_string()->get());
+            return "";
+          }
+        }
+        return "has the wrong type";
+      },
+      value);
+}
+
+void assign_or_throw(const bound_field& f, const toml::node& node, const std::string& place) {
+  std::string example = fmt::format("{} = {}", f.key, format_value(f.value));
+  std::string why = assign(f.value, node);
+  if (why.empty()) return;
+  MUSTER_THROW(errc::config, "{}: {}: expected {}, got {} which {}; write it like `{}`", place,
+               f.key, type_name(f.value), describe(node), why, example);
+}
+
+void walk(const toml::table& table, const std::string& prefix, std::string_view source,
+          std::span<const bound_field> fields, sources& where) {
+  for (const auto& [name, node] : table) {
+    std::string path = prefix.empty() ? std::string(name.str()) : prefix + "." + std::string(name.str());
+    if (const bound_field* f = find_field(fields, path)) {
+      std::string place = position(source, node.source());
+      assign_or_throw(*f, node, place);
+      where[path] = place;
+    } else if (node.is_table() && is_section(fields, path)) {
+      walk(*node.as_table(), path, source, fields, where);
+    } else {
+      MUSTER_THROW(errc::config, "{}: unknown {} '{}'{}", position(source, name.source()),
+                   node.is_table() ? "section" : "key", path, suggest(fields, path));
+    }
+  }
+}
+
+std::string quote(std::string_view text) {
+  std::string out = "\"";
+  for (char c : text) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) out += fmt::format("\\u{:04x}", c);
+        else out += c;
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+std::string_view type_name(const value_ptr& value) {
+  static constexpr std::string_view kNames[] = {"a boolean (true or false)", "an integer",
+                                                "an integer", "a number", "a string",
+                                                "an array of strings"};
+  return kNames[value.index()];
+}
+
+std::string format_value(const value_ptr& value) {
+  return std::visit(
+      [](auto* v) -> std::string {
+        using T = std::remove_pointer_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, bool>) {
+          return *v ? "true" : "false";
+        } else if constexpr (std::is_same_v<T, double>) {
+          std::string s = fmt::format("{}", *v);
+          if (s.find_first_of(".eni") == std::string::npos) s += ".0";  // keep it a TOML float
+          return s;
+        } else if constexpr (std::is_same_v<T, std::string>) {
+          return quote(*v);
+        } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+          std::vector<std::string> items;
+          for (const auto& item : *v) items.push_back(quote(item));
+          return fmt::format("[{}]", fmt::join(items, ", "));
+        } else {
+          return fmt::format("{}", *v);
+        }
+      },
+      value);
+}
+
+void load_text(std::string_view text, std::string_view source_name,
+               std::span<const bound_field> fields, sources& where) {
+  toml::table table;
+  try {
+    table = toml::parse(text, source_name);
+  } catch (const toml::parse_error& e) {
+    MUSTER_THROW(errc::config, "{}: invalid TOML: {}", position(source_name, e.source()),
+                 e.description());
+  }
+  walk(table, "", source_name, fields, where);
+}
+
+void load_file(const std::filesystem::path& file, std::span<const bound_field> fields,
+               sources& where) {
+  std::ifstream in(file, std::ios::binary);
+  MUSTER_CHECK(in.good(), errc::config, "cannot read config file {}: {}", file.string(),
+               std::strerror(errno));
+  std::ostringstream text;
+  text << in.rdbuf();
+  load_text(text.str(), file.string(), fields, where);
+}
+
+void apply_override(std::string_view assignment, std::span<const bound_field> fields,
+                    sources& where) {
+  std::string place = fmt::format("command line '{}'", assignment);
+  auto eq = assignment.find('=');
+  MUSTER_CHECK(eq != std::string_view::npos && eq > 0, errc::config,
+               "{}: an override is written section.key=value, e.g. launch.nproc=4", place);
+  std::string key(assignment.substr(0, eq));
+  std::string_view text = assignment.substr(eq + 1);
+  const bound_field* f = find_field(fields, key);
+  MUSTER_CHECK(f, errc::config, "{}: unknown key '{}'{}", place, key, suggest(fields, key));
+
+  toml::table parsed;
+  const toml::node* node = nullptr;
+  try {
+    parsed = toml::parse(fmt::format("v = {}", text));
+    if (parsed.size() == 1) node = parsed.get("v");
+  } catch (const toml::parse_error&) {
+  }
+  if (auto* s = std::get_if<std::string*>(&f->value); s && !(node && node->is_string())) {
+    **s = std::string(text);  // bare text is a string: job.name=pretrain
+  } else if (node) {
+    assign_or_throw(*f, *node, place);
+  } else {
+    MUSTER_THROW(errc::config, "{}: {}: expected {}, got '{}'; write it like {}={}", place, key,
+                 type_name(f->value), text, key, format_value(f->value));
+  }
+  where[key] = place;
+}
+
+std::string to_toml(std::span<const bound_field> fields, bool with_docs) {
+  auto section_of = [](std::string_view key) {
+    auto dot = key.rfind('.');
+    return dot == std::string_view::npos ? std::string_view{} : key.substr(0, dot);
+  };
+  std::vector<std::string_view> sections;
+  for (const auto& f : fields) {
+    auto s = section_of(f.key);
+    if (std::find(sections.begin(), sections.end(), s) == sections.end()) sections.push_back(s);
+  }
+  std::stable_partition(sections.begin(), sections.end(), [](auto s) { return s.empty(); });
+  std::string out;
+  for (auto section : sections) {
+    if (!section.empty()) out += fmt::format("{}[{}]\n", out.empty() ? "" : "\n", section);
+    for (const auto& f : fields) {
+      if (section_of(f.key) != section) continue;
+      if (with_docs) out += fmt::format("# {}\n", f.doc);
+      out += fmt::format("{} = {}\n", f.key.substr(section.empty() ? 0 : section.size() + 1),
+                         format_value(f.value));
+    }
+  }
+  return out;
+}
+
+std::string place_of(const sources& where, std::string_view key) {
+  auto it = where.find(key);
+  return it == where.end() ? "default value" : it->second;
+}
+
+}  // namespace muster::config

@@ -1,0 +1,42 @@
+// Loading a config: a TOML file, then `key=value` overrides, into bound fields (config_schema.hpp).
+//
+// Every mistake a user can make is a muster::error (errc::config) that names the place
+// (`job.toml:14:9` or `command line 'launch.nproc=x'`), the key, what was expected and what was
+// found, and proposes the fix (the nearest known key, the default value). Nothing here validates
+// ranges or relations between values: that is each config's validate().
+#pragma once
+
+#include <filesystem>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "common/config_schema.hpp"
+
+namespace muster::config {
+
+// Parses the TOML file and assigns every key it holds to the matching field; records the
+// position of each in `where`. Keys absent from the file keep their current (default) values.
+// Throws errc::config on unreadable files, TOML syntax errors, unknown keys and wrong types.
+void load_file(const std::filesystem::path& file, std::span<const bound_field> fields,
+               sources& where);
+
+// As load_file, for TOML text; `source_name` stands for the file name in messages.
+void load_text(std::string_view text, std::string_view source_name,
+               std::span<const bound_field> fields, sources& where);
+
+// Applies one dotted override `section.key=value`. The value is read as a TOML value
+// (`4`, `true`, `"text"`, `["a", "b"]`); for string fields bare text is taken as it is.
+// Throws errc::config on a missing '=', an unknown key or a wrong type.
+void apply_override(std::string_view assignment, std::span<const bound_field> fields,
+                    sources& where);
+
+// The config as TOML, one `[section]` per key prefix in schema order, each key preceded by
+// its doc as a comment when `with_docs`. load_text(to_toml(x)) gives x back.
+std::string to_toml(std::span<const bound_field> fields, bool with_docs);
+
+// The place a key's value came from for validate() messages: its entry in `where`, or
+// "default value" when the key was not set.
+std::string place_of(const sources& where, std::string_view key);
+
+}  // namespace muster::config

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# `make demo`: a tour of what muster does today, with the binaries in $1 (build/bin).
+# Later issues replace this with an embedded training run (`muster run`).
+set -euo pipefail
+bin=${1:-build/bin}
+here=$(cd "$(dirname "$0")" && pwd)
+show() { printf '\n$ %s\n' "$*"; "$@"; }
+
+echo "muster demo: Slurm hostlists, the Slurm step environment and the job file"
+show "$bin/muster" --version
+show "$bin/muster" hostnames 'gpu-a[01-03],rack[1-2]-node[7-8]'
+show "$bin/muster" hostlist gpu-a01 gpu-a02 gpu-a03 gpu-a05 login1
+show "$bin/muster" config "$here/job.toml" job.name=demo launch.nproc=4
+printf '\n$ %s\n' "$bin/muster config $here/job.toml launch.nprocs=4    # a typo: exit 2 and the fix"
+"$bin/muster" config "$here/job.toml" launch.nprocs=4 || echo "(exit $?)"
+printf '\n$ %s\n' "$bin/muster hostnames 'gpu[3-1]'    # a bad hostlist: exit 2, where scontrol prints garbage"
+"$bin/muster" hostnames 'gpu[3-1]' || echo "(exit $?)"

@@ -1,0 +1,43 @@
+// `muster`: the launcher's command line. main() only wires the verbs together and turns
+// errors into one clear line on stderr and a documented exit code (see verbs.hpp).
+#include <fmt/format.h>
+
+#include <cstdio>
+
+#include "common/error.hpp"
+#include "common/log.hpp"
+#include "launcher/cli/verbs.hpp"
+#include "muster/version.hpp"
+
+int main(int argc, char** argv) {
+  using namespace muster::cli;
+  CLI::App app{"muster: Slurm-native launcher for Mixture-of-Experts training\n"
+               "exit codes: 0 success, 1 the work failed, 2 bad input (command line, config, "
+               "hostlist, environment)",
+               "muster"};
+  app.set_version_flag("--version", fmt::format("muster {} (git {})", muster::kVersion,
+                                                muster::kGitCommit));
+  app.require_subcommand(1);
+  verb_action run;
+  add_hostlist_verbs(app, run);
+  add_config_verbs(app, run);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? kExitOk : kExitUsage;
+  }
+  try {
+    muster::log::setup();  // MUSTER_LOG_LEVEL; verbs that load a job file apply its log.level
+    return run ? run() : kExitOk;
+  } catch (const muster::error& e) {
+    fmt::print(stderr, "muster: {}\n", e.what());
+    bool bad_input = e.category() == muster::errc::invalid_input ||
+                     e.category() == muster::errc::config ||
+                     e.category() == muster::errc::environment;
+    return bad_input ? kExitUsage : kExitFailure;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "muster: {}\n", e.what());
+    return kExitFailure;
+  }
+}

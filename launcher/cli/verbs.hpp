@@ -1,0 +1,21 @@
+// The verbs of the `muster` CLI. Each add_*_verbs function registers its subcommands on the
+// CLI11 app; the verb the user picks stores its action in `run`, which main() calls after
+// parsing. Actions return an exit code or throw muster::error (main maps the category).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+namespace muster::cli {
+
+// Exit codes of every muster binary.
+inline constexpr int kExitOk = 0;       // success
+inline constexpr int kExitFailure = 1;  // the work itself failed (a rank died, a file is unwritable)
+inline constexpr int kExitUsage = 2;    // bad input: command line, config, hostlist, environment
+
+using verb_action = std::function<int()>;
+
+void add_hostlist_verbs(CLI::App& app, verb_action& run);  // hostnames, hostlist
+void add_config_verbs(CLI::App& app, verb_action& run);    // config
+}  // namespace muster::cli

@@ -1,0 +1,71 @@
+// Tests of the job file (common/job_config.hpp) and of etc/examples/job.toml.
+#include <catch2/catch.hpp>
+
+#include "common/error.hpp"
+#include "common/job_config.hpp"
+#include "tests/support/temp_dir.hpp"
+
+namespace {
+
+const std::filesystem::path kExample = std::filesystem::path(MUSTER_SOURCE_DIR) / "etc/examples/job.toml";
+
+std::string load_error(const std::string& text, std::vector<std::string> overrides = {}) {
+  muster::test::temp_dir dir;
+  muster::test::write_file(dir / "job.toml", text);
+  try {
+    muster::load_job_config(dir / "job.toml", overrides);
+  } catch (const muster::error& e) {
+    CHECK(e.category() == muster::errc::config);
+    return e.what();
+  }
+  FAIL("no error for: " << text);
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("the example job file sets every key to its default", "[job_config]") {
+  auto loaded = muster::load_job_config(kExample, {});
+  for (const auto& field : muster::job_config_schema()) {
+    INFO("key " << field.key);
+    CHECK(loaded.where.count(std::string(field.key)) == 1);  // written in the example
+  }
+  CHECK(muster::to_toml(loaded.config, false) == muster::to_toml(muster::job_config{}, false));
+}
+
+TEST_CASE("job config loads a file, then overrides, then validates", "[job_config]") {
+  muster::test::temp_dir dir;
+  muster::test::write_file(dir / "job.toml", "[launch]\nnproc = 4\n[job]\nname = \"moe-a\"\n");
+  std::vector<std::string> overrides = {"launch.nproc=8"};
+  auto loaded = muster::load_job_config(dir / "job.toml", overrides);
+  CHECK(loaded.config.launch.nproc == 8);
+  CHECK(loaded.config.job.name == "moe-a");
+  CHECK(loaded.config.launch.runs_dir == "./muster-runs");
+  CHECK(muster::load_job_config("", {}).config.launch.nproc == 0);
+}
+
+TEST_CASE("job config validation names the place and the fix", "[job_config]") {
+  CHECK_THAT(load_error("[launch]\nnproc = -1\n"),
+             Catch::Matches(".*job.toml:2:9: launch.nproc: -1 is negative; use the number of ranks "
+                            "per node, or 0 for one per GPU"));
+  CHECK_THAT(load_error("[job]\nname = \"a/b\"\n"),
+             Catch::Contains("job.toml:2:8: job.name: \"a/b\" cannot name a run directory"));
+  CHECK_THAT(load_error("", {"job.name=.."}),
+             Catch::Contains("command line 'job.name=..': job.name"));
+  CHECK_THAT(load_error("[log]\nlevel = \"loud\"\n"),
+             Catch::Contains("job.toml:2:9: log.level: unknown level \"loud\"; use one of trace"));
+  CHECK_THAT(load_error("[launch]\nruns_dir = \"\"\n"), Catch::Contains("launch.runs_dir is empty"));
+  CHECK_THAT(load_error("[launch]\nnprocs = 2\n"),
+             Catch::Contains("unknown key 'launch.nprocs'; did you mean 'launch.nproc'?"));
+}
+
+TEST_CASE("job config printed as TOML round-trips through the loader", "[job_config]") {
+  muster::job_config c;
+  c.job.name = "x1";
+  c.launch.nproc = 3;
+  c.log.level = "debug";
+  muster::test::temp_dir dir;
+  muster::test::write_file(dir / "resolved.toml", muster::to_toml(c, true));
+  auto back = muster::load_job_config(dir / "resolved.toml", {});
+  CHECK(muster::to_toml(back.config, false) == muster::to_toml(c, false));
+}

@@ -1,0 +1,44 @@
+// Start real programs from tests with posix_spawn and an argv (never a shell), and collect
+// what they print and how they ended.
+#pragma once
+
+#include <sys/types.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace muster::test {
+
+struct process_result {
+  int exit_code = -1;  // the exit status when the process exited, else -1
+  int signal = 0;      // the signal that ended it, else 0
+  std::string out;     // everything written to stdout
+  std::string err;     // everything written to stderr
+};
+
+// Environment changes for a child: a value sets the variable; std::nullopt-like removal is
+// spelled with the key in `unset`.
+struct env_change {
+  std::map<std::string, std::string> set;
+  std::vector<std::string> unset;
+};
+
+// Runs argv[0] (searched on PATH when it has no '/'), feeds `input` to its stdin, waits for it
+// and returns its output. Throws std::runtime_error when it cannot be started.
+process_result run_process(const std::vector<std::string>& argv, const env_change& env = {},
+                           const std::string& input = {});
+
+// A child left running, its stdout readable through out_fd (non-blocking off).
+struct child_process {
+  pid_t pid = -1;
+  int out_fd = -1;
+};
+
+// Starts argv with stdout on a pipe (stderr inherited). Throws when it cannot be started.
+child_process spawn_process(const std::vector<std::string>& argv, const env_change& env = {});
+
+// Waits for pid and fills exit_code/signal of a result.
+process_result wait_process(pid_t pid);
+
+}  // namespace muster::test
