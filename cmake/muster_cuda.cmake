@@ -1,10 +1,15 @@
 # MUSTER_CUDA=AUTO|ON|OFF: decides whether the CUDA backend is built.
-# AUTO uses CUDA when nvcc is found (PATH or /usr/local/cuda); ON fails without it; OFF never looks.
+# AUTO uses CUDA when nvcc is found (in MUSTER_CUDA_ROOT, default /usr/local/cuda, or on PATH);
+# ON fails without it; OFF never looks.
 # Sets MUSTER_WITH_CUDA. Default architecture 90 (H100/H200); `native` fails on a machine without a GPU.
+set(MUSTER_CUDA_ROOT /usr/local/cuda CACHE PATH "muster: where the CUDA toolkit is looked for first")
 set(MUSTER_WITH_CUDA OFF)
+if(NOT MUSTER_CUDA MATCHES "^(AUTO|ON|OFF)$")
+  message(FATAL_ERROR "muster: MUSTER_CUDA=${MUSTER_CUDA}: use AUTO, ON or OFF")
+endif()
 if(NOT MUSTER_CUDA STREQUAL "OFF")
-  if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
-    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  if(NOT CMAKE_CUDA_COMPILER AND EXISTS ${MUSTER_CUDA_ROOT}/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER ${MUSTER_CUDA_ROOT}/bin/nvcc)
   endif()
   include(CheckLanguage)
   check_language(CUDA)
@@ -18,7 +23,7 @@ if(NOT MUSTER_CUDA STREQUAL "OFF")
     message(STATUS "muster: CUDA ${CUDAToolkit_VERSION} at ${CUDAToolkit_BIN_DIR}, architectures ${CMAKE_CUDA_ARCHITECTURES}")
   elseif(MUSTER_CUDA STREQUAL "ON")
     message(FATAL_ERROR "muster: MUSTER_CUDA=ON but no CUDA compiler was found; install the CUDA toolkit "
-      "at /usr/local/cuda or configure with -DMUSTER_CUDA=AUTO or OFF")
+      "at ${MUSTER_CUDA_ROOT} (or set MUSTER_CUDA_ROOT) or configure with -DMUSTER_CUDA=AUTO or OFF")
   else()
     message(STATUS "muster: CUDA not found; building the CPU path only (MUSTER_CUDA=AUTO)")
   endif()
