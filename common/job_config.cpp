@@ -1,11 +1,10 @@
 // The job file's schema, loading and validation: see job_config.hpp.
 #include "common/job_config.hpp"
 
-#include <algorithm>
-
 #include "common/config_load.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "common/run_dir.hpp"
 
 namespace muster {
 namespace {
@@ -15,7 +14,8 @@ using config::field;
 
 const field<job_config> kSchema[] = {
     FIELD(job.name, "job.name",
-          "name of the job; names its run directory (letters, digits, '.', '_', '-')"),
+          "name of the job; names its run directory (letters, digits, '.', '_', '-'; not "
+          "starting with '.' or '-')"),
     FIELD(launch.nproc, "launch.nproc",
           "ranks per node; 0 means one per GPU, or 2 on a machine without GPUs"),
     FIELD(launch.runs_dir, "launch.runs_dir",
@@ -26,23 +26,18 @@ const field<job_config> kSchema[] = {
 
 #undef FIELD
 
-bool is_name_char(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-         c == '_' || c == '-';
-}
-
 }  // namespace
 
 std::span<const config::field<job_config>> job_config_schema() { return kSchema; }
 
 void validate(const job_config& c, const config::sources& where) {
   using config::place_of;
-  MUSTER_CHECK(!c.job.name.empty() && std::all_of(c.job.name.begin(), c.job.name.end(), is_name_char) &&
-                   c.job.name != "." && c.job.name != "..",
-               errc::config,
-               "{}: job.name: \"{}\" cannot name a run directory; use letters, digits, '.', '_' "
-               "and '-', e.g. job.name = \"moe-pretrain\"",
-               place_of(where, "job.name"), c.job.name);
+  try {
+    store::check_file_component("the name", c.job.name);  // it names the run directory
+  } catch (const error& e) {
+    MUSTER_THROW(errc::config, "{}: job.name: {}; e.g. job.name = \"moe-pretrain\"",
+                 place_of(where, "job.name"), e.what());
+  }
   MUSTER_CHECK(c.launch.nproc >= 0, errc::config,
                "{}: launch.nproc: {} is negative; use the number of ranks per node, or 0 for one "
                "per GPU",

@@ -49,7 +49,9 @@ TEST_CASE("job config validation names the place and the fix", "[job_config]") {
              Catch::Matches(".*job.toml:2:9: launch.nproc: -1 is negative; use the number of ranks "
                             "per node, or 0 for one per GPU"));
   CHECK_THAT(load_error("[job]\nname = \"a/b\"\n"),
-             Catch::Contains("job.toml:2:8: job.name: \"a/b\" cannot name a run directory"));
+             Catch::Contains("job.toml:2:8: job.name: the name 'a/b': character '/' at offset 1 is not "
+                             "allowed in a file name"));
+  CHECK_THAT(load_error("[job]\nname = \"-x\"\n"), Catch::Contains("must not start with '.' or '-'"));
   CHECK_THAT(load_error("", {"job.name=.."}),
              Catch::Contains("command line 'job.name=..': job.name"));
   CHECK_THAT(load_error("[log]\nlevel = \"loud\"\n"),

@@ -1,0 +1,139 @@
+// The run store's schema and its migrations: see run_store_schema.hpp.
+//
+// To change the schema, append a migration with the next version, raise kCurrentVersion, and
+// teach the reader the new columns. Never edit a migration that has shipped: files in the
+// field were made by it.
+#include "common/run_store_schema.hpp"
+
+#include <array>
+#include <string_view>
+
+#include "common/error.hpp"
+#include "muster/version.hpp"
+
+namespace muster::store::schema {
+namespace {
+
+struct migration {
+  int to_version;
+  std::string_view sql;
+};
+
+// v1: one file per node and run. Tables are STRICT so a wrong type is an error, not a
+// silent conversion. Enum columns hold the names from run_store_records.hpp as text (readable
+// in the sqlite3 shell; new states need no table rebuild). Times are epoch milliseconds.
+constexpr std::string_view kVersion1 = R"sql(
+CREATE TABLE runs (
+  run_id       TEXT PRIMARY KEY NOT NULL,
+  name         TEXT NOT NULL,
+  state        TEXT NOT NULL,
+  created_ms   INTEGER NOT NULL,
+  updated_ms   INTEGER NOT NULL,
+  world_size   INTEGER NOT NULL,
+  num_nodes    INTEGER NOT NULL,
+  slurm_job_id TEXT,
+  config_path  TEXT NOT NULL,
+  config_text  TEXT NOT NULL
+) STRICT;
+
+CREATE TABLE ranks (
+  rank       INTEGER PRIMARY KEY NOT NULL,
+  host       TEXT NOT NULL,
+  local_rank INTEGER NOT NULL,
+  pid        INTEGER,
+  state      TEXT NOT NULL,
+  exit_code  INTEGER,
+  signal     INTEGER,
+  updated_ms INTEGER NOT NULL
+) STRICT;
+
+-- loss is NULL when it was NaN (SQLite stores no NaN).
+CREATE TABLE steps (
+  rank        INTEGER NOT NULL REFERENCES ranks (rank),
+  step        INTEGER NOT NULL,
+  loss        REAL,
+  tokens      INTEGER NOT NULL,
+  step_time_s REAL NOT NULL,
+  mem_bytes   INTEGER NOT NULL,
+  time_ms     INTEGER NOT NULL,
+  PRIMARY KEY (rank, step)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX steps_by_step ON steps (step);
+
+-- rank is NULL for the node or its launcher. No foreign key: an event about a rank must be
+-- recordable even before (or instead of) its rank row.
+CREATE TABLE events (
+  id       INTEGER PRIMARY KEY,
+  time_ms  INTEGER NOT NULL,
+  rank     INTEGER,
+  severity TEXT NOT NULL,
+  kind     TEXT NOT NULL,
+  message  TEXT NOT NULL
+) STRICT;
+CREATE INDEX events_by_time ON events (time_ms);
+)sql";
+
+constexpr std::array kMigrations{
+    migration{1, kVersion1},
+};
+static_assert(kMigrations.back().to_version == kCurrentVersion,
+              "the last migration must produce kCurrentVersion");
+
+bool has_tables(const sqlite_db& db) {
+  return db.query_int64("SELECT count(*) FROM sqlite_schema WHERE type = 'table'",
+                        "look for tables") > 0;
+}
+
+[[noreturn]] void throw_newer(const sqlite_db& db, int version) {
+  MUSTER_THROW(errc::store,
+               "run store {}: schema version {} was written by a newer muster; this muster ({}) "
+               "knows versions up to {}; use that newer muster (or a later one) for this run",
+               db.file().string(), version, kVersion, kCurrentVersion);
+}
+
+[[noreturn]] void throw_foreign(const sqlite_db& db) {
+  MUSTER_THROW(errc::store,
+               "run store {}: the file holds tables but no muster schema version (user_version 0); "
+               "it is not a muster run store: move it out of the run directory",
+               db.file().string());
+}
+
+}  // namespace
+
+int user_version(const sqlite_db& db) {
+  return static_cast<int>(db.query_int64("PRAGMA user_version", "read schema version"));
+}
+
+void migrate(sqlite_db& db) {
+  int version = user_version(db);
+  if (version > kCurrentVersion) throw_newer(db, version);
+  if (version == 0 && has_tables(db)) throw_foreign(db);
+  for (const migration& step : kMigrations) {
+    if (step.to_version <= version) continue;
+    sqlite_transaction transaction(db);
+    // Read again under the write lock: the version decides what runs.
+    version = user_version(db);
+    if (step.to_version <= version) continue;
+    db.exec(step.sql, fmt::format("migrate schema to version {}", step.to_version));
+    db.exec(fmt::format("PRAGMA user_version = {}", step.to_version), "set schema version");
+    transaction.commit();
+    version = step.to_version;
+  }
+}
+
+bool check_readable(const sqlite_db& db) {
+  int version = user_version(db);
+  if (version == kCurrentVersion) return true;
+  if (version > kCurrentVersion) throw_newer(db, version);
+  if (version == 0) {
+    if (has_tables(db)) throw_foreign(db);
+    return false;
+  }
+  MUSTER_THROW(errc::store,
+               "run store {}: schema version {} is older than version {} that this muster ({}) "
+               "reads, and readers never migrate a file; read it with the muster that wrote it, "
+               "or open it once for writing with this one (which migrates it)",
+               db.file().string(), version, kCurrentVersion, kVersion);
+}
+
+}  // namespace muster::store::schema

@@ -1,0 +1,29 @@
+// The run store's schema: the migrations keyed by `PRAGMA user_version`, and the version checks
+// writers and readers make before they touch a node file.
+//
+// Private to the run store (run_store.cpp, run_reader.cpp). Migrations only ever run in a
+// writer; a reader checks the version and never changes a file.
+#pragma once
+
+#include "common/run_store.hpp"
+#include "common/sqlite_db.hpp"
+
+namespace muster::store::schema {
+
+// The version this muster writes and reads (the last migration's).
+inline constexpr int kCurrentVersion = kSchemaVersion;
+
+// The file's `PRAGMA user_version` (0 for a new or empty file).
+int user_version(const sqlite_db& db);
+
+// Brings a file opened for writing up to kCurrentVersion, one transaction per step, so a crash
+// leaves it at a whole version. Throws errc::store when the file is from a newer muster, or
+// holds tables but no version (not a muster store).
+void migrate(sqlite_db& db);
+
+// For readers: true when the file is at kCurrentVersion, false when it is empty (a node whose
+// writer died before it created the schema). Throws errc::store, naming both versions, for a
+// newer or older schema, and for a file that is not a muster store.
+bool check_readable(const sqlite_db& db);
+
+}  // namespace muster::store::schema
