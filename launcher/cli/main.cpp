@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   verb_action run;
   add_hostlist_verbs(app, run);
   add_config_verbs(app, run);
+  add_slurm_verbs(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -18,4 +18,5 @@ using verb_action = std::function<int()>;
 
 void add_hostlist_verbs(CLI::App& app, verb_action& run);  // hostnames, hostlist
 void add_config_verbs(CLI::App& app, verb_action& run);    // config
+void add_slurm_verbs(CLI::App& app, verb_action& run);     // slurm-step
 }  // namespace muster::cli
