@@ -1,4 +1,4 @@
-# muster_add_test(NAME <name> SOURCES <files...> [LIBS <targets...>] LABELS <unit|integration|gpu>
+# muster_add_test(NAME <name> SOURCES <files...> [LIBS <targets...>] LABELS unit|integration|gpu
 #                 [TIMEOUT <seconds>])
 # The one way tests are registered: a Catch2 executable whose TEST_CASEs become CTest tests,
 # each carrying the labels (so `ctest -L unit` works). Tests find built programs through
@@ -11,6 +11,10 @@ function(muster_add_test)
   cmake_parse_arguments(T "" "NAME;TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
   if(NOT T_NAME OR NOT T_SOURCES OR NOT T_LABELS)
     message(FATAL_ERROR "muster_add_test: NAME, SOURCES and LABELS are required")
+  endif()
+  list(LENGTH T_LABELS _num_labels)
+  if(NOT _num_labels EQUAL 1 OR NOT T_LABELS MATCHES "^(unit|integration|gpu)$")
+    message(FATAL_ERROR "muster_add_test(${T_NAME}): LABELS must be one of unit, integration, gpu")
   endif()
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 120)

@@ -101,7 +101,8 @@ std::string assign(const value_ptr& value, const toml::node& node) {
         } else if constexpr (std::is_same_v<T, std::string>) {
           if (auto s = node.as_string()) return *target = s->get(), "";
         } else {
-          if (auto a = node.as_array(); a && a->is_homogeneous<std::string>()) {
+          // toml++ calls an empty array inhomogeneous; it is a valid empty list of strings.
+          if (auto a = node.as_array(); a && (a->empty() || a->is_homogeneous<std::string>())) {
             target->clear();
             for (const auto& item : *a) target->push_back(item.as_string()->get());
             return "";
@@ -199,11 +200,23 @@ void load_text(std::string_view text, std::string_view source_name,
 
 void load_file(const std::filesystem::path& file, std::span<const bound_field> fields,
                sources& where) {
+  std::error_code ec;
+  auto status = std::filesystem::status(file, ec);
+  MUSTER_CHECK(std::filesystem::exists(status), errc::config,
+               "config file {}: no such file; give the path of a TOML job file, e.g. "
+               "etc/examples/job.toml",
+               file.string());
+  MUSTER_CHECK(std::filesystem::is_regular_file(status), errc::config,
+               "config file {}: not a regular file (a directory?); give the path of a TOML job file",
+               file.string());
   std::ifstream in(file, std::ios::binary);
-  MUSTER_CHECK(in.good(), errc::config, "cannot read config file {}: {}", file.string(),
-               std::strerror(errno));
+  int open_errno = errno;
+  MUSTER_CHECK(in.is_open(), errc::config, "config file {}: cannot be opened: {}; check its permissions",
+               file.string(), std::strerror(open_errno));
   std::ostringstream text;
   text << in.rdbuf();
+  MUSTER_CHECK(!in.bad(), errc::config, "config file {}: read failed: {}", file.string(),
+               std::strerror(errno));
   load_text(text.str(), file.string(), fields, where);
 }
 

@@ -19,15 +19,9 @@ error::error(errc category, std::string message, std::source_location where)
     : std::runtime_error(std::move(message)), category_(category), where_(where) {}
 
 std::string error::where() const {
-  std::string_view file = where_.file_name();
-  // Trim the build machine's path down to the path inside the repository.
-  for (std::string_view top : {"/common/", "/launcher/", "/daemon/", "/engine/", "/kernels/", "/tests/"}) {
-    if (auto pos = file.rfind(top); pos != std::string_view::npos) {
-      file.remove_prefix(pos + 1);
-      break;
-    }
-  }
-  return fmt::format("{}:{}", file, where_.line());
+  // Paths are relative to the repository: cmake/muster_warnings.cmake maps the source directory
+  // away with -fmacro-prefix-map.
+  return fmt::format("{}:{}", where_.file_name(), where_.line());
 }
 
 }  // namespace muster

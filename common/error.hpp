@@ -33,7 +33,7 @@ class error : public std::runtime_error {
         std::source_location where = std::source_location::current());
 
   errc category() const noexcept { return category_; }
-  // Where it was raised, "common/hostlist.cpp:120".
+  // Where it was raised, "common/hostlist.cpp:120" (relative to the repository).
   std::string where() const;
 
  private:

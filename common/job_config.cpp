@@ -46,11 +46,8 @@ void validate(const job_config& c, const config::sources& where) {
                "{}: launch.runs_dir is empty; name a directory, e.g. launch.runs_dir = "
                "\"./muster-runs\"",
                place_of(where, "launch.runs_dir"));
-  spdlog::level::level_enum level{};
-  MUSTER_CHECK(log::parse_level(c.log.level, level), errc::config,
-               "{}: log.level: unknown level \"{}\"; use one of trace, debug, info, warn, error, "
-               "critical, off",
-               place_of(where, "log.level"), c.log.level);
+  log::check_level(c.log.level, errc::config,
+                   fmt::format("{}: log.level", place_of(where, "log.level")));
 }
 
 loaded_job_config load_job_config(const std::filesystem::path& file,

@@ -3,19 +3,12 @@
 
 #include <spdlog/sinks/stdout_sinks.h>
 
-#include <cstdlib>
 #include <mutex>
 
 #include "common/env_knobs.hpp"
 #include "common/error.hpp"
 
 namespace muster {
-
-std::optional<std::string> env_value(std::string_view name) {
-  const char* value = std::getenv(std::string(name).c_str());
-  if (!value) return std::nullopt;
-  return std::string(value);
-}
 
 namespace log {
 namespace {
@@ -51,13 +44,17 @@ bool parse_level(std::string_view name, spdlog::level::level_enum& level) {
   return false;
 }
 
-void setup(std::string_view config_level) {
+spdlog::level::level_enum check_level(std::string_view name, errc category, std::string_view where) {
   spdlog::level::level_enum level{};
-  MUSTER_CHECK(parse_level(config_level, level), errc::config,
-               "log.level: unknown level \"{}\"; use one of {}", config_level, kLevelNames);
+  MUSTER_CHECK(parse_level(name, level), category, "{}: unknown level \"{}\"; use one of {}", where,
+               name, kLevelNames);
+  return level;
+}
+
+void setup(std::string_view config_level) {
+  auto level = check_level(config_level, errc::config, "log.level");
   if (auto env = env_value(kEnvLogLevel)) {
-    MUSTER_CHECK(parse_level(*env, level), errc::environment, "{}={}: unknown level; use one of {}",
-                 kEnvLogLevel, *env, kLevelNames);
+    level = check_level(*env, errc::environment, fmt::format("{}={}", kEnvLogLevel, *env));
   }
   std::lock_guard lock(registry_mutex());
   spdlog::set_level(level);  // every registered logger, and the default for new ones

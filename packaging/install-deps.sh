@@ -22,5 +22,8 @@ if [[ $(id -u) -ne 0 ]]; then
   sudo=(sudo)
 fi
 echo "deps: installing ${missing[*]}"
-"${sudo[@]}" apt-get update -q
-"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+# A fresh VM's apt-daily may hold the dpkg lock for a while: wait for it instead of failing.
+lock=(-o DPkg::Lock::Timeout=600)
+"${sudo[@]}" apt-get "${lock[@]}" update -q
+"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get "${lock[@]}" install -y -q \
+  --no-install-recommends "${missing[@]}"

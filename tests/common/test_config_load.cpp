@@ -5,6 +5,7 @@
 #include "common/config_load.hpp"
 #include "common/error.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "tests/support/expect_error.hpp"
 
 namespace {
 
@@ -46,14 +47,8 @@ loaded load(const std::string& text, const std::vector<std::string>& overrides =
 }
 
 std::string error_of(const std::string& text, const std::vector<std::string>& overrides = {}) {
-  try {
-    load(text, overrides);
-  } catch (const muster::error& e) {
-    CHECK(e.category() == muster::errc::config);
-    return e.what();
-  }
-  FAIL("no error for: " << text);
-  return {};
+  INFO("config text: " << text);
+  return muster::test::expect_error(muster::errc::config, [&] { load(text, overrides); });
 }
 
 }  // namespace
@@ -158,17 +153,27 @@ TEST_CASE("config prints TOML that loads back to the same values", "[config]") {
   CHECK(again.config.a.hosts == l.config.a.hosts);
 }
 
+TEST_CASE("config accepts an empty array and prints it back loadable", "[config]") {
+  auto l = load("a.hosts = [\"x\"]\n", {"a.hosts=[]"});
+  CHECK(l.config.a.hosts.empty());
+  CHECK(load("a.hosts = []\n").config.a.hosts.empty());
+  sample_config defaults;  // a.hosts defaults to an empty list
+  auto text = muster::config::to_toml(muster::config::bind_fields(defaults, kSchema), false);
+  CHECK_THAT(text, Catch::Contains("hosts = []\n"));
+  CHECK(load(text).config.a.hosts.empty());
+}
+
 TEST_CASE("config reading a missing file names the file and the reason", "[config]") {
   sample_config c;
   muster::config::sources where;
   auto fields = muster::config::bind_fields(c, kSchema);
   muster::test::temp_dir dir;
-  try {
-    muster::config::load_file(dir / "nope.toml", fields, where);
-    FAIL("no error");
-  } catch (const muster::error& e) {
-    CHECK_THAT(e.what(), Catch::Contains("nope.toml: No such file or directory"));
-  }
+  CHECK_THAT(muster::test::expect_error(muster::errc::config,
+                                        [&] { muster::config::load_file(dir / "nope.toml", fields, where); }),
+             Catch::Contains("nope.toml: no such file; give the path of a TOML job file"));
+  CHECK_THAT(muster::test::expect_error(muster::errc::config,
+                                        [&] { muster::config::load_file(dir.path(), fields, where); }),
+             Catch::Contains("not a regular file (a directory?)"));
   muster::test::write_file(dir / "ok.toml", "a.count = 11\n");
   muster::config::load_file(dir / "ok.toml", fields, where);
   CHECK(c.a.count == 11);

@@ -4,6 +4,7 @@
 #include "common/error.hpp"
 #include "common/job_config.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "tests/support/expect_error.hpp"
 
 namespace {
 
@@ -12,14 +13,9 @@ const std::filesystem::path kExample = std::filesystem::path(MUSTER_SOURCE_DIR) 
 std::string load_error(const std::string& text, std::vector<std::string> overrides = {}) {
   muster::test::temp_dir dir;
   muster::test::write_file(dir / "job.toml", text);
-  try {
-    muster::load_job_config(dir / "job.toml", overrides);
-  } catch (const muster::error& e) {
-    CHECK(e.category() == muster::errc::config);
-    return e.what();
-  }
-  FAIL("no error for: " << text);
-  return {};
+  INFO("job file: " << text);
+  return muster::test::expect_error(muster::errc::config,
+                                    [&] { muster::load_job_config(dir / "job.toml", overrides); });
 }
 
 }  // namespace

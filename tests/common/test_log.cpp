@@ -6,6 +6,7 @@
 #include "common/env_knobs.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "tests/support/expect_error.hpp"
 
 namespace {
 
@@ -39,20 +40,10 @@ TEST_CASE("MUSTER_LOG_LEVEL wins over the config", "[log]") {
 TEST_CASE("log setup names the bad level and where it came from", "[log]") {
   {
     scoped_env env(nullptr);
-    try {
-      muster::log::setup("chatty");
-      FAIL("no error");
-    } catch (const muster::error& e) {
-      CHECK(e.category() == muster::errc::config);
-      CHECK_THAT(e.what(), Catch::Contains("log.level: unknown level \"chatty\""));
-    }
+    CHECK_THAT(muster::test::expect_error(muster::errc::config, [] { muster::log::setup("chatty"); }),
+               Catch::Contains("log.level: unknown level \"chatty\""));
   }
   scoped_env env("LOUD");
-  try {
-    muster::log::setup("info");
-    FAIL("no error");
-  } catch (const muster::error& e) {
-    CHECK(e.category() == muster::errc::environment);
-    CHECK_THAT(e.what(), Catch::StartsWith("MUSTER_LOG_LEVEL=LOUD: unknown level"));
-  }
+  CHECK_THAT(muster::test::expect_error(muster::errc::environment, [] { muster::log::setup("info"); }),
+             Catch::StartsWith("MUSTER_LOG_LEVEL=LOUD: unknown level"));
 }

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
+#include <utility>
 
 extern char** environ;
 
@@ -31,6 +32,28 @@ std::vector<std::string> child_environment(const env_change& change) {
   return out;
 }
 
+// A file descriptor closed when it goes out of scope (or on reset).
+class unique_fd {
+ public:
+  explicit unique_fd(int fd = -1) : fd_(fd) {}
+  ~unique_fd() { reset(); }
+  unique_fd(const unique_fd&) = delete;
+  unique_fd& operator=(const unique_fd&) = delete;
+  int get() const { return fd_; }
+  void reset() {
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+  }
+  int release() { return std::exchange(fd_, -1); }
+
+ private:
+  int fd_;
+};
+
+struct pipe_fds {
+  unique_fd read_end, write_end;
+};
+
 std::vector<char*> c_strings(std::vector<std::string>& strings) {
   std::vector<char*> out;
   for (auto& s : strings) out.push_back(s.data());
@@ -38,8 +61,10 @@ std::vector<char*> c_strings(std::vector<std::string>& strings) {
   return out;
 }
 
-void make_pipe(int fds[2]) {
+pipe_fds make_pipe() {
+  int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe: ") + strerror(errno));
+  return {unique_fd(fds[0]), unique_fd(fds[1])};
 }
 
 // Spawns argv with the given fds as stdin/stdout/stderr (-1 keeps the parent's).
@@ -48,6 +73,15 @@ pid_t spawn_with(const std::vector<std::string>& argv, const env_change& change,
   if (argv.empty()) throw std::runtime_error("spawn: empty argv");
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
+  // The test process ignores SIGPIPE (see run_process); children get the default back, as
+  // they would from a shell.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t default_signals;
+  sigemptyset(&default_signals);
+  sigaddset(&default_signals, SIGPIPE);
+  posix_spawnattr_setsigdefault(&attr, &default_signals);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
   if (in_fd >= 0) posix_spawn_file_actions_adddup2(&actions, in_fd, STDIN_FILENO);
   if (out_fd >= 0) posix_spawn_file_actions_adddup2(&actions, out_fd, STDOUT_FILENO);
   if (err_fd >= 0) posix_spawn_file_actions_adddup2(&actions, err_fd, STDERR_FILENO);
@@ -56,8 +90,9 @@ pid_t spawn_with(const std::vector<std::string>& argv, const env_change& change,
   auto c_args = c_strings(args);
   auto c_env = c_strings(env);
   pid_t pid = -1;
-  int rc = posix_spawnp(&pid, c_args[0], &actions, nullptr, c_args.data(), c_env.data());
+  int rc = posix_spawnp(&pid, c_args[0], &actions, &attr, c_args.data(), c_env.data());
   posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
   if (rc != 0) throw std::runtime_error("spawn " + argv[0] + ": " + strerror(rc));
   return pid;
 }
@@ -76,18 +111,10 @@ process_result wait_process(pid_t pid) {
 }
 
 child_process spawn_process(const std::vector<std::string>& argv, const env_change& env) {
-  int out[2];
-  make_pipe(out);
+  pipe_fds out = make_pipe();
   child_process child;
-  try {
-    child.pid = spawn_with(argv, env, -1, out[1], -1);
-  } catch (...) {
-    close(out[0]);
-    close(out[1]);
-    throw;
-  }
-  close(out[1]);
-  child.out_fd = out[0];
+  child.pid = spawn_with(argv, env, -1, out.write_end.get(), -1);
+  child.out_fd = out.read_end.release();
   return child;
 }
 
@@ -96,23 +123,21 @@ process_result run_process(const std::vector<std::string>& argv, const env_chang
   // A child that exits without reading its stdin must not kill the test with SIGPIPE.
   static const bool sigpipe_ignored = (signal(SIGPIPE, SIG_IGN), true);
   (void)sigpipe_ignored;
-  int in[2], out[2], err[2];
-  make_pipe(in);
-  make_pipe(out);
-  make_pipe(err);
-  pid_t pid = spawn_with(argv, env, in[0], out[1], err[1]);
-  close(in[0]);
-  close(out[1]);
-  close(err[1]);
+  pipe_fds in = make_pipe(), out = make_pipe(), err = make_pipe();
+  pid_t pid = spawn_with(argv, env, in.read_end.get(), out.write_end.get(), err.write_end.get());
+  in.read_end.reset();
+  out.write_end.reset();
+  err.write_end.reset();
+  if (input.empty()) in.write_end.reset();
   // Feed stdin and drain both outputs together so no pipe fills up and blocks the child.
+  unique_fd* outputs[2] = {&out.read_end, &err.read_end};
+  std::string texts[2];
   size_t written = 0;
-  int in_fd = in[1];
-  if (input.empty()) { close(in_fd); in_fd = -1; }
-  std::string out_text, err_text;
-  int open_outputs = 2;
   char buf[65536];
-  while (open_outputs > 0 || in_fd >= 0) {
-    pollfd fds[3] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}, {in_fd, POLLOUT, 0}};
+  while (out.read_end.get() >= 0 || err.read_end.get() >= 0 || in.write_end.get() >= 0) {
+    pollfd fds[3] = {{out.read_end.get(), POLLIN, 0},
+                     {err.read_end.get(), POLLIN, 0},
+                     {in.write_end.get(), POLLOUT, 0}};
     if (poll(fds, 3, -1) < 0) {
       if (errno == EINTR) continue;
       break;
@@ -120,24 +145,19 @@ process_result run_process(const std::vector<std::string>& argv, const env_chang
     for (int i = 0; i < 2; ++i) {
       if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       ssize_t n = read(fds[i].fd, buf, sizeof buf);
-      if (n > 0) {
-        (i == 0 ? out_text : err_text).append(buf, static_cast<size_t>(n));
-      } else if (n == 0 || errno != EINTR) {
-        close(fds[i].fd);
-        (i == 0 ? out[0] : err[0]) = -1;
-        --open_outputs;
-      }
+      if (n > 0) texts[i].append(buf, static_cast<size_t>(n));
+      else if (n == 0 || errno != EINTR) outputs[i]->reset();
     }
-    if (in_fd >= 0 && (fds[2].revents & (POLLOUT | POLLERR | POLLHUP))) {
-      ssize_t n = write(in_fd, input.data() + written, input.size() - written);
+    if (fds[2].fd >= 0 && (fds[2].revents & (POLLOUT | POLLERR | POLLHUP))) {
+      ssize_t n = write(fds[2].fd, input.data() + written, input.size() - written);
       if (n > 0) written += static_cast<size_t>(n);
       if (n < 0 && errno != EINTR) written = input.size();  // the child closed its stdin
-      if (written == input.size()) { close(in_fd); in_fd = -1; }
+      if (written == input.size()) in.write_end.reset();
     }
   }
   process_result result = wait_process(pid);
-  result.out = std::move(out_text);
-  result.err = std::move(err_text);
+  result.out = std::move(texts[0]);
+  result.err = std::move(texts[1]);
   return result;
 }
 
