@@ -30,7 +30,8 @@ std::string make_run_id(std::string_view job_name, std::chrono::system_clock::ti
 
 // Throws errc::invalid_input unless `value` is safe as one file-name component: 1 to 128
 // characters from [A-Za-z0-9._-], not starting with '.' or '-' (so no "..", no '/', no hidden
-// files). `what` names the value in the message ("hostname", "run id").
+// files). `what` names the value in the message ("hostname", "run id"); the message shows
+// control characters, NUL and non-ASCII bytes as \xHH and cuts a long value short.
 void check_file_component(std::string_view what, std::string_view value);
 
 class run_paths {
@@ -52,10 +53,11 @@ class run_paths {
   std::filesystem::path rank_log(std::int64_t rank) const;
 
   // Creates <dir> and <dir>/logs (and missing parents); existing ones are fine. Throws errc::io
-  // naming the directory and the system's reason.
+  // naming the directory, the system's reason, where creating stopped (a file in the way, a
+  // directory this user may not write, a read-only or full file system) and the fix.
   void create() const;
   // The node files present, sorted by file name (so by hostname). Throws errc::io when the
-  // directory cannot be listed.
+  // directory cannot be listed, saying what to check.
   std::vector<std::filesystem::path> node_dbs() const;
 
  private:

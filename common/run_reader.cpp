@@ -2,9 +2,14 @@
 // are merged here; files are small enough (one node's ranks) that a sort beats cleverness.
 #include "common/run_reader.hpp"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <chrono>
+#include <ctime>
 #include <limits>
-#include <map>
+#include <tuple>
+#include <utility>
 
 #include "common/error.hpp"
 #include "common/run_dir.hpp"
@@ -34,13 +39,55 @@ constexpr std::string_view kEventsSql =
     "SELECT time_ms, rank, severity, kind, message FROM events WHERE time_ms >= ?1 "
     "ORDER BY time_ms, id";
 
+// What stat(2) says of a node file; a change means a writer touched the main file.
+struct file_state {
+  dev_t device = 0;
+  ino_t inode = 0;  // 0: the file could not be stat'ed
+  off_t size = 0;
+  timespec mtime{};
+  bool operator==(const file_state& o) const {
+    return device == o.device && inode == o.inode && size == o.size &&
+           mtime.tv_sec == o.mtime.tv_sec && mtime.tv_nsec == o.mtime.tv_nsec;
+  }
+};
+
+file_state stat_file(const std::filesystem::path& file) {
+  struct stat st {};
+  if (::stat(file.c_str(), &st) != 0) return {};
+  return {st.st_dev, st.st_ino, st.st_size, st.st_mtim};
+}
+
+// File times come from a coarse clock (a kernel tick; an NFS server's own clock), so a write in
+// the same tick as the one that set `mtime` may leave the whole state unchanged. A state whose
+// mtime is this close to the time it was read proves nothing (git calls such an index entry
+// "racily clean"): the file is reopened before each query until its mtime is older.
+constexpr std::chrono::seconds kRacyWindow{2};
+
+bool is_racy(const file_state& state, std::chrono::system_clock::time_point seen_at) {
+  using namespace std::chrono;
+  auto mtime = system_clock::time_point(duration_cast<system_clock::duration>(
+      seconds(state.mtime.tv_sec) + nanoseconds(state.mtime.tv_nsec)));
+  return mtime + kRacyWindow > seen_at;
+}
+
 // One node file and its read-only connection.
+//
+// A file opened immutable (no -wal: no writer had it open) is read by SQLite without locks and
+// with its page cache trusted forever, so a writer that opens, commits, checkpoints into the
+// main file and closes (removing -wal again) between two queries, or during one, would leave
+// the connection reading stale or torn pages. So around every query on such a connection:
+// before it, reopen when -wal exists, the file's state (inode, size, mtime) changed since the
+// open, or that state was racy; after it, look again and run the query once more on a fresh
+// connection if anything changed while it ran. A connection opened with mode=ro (a -wal was
+// there) needs none of this: SQLite's WAL index keeps it consistent.
 struct node_file {
   std::string host;
   std::filesystem::path file;
   std::optional<sqlite_db> db;
   bool immutable = false;  // opened with immutable=1: no writer had the file open then
   bool empty = false;      // no schema yet: holds nothing
+  file_state opened_state;  // of an immutable connection, when it was opened
+  bool racy = false;        // opened_state cannot prove the file unchanged later
 
   bool has_wal() const {
     std::error_code ec;
@@ -48,21 +95,49 @@ struct node_file {
   }
 
   void open() {
-    immutable = !has_wal();
     db.reset();  // close the old connection first
+    opened_state = stat_file(file);
+    racy = is_racy(opened_state, std::chrono::system_clock::now());
+    immutable = !has_wal();
     db.emplace(file, immutable ? open_mode::read_immutable : open_mode::read_only);
     db->set_busy_timeout(kBusyTimeoutMs);
     db->exec("PRAGMA query_only = ON", "make the connection query-only");
     empty = !schema::check_readable(*db);
   }
 
-  // Reopens with mode=ro when a writer has started since the file was opened immutable, and
-  // looks again at a file that was empty: its writer may have created the schema since.
+  // Whether an immutable connection may no longer match the file (see above).
+  bool stale() const { return immutable && (has_wal() || stat_file(file) != opened_state); }
+
+  // Reopens a connection that may be stale (or racy), and looks again at a file that was
+  // empty: its writer may have created the schema since.
   void refresh() {
-    if (immutable && has_wal()) {
+    if (stale() || (immutable && racy)) {
       open();
     } else if (empty) {
       empty = !schema::check_readable(*db);
+    }
+  }
+
+  // Runs query() (which reads through `db`) on a fresh view of the file and returns what it
+  // returned. When the file changed while it ran (it may have read torn pages, or failed on
+  // them), reopens and runs it once more; a second change is an error.
+  template <class F>
+  auto read(F&& query) -> decltype(query()) {
+    for (int attempt = 1;; ++attempt) {
+      refresh();
+      std::optional<decltype(query())> result;
+      try {
+        result = query();
+      } catch (const error&) {
+        if (!stale() || attempt == 2) throw;
+        continue;
+      }
+      if (!stale()) return std::move(*result);
+      MUSTER_CHECK(attempt < 2, errc::store,
+                   "run store {}: the file changed twice while it was read, and no writer "
+                   "kept it open; read it again (a writer that opens and closes it in a loop "
+                   "makes a live read unreliable)",
+                   file.string());
     }
   }
 };
@@ -122,6 +197,20 @@ event_record read_event(const node_file& node, const sqlite_stmt& s) {
   return event;
 }
 
+// Orders steps by (step, rank) and keeps one row per (step, rank): the one with the latest
+// time_ms, or on a tie the first in `steps` (which comes in host order).
+std::vector<step_record> newest_per_step(std::vector<step_record> steps) {
+  std::stable_sort(steps.begin(), steps.end(), [](const auto& a, const auto& b) {
+    return std::tuple(a.step, a.rank, b.time_ms) < std::tuple(b.step, b.rank, a.time_ms);
+  });
+  steps.erase(std::unique(steps.begin(), steps.end(),
+                          [](const auto& a, const auto& b) {
+                            return a.step == b.step && a.rank == b.rank;
+                          }),
+              steps.end());
+  return steps;
+}
+
 }  // namespace
 
 struct run_reader::impl {
@@ -129,27 +218,49 @@ struct run_reader::impl {
   std::vector<node_file> nodes;  // sorted by host
 
   explicit impl(const std::filesystem::path& run_dir) : dir(run_dir) {
-    for (const auto& file : run_paths(run_dir).node_dbs()) {
-      node_file& node = nodes.emplace_back();
-      node.host = node_db_host(file);
-      node.file = file;
-      node.open();
-    }
+    discover();
     MUSTER_CHECK(!nodes.empty(), errc::store,
                  "run directory {} holds no node-*.db file: no launcher has started there, or "
                  "it is not a run directory",
                  dir.string());
   }
 
-  // Calls query(node, stmt) for every node file that holds a schema, with `sql` prepared.
-  template <class F>
-  void for_each_node(std::string_view sql, F&& query) {
-    for (node_file& node : nodes) {
-      node.refresh();
-      if (node.empty) continue;
-      sqlite_stmt stmt = node.db->prepare(sql);
-      query(node, stmt);
+  // Opens the node files that appeared since the last look (a node whose launcher started
+  // after this reader), keeping `nodes` sorted by host.
+  void discover() {
+    for (const auto& file : run_paths(dir).node_dbs()) {
+      std::string host = node_db_host(file);
+      auto at = std::lower_bound(
+          nodes.begin(), nodes.end(), host,
+          [](const node_file& n, const std::string& h) { return n.host < h; });
+      if (at != nodes.end() && at->host == host) continue;
+      node_file node;
+      node.host = std::move(host);
+      node.file = file;
+      node.open();
+      nodes.insert(at, std::move(node));
     }
+  }
+
+  // For every node file that holds a schema, in host order: prepares `sql`, lets
+  // query(node, stmt, rows) append that file's rows, and returns all rows. A file's rows are
+  // taken only from a read that no writer disturbed (see node_file::read).
+  template <class Row, class F>
+  std::vector<Row> collect(std::string_view sql, F&& query) {
+    discover();
+    std::vector<Row> rows;
+    for (node_file& node : nodes) {
+      std::vector<Row> part = node.read([&] {
+        std::vector<Row> found;
+        if (node.empty) return found;
+        sqlite_stmt stmt = node.db->prepare(sql);
+        query(std::as_const(node), stmt, found);
+        return found;
+      });
+      rows.insert(rows.end(), std::make_move_iterator(part.begin()),
+                  std::make_move_iterator(part.end()));
+    }
+    return rows;
   }
 };
 
@@ -163,17 +274,16 @@ run_reader& run_reader::operator=(run_reader&&) noexcept = default;
 const std::filesystem::path& run_reader::dir() const { return impl_->dir; }
 
 std::vector<std::string> run_reader::hosts() const {
+  impl_->discover();
   std::vector<std::string> hosts;
   for (const node_file& node : impl_->nodes) hosts.push_back(node.host);
   return hosts;
 }
 
 std::vector<run_record> run_reader::runs() const {
-  std::vector<run_record> runs;
-  impl_->for_each_node(kRunSql, [&](const node_file& node, sqlite_stmt& s) {
-    s.for_each_row("read run", [&] { runs.push_back(read_run(node, s)); });
+  return impl_->collect<run_record>(kRunSql, [](const node_file& node, sqlite_stmt& s, auto& out) {
+    s.for_each_row("read run", [&] { out.push_back(read_run(node, s)); });
   });
-  return runs;
 }
 
 std::optional<run_record> run_reader::run() const {
@@ -186,17 +296,18 @@ std::optional<run_record> run_reader::run() const {
 }
 
 std::vector<rank_record> run_reader::ranks() const {
-  std::map<std::int64_t, rank_record> by_rank;
-  impl_->for_each_node(kRanksSql, [&](const node_file& node, sqlite_stmt& s) {
-    s.for_each_row("read ranks", [&] {
-      rank_record rank = read_rank(node, s);
-      auto [it, inserted] = by_rank.try_emplace(rank.rank, rank);
-      if (!inserted && it->second.updated_ms < rank.updated_ms) it->second = std::move(rank);
-    });
+  auto all = impl_->collect<rank_record>(kRanksSql, [](const node_file& node, sqlite_stmt& s,
+                                                       auto& out) {
+    s.for_each_row("read ranks", [&] { out.push_back(read_rank(node, s)); });
   });
-  std::vector<rank_record> ranks;
-  for (auto& [number, rank] : by_rank) ranks.push_back(std::move(rank));
-  return ranks;
+  // Newest wins; on a tie the first host (rows come in host order, stable_sort keeps it).
+  std::stable_sort(all.begin(), all.end(), [](const auto& a, const auto& b) {
+    return std::pair(a.rank, b.updated_ms) < std::pair(b.rank, a.updated_ms);
+  });
+  all.erase(std::unique(all.begin(), all.end(),
+                        [](const auto& a, const auto& b) { return a.rank == b.rank; }),
+            all.end());
+  return all;
 }
 
 std::vector<step_record> run_reader::steps() const {
@@ -205,40 +316,36 @@ std::vector<step_record> run_reader::steps() const {
 
 std::vector<step_record> run_reader::steps(std::int64_t first_step, std::int64_t last_step,
                                            std::optional<std::int64_t> rank) const {
-  std::vector<step_record> steps;
   std::string sql = fmt::format("SELECT {} FROM steps s {}", kStepColumns, kStepsWhere);
-  impl_->for_each_node(sql, [&](const node_file&, sqlite_stmt& s) {
+  auto all = impl_->collect<step_record>(sql, [&](const node_file&, sqlite_stmt& s, auto& out) {
     s.bind(1, first_step);
     s.bind(2, last_step);
     s.bind(3, rank);
-    s.for_each_row("read steps", [&] { steps.push_back(read_step(s)); });
+    s.for_each_row("read steps", [&] { out.push_back(read_step(s)); });
   });
-  std::stable_sort(steps.begin(), steps.end(), [](const auto& a, const auto& b) {
-    return std::pair(a.step, a.rank) < std::pair(b.step, b.rank);
-  });
-  return steps;
+  return newest_per_step(std::move(all));
 }
 
 std::vector<step_record> run_reader::last_steps() const {
-  std::map<std::int64_t, step_record> by_rank;
   std::string sql = fmt::format("SELECT {} FROM steps s {}", kStepColumns, kLastStepsJoin);
-  impl_->for_each_node(sql, [&](const node_file&, sqlite_stmt& s) {
-    s.for_each_row("read last steps", [&] {
-      step_record step = read_step(s);
-      auto [it, inserted] = by_rank.try_emplace(step.rank, step);
-      if (!inserted && it->second.step < step.step) it->second = step;
-    });
+  auto all = impl_->collect<step_record>(sql, [](const node_file&, sqlite_stmt& s, auto& out) {
+    s.for_each_row("read last steps", [&] { out.push_back(read_step(s)); });
   });
-  std::vector<step_record> steps;
-  for (auto& [rank, step] : by_rank) steps.push_back(step);
-  return steps;
+  // The highest step of each rank over all files; the newest row of it when files disagree.
+  std::stable_sort(all.begin(), all.end(), [](const auto& a, const auto& b) {
+    return std::tuple(a.rank, b.step, b.time_ms) < std::tuple(b.rank, a.step, a.time_ms);
+  });
+  all.erase(std::unique(all.begin(), all.end(),
+                        [](const auto& a, const auto& b) { return a.rank == b.rank; }),
+            all.end());
+  return all;
 }
 
 std::vector<event_record> run_reader::events(epoch_ms since_ms) const {
-  std::vector<event_record> events;
-  impl_->for_each_node(kEventsSql, [&](const node_file& node, sqlite_stmt& s) {
+  auto events = impl_->collect<event_record>(kEventsSql, [&](const node_file& node,
+                                                             sqlite_stmt& s, auto& out) {
     s.bind(1, since_ms);
-    s.for_each_row("read events", [&] { events.push_back(read_event(node, s)); });
+    s.for_each_row("read events", [&] { out.push_back(read_event(node, s)); });
   });
   std::stable_sort(events.begin(), events.end(),
                    [](const auto& a, const auto& b) { return a.time_ms < b.time_ms; });
@@ -246,16 +353,15 @@ std::vector<event_record> run_reader::events(epoch_ms since_ms) const {
 }
 
 std::string run_reader::integrity_check() const {
-  std::vector<std::string> problems;
-  for (node_file& node : impl_->nodes) {
-    node.refresh();
-    sqlite_stmt s = node.db->prepare("PRAGMA integrity_check");
-    s.for_each_row("check integrity", [&] {
-      if (std::string line = s.column_text(0); line != "ok") {
-        problems.push_back(fmt::format("{}: {}", node.file.string(), line));
-      }
-    });
-  }
+  std::vector<std::string> problems =
+      impl_->collect<std::string>("PRAGMA integrity_check", [](const node_file& node,
+                                                                sqlite_stmt& s, auto& out) {
+        s.for_each_row("check integrity", [&] {
+          if (std::string line = s.column_text(0); line != "ok") {
+            out.push_back(fmt::format("{}: {}", node.file.string(), line));
+          }
+        });
+      });
   if (problems.empty()) return "ok";
   std::string text;
   for (const std::string& line : problems) text += (text.empty() ? "" : "\n") + line;

@@ -3,13 +3,21 @@
 // It opens every node file read-only, checks its schema version, and merges on each query:
 // ranks by rank, steps by (step, rank), events by time. It never writes, migrates or creates
 // a file, so it is safe on a run that is still being written, on one whose writers were
-// killed, and in a directory this user cannot write.
+// killed, and in a directory this user cannot write. Each query also looks for node files
+// that appeared since the last one (a node whose launcher started late).
+//
+// Duplicates across files (a requeued job whose rank moved to another node): one record per
+// key, the newest; on a tie the one from the first host in host order. Ranks are keyed by rank
+// and compared by updated_ms, steps by (step, rank) and compared by time_ms.
 //
 // How it opens a file: when `<file>-wal` exists (a writer is running, or died), with SQLite's
 // mode=ro, which reads the commits still in the WAL and shares its index with a live writer.
 // When it does not exist (the writer closed cleanly, so everything is in the main file), with
-// immutable=1, which takes no locks and creates no -wal/-shm files. Before each query a file
-// opened immutable is reopened with mode=ro if a writer has started since.
+// immutable=1, which takes no locks and creates no -wal/-shm files, but trusts the file not to
+// change. So the reader records the file's inode, size and mtime (nanoseconds) at that open,
+// and reopens before a query when a -wal exists or any of them changed (a writer came and
+// went), or when the mtime was too recent to prove anything (file times tick coarsely). After
+// the query it looks again, and reads the file once more if a writer touched it meanwhile.
 //
 // Limits: SQLite's WAL needs shared memory between writer and reader, so a reader on another
 // host than a live writer (runs_dir on NFS or Lustre) may see stale data; read a live run from
@@ -39,23 +47,24 @@ class run_reader {
   run_reader& operator=(run_reader&&) noexcept;
 
   const std::filesystem::path& dir() const;
-  // The hosts that have a node file, sorted.
+  // The hosts that have a node file, sorted. Throws errc::io when the directory cannot be
+  // listed, errc::store when a new node file cannot be opened (as every query below).
   std::vector<std::string> hosts() const;
 
   // Each node's run record, in host order (nodes that wrote none are skipped).
   std::vector<run_record> runs() const;
   // The most recently updated of runs(), or none.
   std::optional<run_record> run() const;
-  // Every rank, ordered by rank. Should two nodes hold the same rank (a requeued job that
-  // moved), the most recently updated record wins.
+  // Every rank, ordered by rank; one per rank, the newest (see duplicates, above).
   std::vector<rank_record> ranks() const;
-  // Every step, ordered by (step, rank).
+  // Every step, ordered by (step, rank); one per (step, rank), the newest.
   std::vector<step_record> steps() const;
   // The steps from first_step to last_step (both included), of one rank or of all; ordered by
-  // (step, rank).
+  // (step, rank); one per (step, rank), the newest.
   std::vector<step_record> steps(std::int64_t first_step, std::int64_t last_step,
                                  std::optional<std::int64_t> rank = std::nullopt) const;
-  // For each rank with at least one step, its highest step; ordered by rank.
+  // For each rank with at least one step, its highest step (the newest row of it); ordered by
+  // rank.
   std::vector<step_record> last_steps() const;
   // The events at or after `since_ms`, ordered by time (ties: host order, then write order).
   std::vector<event_record> events(epoch_ms since_ms = 0) const;

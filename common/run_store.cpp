@@ -47,14 +47,16 @@ ON CONFLICT (rank, step) DO UPDATE SET
 constexpr std::string_view kAddEventSql =
     "INSERT INTO events (time_ms, rank, severity, kind, message) VALUES (?1, ?2, ?3, ?4, ?5)";
 
-// Sets up a fresh connection for writing. journal_mode is the first statement that reads the
-// file, so a foreign file fails here with SQLITE_NOTADB.
+// Sets up a fresh connection for writing. The version check comes first: it is the first
+// statement that reads the file (a file that is not SQLite fails there with SQLITE_NOTADB), and
+// a file this muster must refuse is refused before journal_mode = WAL rewrites its header.
 void configure(sqlite_db& db, const writer_options& options) {
   db.set_busy_timeout(options.busy_timeout_ms);
+  schema::check_writable(db);
   auto mode = db.query_text("PRAGMA journal_mode = WAL", "switch to WAL mode");
   MUSTER_CHECK(mode == "wal", errc::store,
                "run store {}: the filesystem refused WAL mode (journal_mode is '{}'); put "
-               "runs_dir on a local or shared filesystem with POSIX locks and mmap",
+               "launch.runs_dir on a local or shared filesystem with POSIX locks and mmap",
                db.file().string(), mode.value_or("?"));
   db.exec("PRAGMA synchronous = NORMAL", "set synchronous");
   db.exec("PRAGMA foreign_keys = ON", "enable foreign keys");
@@ -96,7 +98,11 @@ struct node_writer::impl {
     add_step.bind(5, s.step_time_s);
     add_step.bind(6, s.mem_bytes);
     add_step.bind(7, s.time_ms);
-    add_step.execute(fmt::format("add step {} of rank {}", s.step, s.rank));
+    // The only constraint a typed step can fail is the foreign key to its rank.
+    add_step.execute(fmt::format("add step {} of rank {}", s.step, s.rank),
+                     fmt::format("rank {} is not in this file: put the rank (put_rank) before "
+                                 "its steps",
+                                 s.rank));
   }
 };
 

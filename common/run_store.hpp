@@ -38,8 +38,9 @@ class node_writer {
  public:
   // Opens `file`, creating it when missing, in WAL mode, and migrates it to kSchemaVersion.
   // Throws errc::store (the message names the file, what failed and what to do) when the file
-  // or its directory is not writable, when it is not an SQLite file, or when it was written by
-  // a newer muster (the message names both schema versions).
+  // or its directory is not writable, when it is not an SQLite file, when it is another
+  // program's SQLite file, or when it was written by a newer muster (the message names both
+  // schema versions); a file refused for its contents is left unchanged.
   explicit node_writer(const std::filesystem::path& file, const writer_options& options = {});
   ~node_writer();
   node_writer(node_writer&&) noexcept;
@@ -54,7 +55,7 @@ class node_writer {
   // Inserts or replaces the rank with record.rank (all fields are replaced).
   void put_rank(const rank_record& rank);
   // Inserts one step, replacing an earlier row with the same (rank, step). The rank must have
-  // been put before (errc::store otherwise).
+  // been put before (errc::store otherwise, whose message says to put_rank first).
   void add_step(const step_record& step);
   // Inserts steps in one transaction: all of them are stored, or (on error) none.
   void add_steps(std::span<const step_record> steps);

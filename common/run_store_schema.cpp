@@ -84,11 +84,11 @@ bool has_tables(const sqlite_db& db) {
                         "look for tables") > 0;
 }
 
-[[noreturn]] void throw_newer(const sqlite_db& db, int version) {
+[[noreturn]] void throw_newer(const sqlite_db& db, int version, int known) {
   MUSTER_THROW(errc::store,
                "run store {}: schema version {} was written by a newer muster; this muster ({}) "
                "knows versions up to {}; use that newer muster (or a later one) for this run",
-               db.file().string(), version, kVersion, kCurrentVersion);
+               db.file().string(), version, kVersion, known);
 }
 
 [[noreturn]] void throw_foreign(const sqlite_db& db) {
@@ -104,10 +104,15 @@ int user_version(const sqlite_db& db) {
   return static_cast<int>(db.query_int64("PRAGMA user_version", "read schema version"));
 }
 
-void migrate(sqlite_db& db) {
+void check_writable(const sqlite_db& db) {
   int version = user_version(db);
-  if (version > kCurrentVersion) throw_newer(db, version);
+  if (version > kCurrentVersion) throw_newer(db, version, kCurrentVersion);
   if (version == 0 && has_tables(db)) throw_foreign(db);
+}
+
+void migrate(sqlite_db& db) {
+  check_writable(db);
+  int version = user_version(db);
   for (const migration& step : kMigrations) {
     if (step.to_version <= version) continue;
     sqlite_transaction transaction(db);
@@ -121,10 +126,10 @@ void migrate(sqlite_db& db) {
   }
 }
 
-bool check_readable(const sqlite_db& db) {
+bool check_readable(const sqlite_db& db, int readable) {
   int version = user_version(db);
-  if (version == kCurrentVersion) return true;
-  if (version > kCurrentVersion) throw_newer(db, version);
+  if (version == readable) return true;
+  if (version > readable) throw_newer(db, version, readable);
   if (version == 0) {
     if (has_tables(db)) throw_foreign(db);
     return false;
@@ -133,7 +138,7 @@ bool check_readable(const sqlite_db& db) {
                "run store {}: schema version {} is older than version {} that this muster ({}) "
                "reads, and readers never migrate a file; read it with the muster that wrote it, "
                "or open it once for writing with this one (which migrates it)",
-               db.file().string(), version, kCurrentVersion, kVersion);
+               db.file().string(), version, readable, kVersion);
 }
 
 }  // namespace muster::store::schema

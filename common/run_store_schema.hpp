@@ -16,14 +16,20 @@ inline constexpr int kCurrentVersion = kSchemaVersion;
 // The file's `PRAGMA user_version` (0 for a new or empty file).
 int user_version(const sqlite_db& db);
 
+// For writers, before they change anything (even the journal mode): throws errc::store when
+// the file is from a newer muster, or holds tables but no version (not a muster store).
+void check_writable(const sqlite_db& db);
+
 // Brings a file opened for writing up to kCurrentVersion, one transaction per step, so a crash
 // leaves it at a whole version. Throws errc::store when the file is from a newer muster, or
 // holds tables but no version (not a muster store).
 void migrate(sqlite_db& db);
 
-// For readers: true when the file is at kCurrentVersion, false when it is empty (a node whose
-// writer died before it created the schema). Throws errc::store, naming both versions, for a
-// newer or older schema, and for a file that is not a muster store.
-bool check_readable(const sqlite_db& db);
+// For readers: true when the file is at version `readable`, false when it is empty (a node
+// whose writer died before it created the schema). Throws errc::store, naming both versions,
+// for a newer or older schema, and for a file that is not a muster store. Only reads: the file
+// is never changed. `readable` is a parameter so tests can reach the older-schema refusal
+// while no older version exists; code passes the default.
+bool check_readable(const sqlite_db& db, int readable = kCurrentVersion);
 
 }  // namespace muster::store::schema

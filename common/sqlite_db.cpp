@@ -42,7 +42,8 @@ std::string directory_advice(const std::string& dir) {
   }
   if (access(dir.c_str(), W_OK) != 0) {
     return fmt::format("the directory {} is not writable by this user ({}); the store needs to "
-                       "create files there: fix its permissions or choose another runs_dir",
+                       "create files there: fix its permissions or choose another "
+                       "launch.runs_dir",
                        dir, std::strerror(errno));
   }
   return fmt::format("check that this user can read and write the files in {}", dir);
@@ -54,12 +55,13 @@ std::string advice(int primary, const std::filesystem::path& file) {
   switch (primary) {
     case SQLITE_FULL:
       return fmt::format("the disk holding {} is full (or the store reached its size limit); "
-                         "free space there or point runs_dir at a filesystem with room", dir);
+                         "free space there or point launch.runs_dir at a filesystem with room",
+                         dir);
     case SQLITE_READONLY:
     case SQLITE_PERM:
       if (access(dir.c_str(), W_OK) != 0) return directory_advice(dir);
       return fmt::format("the file is read-only for this user; fix the permissions of {} or "
-                         "choose a runs_dir this user can write", file.string());
+                         "choose a launch.runs_dir this user can write", file.string());
     case SQLITE_CANTOPEN:
       return directory_advice(dir);
     case SQLITE_NOTADB:
@@ -79,29 +81,47 @@ std::string advice(int primary, const std::filesystem::path& file) {
   }
 }
 
-// A path as an SQLite URI ("file:/a%3Fb.db?..."): '%', '?' and '#' must be escaped.
-std::string file_uri(const std::filesystem::path& file, std::string_view parameters) {
-  std::string uri = "file:";
-  for (char c : file.string()) {
-    if (c == '%' || c == '?' || c == '#') {
-      uri += fmt::format("%{:02X}", static_cast<unsigned char>(c));
-    } else {
-      uri += c;
-    }
-  }
-  uri += '?';
-  uri += parameters;
-  return uri;
+bool is_uri_unreserved(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+         c == '-' || c == '.' || c == '_' || c == '~' || c == '/';
 }
 
 }  // namespace
 
+std::string sqlite_file_uri(const std::filesystem::path& file, std::string_view parameters) {
+  std::error_code ec;
+  std::filesystem::path absolute = std::filesystem::absolute(file, ec);
+  if (ec) {
+    throw error(errc::store, fmt::format("run store {}: cannot make the path absolute: {}; "
+                                         "check that the current directory still exists",
+                                         file.string(), ec.message()));
+  }
+  // An empty authority ("file://" then the path, which starts with '/'), so a path starting
+  // with "//" cannot be taken for one; every byte but unreserved ones and '/' is %XX.
+  std::string uri = "file://";
+  for (char c : absolute.string()) {
+    if (is_uri_unreserved(c)) {
+      uri += c;
+    } else {
+      uri += fmt::format("%{:02X}", static_cast<unsigned char>(c));
+    }
+  }
+  if (!parameters.empty()) {
+    uri += '?';
+    uri += parameters;
+  }
+  return uri;
+}
+
 std::string sqlite_failure_message(const std::filesystem::path& file, std::string_view operation,
-                                   int result_code, std::string_view sqlite_message) {
+                                   int result_code, std::string_view sqlite_message,
+                                   std::string_view constraint_advice) {
   const int primary = result_code & 0xff;
   std::string text = fmt::format("run store {}: {}: {} ({})", file.string(), operation,
                                  sqlite_message, code_name(primary));
-  if (std::string hint = advice(primary, file); !hint.empty()) text += "; " + hint;
+  std::string hint = primary == SQLITE_CONSTRAINT ? std::string(constraint_advice)
+                                                  : advice(primary, file);
+  if (!hint.empty()) text += "; " + hint;
   return text;
 }
 
@@ -124,10 +144,12 @@ sqlite_stmt& sqlite_stmt::operator=(sqlite_stmt&& other) noexcept {
   return *this;
 }
 
-void sqlite_stmt::fail(int result_code, std::string_view operation) {
+void sqlite_stmt::fail(int result_code, std::string_view operation,
+                       std::string_view constraint_advice) {
   std::string message = sqlite3_errmsg(sqlite3_db_handle(stmt_));
   reset();
-  throw error(errc::store, sqlite_failure_message(file_, operation, result_code, message));
+  throw error(errc::store, sqlite_failure_message(file_, operation, result_code, message,
+                                                  constraint_advice));
 }
 
 void sqlite_stmt::reset() noexcept {
@@ -153,10 +175,10 @@ void sqlite_stmt::bind_null(int index) {
   if (int rc = sqlite3_bind_null(stmt_, index); rc != SQLITE_OK) fail(rc, "bind");
 }
 
-void sqlite_stmt::execute(std::string_view operation) {
+void sqlite_stmt::execute(std::string_view operation, std::string_view constraint_advice) {
   int rc = sqlite3_step(stmt_);
   while (rc == SQLITE_ROW) rc = sqlite3_step(stmt_);
-  if (rc != SQLITE_DONE) fail(rc, operation);
+  if (rc != SQLITE_DONE) fail(rc, operation, constraint_advice);
   reset();
 }
 
@@ -199,15 +221,26 @@ std::optional<std::int64_t> sqlite_stmt::column_optional_int64(int column) const
 // ---- sqlite_db ------------------------------------------------------------------------------
 
 sqlite_db::sqlite_db(const std::filesystem::path& file, open_mode mode) : file_(file) {
-  int flags = SQLITE_OPEN_EXRESCODE;
-  std::string name = file.string();
-  if (mode == open_mode::read_write) {
-    flags |= SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
-  } else {
-    flags |= SQLITE_OPEN_READONLY | SQLITE_OPEN_URI;
-    name = file_uri(file, mode == open_mode::read_only ? "mode=ro" : "mode=ro&immutable=1");
+  // Always a URI, even for writing: a plain name starting with "file:" would be taken for one
+  // wherever SQLite was built with SQLITE_USE_URI.
+  int flags = SQLITE_OPEN_EXRESCODE | SQLITE_OPEN_URI;
+  std::string_view parameters;
+  switch (mode) {
+    case open_mode::read_write:
+      flags |= SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+      parameters = "mode=rwc";
+      break;
+    case open_mode::read_only:
+      flags |= SQLITE_OPEN_READONLY;
+      parameters = "mode=ro";
+      break;
+    case open_mode::read_immutable:
+      flags |= SQLITE_OPEN_READONLY;
+      parameters = "mode=ro&immutable=1";
+      break;
   }
-  int rc = sqlite3_open_v2(name.c_str(), &db_, flags, nullptr);
+  std::string uri = sqlite_file_uri(file, parameters);
+  int rc = sqlite3_open_v2(uri.c_str(), &db_, flags, nullptr);
   if (rc != SQLITE_OK) {
     std::string message = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
     close();

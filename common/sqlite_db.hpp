@@ -21,9 +21,19 @@ namespace muster::store {
 
 // The message of a failed SQLite call: "run store <file>: <operation>: <sqlite message>
 // (<CODE>); <what to do>". Full disks, read-only files, missing directories, foreign files and
-// lock timeouts each get their own advice. Exposed for tests; use sqlite_db::fail in code.
+// lock timeouts each get their own advice; a failed constraint gets `constraint_advice`, which
+// only the caller can give (it knows what the constraint means). Exposed for tests; use
+// sqlite_db::fail in code.
 std::string sqlite_failure_message(const std::filesystem::path& file, std::string_view operation,
-                                   int result_code, std::string_view sqlite_message);
+                                   int result_code, std::string_view sqlite_message,
+                                   std::string_view constraint_advice = {});
+
+// `file` as an SQLite URI: "file://" + the absolute path (relative ones are taken from the
+// current directory) with every byte other than [A-Za-z0-9-._~/] written %XX, then
+// "?<parameters>" unless they are empty. So '?', '#', '%', spaces and a leading "//" (which
+// after "file:" would read as a host name) all name the file they name in the file system.
+// Throws errc::store when the current directory is needed and gone. Exposed for tests.
+std::string sqlite_file_uri(const std::filesystem::path& file, std::string_view parameters);
 
 // A prepared statement. Parameters are 1-based as in SQLite, columns 0-based. After the last
 // row (or an error) the statement is reset and its bindings cleared, ready for the next use.
@@ -47,8 +57,9 @@ class sqlite_stmt {
     if (value) bind(index, *value); else bind_null(index);
   }
 
-  // Runs a statement that returns no rows (INSERT, UPDATE, ...). Throws errc::store.
-  void execute(std::string_view operation);
+  // Runs a statement that returns no rows (INSERT, UPDATE, ...). Throws errc::store; when a
+  // constraint failed (SQLITE_CONSTRAINT), the message ends with `constraint_advice`.
+  void execute(std::string_view operation, std::string_view constraint_advice = {});
   // Runs a query and calls on_row once per row, in order; columns are read through the
   // column_* members during the call. Resets the statement even when on_row throws.
   void for_each_row(std::string_view operation, const std::function<void()>& on_row);
@@ -60,7 +71,8 @@ class sqlite_stmt {
   std::optional<std::int64_t> column_optional_int64(int column) const;
 
  private:
-  [[noreturn]] void fail(int result_code, std::string_view operation);
+  [[noreturn]] void fail(int result_code, std::string_view operation,
+                         std::string_view constraint_advice = {});
   void reset() noexcept;
 
   sqlite3_stmt* stmt_ = nullptr;

@@ -7,6 +7,7 @@
 
 #include "common/error.hpp"
 #include "common/run_dir.hpp"
+#include "tests/support/expect_error.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace fs = std::filesystem;
@@ -15,18 +16,6 @@ using muster::errc;
 using muster::store::run_paths;
 
 namespace {
-
-// The error `f` throws; fails the test when it throws none.
-template <class F>
-muster::error error_of(F&& f) {
-  try {
-    f();
-  } catch (const muster::error& e) {
-    return e;
-  }
-  FAIL("expected a muster::error");
-  throw std::logic_error("unreachable");
-}
 
 // Whether `id` is "job-" then 8 digits, '-', 6 digits, '-', 4 lower-case hex digits.
 bool has_run_id_format(const std::string& id) {
@@ -91,7 +80,7 @@ TEST_CASE("names used in file names reject slashes, dot-dot and odd characters",
            "", ".", "..", "../x", "a/b", "-rf", ".hidden", "a b", "a\\b", std::string(129, 'h'),
            std::string("a\0b", 3)}) {
     INFO("value: " << bad);
-    auto e = error_of([&] { check_file_component("hostname", bad); });
+    auto e = muster::test::expect_error([&] { check_file_component("hostname", bad); });
     CHECK(e.category() == errc::invalid_input);
     CHECK_THAT(e.what(), Catch::Contains("hostname"));
   }
@@ -106,9 +95,10 @@ TEST_CASE("run paths name the node files, the config and the rank logs", "[run_d
   CHECK(paths.node_db("gpu-a07") == paths.dir() / "node-gpu-a07.db");
   CHECK(paths.job_config() == paths.dir() / "job.toml");
   CHECK(paths.rank_log(12) == paths.dir() / "logs" / "rank-12.log");
-  CHECK(error_of([&] { (void)paths.node_db("../evil"); }).category() == errc::invalid_input);
-  CHECK(error_of([&] { (void)paths.rank_log(-1); }).category() == errc::invalid_input);
-  CHECK(error_of([] { run_paths("/runs", ".."); }).category() == errc::invalid_input);
+  using muster::test::expect_error;
+  CHECK(expect_error([&] { (void)paths.node_db("../evil"); }).category() == errc::invalid_input);
+  CHECK(expect_error([&] { (void)paths.rank_log(-1); }).category() == errc::invalid_input);
+  CHECK(expect_error([] { run_paths("/runs", ".."); }).category() == errc::invalid_input);
   CHECK(run_paths(fs::path("/runs/abc/")).run_id() == "abc");
 }
 
@@ -125,10 +115,22 @@ TEST_CASE("creating a run directory under a file names the path and the reason",
   muster::test::temp_dir tmp;
   muster::test::write_file(tmp / "plain", "x");
   run_paths paths(tmp / "plain", "r1");
-  auto e = error_of([&] { paths.create(); });
+  auto e = muster::test::expect_error([&] { paths.create(); });
   CHECK(e.category() == errc::io);
   CHECK_THAT(e.what(), Catch::Contains(paths.dir().string()));
   CHECK_THAT(e.what(), Catch::Contains("Not a directory"));
+  CHECK_THAT(e.what(), Catch::Contains((tmp / "plain").string() + " is a file") &&
+                           Catch::Contains("in the way") &&
+                           Catch::Contains("launch.runs_dir"));
+}
+
+TEST_CASE("a runs_dir that is itself a file is named as in the way", "[run_dir]") {
+  muster::test::temp_dir tmp;
+  muster::test::write_file(tmp / "plain", "x");
+  run_paths paths(tmp / "plain" / "deeper", "r1");
+  auto e = muster::test::expect_error([&] { paths.create(); });
+  CHECK_THAT(e.what(), Catch::Contains((tmp / "plain").string() + " is a file") &&
+                           Catch::Contains("move it or set launch.runs_dir"));
 }
 
 TEST_CASE("listing a run directory finds only node files, sorted by host", "[run_dir]") {
@@ -151,7 +153,43 @@ TEST_CASE("listing a run directory finds only node files, sorted by host", "[run
 TEST_CASE("listing a missing run directory is an io error naming it", "[run_dir]") {
   muster::test::temp_dir tmp;
   run_paths paths(tmp.path(), "missing");
-  auto e = error_of([&] { (void)paths.node_dbs(); });
+  auto e = muster::test::expect_error([&] { (void)paths.node_dbs(); });
   CHECK(e.category() == errc::io);
-  CHECK_THAT(e.what(), Catch::Contains(paths.dir().string()));
+  CHECK_THAT(e.what(), Catch::Contains(paths.dir().string()) &&
+                           Catch::Contains("check the run directory's path"));
+  muster::test::write_file(tmp / "file", "");
+  auto file = muster::test::expect_error([&] { (void)run_paths(tmp / "file").node_dbs(); });
+  CHECK_THAT(file.what(), Catch::Contains("is a file, not a run directory"));
+}
+
+TEST_CASE("a bad name's control characters and NUL bytes are escaped in the message",
+          "[run_dir]") {
+  using muster::store::check_file_component;
+  auto nul = muster::test::expect_error(
+      [&] { check_file_component("hostname", std::string("a\0b\x1b[31m", 8)); });
+  CHECK(std::string(nul.what()).find('\x1b') == std::string::npos);
+  CHECK_THAT(nul.what(), Catch::Contains("'a\\x00b\\x1b[31m'") &&
+                             Catch::Contains("character '\\x00' at offset 1"));
+  auto newline = muster::test::expect_error([&] { check_file_component("run id", "\nx"); });
+  CHECK_THAT(newline.what(), Catch::Contains("'\\x0ax'"));
+  auto long_name = muster::test::expect_error(
+      [&] { check_file_component("hostname", std::string(1000, '\x01')); });
+  CHECK_THAT(long_name.what(), Catch::Contains("(1000 bytes)") &&
+                                   Catch::Contains("1 to 128 characters"));
+  CHECK(std::string(long_name.what()).size() < 400);
+}
+
+TEST_CASE("node file names pass the same rule as check_file_component", "[run_dir]") {
+  for (const std::string& host : std::vector<std::string>{
+           "a", "gpu-a07", ".x", "-x", "a b", std::string(128, 'h'), std::string(129, 'h'),
+           std::string("a\0b", 3)}) {
+    INFO("host: " << host);
+    bool accepted = true;
+    try {
+      muster::store::check_file_component("hostname", host);
+    } catch (const muster::error&) {
+      accepted = false;
+    }
+    CHECK(muster::store::node_db_host("node-" + host + ".db") == (accepted ? host : ""));
+  }
 }

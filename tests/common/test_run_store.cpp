@@ -16,7 +16,9 @@
 #include "common/run_dir.hpp"
 #include "common/run_reader.hpp"
 #include "common/run_store.hpp"
+#include "common/run_store_schema.hpp"
 #include "common/sqlite_db.hpp"
+#include "tests/support/expect_error.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/unprivileged.hpp"
 
@@ -25,17 +27,6 @@ using muster::errc;
 using namespace muster::store;
 
 namespace {
-
-template <class F>
-muster::error error_of(F&& f) {
-  try {
-    f();
-  } catch (const muster::error& e) {
-    return e;
-  }
-  FAIL("expected a muster::error");
-  throw std::logic_error("unreachable");
-}
 
 run_record sample_run(const std::string& id = "job-20261122-143005-9f3a") {
   return run_record{id, "job", run_state::running, 1000, 2000, 4, 2, "7781_3", "/r/job.toml",
@@ -159,7 +150,7 @@ TEST_CASE("adding a step again replaces it, as a resumed run repeats steps", "[r
 TEST_CASE("setting the run state changes state and time, and needs the run", "[run_store]") {
   run_fixture fx;
   node_writer writer = fx.writer("a");
-  auto e = error_of([&] { writer.set_run_state("nope", run_state::failed, 1); });
+  auto e = muster::test::expect_error([&] { writer.set_run_state("nope", run_state::failed, 1); });
   CHECK(e.category() == errc::store);
   CHECK_THAT(e.what(), Catch::Contains("'nope'") && Catch::Contains("put_run first"));
   run_record run = sample_run();
@@ -174,7 +165,7 @@ TEST_CASE("a node file belongs to one run", "[run_store]") {
   run_fixture fx;
   node_writer writer = fx.writer("a");
   writer.put_run(sample_run("first"));
-  auto e = error_of([&] { writer.put_run(sample_run("second")); });
+  auto e = muster::test::expect_error([&] { writer.put_run(sample_run("second")); });
   CHECK(e.category() == errc::store);
   CHECK_THAT(e.what(), Catch::Contains("'first'") && Catch::Contains("'second'"));
   CHECK(run_reader(fx.paths.dir()).runs().size() == 1);
@@ -185,11 +176,15 @@ TEST_CASE("a batch of steps is stored whole or not at all", "[run_store]") {
   node_writer writer = fx.writer("a");
   writer.put_rank(sample_rank(0, "a"));
   std::vector batch{sample_step(0, 1), sample_step(0, 2), sample_step(7, 2)};  // no rank 7
-  auto e = error_of([&] { writer.add_steps(batch); });
+  auto e = muster::test::expect_error([&] { writer.add_steps(batch); });
   CHECK(e.category() == errc::store);
   CHECK_THAT(e.what(), Catch::Contains("add step 2 of rank 7") &&
                            Catch::Contains("FOREIGN KEY") &&
-                           Catch::Contains(fx.paths.node_db("a").string()));
+                           Catch::Contains(fx.paths.node_db("a").string()) &&
+                           Catch::Contains("put the rank (put_rank) before its steps"));
+  auto single = muster::test::expect_error([&] { writer.add_step(sample_step(5, 1)); });
+  CHECK_THAT(single.what(), Catch::Contains("rank 5 is not in this file") &&
+                                Catch::Contains("put_rank"));
   CHECK(run_reader(fx.paths.dir()).steps().empty());
   batch.pop_back();
   writer.add_steps(batch);  // the writer is usable after a failed batch
@@ -228,7 +223,8 @@ TEST_CASE("the reader merges node files: ranks, steps, events and last steps", "
   auto steps = reader.steps();
   REQUIRE(steps.size() == 13);
   for (size_t i = 0; i < 12; ++i) {
-    CHECK(steps[i] == sample_step(static_cast<std::int64_t>(i % 4), static_cast<std::int64_t>(i / 4)));
+    CHECK(steps[i] ==
+          sample_step(static_cast<std::int64_t>(i % 4), static_cast<std::int64_t>(i / 4)));
   }
   CHECK(steps[12] == sample_step(2, 3));
   std::vector<std::string> kinds;
@@ -292,34 +288,59 @@ TEST_CASE("a node file from a newer muster is refused, naming both versions", "[
   fs::path file = fx.paths.node_db("a");
   { fx.writer("a"); }
   sqlite_db(file, open_mode::read_write).exec("PRAGMA user_version = 99", "test: bump version");
-  for (auto open : std::vector<std::function<void()>>{[&] { node_writer w(file); },
-                                                      [&] { run_reader r(fx.paths.dir()); }}) {
-    auto e = error_of(open);
+  REQUIRE_FALSE(fs::exists(file.string() + "-wal"));
+  auto before = snapshot(fx.tmp.path());
+  for (auto open : std::vector<std::function<void()>>{[&] { run_reader r(fx.paths.dir()); },
+                                                      [&] { node_writer w(file); }}) {
+    auto e = muster::test::expect_error(open);
     CHECK(e.category() == errc::store);
     CHECK_THAT(e.what(), Catch::Contains("schema version 99") &&
                              Catch::Contains("newer muster") &&
                              Catch::Contains(fmt::format("up to {}", kSchemaVersion)) &&
                              Catch::Contains(file.string()));
+    CHECK(snapshot(fx.tmp.path()) == before);  // refused before anything was written
   }
 }
 
-TEST_CASE("a reader refuses an older schema and never migrates it", "[run_store]") {
+TEST_CASE("a file with tables but no schema version is refused and left unchanged",
+          "[run_store]") {
   run_fixture fx;
   fs::path file = fx.paths.node_db("a");
   sqlite_db(file, open_mode::read_write)
       .exec("CREATE TABLE t (x); PRAGMA user_version = 0", "test: foreign file");
-  auto foreign = error_of([&] { run_reader r(fx.paths.dir()); });
+  auto before = snapshot(fx.tmp.path());
+  auto foreign = muster::test::expect_error([&] { run_reader r(fx.paths.dir()); });
   CHECK_THAT(foreign.what(), Catch::Contains("not a muster run store"));
-  CHECK_THAT(error_of([&] { node_writer w(file); }).what(),
+  CHECK_THAT(muster::test::expect_error([&] { node_writer w(file); }).what(),
              Catch::Contains("not a muster run store"));
-  // A version between 0 and the current one can only come from an older muster: none exists
-  // yet while kSchemaVersion is 1, so this part waits for version 2.
-  if (kSchemaVersion > 1) {
-    fs::remove(file);
-    sqlite_db(file, open_mode::read_write).exec("CREATE TABLE t (x); PRAGMA user_version = 1", "");
-    auto older = error_of([&] { run_reader r(fx.paths.dir()); });
-    CHECK_THAT(older.what(), Catch::Contains("older") && Catch::Contains("never migrate"));
+  CHECK(snapshot(fx.tmp.path()) == before);
+}
+
+TEST_CASE("a reader refuses a schema older than the one it reads and never migrates it",
+          "[run_store]") {
+  // No muster older than schema version 1 exists, so the reader's check is asked to read
+  // version kSchemaVersion + 1 and given a current file: what a future reader does with today's.
+  run_fixture fx;
+  fs::path file = fx.paths.node_db("a");
+  { fx.writer("a").put_rank(sample_rank(0, "a")); }
+  auto before = snapshot(fx.tmp.path());
+  {
+    sqlite_db db(file, open_mode::read_immutable);  // as the reader opens a closed file
+    auto e = muster::test::expect_error([&] { schema::check_readable(db, kSchemaVersion + 1); });
+    CHECK(e.category() == errc::store);
+    CHECK_THAT(e.what(), Catch::Contains(fmt::format("schema version {} is older than version {}",
+                                                     kSchemaVersion, kSchemaVersion + 1)) &&
+                             Catch::Contains("never migrate") && Catch::Contains(file.string()));
+    CHECK(schema::user_version(db) == kSchemaVersion);
+    // And the other way round: an older reader refuses today's file as newer.
+    CHECK_THAT(muster::test::expect_error([&] { schema::check_readable(db, kSchemaVersion - 1); })
+                   .what(),
+               Catch::Contains(fmt::format("schema version {} was written by a newer muster",
+                                           kSchemaVersion)) &&
+                   Catch::Contains(fmt::format("up to {}", kSchemaVersion - 1)));
+    CHECK(schema::check_readable(db));
   }
+  CHECK(snapshot(fx.tmp.path()) == before);
 }
 
 TEST_CASE("a reader reads an empty node file as holding nothing", "[run_store]") {
@@ -334,17 +355,17 @@ TEST_CASE("a reader reads an empty node file as holding nothing", "[run_store]")
 
 TEST_CASE("a reader needs a directory with node files", "[run_store]") {
   run_fixture fx;
-  auto none = error_of([&] { run_reader r(fx.paths.dir()); });
+  auto none = muster::test::expect_error([&] { run_reader r(fx.paths.dir()); });
   CHECK(none.category() == errc::store);
   CHECK_THAT(none.what(), Catch::Contains("no node-*.db"));
-  auto missing = error_of([&] { run_reader r(fx.tmp / "missing"); });
+  auto missing = muster::test::expect_error([&] { run_reader r(fx.tmp / "missing"); });
   CHECK(missing.category() == errc::io);
 }
 
 TEST_CASE("a file that is not SQLite is refused with what to do", "[run_store]") {
   run_fixture fx;
   muster::test::write_file(fx.paths.node_db("a"), std::string(8192, 'x'));
-  auto e = error_of([&] { fx.writer("a"); });
+  auto e = muster::test::expect_error([&] { fx.writer("a"); });
   CHECK(e.category() == errc::store);
   CHECK_THAT(e.what(), Catch::Contains("SQLITE_NOTADB") && Catch::Contains("move it out"));
 }
@@ -353,7 +374,7 @@ TEST_CASE("a full disk is reported plainly, with what to do", "[run_store]") {
   run_fixture fx;
   node_writer writer(fx.paths.node_db("a"), {.max_bytes = 64 * 1024});
   writer.put_rank(sample_rank(0, "a"));
-  auto e = error_of([&] {
+  auto e = muster::test::expect_error([&] {
     for (int batch = 0; batch < 1000; ++batch) {
       std::vector<step_record> steps;
       for (int i = 0; i < 100; ++i) steps.push_back(sample_step(0, batch * 100 + i));
@@ -379,6 +400,13 @@ TEST_CASE("an unwritable directory or file is reported with what to do", "[run_s
   fs::permissions(fx.paths.node_db("a"), fs::perms::owner_read | fs::perms::others_read);
   fs::permissions(ro_dir, fs::perms::owner_read | fs::perms::owner_exec |
                               fs::perms::others_read | fs::perms::others_exec);
+  if (!muster::test::reachable_by_nobody(fx.paths.dir())) {
+    WARN("skipped: user nobody cannot reach " << fx.paths.dir().string()
+                                              << " (a parent directory denies search); run "
+                                                 "with TMPDIR=/tmp to check permissions");
+    fs::permissions(ro_dir, fs::perms::owner_all);
+    return;
+  }
   auto try_writer = [](fs::path file) {
     return [file] { node_writer w(file); return std::string("opened"); };
   };
@@ -397,4 +425,87 @@ TEST_CASE("an unwritable directory or file is reported with what to do", "[run_s
   CHECK(read == "1 ranks");
   CHECK_FALSE(fs::exists(ro_dir / "node-b.db-wal"));
   fs::permissions(ro_dir, fs::perms::owner_all);
+}
+
+TEST_CASE("a reader sees rows a writer added and closed between two queries", "[run_store]") {
+  for (bool old_mtime : {false, true}) {
+    INFO("file mtime set an hour back before the reader opened: " << old_mtime);
+    run_fixture fx;
+    fs::path file = fx.paths.node_db("a");
+    { fx.writer("a").put_rank(sample_rank(0, "a")); }
+    REQUIRE_FALSE(fs::exists(file.string() + "-wal"));
+    if (old_mtime) {
+      fs::last_write_time(file, fs::file_time_type::clock::now() - std::chrono::hours(1));
+    }
+    run_reader reader(fx.paths.dir());  // no writer: opened immutable
+    CHECK(reader.steps().empty());
+    CHECK(reader.ranks().size() == 1);
+    {
+      node_writer writer = fx.writer("a");
+      writer.put_rank(sample_rank(1, "a"));
+      writer.add_steps(std::vector{sample_step(0, 1), sample_step(1, 1)});
+    }
+    REQUIRE_FALSE(fs::exists(file.string() + "-wal"));  // a clean close removed it again
+    CHECK(reader.steps() == std::vector{sample_step(0, 1), sample_step(1, 1)});
+    CHECK(reader.ranks().size() == 2);
+    CHECK(reader.integrity_check() == "ok");
+  }
+}
+
+TEST_CASE("a reader opens files under paths with '//', '?', '#', '%' and spaces", "[run_store]") {
+  muster::test::temp_dir tmp;
+  for (std::string runs : {"/" + tmp.path().string(), tmp.path().string() + "/a b?c#d%41e%"}) {
+    INFO("runs_dir: " << runs);
+    run_paths paths(runs, "r1");
+    paths.create();
+    { node_writer(paths.node_db("a")).put_rank(sample_rank(0, "a")); }
+    run_reader reader(paths.dir());
+    CHECK(reader.ranks() == std::vector{sample_rank(0, "a")});
+  }
+}
+
+TEST_CASE("SQLite URIs keep any path the file system's own", "[run_store]") {
+  CHECK(sqlite_file_uri("/a/b.db", "mode=ro") == "file:///a/b.db?mode=ro");
+  CHECK(sqlite_file_uri("//srv/x y?z#w%41.db", "") == "file:////srv/x%20y%3Fz%23w%2541.db");
+  CHECK(sqlite_file_uri("/\xc3\xa9\n", "") == "file:///%C3%A9%0A");
+  CHECK(sqlite_file_uri("rel/a.db", "mode=rwc") ==
+        "file://" + (fs::current_path() / "rel/a.db").string() + "?mode=rwc");
+}
+
+TEST_CASE("a reader keeps one row per (step, rank) across node files, the newest",
+          "[run_store]") {
+  // A requeued job whose rank 0 moved from host a to host b: both files hold steps 1 and 2.
+  run_fixture fx;
+  step_record old1 = sample_step(0, 1), old2 = sample_step(0, 2);
+  step_record new2 = sample_step(0, 2), new3 = sample_step(0, 3);
+  new2.time_ms = old2.time_ms + 1000;
+  new2.loss = 7;
+  step_record tie1 = old1;  // the same time: the first host in host order wins
+  tie1.loss = 8;
+  {
+    node_writer a = fx.writer("a");
+    a.put_rank(sample_rank(0, "a"));
+    a.add_steps(std::vector{old1, old2});
+    node_writer b = fx.writer("b");
+    rank_record moved = sample_rank(0, "b");
+    moved.updated_ms += 1000;
+    b.put_rank(moved);
+    b.add_steps(std::vector{tie1, new2, new3});
+  }
+  run_reader reader(fx.paths.dir());
+  CHECK(reader.steps() == std::vector{old1, new2, new3});
+  CHECK(reader.steps(2, 2, 0) == std::vector{new2});
+  CHECK(reader.last_steps() == std::vector{new3});
+  REQUIRE(reader.ranks().size() == 1);
+  CHECK(reader.ranks()[0].host == "b");
+}
+
+TEST_CASE("a reader picks up a node file created after it opened", "[run_store]") {
+  run_fixture fx;
+  { fx.writer("b").put_rank(sample_rank(1, "b")); }
+  run_reader reader(fx.paths.dir());
+  CHECK(reader.hosts() == std::vector<std::string>{"b"});
+  { fx.writer("a").put_rank(sample_rank(0, "a")); }
+  CHECK(reader.ranks() == std::vector{sample_rank(0, "a"), sample_rank(1, "b")});
+  CHECK(reader.hosts() == std::vector<std::string>{"a", "b"});
 }
