@@ -1,11 +1,11 @@
 // Hostlist expansion and compression (see hostlist.hpp for the grammar and the contract).
 //
 // Expansion is two passes: a strict parser turns the list into items (text and bracket groups)
-// and counts the hosts with saturating arithmetic, so an oversized list is rejected before any
-// host is built; then a generator walks the groups in Slurm's order, rebuilding only the tail of
-// a reused buffer for the fastest group. Compression mirrors Slurm's hostlist_push_host +
-// hostlist_ranged_string: one pass that extends the last range, one pass that writes brackets.
-// Not here: sorting, de-duplication, multi-dimensional names.
+// and measures them with saturating arithmetic (hosts, the longest name, the name bytes), so a
+// list over a limit is rejected before any host is built; then a generator walks the groups in
+// Slurm's order, rebuilding only the tail of a reused buffer for the fastest group. Compression
+// mirrors Slurm's hostlist_push_host + hostlist_ranged_string: one pass that extends the last
+// range, one pass that writes brackets. Not here: sorting, de-duplication, multi-dimensional names.
 #include "common/hostlist.hpp"
 
 #include <algorithm>
@@ -38,6 +38,13 @@ bool is_digit(char c) {
   return c >= '0' && c <= '9';
 }
 
+// Decimal digits of num (1 for 0).
+int num_digits(std::uint64_t num) {
+  int digits = 1;
+  while (num /= 10) ++digits;
+  return digits;
+}
+
 // Appends num in decimal, zero-padded on the left to at least `width` characters (printf %0*lu).
 void append_number(std::string& out, std::uint64_t num, int width) {
   char digits[24];
@@ -52,12 +59,33 @@ struct num_range {
   std::uint64_t lo = 0;
   std::uint64_t hi = 0;
   int width = 0;
+
+  // Characters of all its numbers once printed (saturating), counted one decade at a time.
+  std::uint64_t printed_bytes() const {
+    std::uint64_t bytes = 0;
+    std::uint64_t decade_lo = 0;  // the smallest number with `digits` digits (0 for one digit)
+    for (int digits = 1; decade_lo <= hi; ++digits) {
+      std::uint64_t decade_hi = digits >= 20 ? kU64Max : (decade_lo == 0 ? 9 : decade_lo * 10 - 1);
+      std::uint64_t from = std::max(lo, decade_lo);
+      std::uint64_t to = std::min(hi, decade_hi);
+      if (from <= to) {
+        std::uint64_t numbers = to - from == kU64Max ? kU64Max : to - from + 1;
+        bytes = saturating_add(bytes, saturating_mul(numbers, std::max(width, digits)));
+      }
+      if (decade_hi == kU64Max) break;
+      decade_lo = decade_hi + 1;
+    }
+    return bytes;
+  }
 };
 
-// One bracket group: its ranges in order, and how many numbers they hold (saturating).
+// One bracket group: its ranges in order, how many numbers they hold and how many characters
+// those take printed (both saturating), and the longest one.
 struct bracket_group {
   std::vector<num_range> ranges;
   std::uint64_t count = 0;
+  std::uint64_t printed_bytes = 0;
+  std::size_t max_width = 0;
 };
 
 // One item of the list: texts[i] comes before groups[i]; texts.back() comes after the last group.
@@ -65,7 +93,15 @@ struct list_item {
   std::size_t offset = 0;  // 0-based offset of the item in the list, for error messages
   std::vector<std::string_view> texts;
   std::vector<bracket_group> groups;
-  std::uint64_t count = 1;  // hosts it names (saturating)
+  std::uint64_t count = 1;       // hosts it names (saturating)
+  std::uint64_t name_bytes = 0;  // characters of all its names (saturating)
+  std::size_t max_length = 0;    // characters of its longest name
+};
+
+// A parsed list and its size; every limit has been checked.
+struct parsed_hostlist {
+  std::vector<list_item> items;
+  hostlist_size size;
 };
 
 // The strict parser. Every error goes through fail(), which quotes the list and points at it.
@@ -73,20 +109,24 @@ class hostlist_parser {
  public:
   explicit hostlist_parser(std::string_view list) : list_(list) {}
 
-  // Parses the whole list and checks the cap; returns the items and sets total().
-  std::vector<list_item> parse() {
-    std::vector<list_item> items;
+  // Parses the whole list and checks the limits (hostlist.hpp, "Limits").
+  parsed_hostlist parse() {
+    parsed_hostlist out;
+    std::uint64_t num_hosts = 0;
+    std::uint64_t name_bytes = 0;
     while (true) {
-      skip_separators(items.empty());
+      skip_separators(out.items.empty());
       if (pos_ == list_.size()) break;
-      items.push_back(parse_item());
-      total_ = saturating_add(total_, items.back().count);
+      out.items.push_back(parse_item());
+      num_hosts = saturating_add(num_hosts, out.items.back().count);
+      name_bytes = saturating_add(name_bytes, out.items.back().name_bytes);
     }
-    check_cap(items);
-    return items;
+    check_limit(out.items, num_hosts, kMaxHostlistHosts, &list_item::count, "hosts");
+    check_limit(out.items, name_bytes, kMaxHostlistNameBytes, &list_item::name_bytes,
+                "characters of host names");
+    out.size = {static_cast<std::size_t>(num_hosts), static_cast<std::size_t>(name_bytes)};
+    return out;
   }
-
-  std::size_t total() const { return static_cast<std::size_t>(total_); }
 
  private:
   [[noreturn]] void fail(std::size_t at, std::string_view what) const {
@@ -140,7 +180,29 @@ class hostlist_parser {
       text_start = pos_;
     }
     item.texts.push_back(list_.substr(text_start, pos_ - text_start));
+    measure_item(item);
     return item;
+  }
+
+  // Sets max_length and name_bytes of a parsed item; a name over kMaxHostNameLength is an error.
+  void measure_item(list_item& item) const {
+    std::uint64_t text_bytes = 0;
+    for (std::string_view text : item.texts) text_bytes += text.size();
+    item.max_length = static_cast<std::size_t>(text_bytes);
+    for (const bracket_group& group : item.groups) item.max_length += group.max_width;
+    if (item.max_length > kMaxHostNameLength)
+      fail(item.offset, fmt::format("this item makes host names of up to {} characters, more "
+                                    "than the limit of {}",
+                                    item.max_length, kMaxHostNameLength));
+    if (item.count > kMaxHostlistHosts) {  // rejected by the host limit; the product is inexact
+      item.name_bytes = kU64Max;
+      return;
+    }
+    // Every number of group g appears in count / group.count names: exact, as count <= 2^20.
+    item.name_bytes = saturating_mul(item.count, text_bytes);
+    for (const bracket_group& group : item.groups)
+      item.name_bytes = saturating_add(
+          item.name_bytes, saturating_mul(group.printed_bytes, item.count / group.count));
   }
 
   // pos_ is at '['; leaves pos_ one past the matching ']'.
@@ -160,6 +222,9 @@ class hostlist_parser {
       group.ranges.push_back(range);
       std::uint64_t span = range.hi - range.lo;
       group.count = saturating_add(group.count, span == kU64Max ? kU64Max : span + 1);
+      group.printed_bytes = saturating_add(group.printed_bytes, range.printed_bytes());
+      group.max_width = std::max(
+          group.max_width, static_cast<std::size_t>(std::max(range.width, num_digits(range.hi))));
       if (at == close) break;
     }
     pos_ = close + 1;
@@ -211,25 +276,27 @@ class hostlist_parser {
     return value;
   }
 
-  void check_cap(const std::vector<list_item>& items) const {
-    if (total_ <= kMaxHostlistHosts) return;
+  // Fails when `total` (the sum of `field` over the items, saturating) is over `limit`,
+  // pointing at the item that crosses it.
+  void check_limit(const std::vector<list_item>& items, std::uint64_t total, std::size_t limit,
+                   std::uint64_t list_item::*field, std::string_view what) const {
+    if (total <= limit) return;
     std::uint64_t running = 0;
     std::size_t at = 0;
     for (const list_item& item : items) {
-      running = saturating_add(running, item.count);
+      running = saturating_add(running, item.*field);
       at = item.offset;
-      if (running > kMaxHostlistHosts) break;
+      if (running > limit) break;
     }
-    std::string names =
-        total_ == kU64Max ? fmt::format("more than {}", kU64Max - 1) : fmt::format("{}", total_);
-    fail(at, fmt::format("the list names {} hosts, more than the limit of {}; the item here "
+    std::string amount =
+        total == kU64Max ? fmt::format("more than {}", kU64Max - 1) : fmt::format("{}", total);
+    fail(at, fmt::format("the list names {} {}, more than the limit of {}; the item here "
                          "crosses it",
-                         names, kMaxHostlistHosts));
+                         amount, what, limit));
   }
 
   std::string_view list_;
   std::size_t pos_ = 0;
-  std::uint64_t total_ = 0;
 };
 
 // Calls visit(std::string_view) for every host of one item, in Slurm's order: the last group
@@ -278,13 +345,12 @@ void generate_item(const list_item& item, std::string& buf, Visit& visit) {
   }
 }
 
+// Calls visit(std::string_view) for every host of a parsed list, in order.
 template <class Visit>
-std::size_t parse_and_generate(std::string_view list, Visit&& visit) {
-  hostlist_parser parser(list);
-  std::vector<list_item> items = parser.parse();
+void generate(const parsed_hostlist& parsed, Visit&& visit) {
   std::string buf;
-  for (const list_item& item : items) generate_item(item, buf, visit);
-  return parser.total();
+  buf.reserve(kMaxHostNameLength);
+  for (const list_item& item : parsed.items) generate_item(item, buf, visit);
 }
 
 // ---- compression ----
@@ -315,8 +381,7 @@ host_range split_host(std::string_view host) {
 
 // Zeros that printing num with width adds (Slurm's _zero_padded).
 int zero_padding(std::uint64_t num, int width) {
-  int digits = 1;
-  while (num /= 10) ++digits;
+  int digits = num_digits(num);
   return width > digits ? width - digits : 0;
 }
 
@@ -343,6 +408,10 @@ bool same_bracket(const host_range& a, const host_range& b) {
 }
 
 void check_host(const std::string& host, std::size_t index) {
+  if (host.size() > kMaxHostNameLength)
+    MUSTER_THROW(errc::invalid_input,
+                 "host {} (\"{}...\") is {} characters long, more than the limit of {}", index,
+                 host.substr(0, 40), host.size(), kMaxHostNameLength);
   auto bad = std::find_if(host.begin(), host.end(),
                           [](char c) { return is_separator(c) || c == '[' || c == ']'; });
   if (host.empty() || bad != host.end())
@@ -375,24 +444,23 @@ std::vector<host_range> collapse_hosts(const std::vector<std::string>& hosts) {
 }  // namespace
 
 std::vector<std::string> expand_hostlist(std::string_view list) {
+  parsed_hostlist parsed = hostlist_parser(list).parse();
   std::vector<std::string> hosts;
-  hostlist_parser parser(list);
-  std::vector<list_item> items = parser.parse();
-  hosts.reserve(parser.total());
-  std::string buf;
-  auto push = [&hosts](std::string_view host) { hosts.emplace_back(host); };
-  for (const list_item& item : items) generate_item(item, buf, push);
+  hosts.reserve(parsed.size.num_hosts);
+  generate(parsed, [&hosts](std::string_view host) { hosts.emplace_back(host); });
   return hosts;
 }
 
 std::size_t count_hostlist(std::string_view list) {
-  hostlist_parser parser(list);
-  parser.parse();
-  return parser.total();
+  return measure_hostlist(list).num_hosts;
+}
+
+hostlist_size measure_hostlist(std::string_view list) {
+  return hostlist_parser(list).parse().size;
 }
 
 void for_each_host(std::string_view list, const std::function<void(std::string_view)>& visit) {
-  parse_and_generate(list, visit);
+  generate(hostlist_parser(list).parse(), visit);
 }
 
 std::string compress_hostlist(const std::vector<std::string>& hosts) {

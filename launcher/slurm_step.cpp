@@ -11,7 +11,6 @@
 #include <charconv>
 #include <limits>
 #include <numeric>
-#include <set>
 
 #include "common/error.hpp"
 #include "common/hostlist.hpp"
@@ -85,6 +84,33 @@ class env_reader {
 constexpr int kIntMax = std::numeric_limits<int>::max();
 constexpr int kMaxGpuIndex = 1023;  // far above any node's GPU count; bounds a range's size
 
+// The comma-separated entries of value, empty ones included: "" gives none, "1," gives "1" and
+// "". Each entry is a view into value, so its column is entry.data() - value.data() + 1.
+std::vector<std::string_view> split_commas(std::string_view value) {
+  std::vector<std::string_view> entries;
+  if (value.empty()) return entries;
+  for (std::size_t start = 0;;) {
+    std::size_t comma = value.find(',', start);
+    entries.push_back(value.substr(start, comma == std::string_view::npos ? comma : comma - start));
+    if (comma == std::string_view::npos) return entries;
+    start = comma + 1;
+  }
+}
+
+// 1-based column of entry in value (entry is a view into value).
+std::size_t column_of(std::string_view value, std::string_view entry) {
+  return static_cast<std::size_t>(entry.data() - value.data()) + 1;
+}
+
+// What is wrong where entries[i] (of value) is empty: a leading, trailing or doubled ','.
+std::string empty_entry_note(std::string_view value, const std::vector<std::string_view>& entries,
+                             std::size_t i) {
+  if (i == 0) return "leading ','";
+  if (i + 1 == entries.size()) return "trailing ','";
+  std::size_t column = column_of(value, entries[i]);
+  return fmt::format("empty entry between the commas at columns {} and {}", column - 1, column);
+}
+
 std::string node_count_note(const variable& nodelist, std::size_t num_nodes) {
   return fmt::format("{} names {} node{}", nodelist.shown(), num_nodes, num_nodes == 1 ? "" : "s");
 }
@@ -135,63 +161,87 @@ variable read_tasks(const env_reader& env, const variable& list, slurm_step& ste
   return tpn;
 }
 
-// Reads one task id; unset is 0 in the batch script (task 0 on node 0) and an error in a step.
+// Reads one task id; unset is 0 outside an srun step (task 0 of the job) and an error in one.
 int read_task_id(const env_reader& env, std::string_view name, bool in_step) {
   variable v = env.get(name);
   if (!v && !in_step) return 0;
   return env.required_int<int>(v, 0, kIntMax, "srun sets it for every task of a step");
 }
 
+// Outside an srun step: this node's index in the job's nodes (see slurm_step::node_id).
+// `batch`: the batch script (or salloc's shell), whose SLURM_NODEID indexes the job's nodes;
+// an interactive or extern step's indexes its own one node, so it is not read.
+std::optional<int> find_job_node(const env_reader& env, const variable& list, bool batch,
+                                 const slurm_step& step) {
+  variable id_var = batch ? env.get("SLURM_NODEID") : variable{"SLURM_NODEID", nullptr};
+  std::optional<int> id = env.optional_int<int>(id_var, 0);
+  if (id && *id >= step.num_nodes)
+    MUSTER_THROW(errc::environment, "{} but {}", id_var.shown(),
+                 node_count_note(list, step.nodes.size()));
+  variable name = env.get("SLURMD_NODENAME");
+  if (!name) return id;
+  if (id) {
+    const std::string& named = step.nodes[static_cast<std::size_t>(*id)];
+    if (*name.value != named)
+      MUSTER_THROW(errc::environment, "{} but {} is {} in {}", name.shown(), id_var.shown(), named,
+                   list.shown());
+    return id;
+  }
+  auto found = std::find(step.nodes.begin(), step.nodes.end(), *name.value);
+  if (found == step.nodes.end()) return std::nullopt;  // on a node outside the allocation
+  return static_cast<int>(found - step.nodes.begin());
+}
+
 // Fills proc_id, node_id, local_id and node_name; checks them against the layout.
-void read_task_ids(const env_reader& env, const variable& list, const variable& tpn,
+void read_task_ids(const env_reader& env, const variable& list, const variable& tpn, bool batch,
                    slurm_step& step) {
   step.proc_id = read_task_id(env, "SLURM_PROCID", step.in_step());
   if (step.proc_id >= step.num_tasks)
     MUSTER_THROW(errc::environment, "SLURM_PROCID={} but {} gives {} task{}", step.proc_id,
                  tpn.shown(), step.num_tasks, step.num_tasks == 1 ? "" : "s");
-  step.node_id = read_task_id(env, "SLURM_NODEID", step.in_step());
-  if (step.node_id >= step.num_nodes)
-    MUSTER_THROW(errc::environment, "SLURM_NODEID={} but {}", step.node_id,
-                 node_count_note(list, step.nodes.size()));
+  if (variable name = env.get("SLURMD_NODENAME")) step.node_name = *name.value;
+  if (step.in_step()) {
+    step.node_id = read_task_id(env, "SLURM_NODEID", true);
+    if (*step.node_id >= step.num_nodes)
+      MUSTER_THROW(errc::environment, "SLURM_NODEID={} but {}", *step.node_id,
+                   node_count_note(list, step.nodes.size()));
+    if (step.node_name && *step.node_name != *step.this_node())
+      MUSTER_THROW(errc::environment, "SLURMD_NODENAME={} but SLURM_NODEID={} is {} in {}",
+                   *step.node_name, *step.node_id, *step.this_node(), list.shown());
+  } else {
+    step.node_id = find_job_node(env, list, batch, step);
+  }
   step.local_id = read_task_id(env, "SLURM_LOCALID", step.in_step());
-  int on_node = step.tasks_per_node[static_cast<std::size_t>(step.node_id)];
+  if (!step.node_id) return;
+  int on_node = step.tasks_per_node[static_cast<std::size_t>(*step.node_id)];
   if (step.local_id >= on_node)
     MUSTER_THROW(errc::environment, "SLURM_LOCALID={} but {} gives node {} ({}) {} task{}",
-                 step.local_id, tpn.shown(), step.node_id, step.this_node(), on_node,
+                 step.local_id, tpn.shown(), *step.node_id, *step.this_node(), on_node,
                  on_node == 1 ? "" : "s");
-  if (variable name = env.get("SLURMD_NODENAME")) {
-    step.node_name = *name.value;
-    if (*name.value != step.this_node())
-      MUSTER_THROW(errc::environment, "{} but SLURM_NODEID={} is {} in {}", name.shown(),
-                   step.node_id, step.this_node(), list.shown());
-  }
 }
 
-std::vector<std::string> parse_visible_devices(const variable& v) {
+// CUDA_VISIBLE_DEVICES as CUDA reads it: up to the first entry that is neither an index nor a
+// GPU-/MIG- UUID (prefix), "-1" and other negative indices included, or that repeats an earlier
+// one. "NoDevFiles" is what Slurm writes for a GRES without device files: none.
+std::vector<std::string> parse_visible_devices(std::string_view value) {
   std::vector<std::string> devices;
-  if (v.value->empty() || *v.value == "NoDevFiles") return devices;  // no GPU visible
-  std::string_view rest = *v.value;
-  std::set<std::string_view> seen;
-  while (true) {
-    std::string_view entry = rest.substr(0, rest.find(','));
+  if (value == "NoDevFiles") return devices;
+  for (std::string_view entry : split_commas(value)) {
     bool index = !entry.empty() && std::all_of(entry.begin(), entry.end(),
                                                [](char c) { return c >= '0' && c <= '9'; });
     bool uuid = entry.starts_with("GPU-") || entry.starts_with("MIG-");
-    if (!index && !uuid)
-      MUSTER_THROW(errc::environment, "{}: \"{}\" is neither a GPU index nor a GPU-/MIG- UUID",
-                   v.shown(), entry);
-    if (!seen.insert(entry).second)
-      MUSTER_THROW(errc::environment, "{}: \"{}\" appears twice", v.shown(), entry);
+    if ((!index && !uuid) || std::find(devices.begin(), devices.end(), entry) != devices.end())
+      break;
     devices.emplace_back(entry);
-    if (entry.size() == rest.size()) return devices;
-    rest.remove_prefix(entry.size() + 1);
   }
+  return devices;
 }
 
 void read_gpus(const env_reader& env, slurm_step& step) {
   if (variable v = env.get("SLURM_JOB_GPUS")) step.job_gpus = parse_gpu_indices(v.name, *v.value);
   if (variable v = env.get("SLURM_STEP_GPUS")) step.step_gpus = parse_gpu_indices(v.name, *v.value);
-  if (variable v = env.get("CUDA_VISIBLE_DEVICES")) step.visible_devices = parse_visible_devices(v);
+  if (variable v = env.get("CUDA_VISIBLE_DEVICES"))
+    step.visible_devices = parse_visible_devices(*v.value);
   step.gpus_on_node = env.optional_int<int>(env.get("SLURM_GPUS_ON_NODE"), 0);
 }
 
@@ -223,11 +273,21 @@ slurm_step read_slurm_step(const env_map& map) {
   step.job_id = env.required_int<std::uint32_t>(
       env.get("SLURM_JOB_ID"), 1, std::numeric_limits<std::uint32_t>::max(),
       "this is not a Slurm job; run muster under sbatch, salloc or srun");
-  step.step_id = env.optional_int<std::uint32_t>(env.get("SLURM_STEP_ID"), 0);
-  if (step.step_id == kBatchStepId) step.step_id.reset();
+  variable step_var = env.get("SLURM_STEP_ID");
+  step.step_id = env.optional_int<std::uint32_t>(step_var, 0);
+  bool batch = !step.step_id || *step.step_id == kBatchStepId;  // or salloc's shell
+  if (step.step_id == kInteractiveStepId || step.step_id == kBatchStepId ||
+      step.step_id == kExternStepId)
+    step.step_id.reset();  // the whole allocation: read the job's layout
+  else if (step.step_id > kMaxNormalStepId)
+    MUSTER_THROW(errc::environment,
+                 "{} is a special step id muster does not know; expected a normal step (0 to {}) "
+                 "or the interactive ({}), batch ({}) or extern ({}) step",
+                 step_var.shown(), kMaxNormalStepId, kInteractiveStepId, kBatchStepId,
+                 kExternStepId);
   variable list = read_nodes(env, step);
   variable tpn = read_tasks(env, list, step);
-  read_task_ids(env, list, tpn, step);
+  read_task_ids(env, list, tpn, batch, step);
   read_gpus(env, step);
   read_job_metadata(env, step);
   return step;
@@ -239,27 +299,39 @@ std::vector<int> expand_tasks_per_node(std::string_view variable, std::string_vi
                  why);
   };
   if (value.empty()) bad("empty");
+  std::vector<std::string_view> entries = split_commas(value);
   std::vector<int> counts;
-  std::string_view rest = value;
-  while (true) {
-    std::string_view entry = rest.substr(0, rest.find(','));
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    std::string_view entry = entries[i];
+    if (entry.empty()) bad(empty_entry_note(value, entries, i));
+    std::size_t column = column_of(value, entry);
     std::string_view count_text = entry.substr(0, entry.find('('));
-    std::optional<std::size_t> repeat = 1;
-    if (count_text.size() < entry.size()) {
-      std::string_view tail = entry.substr(count_text.size());
-      if (tail.size() < 4 || !tail.starts_with("(x") || !tail.ends_with(")"))
-        bad(fmt::format("\"{}\" is not COUNT or COUNT(xREPEAT)", entry));
-      repeat = to_integer<std::size_t>(tail.substr(2, tail.size() - 3), 1, kMaxHostlistHosts);
-      if (!repeat) bad(fmt::format("\"{}\" repeats 0 times or too often", entry));
-    }
     std::optional<int> count = to_integer<int>(count_text, 1, kIntMax);
-    if (!count) bad(fmt::format("\"{}\" is not a task count from 1 to {}", count_text, kIntMax));
-    if (counts.size() + *repeat > kMaxHostlistHosts)
-      bad(fmt::format("more than {} nodes", kMaxHostlistHosts));
-    counts.insert(counts.end(), *repeat, *count);
-    if (entry.size() == rest.size()) return counts;
-    rest.remove_prefix(entry.size() + 1);
+    if (!count)
+      bad(fmt::format("\"{}\" at column {} is not a task count from 1 to {}", count_text, column,
+                      kIntMax));
+    std::size_t repeat = 1;
+    if (count_text.size() < entry.size()) {
+      std::string_view tail = entry.substr(count_text.size());  // "(xREPEAT)"
+      std::string_view digits = tail.size() >= 3 ? tail.substr(2, tail.size() - 3) : "";
+      bool malformed =
+          !tail.starts_with("(x") || !tail.ends_with(")") || digits.empty() ||
+          !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
+      if (malformed)
+        bad(fmt::format("malformed repetition \"{}\" at column {} of \"{}\"", tail,
+                        column + count_text.size(), entry));
+      std::optional<std::size_t> parsed = to_integer<std::size_t>(digits, 1, kMaxHostlistHosts);
+      if (!parsed)
+        bad(fmt::format("repetition \"{}\" at column {} of \"{}\" is not from (x1) to (x{})", tail,
+                        column + count_text.size(), entry, kMaxHostlistHosts));
+      repeat = *parsed;
+    }
+    if (counts.size() + repeat > kMaxHostlistHosts)
+      bad(fmt::format("more than {} nodes by \"{}\" at column {}", kMaxHostlistHosts, entry,
+                      column));
+    counts.insert(counts.end(), repeat, *count);
   }
+  return counts;
 }
 
 std::vector<int> parse_gpu_indices(std::string_view variable, std::string_view value) {
@@ -267,24 +339,24 @@ std::vector<int> parse_gpu_indices(std::string_view variable, std::string_view v
     MUSTER_THROW(errc::environment, "{}={}: {}; expected GPU indices like 0,1,3 or 0-3", variable,
                  value, why);
   };
+  std::vector<std::string_view> entries = split_commas(value);
   std::vector<int> indices;
-  std::string_view rest = value;
-  while (!rest.empty()) {
-    std::string_view entry = rest.substr(0, rest.find(','));
+  for (std::size_t e = 0; e < entries.size(); ++e) {
+    std::string_view entry = entries[e];
+    if (entry.empty()) bad(empty_entry_note(value, entries, e));
     std::string_view lo_text = entry.substr(0, entry.find('-'));
     std::optional<int> lo = to_integer<int>(lo_text, 0, kMaxGpuIndex);
     std::optional<int> hi = lo;
     if (lo && lo_text.size() < entry.size())
       hi = to_integer<int>(entry.substr(lo_text.size() + 1), *lo, kMaxGpuIndex);
-    if (!lo || !hi) bad(fmt::format("\"{}\" is not an index or a rising range", entry));
+    if (!lo || !hi)
+      bad(fmt::format("\"{}\" at column {} is not an index or a rising range", entry,
+                      column_of(value, entry)));
     for (int i = *lo; i <= *hi; ++i) {
       if (std::find(indices.begin(), indices.end(), i) != indices.end())
         bad(fmt::format("GPU {} appears twice", i));
       indices.push_back(i);
     }
-    if (entry.size() == rest.size()) break;
-    rest.remove_prefix(entry.size() + 1);
-    if (rest.empty()) bad("trailing ','");
   }
   return indices;
 }

@@ -30,20 +30,24 @@ void write_stdout(const std::string& text) {
   }
 }
 
-// The list given on the command line, or SLURM_JOB_NODELIST when none was.
+// Where `muster hostnames` without LIST reads the list, in order (as scontrol does).
+constexpr const char* kNodelistVariables[] = {"SLURM_JOB_NODELIST", "SLURM_NODELIST"};
+
+// The list given on the command line, or else the first of kNodelistVariables that is set.
 std::string hostnames_source(const CLI::Option* given, const std::string& list) {
   if (given->count() > 0) return list;
-  const char* env = std::getenv("SLURM_JOB_NODELIST");
-  if (env == nullptr)
-    MUSTER_THROW(errc::environment,
-                 "hostnames: no LIST given and SLURM_JOB_NODELIST is not set; pass a hostlist "
-                 "such as gpu[01-04], or run inside a Slurm job");
-  return env;
+  for (const char* name : kNodelistVariables)
+    if (const char* env = std::getenv(name)) return env;
+  MUSTER_THROW(errc::environment,
+               "hostnames: no LIST given and neither {} nor {} is set; pass a hostlist such as "
+               "gpu[01-04], or run inside a Slurm job",
+               kNodelistVariables[0], kNodelistVariables[1]);
 }
 
 int print_hostnames(const std::string& list) {
+  hostlist_size size = measure_hostlist(list);  // checks the limits before anything is built
   std::string out;
-  out.reserve(count_hostlist(list) * 16);
+  out.reserve(size.name_bytes + size.num_hosts);
   for_each_host(list, [&out](std::string_view host) {
     out.append(host);
     out.push_back('\n');
@@ -56,12 +60,17 @@ int print_hostnames(const std::string& list) {
 // them, in order, are compressed into one.
 int print_hostlist(const std::vector<std::string>& args) {
   std::vector<std::string> hosts;
-  for (const std::string& arg : args) {
-    std::size_t count = count_hostlist(arg);
-    if (hosts.size() + count > kMaxHostlistHosts)
-      MUSTER_THROW(errc::invalid_input, "hostlist: the arguments name more than {} hosts",
-                   kMaxHostlistHosts);
-    std::vector<std::string> more = expand_hostlist(arg);
+  std::size_t name_bytes = 0;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    hostlist_size size = measure_hostlist(args[i]);  // each within the limits, so no overflow
+    name_bytes += size.name_bytes;
+    if (hosts.size() + size.num_hosts > kMaxHostlistHosts || name_bytes > kMaxHostlistNameBytes)
+      MUSTER_THROW(errc::invalid_input,
+                   "hostlist: arguments 1 to {} name {} hosts and {} characters of host names, "
+                   "more than the limit of {} hosts or {} characters",
+                   i + 1, hosts.size() + size.num_hosts, name_bytes, kMaxHostlistHosts,
+                   kMaxHostlistNameBytes);
+    std::vector<std::string> more = expand_hostlist(args[i]);
     hosts.insert(hosts.end(), std::make_move_iterator(more.begin()),
                  std::make_move_iterator(more.end()));
   }
@@ -76,7 +85,8 @@ void add_hostlist_verbs(CLI::App& app, verb_action& run) {
   CLI::App* hostnames =
       app.add_subcommand("hostnames",
                          "Print the hosts of a Slurm hostlist, one per line (like scontrol show "
-                         "hostnames); without LIST, the hosts of SLURM_JOB_NODELIST");
+                         "hostnames); without LIST, the hosts of SLURM_JOB_NODELIST, or of "
+                         "SLURM_NODELIST when that is unset");
   CLI::Option* given =
       hostnames->add_option("LIST", *list, "hostlist expression, e.g. gpu[01-04],login1");
   hostnames->callback([&run, list, given] {

@@ -1,6 +1,7 @@
 // Unit tests of common/hostlist: Slurm's hostlist grammar (expansion), scontrol-style
-// compression, the errors muster adds where Slurm guesses, the host cap, and the round-trip
-// property expand(compress(x)) == x on random host vectors.
+// compression, the errors muster adds where Slurm guesses, the limits (hosts, name length, name
+// bytes), and the round-trip property expand(compress(x)) == x on random host vectors (seeded;
+// MUSTER_TEST_SEED replays a failure).
 // Expected values marked "scontrol 22.05" were checked against Debian's slurm-wlm 22.05.8; the
 // forms where 22.05 and 23.02+ differ (text after ']', unclosed '[') follow 23.02+.
 #include <catch2/catch.hpp>
@@ -11,24 +12,23 @@
 
 #include "common/error.hpp"
 #include "common/hostlist.hpp"
+#include "tests/support/expect_error.hpp"
+#include "tests/support/seed.hpp"
 
 using muster::compress_hostlist;
 using muster::count_hostlist;
 using muster::expand_hostlist;
+using muster::measure_hostlist;
 using strings = std::vector<std::string>;
 
 namespace {
 
 // The message of the muster::error that expand_hostlist throws for `list` (fails if none).
 std::string expand_error(const std::string& list) {
-  try {
+  return muster::test::expect_error(muster::errc::invalid_input, [&] {
     auto hosts = expand_hostlist(list);
     FAIL("expected an error for \"" << list << "\", got " << hosts.size() << " hosts");
-  } catch (const muster::error& e) {
-    CHECK(e.category() == muster::errc::invalid_input);
-    return e.what();
-  }
-  return {};
+  });
 }
 
 }  // namespace
@@ -170,6 +170,65 @@ TEST_CASE("hostlist caps the number of hosts before building any", "[hostlist]")
   CHECK_THROWS_AS(count_hostlist("n[1-600000],m[1-600000]"), muster::error);
 }
 
+TEST_CASE("hostlist measures the name bytes of what it would expand", "[hostlist]") {
+  for (std::string list :
+       {"n[8-11]", "n[01-3]x,ab", "a[1-2]b[9-10]", "n[0-100]", "n[007-1000]", "[1-3]", "x", "",
+        "n[9999999999999999998-10000000000000000001]", "r[1-3,10]-n[1-2,100]-ib"}) {
+    INFO("list: \"" << list << "\"");
+    std::size_t bytes = 0;
+    for (const std::string& host : expand_hostlist(list)) bytes += host.size();
+    muster::hostlist_size size = measure_hostlist(list);
+    CHECK(size.num_hosts == count_hostlist(list));
+    CHECK(size.name_bytes == bytes);
+  }
+}
+
+TEST_CASE("hostlist limits the length of one host name to 255 characters", "[hostlist]") {
+  CHECK(muster::kMaxHostNameLength == 255);
+  const std::string prefix(250, 'x');
+  CHECK(expand_hostlist(prefix + "[00001-2]") == strings{prefix + "00001", prefix + "00002"});
+  CHECK_THAT(expand_error("ok," + prefix + "[000001-2]"),
+             Catch::Contains("column 4: this item makes host names of up to 256 characters, "
+                             "more than the limit of 255"));
+  CHECK_THAT(expand_error(std::string(256, 'y')), Catch::Contains("up to 256 characters"));
+  // The high bound can be wider than the low one: 250 + 5 characters, then 250 + 6.
+  CHECK(count_hostlist(prefix + "[99998-99999]") == 2);
+  CHECK_THAT(expand_error(prefix + "[99998-100000]"), Catch::Contains("up to 256 characters"));
+  // compress_hostlist refuses what expand_hostlist could not read back.
+  CHECK_THAT(muster::test::expect_error(muster::errc::invalid_input,
+                                        [&] {
+                                          compress_hostlist({"a", prefix + "123456"});
+                                        }),
+             Catch::Contains("host 1 (\"xxxx") && Catch::Contains("is 256 characters long"));
+}
+
+TEST_CASE("hostlist refuses a short list of huge names before allocating them", "[hostlist]") {
+  // 1,048,576 names of 100,003 characters: ~100 GB. Counted (not expanded), so a regression
+  // fails here instead of exhausting memory.
+  const std::string list = "n[" + std::string(100000, '0') + "1-1048576]";
+  std::string message =
+      muster::test::expect_error(muster::errc::invalid_input, [&] { count_hostlist(list); });
+  CHECK_THAT(message, Catch::Contains("column 1: this item makes host names of up to 100002 "
+                                      "characters, more than the limit of 255"));
+  CHECK(message.size() < 600);
+}
+
+TEST_CASE("hostlist limits the bytes of all names to 64 MiB", "[hostlist]") {
+  CHECK(muster::kMaxHostlistNameBytes == 64u << 20);
+  // 524,288 names of 122 + 6 characters: exactly 64 MiB, accepted (measured, not expanded).
+  const std::string prefix(122, 'p');
+  muster::hostlist_size size = measure_hostlist(prefix + "[100000-624287]");
+  CHECK(size.num_hosts == 524288);
+  CHECK(size.name_bytes == muster::kMaxHostlistNameBytes);
+  // One more name crosses it; the message points at the item that crosses.
+  CHECK_THAT(expand_error(prefix + "[100000-624287]," + prefix + "1"),
+             Catch::Contains("column 139: the list names 67108987 characters of host names, "
+                             "more than the limit of 67108864"));
+  // Under the host limit but 300,000 names of 246 characters (~74 MB): refused.
+  CHECK_THAT(expand_error(std::string(240, 'q') + "[100000-399999]"),
+             Catch::Contains("73800000 characters of host names, more than the limit"));
+}
+
 TEST_CASE("hostlist streams the same hosts it expands", "[hostlist]") {
   const std::string list = "gpu[01-03,7],login,a[1-2]b[1-2]c[1-2]-ib";
   strings streamed;
@@ -218,13 +277,11 @@ TEST_CASE("hostlist compresses like scontrol show hostlist", "[hostlist]") {
 TEST_CASE("hostlist refuses to compress names that could not round-trip", "[hostlist]") {
   for (std::string bad : {"", "a,b", "a b", "n[1]", "n]"}) {
     INFO("host: \"" << bad << "\"");
-    try {
-      compress_hostlist({"ok1", bad});
-      FAIL("expected an error");
-    } catch (const muster::error& e) {
-      CHECK(e.category() == muster::errc::invalid_input);
-      CHECK_THAT(e.what(), Catch::Contains("host 1 (\"" + bad + "\")"));
-    }
+    CHECK_THAT(muster::test::expect_error(muster::errc::invalid_input,
+                                          [&] {
+                                            compress_hostlist({"ok1", bad});
+                                          }),
+               Catch::Contains("host 1 (\"" + bad + "\")"));
   }
 }
 
@@ -265,14 +322,17 @@ strings random_hosts(std::mt19937_64& rng) {
 }  // namespace
 
 TEST_CASE("hostlist expands every compressed random host vector back to itself", "[hostlist]") {
-  const auto seed = std::random_device{}();
-  INFO("seed " << seed << " (rerun with this seed to reproduce)");
+  const std::uint64_t seed = muster::test::test_seed();
+  INFO("seed " << seed << " (MUSTER_TEST_SEED=" << seed << " replays it)");
   std::mt19937_64 rng(seed);
   for (int round = 0; round < 3000; ++round) {
     strings hosts = random_hosts(rng);
     std::string compressed = compress_hostlist(hosts);
     INFO("compressed: " << compressed);
     REQUIRE(expand_hostlist(compressed) == hosts);
+    std::size_t bytes = 0;
+    for (const auto& h : hosts) bytes += h.size();
+    REQUIRE(measure_hostlist(compressed).name_bytes == bytes);
     REQUIRE(compressed.size() <= [&] {
       std::size_t plain = hosts.empty() ? 0 : hosts.size() - 1;
       for (const auto& h : hosts) plain += h.size();

@@ -1,6 +1,7 @@
 // Unit tests of launcher/slurm_step: environments as Slurm 22.05/23.x sets them for a batch
 // script, srun steps (even and uneven tasks per node), array jobs and GPU jobs, and the errors
 // for missing or inconsistent variables.
+// The interactive and extern steps and salloc's shell are read as the whole job.
 // These environments are written in the forms Slurm documents (including variables muster
 // ignores, so their presence is tested too), for cases the loopback cluster cannot produce
 // (8 GPUs a node, GPU UUIDs, requeues); test_slurm_step_captured.cpp reads real ones.
@@ -10,6 +11,7 @@
 
 #include "common/error.hpp"
 #include "launcher/slurm_step.hpp"
+#include "tests/support/expect_error.hpp"
 
 using muster::launcher::env_map;
 using muster::launcher::read_slurm_step;
@@ -97,14 +99,7 @@ env_map step_env() {
 
 // The environment error read_slurm_step throws for env (fails the test if none).
 std::string step_error(const env_map& env) {
-  try {
-    read_slurm_step(env);
-    FAIL("expected an error");
-  } catch (const muster::error& e) {
-    CHECK(e.category() == muster::errc::environment);
-    return e.what();
-  }
-  return {};
+  return muster::test::expect_error(muster::errc::environment, [&] { read_slurm_step(env); });
 }
 
 }  // namespace
@@ -248,10 +243,110 @@ TEST_CASE("slurm step keeps GPU and MIG UUIDs of CUDA_VISIBLE_DEVICES as strings
   CHECK(read_slurm_step(env).visible_devices->empty());
 }
 
-TEST_CASE("slurm step treats the batch script's special step id as no step", "[slurm_step]") {
+TEST_CASE("slurm step reads CUDA_VISIBLE_DEVICES up to its first invalid entry, as CUDA does",
+          "[slurm_step]") {
+  struct row {
+    std::string value;
+    std::vector<std::string> devices;
+  };
+  const std::vector<row> table = {
+      {"-1", {}},  // the common way to hide every GPU from a CPU-only job
+      {"0,1,-1,3", {"0", "1"}},
+      {"-1,0", {}},
+      {"2,0", {"2", "0"}},  // order kept
+      {"0,gpu1,2", {"0"}},
+      {"gpu1", {}},
+      {"0,,1", {"0"}},
+      {"1,", {"1"}},
+      {"1,1,2", {"1"}},  // a repeated device ends the list
+      {"GPU-3b3c,-1,GPU-4d4e", {"GPU-3b3c"}},
+      {"NoDevFiles", {}},
+      {"", {}},
+  };
+  for (const row& r : table) {
+    INFO("CUDA_VISIBLE_DEVICES=" << r.value);
+    env_map env = batch_env();
+    env.insert_or_assign("CUDA_VISIBLE_DEVICES", r.value);
+    auto step = read_slurm_step(env);
+    REQUIRE(step.visible_devices);
+    CHECK(*step.visible_devices == r.devices);
+  }
+}
+
+namespace {
+
+// Inside the job of batch_env(), a step that stands for the whole allocation: Slurm gives it
+// one task on one node (here gpu03, whose SLURM_NODEID counts within the step: 0).
+env_map one_task_step_env(const char* step_id) {
   env_map env = batch_env();
-  env.insert_or_assign("SLURM_STEP_ID", "4294967291");
-  CHECK_FALSE(read_slurm_step(env).in_step());
+  env.erase("ENVIRONMENT");
+  env.insert_or_assign("SLURM_STEP_ID", step_id);
+  env.insert_or_assign("SLURM_STEPID", step_id);
+  env.insert_or_assign("SLURM_STEP_NODELIST", "gpu03");
+  env.insert_or_assign("SLURM_STEP_NUM_NODES", "1");
+  env.insert_or_assign("SLURM_STEP_NUM_TASKS", "1");
+  env.insert_or_assign("SLURM_STEP_TASKS_PER_NODE", "1");
+  env.insert_or_assign("SLURM_NODEID", "0");
+  env.insert_or_assign("SLURMD_NODENAME", "gpu03");
+  return env;
+}
+
+}  // namespace
+
+TEST_CASE("slurm step reads the batch, interactive and extern steps as the whole job",
+          "[slurm_step]") {
+  for (const char* id : {"4294967291", "4294967290", "4294967292"}) {  // batch, interactive, extern
+    INFO("SLURM_STEP_ID=" << id);
+    env_map env = one_task_step_env(id);
+    if (std::string(id) == "4294967291") {  // the batch script runs on the job's first node
+      env.insert_or_assign("SLURMD_NODENAME", "gpu01");
+      env.erase("SLURM_STEP_NODELIST");
+    }
+    auto step = read_slurm_step(env);
+    CHECK_FALSE(step.in_step());
+    CHECK_FALSE(step.step_id);
+    CHECK(step.nodelist == "gpu[01-04]");  // the job's, not the step's one node
+    CHECK(step.tasks_per_node == std::vector<int>{8, 8, 8, 8});
+    CHECK(step.num_tasks == 32);
+    if (std::string(id) == "4294967291") {
+      CHECK(step.this_node() == "gpu01");
+    } else {  // found by SLURMD_NODENAME; the step's SLURM_NODEID=0 is not the job's index
+      CHECK(step.node_id == 2);
+      CHECK(step.this_node() == "gpu03");
+    }
+  }
+}
+
+TEST_CASE("slurm step rejects special step ids it does not know", "[slurm_step]") {
+  env_map env = step_env();
+  env.insert_or_assign("SLURM_STEP_ID", "4294967280");  // SLURM_MAX_NORMAL_STEP_ID: a step
+  CHECK(read_slurm_step(env).step_id == 4294967280u);
+  env.insert_or_assign("SLURM_STEP_ID", "4294967293");  // SLURM_PENDING_STEP runs no process
+  CHECK_THAT(step_error(env), Catch::Contains("SLURM_STEP_ID=4294967293 is a special step id "
+                                              "muster does not know"));
+}
+
+TEST_CASE("slurm step knows no node in salloc's shell on the submit host", "[slurm_step]") {
+  // `salloc -N4`: the shell runs where salloc was started; Slurm sets the job's variables but
+  // no SLURMD_NODENAME, SLURM_NODEID, SLURM_PROCID or SLURM_LOCALID.
+  env_map env = batch_env();
+  for (const char* name : {"SLURMD_NODENAME", "SLURM_NODEID", "SLURM_PROCID", "SLURM_LOCALID",
+                           "SLURM_TASK_PID", "SLURM_GTIDS", "ENVIRONMENT", "SLURM_TOPOLOGY_ADDR"})
+    env.erase(name);
+  auto step = read_slurm_step(env);
+  CHECK_FALSE(step.in_step());
+  CHECK(step.nodes.size() == 4);
+  CHECK_FALSE(step.node_id);
+  CHECK_FALSE(step.this_node());
+  CHECK_FALSE(step.node_name);
+  // salloc run from a shell on another job's node: SLURMD_NODENAME is not in this job's list.
+  env.insert_or_assign("SLURMD_NODENAME", "login07");
+  step = read_slurm_step(env);
+  CHECK_FALSE(step.node_id);
+  CHECK(step.node_name == "login07");
+  // SLURMD_NODENAME alone (no SLURM_NODEID) still finds the node.
+  env.insert_or_assign("SLURMD_NODENAME", "gpu02");
+  CHECK(read_slurm_step(env).this_node() == "gpu02");
 }
 
 TEST_CASE("slurm step names the variable, its value and the expectation in errors",
@@ -272,7 +367,8 @@ TEST_CASE("slurm step names the variable, its value and the expectation in error
       {"SLURM_NTASKS", "99999999999", false, "SLURM_NTASKS=99999999999 is not an integer"},
       {"SLURM_TASKS_PER_NODE", "8(x3)", false,
        "SLURM_TASKS_PER_NODE=8(x3) gives 3 counts but SLURM_JOB_NODELIST=gpu[01-04] names 4 nodes"},
-      {"SLURM_TASKS_PER_NODE", "8(4)", false, "SLURM_TASKS_PER_NODE=8(4): \"8(4)\" is not COUNT"},
+      {"SLURM_TASKS_PER_NODE", "8(4)", false,
+       "SLURM_TASKS_PER_NODE=8(4): malformed repetition \"(4)\" at column 2 of \"8(4)\""},
       {"SLURM_JOB_NODELIST", "gpu[04-01]", false, "SLURM_JOB_NODELIST: hostlist \"gpu[04-01]\""},
       {"SLURM_JOB_NODELIST", "", false, "SLURM_JOB_NODELIST= names no nodes"},
       {"SLURMD_NODENAME", "gpu03", false,
@@ -281,9 +377,6 @@ TEST_CASE("slurm step names the variable, its value and the expectation in error
        "SLURM_LOCALID=8 but SLURM_TASKS_PER_NODE=8(x4) gives node 0 (gpu01) 8 tasks"},
       {"SLURM_JOB_GPUS", "0,1,1", false, "SLURM_JOB_GPUS=0,1,1: GPU 1 appears twice"},
       {"SLURM_JOB_GPUS", "0,", false, "SLURM_JOB_GPUS=0,: trailing ','"},
-      {"CUDA_VISIBLE_DEVICES", "0,gpu1", false,
-       "CUDA_VISIBLE_DEVICES=0,gpu1: \"gpu1\" is neither a GPU index nor a GPU-/MIG- UUID"},
-      {"CUDA_VISIBLE_DEVICES", "1,1", false, "CUDA_VISIBLE_DEVICES=1,1: \"1\" appears twice"},
       {"SLURM_RESTART_COUNT", "x", false, "SLURM_RESTART_COUNT=x is not an integer"},
       {"SLURM_ARRAY_TASK_ID", "3", false,
        "SLURM_ARRAY_TASK_ID=3 is set but SLURM_ARRAY_JOB_ID is not"},
@@ -328,9 +421,38 @@ TEST_CASE("slurm step expands the compressed tasks-per-node form", "[slurm_step]
   CHECK(expand_tasks_per_node("V", "1") == std::vector<int>{1});
   CHECK(expand_tasks_per_node("V", "3,1(x2),4") == std::vector<int>{3, 1, 1, 4});
   for (const char* bad : {"", "0", "2(x0)", "2(x)", "2(3)", "x", "2,", ",2", "2(x3", "2(x3)1",
-                          "2(x3),,1", "-1", "2(x1048577)"}) {
+                          "2(x3),,1", "-1", "2(x1048577)", "2(x-1)", "2(x+1)", "2()", "2(x3))"}) {
     INFO("value: \"" << bad << "\"");
     CHECK_THROWS_AS(expand_tasks_per_node("V", bad), muster::error);
+  }
+}
+
+TEST_CASE("slurm step says what is wrong in a tasks-per-node value, and where", "[slurm_step]") {
+  using muster::launcher::expand_tasks_per_node;
+  struct row {
+    std::string value;
+    std::string message;
+  };
+  const std::vector<row> table = {
+      {"2(xa)", "V=2(xa): malformed repetition \"(xa)\" at column 2 of \"2(xa)\""},
+      {"1,2(3)", "V=1,2(3): malformed repetition \"(3)\" at column 4 of \"2(3)\""},
+      {"2(x3", "malformed repetition \"(x3\" at column 2"},
+      {"4,2(x0)",
+       "V=4,2(x0): repetition \"(x0)\" at column 4 of \"2(x0)\" is not from (x1) to "
+       "(x1048576)"},
+      {"2(x1048577)", "repetition \"(x1048577)\" at column 2"},
+      {"2,x(x2)", "V=2,x(x2): \"x\" at column 3 is not a task count from 1 to 2147483647"},
+      {"2,,1", "V=2,,1: empty entry between the commas at columns 2 and 3"},
+      {"2,", "V=2,: trailing ','"},
+      {",2", "V=,2: leading ','"},
+      {"1(x1048576),1", "more than 1048576 nodes by \"1\" at column 13"},
+  };
+  for (const row& r : table) {
+    INFO("value: \"" << r.value << "\"");
+    std::string message = muster::test::expect_error(muster::errc::environment,
+                                                     [&] { expand_tasks_per_node("V", r.value); });
+    CHECK_THAT(message, Catch::Contains(r.message));
+    CHECK_THAT(message, Catch::EndsWith("expected counts like 2(x3),1"));
   }
 }
 
@@ -343,6 +465,12 @@ TEST_CASE("slurm step parses GPU index lists strictly", "[slurm_step]") {
     INFO("value: \"" << bad << "\"");
     CHECK_THROWS_AS(parse_gpu_indices("V", bad), muster::error);
   }
+  CHECK_THAT(
+      muster::test::expect_error(muster::errc::environment, [] { parse_gpu_indices("V", "0,,1"); }),
+      Catch::Contains("V=0,,1: empty entry between the commas at columns 2 and 3"));
+  CHECK_THAT(muster::test::expect_error(muster::errc::environment,
+                                        [] { parse_gpu_indices("V", "0,3-1"); }),
+             Catch::Contains("V=0,3-1: \"3-1\" at column 3 is not an index or a rising range"));
 }
 
 TEST_CASE("slurm step reads the real process environment", "[slurm_step]") {

@@ -15,7 +15,8 @@ using muster::launcher::slurm_step;
 namespace {
 
 env_map captured(const std::string& name) {
-  auto file = std::filesystem::path(MUSTER_SOURCE_DIR) / "tests/launcher/slurm_env" / (name + ".env");
+  auto file =
+      std::filesystem::path(MUSTER_SOURCE_DIR) / "tests/launcher/slurm_env" / (name + ".env");
   std::istringstream lines(muster::test::read_file(file));
   env_map env;
   for (std::string line; std::getline(lines, line);) {
@@ -23,7 +24,7 @@ env_map captured(const std::string& name) {
     REQUIRE(eq != std::string::npos);
     env[line.substr(0, eq)] = line.substr(eq + 1);
   }
-  REQUIRE(env.count("SLURM_JOB_ID") == 1);
+  REQUIRE(env.contains("SLURM_JOB_ID"));
   return env;
 }
 
@@ -119,4 +120,38 @@ TEST_CASE("captured --gres=gpu:2 batch job and its step see GPUs 0 and 1", "[slu
   CHECK(step.step_gpus == std::vector<int>{0, 1});
   CHECK((step.proc_id == 1 && step.node_id == 1));
   CHECK(step.this_node() == "gpu-a02");
+}
+
+TEST_CASE("captured salloc shell reads the job but knows no node of it", "[slurm_step]") {
+  // salloc's shell runs on the submit host: no SLURMD_NODENAME, SLURM_NODEID or SLURM_PROCID.
+  env_map env = captured("salloc-N2.shell");
+  REQUIRE_FALSE(env.contains("SLURMD_NODENAME"));
+  REQUIRE_FALSE(env.contains("SLURM_NODEID"));
+  slurm_step s = read_slurm_step(env);
+  CHECK_FALSE(s.in_step());
+  CHECK(s.nodes == kNodes);
+  CHECK(s.tasks_per_node == std::vector<int>{1, 1});
+  CHECK_FALSE(s.node_id.has_value());
+  CHECK_FALSE(s.this_node().has_value());
+  CHECK_FALSE(s.node_name.has_value());
+  CHECK_FALSE(s.visible_devices.has_value());
+  CHECK(s.submit_dir == "/tmp/envs");
+}
+
+TEST_CASE("captured interactive step reads as the whole job on its first node", "[slurm_step]") {
+  // SLURM_STEP_ID=4294967290 with SLURM_STEP_NODELIST=gpu-a01 and one task: the step variables
+  // describe the shell, not the allocation of two nodes.
+  env_map env = captured("salloc-N2-gres-gpu2.interactive-step");
+  REQUIRE(env.at("SLURM_STEP_ID") == "4294967290");
+  REQUIRE(env.at("SLURM_STEP_NODELIST") == "gpu-a01");
+  slurm_step s = read_slurm_step(env);
+  CHECK_FALSE(s.in_step());
+  CHECK(s.nodelist == "gpu-a[01-02]");
+  CHECK(s.nodes == kNodes);
+  CHECK(s.tasks_per_node == std::vector<int>{1, 1});
+  CHECK(s.node_id == 0);
+  CHECK(s.this_node() == "gpu-a01");
+  CHECK(s.job_gpus == std::vector<int>{0, 1});
+  REQUIRE(s.visible_devices.has_value());
+  CHECK(*s.visible_devices == std::vector<std::string>{"0", "1"});
 }
