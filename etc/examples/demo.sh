@@ -10,6 +10,11 @@ echo "muster demo: Slurm hostlists, the Slurm step environment and the job file"
 show "$bin/muster" --version
 show "$bin/muster" hostnames 'gpu-a[01-03],rack[1-2]-node[7-8]'
 show "$bin/muster" hostlist gpu-a01 gpu-a02 gpu-a03 gpu-a05 login1
+# Task 3 of `srun -N2 --ntasks-per-node=2 --gpus-per-task=1`, its environment captured from a
+# real Slurm job (tests/launcher/slurm_env/README.md).
+mapfile -t step_env < "$here/../../tests/launcher/slurm_env/srun-N2-gpus-per-task1.task3.env"
+printf '\n$ %s\n' "srun -N2 --ntasks-per-node=2 --gpus-per-task=1 muster slurm-step    # as task 3 sees it"
+env "${step_env[@]}" "$bin/muster" slurm-step
 show "$bin/muster" config "$here/job.toml" job.name=demo launch.nproc=4
 printf '\n$ %s\n' "$bin/muster config $here/job.toml launch.nprocs=4    # a typo: exit 2 and the fix"
 "$bin/muster" config "$here/job.toml" launch.nprocs=4 || echo "(exit $?)"
