@@ -10,7 +10,7 @@ BUILD_ASAN ?= build-asan
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 
-.PHONY: deps build test test-asan demo bench clean
+.PHONY: deps build test test-asan demo bench
 
 deps:
 	@packaging/install-deps.sh
@@ -33,6 +33,3 @@ demo: build
 
 bench: build
 	@bench/run.sh $(BUILD)
-
-clean:
-	rm -rf $(BUILD) $(BUILD_ASAN)
