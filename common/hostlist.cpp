@@ -430,7 +430,7 @@ std::vector<host_range> collapse_hosts(const std::vector<std::string>& hosts) {
     host_range r = split_host(hosts[i]);
     if (!ranges.empty()) {
       host_range& tail = ranges.back();
-      if (!r.single && !tail.single && r.lo > 0 && tail.hi == r.lo - 1 && tail.prefix == r.prefix &&
+      if (same_bracket(tail, r) && r.lo > 0 && tail.hi == r.lo - 1 &&
           width_equiv(tail.lo, tail.width, r.lo, r.width)) {
         tail.hi = r.hi;
         continue;

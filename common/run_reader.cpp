@@ -197,19 +197,28 @@ event_record read_event(const node_file& node, const sqlite_stmt& s) {
   return event;
 }
 
+// Merges rows from several node files: sorts them by `before` (stable, so ties keep the host
+// order they were collected in) and keeps the first row of each run that `same_key` groups.
+template <class Row, class Before, class SameKey>
+std::vector<Row> first_per_key(std::vector<Row> rows, Before before, SameKey same_key) {
+  std::stable_sort(rows.begin(), rows.end(), before);
+  rows.erase(std::unique(rows.begin(), rows.end(), same_key), rows.end());
+  return rows;
+}
+
 // Orders steps by (step, rank) and keeps one row per (step, rank): the one with the latest
 // time_ms, or on a tie the first in `steps` (which comes in host order).
 std::vector<step_record> newest_per_step(std::vector<step_record> steps) {
-  std::stable_sort(steps.begin(), steps.end(), [](const auto& a, const auto& b) {
-    return std::tuple(a.step, a.rank, b.time_ms) < std::tuple(b.step, b.rank, a.time_ms);
-  });
-  steps.erase(std::unique(steps.begin(), steps.end(),
-                          [](const auto& a, const auto& b) {
-                            return a.step == b.step && a.rank == b.rank;
-                          }),
-              steps.end());
-  return steps;
+  return first_per_key(
+      std::move(steps),
+      [](const auto& a, const auto& b) {
+        return std::tuple(a.step, a.rank, b.time_ms) < std::tuple(b.step, b.rank, a.time_ms);
+      },
+      [](const auto& a, const auto& b) { return a.step == b.step && a.rank == b.rank; });
 }
+
+// Groups rows of the same rank.
+constexpr auto same_rank = [](const auto& a, const auto& b) { return a.rank == b.rank; };
 
 }  // namespace
 
@@ -301,13 +310,12 @@ std::vector<rank_record> run_reader::ranks() const {
     s.for_each_row("read ranks", [&] { out.push_back(read_rank(node, s)); });
   });
   // Newest wins; on a tie the first host (rows come in host order, stable_sort keeps it).
-  std::stable_sort(all.begin(), all.end(), [](const auto& a, const auto& b) {
-    return std::pair(a.rank, b.updated_ms) < std::pair(b.rank, a.updated_ms);
-  });
-  all.erase(std::unique(all.begin(), all.end(),
-                        [](const auto& a, const auto& b) { return a.rank == b.rank; }),
-            all.end());
-  return all;
+  return first_per_key(
+      std::move(all),
+      [](const auto& a, const auto& b) {
+        return std::pair(a.rank, b.updated_ms) < std::pair(b.rank, a.updated_ms);
+      },
+      same_rank);
 }
 
 std::vector<step_record> run_reader::steps() const {
@@ -332,13 +340,12 @@ std::vector<step_record> run_reader::last_steps() const {
     s.for_each_row("read last steps", [&] { out.push_back(read_step(s)); });
   });
   // The highest step of each rank over all files; the newest row of it when files disagree.
-  std::stable_sort(all.begin(), all.end(), [](const auto& a, const auto& b) {
-    return std::tuple(a.rank, b.step, b.time_ms) < std::tuple(b.rank, a.step, a.time_ms);
-  });
-  all.erase(std::unique(all.begin(), all.end(),
-                        [](const auto& a, const auto& b) { return a.rank == b.rank; }),
-            all.end());
-  return all;
+  return first_per_key(
+      std::move(all),
+      [](const auto& a, const auto& b) {
+        return std::tuple(a.rank, b.step, b.time_ms) < std::tuple(b.rank, a.step, a.time_ms);
+      },
+      same_rank);
 }
 
 std::vector<event_record> run_reader::events(epoch_ms since_ms) const {
