@@ -1,6 +1,12 @@
 // The job file's schema, loading and validation: see job_config.hpp.
 #include "common/job_config.hpp"
 
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include "common/hf_config.hpp"
+
 #include "common/config_load.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
@@ -20,11 +26,213 @@ const field<job_config> kSchema[] = {
           "ranks per node; 0 means one per GPU, or 2 on a machine without GPUs"),
     FIELD(launch.runs_dir, "launch.runs_dir",
           "directory where run directories (<runs_dir>/<run_id>/) are created"),
+    FIELD(parallel.allocation, "parallel.allocation",
+          "AReaL allocation string instead of the sizes below: \"d4t2p2\", \"megatron:d2p2t4e4\" "
+          "or \"megatron:(attn:d1p4t2c2|ffn:d1p4t1e4)\"; \"\" = use the sizes"),
+    FIELD(parallel.tensor, "parallel.tensor", "tensor-parallel size (TP)"),
+    FIELD(parallel.pipeline, "parallel.pipeline", "pipeline-parallel size (PP)"),
+    FIELD(parallel.virtual_pipeline, "parallel.virtual_pipeline",
+          "model chunks per pipeline rank (interleaved 1F1B); 1 = not interleaved"),
+    FIELD(parallel.context, "parallel.context", "context-parallel size (CP)"),
+    FIELD(parallel.expert, "parallel.expert",
+          "expert-parallel size (EP); carved out of the expert-data-parallel ranks, it does not "
+          "reduce the attention data-parallel size"),
+    FIELD(parallel.expert_tensor, "parallel.expert_tensor",
+          "expert tensor-parallel size (ETP); 0 = same as parallel.tensor"),
+    FIELD(parallel.data, "parallel.data",
+          "data-parallel size (DP); 0 = derived: world / (tensor * pipeline * context)"),
+    FIELD(parallel.sequence_parallel, "parallel.sequence_parallel",
+          "sequence parallelism: shard the activations outside attention and MLP over TP"),
+    FIELD(parallel.order, "parallel.order",
+          "rank order of the parallel dimensions, fastest-varying first (Megatron's "
+          "--order: tp-cp-ep-dp-pp or tp-cp-pp-ep-dp ...)"),
+    FIELD(parallel.sharding, "parallel.sharding",
+          "data-parallel sharding: no_shard, optim (ZeRO-1), optim_grads (ZeRO-2) or "
+          "optim_grads_params (ZeRO-3 / FSDP)"),
+    FIELD(model.config_json, "model.config_json",
+          "Hugging Face config.json (Mixtral, Qwen2-MoE, Qwen3-MoE, DeepSeek-V2/V3) whose sizes "
+          "fill the model keys; model keys this file sets to other than their default, and "
+          "every key on the command line, win; a relative path is read from the job file's "
+          "directory"),
+    FIELD(model.num_layers, "model.num_layers", "transformer layers"),
+    FIELD(model.hidden_size, "model.hidden_size", "hidden size"),
+    FIELD(model.ffn_hidden_size, "model.ffn_hidden_size", "SwiGLU hidden size of dense layers"),
+    FIELD(model.num_attention_heads, "model.num_attention_heads", "query heads"),
+    FIELD(model.num_query_groups, "model.num_query_groups",
+          "key/value heads (grouped-query attention); equal to the heads for multi-head"),
+    FIELD(model.head_dim, "model.head_dim", "size of one head; 0 = hidden_size / heads"),
+    FIELD(model.vocab_size, "model.vocab_size", "rows of the embedding and the output head"),
+    FIELD(model.qk_norm, "model.qk_norm", "RMSNorm on each head's query and key (Qwen3)"),
+    FIELD(model.attention_bias, "model.attention_bias", "bias on the q/k/v projections (Qwen2)"),
+    FIELD(model.tie_embeddings, "model.tie_embeddings", "the output head shares the embedding"),
+    FIELD(model.q_lora_rank, "model.q_lora_rank",
+          "multi-latent attention (DeepSeek-V2/V3): query low-rank size; 0 = full-rank query"),
+    FIELD(model.kv_lora_rank, "model.kv_lora_rank",
+          "multi-latent attention: key/value low-rank size; 0 = grouped-query attention"),
+    FIELD(model.qk_rope_head_dim, "model.qk_rope_head_dim",
+          "multi-latent attention: rotary part of each query/key head (head_dim is the rest)"),
+    FIELD(model.v_head_dim, "model.v_head_dim", "multi-latent attention: value head size"),
+    FIELD(model.num_experts, "model.num_experts", "routed experts per MoE layer; 0 = dense model"),
+    FIELD(model.moe_ffn_hidden_size, "model.moe_ffn_hidden_size",
+          "SwiGLU hidden size of one routed expert"),
+    FIELD(model.moe_router_topk, "model.moe_router_topk", "experts each token is routed to"),
+    FIELD(model.moe_shared_expert_ffn_hidden_size, "model.moe_shared_expert_ffn_hidden_size",
+          "SwiGLU hidden size of the shared experts together; 0 = no shared expert"),
+    FIELD(model.moe_shared_expert_gate, "model.moe_shared_expert_gate",
+          "sigmoid gate on the shared expert's output (Qwen2-MoE)"),
+    FIELD(model.moe_first_dense_layers, "model.moe_first_dense_layers",
+          "leading layers that are dense (DeepSeek's first_k_dense_replace)"),
+    FIELD(model.moe_layer_freq, "model.moe_layer_freq",
+          "after the leading dense layers, every n-th layer is MoE (1 = all)"),
+    FIELD(model.moe_capacity_factor, "model.moe_capacity_factor",
+          "expert capacity as a multiple of the balanced load; 0 = dropless"),
+    FIELD(model.moe_router_score, "model.moe_router_score",
+          "router score function: softmax (Mixtral, Qwen) or sigmoid (DeepSeek-V3)"),
+    FIELD(train.micro_batch_size, "train.micro_batch_size",
+          "sequences (or packs) per rank in one forward/backward"),
+    FIELD(train.global_batch_size, "train.global_batch_size",
+          "sequences per optimizer step over all ranks; 0 = micro_batch_size * grad_accum_steps "
+          "* data-parallel size"),
+    FIELD(train.grad_accum_steps, "train.grad_accum_steps",
+          "micro-batches per optimizer step on each data-parallel rank (derived when "
+          "train.global_batch_size is set)"),
+    FIELD(train.seq_length, "train.seq_length", "tokens per sequence"),
+    FIELD(train.max_tokens_per_pack, "train.max_tokens_per_pack",
+          "pack documents into rows of this many tokens (attention stays inside each document); "
+          "0 = no packing"),
+    FIELD(train.precision, "train.precision",
+          "bf16 (bf16 params and activations, fp32 main params and Adam moments) or fp32"),
+    FIELD(train.grad_reduce_dtype, "train.grad_reduce_dtype",
+          "type gradients are accumulated and reduced in: fp32 or bf16"),
+    FIELD(train.recompute, "train.recompute",
+          "activation recompute: none, selective (attention core) or full (whole layer)"),
     FIELD(log.level, "log.level",
           "log level: trace, debug, info, warn, error, critical or off (MUSTER_LOG_LEVEL wins)"),
 };
 
 #undef FIELD
+
+// A whole number of at least `min` (1 for sizes, 0 where 0 means "derive it").
+void check_at_least(int value, int min, const config::sources& where, std::string_view key) {
+  MUSTER_CHECK(value >= min, errc::config, "{}: {}: {} is below {}; use {} or more{}",
+               config::place_of(where, key), key, value, min, min,
+               min == 0 ? " (0 = derive it)" : "");
+}
+
+void check_choice(const std::string& value, std::initializer_list<std::string_view> choices,
+                  const config::sources& where, std::string_view key) {
+  for (auto choice : choices)
+    if (value == choice) return;
+  MUSTER_THROW(errc::config, "{}: {}: unknown value \"{}\"; use one of {}",
+               config::place_of(where, key), key, value, fmt::join(choices, ", "));
+}
+
+// Megatron's --order: the five dimension names, each once, joined by '-'.
+void check_order(const std::string& order, const config::sources& where) {
+  std::vector<std::string> names;
+  for (std::size_t begin = 0; begin <= order.size();) {
+    auto end = order.find('-', begin);
+    if (end == std::string::npos) end = order.size();
+    names.push_back(order.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  std::vector<std::string> sorted = names;
+  std::sort(sorted.begin(), sorted.end());
+  MUSTER_CHECK((sorted == std::vector<std::string>{"cp", "dp", "ep", "pp", "tp"}), errc::config,
+               "{}: parallel.order: \"{}\" is not an order of tp, cp, ep, dp and pp (each once, "
+               "joined by '-'); e.g. parallel.order = \"tp-cp-ep-dp-pp\"",
+               config::place_of(where, "parallel.order"), order);
+}
+
+void validate_parallel(const parallel_section& p, const config::sources& where) {
+  for (auto [value, key] : {std::pair{p.tensor, "parallel.tensor"},
+                            {p.pipeline, "parallel.pipeline"},
+                            {p.virtual_pipeline, "parallel.virtual_pipeline"},
+                            {p.context, "parallel.context"},
+                            {p.expert, "parallel.expert"}})
+    check_at_least(value, 1, where, key);
+  check_at_least(p.expert_tensor, 0, where, "parallel.expert_tensor");
+  check_at_least(p.data, 0, where, "parallel.data");
+  check_order(p.order, where);
+  check_choice(p.sharding, {"no_shard", "optim", "optim_grads", "optim_grads_params"}, where,
+               "parallel.sharding");
+}
+
+void validate_model(const model_section& m, const config::sources& where) {
+  for (auto [value, key] : {std::pair{m.num_layers, "model.num_layers"},
+                            {m.hidden_size, "model.hidden_size"},
+                            {m.ffn_hidden_size, "model.ffn_hidden_size"},
+                            {m.num_attention_heads, "model.num_attention_heads"},
+                            {m.num_query_groups, "model.num_query_groups"},
+                            {m.vocab_size, "model.vocab_size"},
+                            {m.moe_layer_freq, "model.moe_layer_freq"}})
+    check_at_least(value, 1, where, key);
+  for (auto [value, key] : {std::pair{m.head_dim, "model.head_dim"},
+                            {m.q_lora_rank, "model.q_lora_rank"},
+                            {m.kv_lora_rank, "model.kv_lora_rank"},
+                            {m.qk_rope_head_dim, "model.qk_rope_head_dim"},
+                            {m.v_head_dim, "model.v_head_dim"},
+                            {m.num_experts, "model.num_experts"},
+                            {m.moe_shared_expert_ffn_hidden_size,
+                             "model.moe_shared_expert_ffn_hidden_size"},
+                            {m.moe_first_dense_layers, "model.moe_first_dense_layers"}})
+    check_at_least(value, 0, where, key);
+  MUSTER_CHECK(m.head_dim > 0 || m.hidden_size % m.num_attention_heads == 0, errc::config,
+               "{}: model.num_attention_heads: {} does not divide model.hidden_size {}; set "
+               "model.head_dim, or use heads that divide the hidden size",
+               config::place_of(where, "model.num_attention_heads"), m.num_attention_heads,
+               m.hidden_size);
+  MUSTER_CHECK(m.num_attention_heads % m.num_query_groups == 0, errc::config,
+               "{}: model.num_query_groups: {} does not divide the {} attention heads; use a "
+               "divisor of model.num_attention_heads",
+               config::place_of(where, "model.num_query_groups"), m.num_query_groups,
+               m.num_attention_heads);
+  if (m.kv_lora_rank > 0)
+    MUSTER_CHECK(m.qk_rope_head_dim > 0 && m.v_head_dim > 0, errc::config,
+                 "{}: model.kv_lora_rank: multi-latent attention needs model.qk_rope_head_dim "
+                 "and model.v_head_dim too (DeepSeek-V3: 64 and 128)",
+                 config::place_of(where, "model.kv_lora_rank"));
+  if (m.num_experts > 0) {
+    check_at_least(m.moe_ffn_hidden_size, 1, where, "model.moe_ffn_hidden_size");
+    MUSTER_CHECK(m.moe_router_topk >= 1 && m.moe_router_topk <= m.num_experts, errc::config,
+                 "{}: model.moe_router_topk: {} is not between 1 and the {} experts",
+                 config::place_of(where, "model.moe_router_topk"), m.moe_router_topk,
+                 m.num_experts);
+  }
+  MUSTER_CHECK(m.moe_capacity_factor == 0.0 || m.moe_capacity_factor >= 1.0, errc::config,
+               "{}: model.moe_capacity_factor: {} drops tokens even when the load is balanced; "
+               "use 0 (dropless) or 1.0 or more",
+               config::place_of(where, "model.moe_capacity_factor"), m.moe_capacity_factor);
+  check_choice(m.moe_router_score, {"softmax", "sigmoid"}, where, "model.moe_router_score");
+}
+
+void validate_train(const train_section& t, const config::sources& where) {
+  check_at_least(t.micro_batch_size, 1, where, "train.micro_batch_size");
+  check_at_least(t.global_batch_size, 0, where, "train.global_batch_size");
+  check_at_least(t.grad_accum_steps, 1, where, "train.grad_accum_steps");
+  check_at_least(t.seq_length, 1, where, "train.seq_length");
+  check_at_least(t.max_tokens_per_pack, 0, where, "train.max_tokens_per_pack");
+  check_choice(t.precision, {"bf16", "fp32"}, where, "train.precision");
+  check_choice(t.grad_reduce_dtype, {"fp32", "bf16"}, where, "train.grad_reduce_dtype");
+  check_choice(t.recompute, {"none", "selective", "full"}, where, "train.recompute");
+}
+
+// Model keys the job file sets to their default value are treated as not set, so that
+// config.json fills them: a job file started from the example (which lists every key) must not
+// hide the config.json behind its defaults. Values that differ, and the command line, win.
+void forget_default_model_keys(job_config& config, config::sources& where) {
+  job_config defaults;
+  auto fields = config::bind_fields(config, kSchema);
+  auto default_fields = config::bind_fields(defaults, kSchema);
+  for (std::size_t i = 0; i < fields.size(); ++i) {
+    std::string key(fields[i].key);
+    auto it = where.find(key);
+    if (!key.starts_with("model.") || key == "model.config_json" || it == where.end()) continue;
+    if (it->second.starts_with("command line")) continue;
+    if (config::format_value(fields[i].value) == config::format_value(default_fields[i].value))
+      where.erase(it);
+  }
+}
 
 }  // namespace
 
@@ -48,6 +256,9 @@ void validate(const job_config& c, const config::sources& where) {
                place_of(where, "launch.runs_dir"));
   log::check_level(c.log.level, errc::config,
                    fmt::format("{}: log.level", place_of(where, "log.level")));
+  validate_parallel(c.parallel, where);
+  validate_model(c.model, where);
+  validate_train(c.train, where);
 }
 
 loaded_job_config load_job_config(const std::filesystem::path& file,
@@ -56,6 +267,15 @@ loaded_job_config load_job_config(const std::filesystem::path& file,
   auto fields = config::bind_fields(loaded.config, job_config_schema());
   if (!file.empty()) config::load_file(file, fields, loaded.where);
   for (const auto& assignment : overrides) config::apply_override(assignment, fields, loaded.where);
+  if (!loaded.config.model.config_json.empty()) {
+    std::filesystem::path json = loaded.config.model.config_json;
+    bool from_file = std::none_of(overrides.begin(), overrides.end(), [](const std::string& o) {
+      return o.starts_with("model.config_json=");
+    });
+    if (json.is_relative() && from_file && !file.empty()) json = file.parent_path() / json;
+    forget_default_model_keys(loaded.config, loaded.where);
+    apply_hf_config(json, loaded.config.model, loaded.where);
+  }
   validate(loaded.config, loaded.where);
   return loaded;
 }

@@ -28,10 +28,69 @@ struct log_section {
   std::string level = "info";  // trace, debug, info, warn, error, critical, off
 };
 
+// How the ranks are laid out (Megatron-Core semantics; launcher/plan/ resolves and checks it).
+struct parallel_section {
+  std::string allocation;              // AReaL string, e.g. "megatron:d4t2p2"; "" = sizes below
+  int tensor = 1;                      // TP
+  int pipeline = 1;                    // PP
+  int virtual_pipeline = 1;            // model chunks per pipeline rank; 1 = not interleaved
+  int context = 1;                     // CP
+  int expert = 1;                      // EP, carved out of the expert-data-parallel ranks
+  int expert_tensor = 0;               // ETP; 0 = same as tensor (Megatron's default)
+  int data = 0;                        // DP; 0 = world / (tensor * pipeline * context)
+  bool sequence_parallel = false;      // shard norms/dropout activations over TP
+  std::string order = "tp-cp-ep-dp-pp";     // Megatron's rank order, fastest-varying first
+  std::string sharding = "optim_grads_params";  // no_shard, optim, optim_grads, optim_grads_params
+};
+
+// The model's sizes (a Qwen3-MoE / Mixtral-style decoder); `config_json` fills them from a
+// Hugging Face config.json, and keys set in the job file or on the command line win over it.
+struct model_section {
+  std::string config_json;              // Hugging Face config.json; "" = the sizes below
+  int num_layers = 4;
+  int hidden_size = 256;
+  int ffn_hidden_size = 1024;           // dense SwiGLU MLP (dense layers)
+  int num_attention_heads = 8;
+  int num_query_groups = 4;             // key/value heads (GQA); = heads for MHA
+  int head_dim = 0;                     // 0 = hidden_size / num_attention_heads
+  int vocab_size = 256;                 // rows of the embedding (byte-level tokenizer: 256)
+  bool qk_norm = true;                  // RMSNorm on each head's query and key (Qwen3)
+  bool attention_bias = false;          // bias on q/k/v projections (Qwen2)
+  bool tie_embeddings = false;          // output head shares the embedding
+  int q_lora_rank = 0;                  // MLA (DeepSeek-V2/V3) when kv_lora_rank > 0
+  int kv_lora_rank = 0;
+  int qk_rope_head_dim = 0;
+  int v_head_dim = 0;
+  int num_experts = 8;                  // 0 = dense model
+  int moe_ffn_hidden_size = 256;        // per routed expert
+  int moe_router_topk = 2;
+  int moe_shared_expert_ffn_hidden_size = 0;  // all shared experts together; 0 = none
+  bool moe_shared_expert_gate = false;  // sigmoid gate on the shared expert (Qwen2-MoE)
+  int moe_first_dense_layers = 0;       // leading dense layers (DeepSeek first_k_dense_replace)
+  int moe_layer_freq = 1;               // every n-th layer after those is MoE
+  double moe_capacity_factor = 0.0;     // 0 = dropless
+  std::string moe_router_score = "softmax";  // softmax or sigmoid
+};
+
+// The training step: batch sizes, precision, recompute.
+struct train_section {
+  int micro_batch_size = 1;             // sequences (or packs) per rank per forward
+  int global_batch_size = 0;            // 0 = micro_batch_size * grad_accum_steps * DP
+  int grad_accum_steps = 1;             // micro-batches per step per DP rank
+  int seq_length = 256;                 // tokens per sequence
+  int max_tokens_per_pack = 0;          // > 0: pack documents into rows of this many tokens
+  std::string precision = "bf16";       // bf16 (fp32 main params, Adam moments) or fp32
+  std::string grad_reduce_dtype = "fp32";  // fp32 or bf16
+  std::string recompute = "none";       // none, selective (attention core) or full (layer)
+};
+
 struct job_config {
   job_section job;
   launch_section launch;
   log_section log;
+  parallel_section parallel;
+  model_section model;
+  train_section train;
 };
 
 // One row per key of the job file, in the order the example file shows them.
