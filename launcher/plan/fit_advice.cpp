@@ -1,0 +1,248 @@
+// Ranking the changes that would make a plan fit: see fit_advice.hpp.
+#include "launcher/plan/fit_advice.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <functional>
+#include <map>
+
+#include "common/config_load.hpp"
+#include "common/error.hpp"
+#include "launcher/plan/allocation.hpp"
+#include "launcher/plan/plan_checks.hpp"
+
+namespace muster::launcher::plan {
+namespace {
+
+using overrides = std::vector<std::string>;
+
+// A config with its resolved layout, batch and estimate.
+struct state {
+  job_config config;
+  config::sources where;
+  plan::layout layout;
+  batch_plan batch;
+  memory_estimate memory;
+};
+
+// One kind of change (a line of the guides) and its options, mildest first.
+struct change_group {
+  std::string what;
+  std::function<std::vector<overrides>(const state&)> options;
+};
+
+std::optional<state> apply(const state& from, const overrides& changes,
+                           const plan_request& request) {
+  state to{from.config, from.where, from.layout, from.batch, from.memory};
+  try {
+    auto fields = config::bind_fields(to.config, job_config_schema());
+    for (const auto& change : changes) config::apply_override(change, fields, to.where);
+    validate(to.config, to.where);
+    to.layout = resolve_layout(to.config.parallel, request.world, to.where);
+    check_report report = check_plan(to.config, to.layout, to.where);
+    if (!report.errors.empty() || pipeline_groups_mismatch(to.layout) ||
+        pp_last_order_mismatch(to.layout))
+      return std::nullopt;
+    to.batch = make_batch_plan(to.config.train, to.layout);
+    to.memory = estimate_memory(to.config, to.layout, to.batch, request.memory);
+  } catch (const error&) {
+    return std::nullopt;
+  }
+  return to;
+}
+
+// Keeps the global batch when the micro batch or the DP size changes: more accumulation.
+std::optional<overrides> keep_global_batch(const state& s, int micro, int dp) {
+  if (s.config.train.global_batch_size > 0) return overrides{};  // accumulation is derived
+  const int global = s.batch.global_batch_size;
+  if (global % (micro * dp) != 0) return std::nullopt;
+  return overrides{fmt::format("train.grad_accum_steps={}", global / (micro * dp))};
+}
+
+// The overrides that give `s` the sizes tp (unchanged), cp, pp, ep on the same world, written
+// the way the user wrote the layout (allocation string or keys).
+std::optional<overrides> layout_change(const state& s, int cp, int pp, int ep) {
+  const layout& l = s.layout;
+  const int tp = l.tp();
+  const int etp = l.etp();
+  if (l.world % (tp * cp * pp) != 0 || l.world % (etp * ep * pp) != 0) return std::nullopt;
+  const int dp = l.world / (tp * cp * pp);
+  const int edp = l.world / (etp * ep * pp);
+  auto batch = keep_global_batch(s, s.config.train.micro_batch_size, dp);
+  if (!batch) return std::nullopt;
+  overrides out;
+  if (!s.config.parallel.allocation.empty()) {
+    std::string backend;
+    try {
+      backend = parse_allocation(s.config.parallel.allocation).backend;
+    } catch (const error&) {
+      return std::nullopt;
+    }
+    out.push_back("parallel.allocation=" +
+                  format_allocation(backend, dp, tp, pp, cp, edp, etp, ep));
+  } else {
+    if (cp != l.cp()) out.push_back(fmt::format("parallel.context={}", cp));
+    if (pp != l.pp()) out.push_back(fmt::format("parallel.pipeline={}", pp));
+    if (ep != l.ep()) out.push_back(fmt::format("parallel.expert={}", ep));
+    if (s.config.parallel.data > 0) out.push_back(fmt::format("parallel.data={}", dp));
+  }
+  out.insert(out.end(), batch->begin(), batch->end());
+  return out;
+}
+
+// Multiples 2x, 4x, 8x of `size` up to `limit`.
+std::vector<int> doublings(int size, int limit) {
+  std::vector<int> out;
+  for (int v = size * 2; v <= limit && out.size() < 3; v *= 2) out.push_back(v);
+  return out;
+}
+
+std::vector<change_group> guide_order() {
+  std::vector<change_group> groups;
+  groups.push_back({"smaller micro batch (more accumulation keeps the global batch)",
+                    [](const state& s) {
+                      std::vector<overrides> out;
+                      const int micro = s.config.train.micro_batch_size;
+                      for (int mb = micro - 1; mb >= 1; --mb) {
+                        if (micro % mb != 0) continue;
+                        auto batch = keep_global_batch(s, mb, s.layout.dp());
+                        if (!batch) continue;
+                        overrides o{fmt::format("train.micro_batch_size={}", mb)};
+                        o.insert(o.end(), batch->begin(), batch->end());
+                        out.push_back(o);
+                      }
+                      return out;
+                    }});
+  groups.push_back({"shorter packs (more accumulation keeps the tokens per step)",
+                    [](const state& s) {
+                      std::vector<overrides> out;
+                      const auto& t = s.config.train;
+                      for (int div = 2; t.max_tokens_per_pack / div >= 256 && div <= 8; div *= 2) {
+                        overrides o{fmt::format("train.max_tokens_per_pack={}",
+                                                t.max_tokens_per_pack / div)};
+                        if (t.global_batch_size > 0)
+                          o.push_back(fmt::format("train.global_batch_size={}",
+                                                  t.global_batch_size * div));
+                        else
+                          o.push_back(fmt::format("train.grad_accum_steps={}",
+                                                  s.batch.grad_accum_steps * div));
+                        out.push_back(o);
+                      }
+                      return out;
+                    }});
+  groups.push_back({"activation recompute", [](const state& s) {
+                      std::vector<overrides> out;
+                      if (s.config.train.recompute == "none")
+                        out.push_back({"train.recompute=selective"});
+                      if (s.config.train.recompute != "full")
+                        out.push_back({"train.recompute=full"});
+                      return out;
+                    }});
+  groups.push_back({"stronger sharding", [](const state& s) {
+                      static const std::vector<std::string> kOrder = {
+                          "no_shard", "optim", "optim_grads", "optim_grads_params"};
+                      std::vector<overrides> out;
+                      auto at = std::find(kOrder.begin(), kOrder.end(), s.config.parallel.sharding);
+                      for (auto it = at == kOrder.end() ? at : at + 1; it != kOrder.end(); ++it)
+                        out.push_back({"parallel.sharding=" + *it});
+                      return out;
+                    }});
+  groups.push_back({"more context parallelism", [](const state& s) {
+                      std::vector<overrides> out;
+                      for (int cp : doublings(s.layout.cp(), s.layout.world))
+                        if (auto o = layout_change(s, cp, s.layout.pp(), s.layout.ep()))
+                          out.push_back(*o);
+                      return out;
+                    }});
+  groups.push_back({"sequence parallelism", [](const state& s) {
+                      std::vector<overrides> out;
+                      if (s.layout.tp() > 1 && !s.layout.sequence_parallel)
+                        out.push_back({"parallel.sequence_parallel=true"});
+                      return out;
+                    }});
+  groups.push_back({"more expert parallelism", [](const state& s) {
+                      std::vector<overrides> out;
+                      for (int ep : doublings(s.layout.ep(), s.config.model.num_experts))
+                        if (auto o = layout_change(s, s.layout.cp(), s.layout.pp(), ep))
+                          out.push_back(*o);
+                      return out;
+                    }});
+  groups.push_back({"more pipeline stages", [](const state& s) {
+                      std::vector<overrides> out;
+                      for (int pp : doublings(s.layout.pp(), s.config.model.num_layers))
+                        if (auto o = layout_change(s, s.layout.cp(), pp, s.layout.ep()))
+                          out.push_back(*o);
+                      return out;
+                    }});
+  return groups;
+}
+
+// The group's mildest option that fits, else the one that saves the most; nullopt when no
+// option is valid and saves memory.
+std::optional<std::pair<overrides, state>> best_option(const change_group& group,
+                                                       const state& s,
+                                                       const plan_request& request) {
+  std::optional<std::pair<overrides, state>> best;
+  for (const auto& option : group.options(s)) {
+    auto next = apply(s, option, request);
+    if (!next || next->memory.total_bytes() >= s.memory.total_bytes()) continue;
+    if (next->memory.fits()) return std::pair{option, std::move(*next)};
+    if (!best || next->memory.total_bytes() < best->second.memory.total_bytes())
+      best = std::pair{option, std::move(*next)};
+  }
+  return best;
+}
+
+// Later overrides of the same key replace earlier ones; first-seen order is kept.
+overrides merge(const overrides& a, const overrides& b) {
+  overrides out = a;
+  for (const auto& change : b) {
+    auto key = change.substr(0, change.find('='));
+    auto same = std::find_if(out.begin(), out.end(), [&](const std::string& o) {
+      return o.substr(0, o.find('=')) == key;
+    });
+    if (same != out.end())
+      *same = change;
+    else
+      out.push_back(change);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<fit_change> rank_fixes(const job_plan& plan, const config::sources& where) {
+  plan_request request = plan.request;
+  request.world = world_size{plan.layout.world, "the planned world"};
+  const state start{plan.config, where, plan.layout, plan.batch, plan.memory};
+  const auto groups = guide_order();
+
+  std::vector<fit_change> fixes;
+  for (const auto& group : groups)
+    if (auto best = best_option(group, start, request))
+      fixes.push_back({group.what, best->first, best->second.memory.total_bytes(),
+                       best->second.memory.fits()});
+  if (std::any_of(fixes.begin(), fixes.end(), [](const fit_change& f) { return f.fits; }))
+    return fixes;
+
+  // No single change fits: combine them in the guides' order until the plan fits.
+  state current = start;
+  overrides combined;
+  std::vector<std::string> names;
+  for (const auto& group : groups) {
+    auto best = best_option(group, current, request);
+    if (!best) continue;
+    combined = merge(combined, best->first);
+    names.push_back(group.what.substr(0, group.what.find(" (")));
+    current = std::move(best->second);
+    if (current.memory.fits()) break;
+  }
+  if (names.size() > 1)
+    fixes.push_back({fmt::format("together: {}", fmt::join(names, " + ")), combined,
+                     current.memory.total_bytes(), current.memory.fits()});
+  return fixes;
+}
+
+}  // namespace muster::launcher::plan

@@ -1,0 +1,85 @@
+// Making the whole plan of a job: see job_plan.hpp.
+#include "launcher/plan/job_plan.hpp"
+
+#include <fmt/format.h>
+
+#include "common/error.hpp"
+#include "launcher/plan/fit_advice.hpp"
+#include "launcher/plan/plan_checks.hpp"
+
+namespace muster::launcher::plan {
+namespace {
+
+// Resolves the layout and collects every rule it breaks; throws when there is any.
+layout checked_layout(const job_config& config, const config::sources& where,
+                      const plan_request& request, std::vector<std::string>& warnings) {
+  layout l = resolve_layout(config.parallel, request.world, where);
+  check_report report = check_plan(config, l, where);
+  for (auto mismatch : {pipeline_groups_mismatch(l), pp_last_order_mismatch(l)})
+    if (mismatch) report.errors.push_back(*mismatch);
+  throw_if_errors(report);
+  warnings = std::move(report.warnings);
+  return l;
+}
+
+void placement_warnings(const layout& l, const rank_groups& groups,
+                        std::vector<std::string>& warnings, std::vector<std::string>& notes) {
+  auto across = groups.tp_groups_across_nodes();
+  if (!across.empty())
+    warnings.push_back(fmt::format(
+        "{} of {} tensor-parallel groups span nodes (tensor = {}, {} GPUs per node): TP traffic "
+        "leaves NVLink every layer; keep tensor <= {} or place fewer ranks per node",
+        across.size(), groups.groups(group_kind::tp).size(), l.tp(), groups.gpus_per_node(),
+        groups.gpus_per_node()));
+  auto ep_across = groups.groups_across_nodes(group_kind::etp_ep);
+  if (!ep_across.empty())
+    notes.push_back(fmt::format(
+        "the MoE token all-to-all (expert tensor x expert = {} ranks) crosses nodes in {} of {} "
+        "groups; expect it to be bound by the inter-node network",
+        l.etp() * l.ep(), ep_across.size(), groups.groups(group_kind::etp_ep).size()));
+}
+
+void batch_notes(const layout& l, const batch_plan& b, std::vector<std::string>& notes) {
+  if (b.llamafactory_global_batch_size != b.global_batch_size)
+    notes.push_back(fmt::format(
+        "LLaMA-Factory's MCA note computes the global batch as (world // pp // tp // ep // cp) * "
+        "micro * accum = ({} // {} // {} // {} // {}) * {} * {} = {}; Megatron-Core (and muster) "
+        "take EP from the expert-data-parallel ranks, so the attention DP is {} and the global "
+        "batch {}",
+        l.world, l.pp(), l.tp(), l.ep(), l.cp(), b.micro_batch_size, b.grad_accum_steps,
+        b.llamafactory_global_batch_size, l.dp(), b.global_batch_size));
+}
+
+}  // namespace
+
+job_plan make_plan(const job_config& config, const config::sources& where,
+                   const plan_request& request) {
+  std::vector<std::string> warnings;
+  std::vector<std::string> notes;
+  layout l = checked_layout(config, where, request, warnings);
+  rank_groups groups(l, request.gpus_per_node);
+  placement_warnings(l, groups, warnings, notes);
+  batch_plan batch = make_batch_plan(config.train, l);
+  batch_notes(l, batch, notes);
+  model_params params = make_model_params(config.model);
+  std::int64_t flops = train_flops_per_token(params, config.model, batch.row_tokens);
+  memory_estimate memory = estimate_memory(config, l, batch, request.memory);
+  job_plan plan{config,  l,       std::move(groups), batch, std::move(params), flops,
+                memory,  request, std::move(warnings), std::move(notes), {}};
+  if (!plan.fits()) plan.fixes = rank_fixes(plan, where);
+  return plan;
+}
+
+std::optional<memory_estimate> try_estimate(const job_config& config,
+                                            const config::sources& where,
+                                            const plan_request& request) {
+  try {
+    std::vector<std::string> warnings;
+    layout l = checked_layout(config, where, request, warnings);
+    return estimate_memory(config, l, make_batch_plan(config.train, l), request.memory);
+  } catch (const error&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace muster::launcher::plan

@@ -1,0 +1,67 @@
+// The whole plan of one job: the resolved layout and its rank groups, the batch arithmetic, the
+// per-GPU memory estimate and, when it does not fit, the ranked changes that would make it fit.
+// `muster plan` prints it; `muster launch` and the engine take their layout and groups from it.
+// Not here: where the world size comes from (the CLI reads flags or the Slurm step), printing.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/job_config.hpp"
+#include "launcher/plan/batch_plan.hpp"
+#include "launcher/plan/layout.hpp"
+#include "launcher/plan/layout_resolve.hpp"
+#include "launcher/plan/memory_estimate.hpp"
+#include "launcher/plan/model_params.hpp"
+#include "launcher/plan/rank_groups.hpp"
+
+namespace muster::launcher::plan {
+
+// What the plan is made for, besides the job file.
+struct plan_request {
+  std::optional<world_size> world;  // unset: the product of the parallel sizes (needs a DP size)
+  int gpus_per_node = 8;            // ranks per node, for node placement
+  std::string gpus_per_node_source = "assumed; pass --gpus-per-node";
+  memory_options memory;
+  std::string gpu_memory_source = "assumed H100; pass --gpu-memory";
+};
+
+// One change that would make the plan fit, and its new estimate.
+struct fit_change {
+  std::string what;                    // "smaller micro batch", "full recompute", ...
+  std::vector<std::string> overrides;  // section.key=value, ready for the command line
+  std::int64_t total_bytes = 0;        // the new worst-stage estimate
+  bool fits = false;
+};
+
+struct job_plan {
+  job_config config;            // as loaded (the job file's values)
+  plan::layout layout;
+  rank_groups groups;
+  batch_plan batch;
+  model_params params;
+  std::int64_t flops_per_token = 0;  // training FLOPs per token (for MFU)
+  memory_estimate memory;
+  plan_request request;
+  std::vector<std::string> warnings;  // it runs, but not as well as it could
+  std::vector<std::string> notes;     // worth knowing: other tools' numbers, assumptions
+  std::vector<fit_change> fixes;      // when it does not fit: single changes in the guides'
+                                      // order, then one combination when none fits alone
+
+  bool fits() const { return memory.fits(); }
+};
+
+// Resolves, checks and estimates. Throws errc::config with every problem of an invalid plan
+// (layout, model and batch rules), naming the places in `where`.
+job_plan make_plan(const job_config& config, const config::sources& where,
+                   const plan_request& request);
+
+// The worst-stage estimate of `config` on the same world, or nullopt when the config does not
+// make a valid plan. Used to try changes.
+std::optional<memory_estimate> try_estimate(const job_config& config,
+                                            const config::sources& where,
+                                            const plan_request& request);
+
+}  // namespace muster::launcher::plan

@@ -1,0 +1,170 @@
+// Resolving the parallel layout: see layout_resolve.hpp.
+#include "launcher/plan/layout_resolve.hpp"
+
+#include <fmt/format.h>
+
+#include <tuple>
+
+#include "common/config_load.hpp"
+#include "common/error.hpp"
+#include "launcher/plan/allocation.hpp"
+#include "launcher/plan/suggest.hpp"
+
+namespace muster::launcher::plan {
+namespace {
+
+// Sizes as given, before the world is known; dp and edp 0 = derive.
+struct given_sizes {
+  int tp = 1, pp = 1, cp = 1, dp = 0, ep = 1, etp = 1, edp = 0;
+  std::string place;   // where the sizes came from, for messages
+  bool from_allocation = false;
+};
+
+// The key (or allocation letter) a size is set with, for messages.
+std::string name_of(const given_sizes& g, std::string_view key, std::string_view letter) {
+  return g.from_allocation ? fmt::format("'{}' in parallel.allocation", letter)
+                           : fmt::format("parallel.{}", key);
+}
+
+given_sizes from_allocation(const parallel_section& p, const config::sources& where) {
+  const std::string place = config::place_of(where, "parallel.allocation");
+  // A size left at its default (as the example job file writes every key) is not a conflict.
+  const parallel_section defaults;
+  for (auto [key, value, unset] :
+       {std::tuple{"parallel.tensor", p.tensor, defaults.tensor},
+        {"parallel.pipeline", p.pipeline, defaults.pipeline},
+        {"parallel.context", p.context, defaults.context},
+        {"parallel.expert", p.expert, defaults.expert},
+        {"parallel.expert_tensor", p.expert_tensor, defaults.expert_tensor},
+        {"parallel.data", p.data, defaults.data}})
+    MUSTER_CHECK(value == unset, errc::config,
+                 "{}: {} = {} and parallel.allocation are both set; give the layout one way: "
+                 "set {} back to {} or remove the allocation",
+                 config::place_of(where, key), key, value, key, unset);
+  allocation a;
+  try {
+    a = parse_allocation(p.allocation);
+  } catch (const error& e) {
+    MUSTER_THROW(errc::config, "{}: {}", place, e.what());
+  }
+  given_sizes g;
+  g.place = place;
+  g.from_allocation = true;
+  g.tp = a.t ? a.t : 1;
+  g.pp = a.p ? a.p : 1;
+  g.cp = a.c ? a.c : 1;
+  g.dp = a.d;
+  if (a.folded) {
+    MUSTER_CHECK(a.ffn_p == 0 || a.ffn_p == g.pp, errc::config,
+                 "{}: parallel.allocation: the attn half has p{} but the ffn half p{}; both "
+                 "meshes share the pipeline, so give the same p (or leave it out of the ffn half)",
+                 place, g.pp, a.ffn_p);
+    g.ep = a.ffn_e ? a.ffn_e : 1;
+    g.etp = a.ffn_t ? a.ffn_t : 1;
+    g.edp = a.ffn_d;
+  } else {
+    g.ep = a.e ? a.e : 1;
+    g.etp = 1;  // AReaL: without an ffn half, experts are not tensor-parallel
+  }
+  return g;
+}
+
+given_sizes from_keys(const parallel_section& p, const config::sources& where) {
+  given_sizes g;
+  g.place = config::place_of(where, "parallel.data");
+  g.tp = p.tensor;
+  g.pp = p.pipeline;
+  g.cp = p.context;
+  g.dp = p.data;
+  g.ep = p.expert;
+  g.etp = p.expert_tensor > 0 ? p.expert_tensor : p.tensor;
+  return g;
+}
+
+int world_from_sizes(const given_sizes& g) {
+  MUSTER_CHECK(g.dp > 0, errc::config,
+               "the world size is unknown: give --world N (or --nodes N --gpus-per-node G), run "
+               "inside a Slurm allocation, or set the data-parallel size ({})",
+               g.from_allocation ? "'d' in parallel.allocation" : "parallel.data");
+  return g.tp * g.cp * g.dp * g.pp;
+}
+
+void check_attention_mesh(const given_sizes& g, const world_size& w, const config::sources& where) {
+  const int model_ranks = g.tp * g.cp * g.pp;
+  const std::string place = g.from_allocation ? g.place : config::place_of(where, "parallel.tensor");
+  if (w.ranks % model_ranks != 0) {
+    auto worlds = nearest_valid(w.ranks, model_ranks, 64 * model_ranks + w.ranks,
+                                [&](int n) { return n % model_ranks == 0; }, 2);
+    auto pp_ok = nearest_valid(g.pp, 1, w.ranks,
+                               [&](int pp) { return w.ranks % (g.tp * g.cp * pp) == 0; });
+    MUSTER_THROW(errc::config,
+                 "{}: the world of {} ranks ({}) is not divisible by tensor x context x pipeline "
+                 "= {} x {} x {} = {}; use a world of {} ranks{}",
+                 place, w.ranks, w.source, g.tp, g.cp, g.pp, model_ranks, or_list(worlds),
+                 pp_ok.empty() ? "" : fmt::format(", or {} = {}", name_of(g, "pipeline", "p"),
+                                                  or_list(pp_ok)));
+  }
+  if (g.dp > 0 && g.tp * g.cp * g.dp * g.pp != w.ranks) {
+    const int derived = w.ranks / model_ranks;
+    MUSTER_THROW(errc::config,
+                 "{}: {} = {}: tensor x context x data x pipeline = {} x {} x {} x {} = {} ranks, "
+                 "but the world has {} ({}); use {} = {} or leave it out to derive it",
+                 g.from_allocation ? g.place : config::place_of(where, "parallel.data"),
+                 name_of(g, "data", "d"), g.dp, g.tp, g.cp, g.dp, g.pp,
+                 g.tp * g.cp * g.dp * g.pp, w.ranks, w.source, name_of(g, "data", "d"), derived);
+  }
+}
+
+void check_expert_mesh(const given_sizes& g, const world_size& w, const config::sources& where) {
+  const int expert_ranks = g.etp * g.ep * g.pp;
+  const std::string place = g.from_allocation ? g.place : config::place_of(where, "parallel.expert");
+  if (w.ranks % expert_ranks != 0) {
+    std::vector<int> eps;
+    if (w.ranks % (g.etp * g.pp) == 0) eps = nearest_divisors(w.ranks / (g.etp * g.pp), g.ep);
+    MUSTER_THROW(errc::config,
+                 "{}: {} = {} does not fit the expert mesh: expert tensor x expert x pipeline = "
+                 "{} x {} x {} = {} does not divide the world of {} ranks ({}){}",
+                 place, name_of(g, "expert", "e"), g.ep, g.etp, g.ep, g.pp, expert_ranks, w.ranks,
+                 w.source,
+                 eps.empty() ? fmt::format("; use an expert tensor size that divides {}",
+                                           w.ranks / g.pp)
+                             : fmt::format("; try {} = {}", name_of(g, "expert", "e"), or_list(eps)));
+  }
+  if (g.edp > 0 && g.edp * expert_ranks != w.ranks)
+    MUSTER_THROW(errc::config,
+                 "{}: 'd' in the ffn half is {}, but expert tensor x expert x pipeline = {} x {} "
+                 "x {} leaves {} expert-data-parallel ranks of the {}; use d{} in the ffn half or "
+                 "leave it out to derive it",
+                 g.place, g.edp, g.etp, g.ep, g.pp, w.ranks / expert_ranks, w.ranks,
+                 w.ranks / expert_ranks);
+}
+
+}  // namespace
+
+layout resolve_layout(const parallel_section& p, const std::optional<world_size>& world,
+                      const config::sources& where) {
+  given_sizes g = p.allocation.empty() ? from_keys(p, where) : from_allocation(p, where);
+  world_size w = world ? *world
+                       : world_size{world_from_sizes(g),
+                                    g.from_allocation ? "from parallel.allocation"
+                                                      : "from the parallel sizes"};
+  MUSTER_CHECK(w.ranks >= 1, errc::config, "the world size {} ({}) must be at least 1", w.ranks,
+               w.source);
+  check_attention_mesh(g, w, where);
+  check_expert_mesh(g, w, where);
+  MUSTER_CHECK(p.virtual_pipeline == 1 || g.pp > 1, errc::config,
+               "{}: parallel.virtual_pipeline = {} needs pipeline parallelism; set "
+               "parallel.pipeline (or 'p') to 2 or more, or virtual_pipeline = 1",
+               config::place_of(where, "parallel.virtual_pipeline"), p.virtual_pipeline);
+
+  layout l;
+  l.world = w.ranks;
+  l.attn = mesh{.tp = g.tp, .cp = g.cp, .ep = 1, .dp = w.ranks / (g.tp * g.cp * g.pp), .pp = g.pp};
+  l.expert = mesh{.tp = g.etp, .cp = 1, .ep = g.ep, .dp = w.ranks / (g.etp * g.ep * g.pp), .pp = g.pp};
+  l.vpp = p.virtual_pipeline;
+  l.sequence_parallel = p.sequence_parallel;
+  l.order = p.order;
+  return l;
+}
+
+}  // namespace muster::launcher::plan
