@@ -13,7 +13,7 @@ int main(int argc, char** argv) {
   using namespace muster::cli;
   CLI::App app{"muster: Slurm-native launcher for Mixture-of-Experts training\n"
                "exit codes: 0 success, 1 the work failed, 2 bad input (command line, config, "
-               "hostlist, environment)",
+               "hostlist, environment), 3 a valid plan that does not fit the GPU (plan)",
                "muster"};
   app.set_version_flag("--version", fmt::format("muster {} (git {})", muster::kVersion,
                                                 muster::kGitCommit));
@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   add_hostlist_verbs(app, run);
   add_config_verbs(app, run);
   add_slurm_verbs(app, run);
+  add_plan_verbs(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -13,10 +13,12 @@ namespace muster::cli {
 inline constexpr int kExitOk = 0;       // success
 inline constexpr int kExitFailure = 1;  // the work itself failed (a rank died, a file is unwritable)
 inline constexpr int kExitUsage = 2;    // bad input: command line, config, hostlist, environment
+inline constexpr int kExitNoFit = 3;    // `muster plan`: a valid plan that does not fit the GPU
 
 using verb_action = std::function<int()>;
 
 void add_hostlist_verbs(CLI::App& app, verb_action& run);  // hostnames, hostlist
 void add_config_verbs(CLI::App& app, verb_action& run);    // config
 void add_slurm_verbs(CLI::App& app, verb_action& run);     // slurm-step
+void add_plan_verbs(CLI::App& app, verb_action& run);      // plan
 }  // namespace muster::cli

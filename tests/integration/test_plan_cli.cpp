@@ -1,0 +1,125 @@
+// `muster plan` run as users run it: the real binary, its exit codes (0 fits, 3 does not fit,
+// 2 invalid), its report, its JSON, and the world it reads from a real Slurm task environment
+// (captured from Slurm 22.05, tests/launcher/slurm_env/).
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "tests/support/subprocess.hpp"
+
+namespace {
+
+const std::string kMuster = std::string(MUSTER_BIN_DIR) + "/muster";
+const std::string kSource = MUSTER_SOURCE_DIR;
+const std::string kExample = kSource + "/etc/examples/job.toml";
+const std::string kQwen3 = "model.config_json=" + kSource + "/tests/common/hf_configs/qwen3-30b-a3b.json";
+
+// Outside Slurm, whatever the environment ctest runs in.
+muster::test::env_change no_slurm() {
+  return {{}, {"SLURM_JOB_ID", "SLURM_JOBID", "SLURM_STEP_ID"}};
+}
+
+muster::test::process_result plan(std::vector<std::string> args,
+                                  const muster::test::env_change& env = no_slurm()) {
+  args.insert(args.begin(), {kMuster, "plan", kExample});
+  auto r = muster::test::run_process(args, env);
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("muster plan exits 0 and reports layout, groups, batch and memory when it fits",
+          "[plan_cli]") {
+  auto r = plan({kQwen3, "train.seq_length=4096", "parallel.expert=8", "parallel.expert_tensor=1",
+                 "--nodes", "2", "--gpus-per-node", "8", "--rank", "13"});
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("world           16 ranks (2 nodes x 8 per node)"));
+  CHECK_THAT(r.out, Catch::Contains("expert mesh     etp 1  ep 8  edp 2  pp 1"));
+  CHECK_THAT(r.out, Catch::Contains("rank 13 (node 1, local rank 5)"));
+  CHECK_THAT(r.out, Catch::Contains("ep            [8, 9, 10, 11, 12, 13, 14, 15]"));
+  CHECK_THAT(r.out, Catch::Contains("global batch    16 = micro 1 x accumulation 1 x dp 16"));
+  CHECK_THAT(r.out, Catch::Contains("30.53 B parameters"));
+  CHECK_THAT(r.out, Catch::Contains("verdict: fits"));
+  CHECK_THAT(r.out, Catch::Contains("note: LLaMA-Factory's MCA note"));
+}
+
+TEST_CASE("muster plan exits 3 with ranked fixes when it does not fit", "[plan_cli]") {
+  auto r = plan({kQwen3, "train.seq_length=4096", "parallel.expert=8", "parallel.expert_tensor=1",
+                 "--world", "16", "--gpu-memory", "48GiB"});
+  CHECK(r.exit_code == 3);
+  CHECK_THAT(r.out, Catch::Contains("verdict: does NOT fit"));
+  CHECK_THAT(r.out, Catch::Contains("to make it fit, in the order the guides give:"));
+  CHECK_THAT(r.out, Catch::Contains("1. activation recompute: train.recompute="));
+}
+
+TEST_CASE("muster plan exits 2 naming the input of an invalid plan", "[plan_cli]") {
+  auto r = plan({kQwen3, "parallel.expert=3", "--world", "12"});
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.empty());
+  CHECK_THAT(r.err, Catch::StartsWith("muster: command line 'parallel.expert=3': parallel.expert: "
+                                      "3 does not divide the 128 experts"));
+  auto bad_size = plan({"--world", "4", "--gpu-memory", "80"});
+  CHECK(bad_size.exit_code == 2);
+  CHECK_THAT(bad_size.err, Catch::Contains("--gpu-memory: \"80\": give a unit"));
+  auto both = plan({"--world", "4", "--nodes", "2", "--gpus-per-node", "2"});
+  CHECK(both.exit_code == 2);
+  CHECK_THAT(both.err, Catch::Contains("give --world N or --nodes N --gpus-per-node G, not both"));
+  auto rank = plan({"--world", "4", "--rank", "4"});
+  CHECK(rank.exit_code == 2);
+  CHECK_THAT(rank.err, Catch::Contains("--rank 4 is outside the 4 ranks"));
+}
+
+TEST_CASE("muster plan --json holds every rank, group and stage", "[plan_cli]") {
+  auto r = plan({kQwen3, "train.seq_length=4096", "--json", "--world", "16",
+                 "parallel.allocation=megatron:(attn:d1p4t2c2|ffn:d1p4t1e4)",
+                 "parallel.sequence_parallel=true", "train.grad_accum_steps=8"});
+  REQUIRE((r.exit_code == 0 || r.exit_code == 3));
+  auto j = nlohmann::json::parse(r.out);
+  CHECK(j["valid"] == true);
+  CHECK(j["fits"] == (r.exit_code == 0));
+  CHECK(j["layout"]["tp"] == 2);
+  CHECK(j["layout"]["cp"] == 2);
+  CHECK(j["layout"]["pp"] == 4);
+  CHECK(j["layout"]["ep"] == 4);
+  CHECK(j["layout"]["edp"] == 1);
+  CHECK(j["ranks"].size() == 16);
+  CHECK(j["groups"]["tp"].size() == 8);
+  CHECK(j["groups"]["pp"][0] == nlohmann::json({0, 4, 8, 12}));
+  CHECK(j["memory"]["stages"].size() == 4);
+  CHECK(j["batch"]["global_batch_size"] == 8);
+  CHECK(j["model"]["params_total"] == 30532122624LL);
+  int rank5_tp = j["ranks"][5]["group_index"]["tp"];
+  CHECK(j["groups"]["tp"][rank5_tp].dump() == "[4,5]");
+
+  auto invalid = plan({"--json", "--world", "3", "parallel.tensor=2"});
+  CHECK(invalid.exit_code == 2);
+  auto e = nlohmann::json::parse(invalid.out);
+  CHECK(e["valid"] == false);
+  CHECK_THAT(e["error"].get<std::string>(), Catch::Contains("not divisible by tensor"));
+}
+
+TEST_CASE("inside a Slurm task, muster plan takes the world from the job's nodes and GPUs",
+          "[plan_cli]") {
+  muster::test::env_change env;
+  std::ifstream in(kSource + "/tests/launcher/slurm_env/srun-N2-gres-gpu4.task0.env");
+  for (std::string line; std::getline(in, line);) {
+    auto eq = line.find('=');
+    if (eq != std::string::npos && line.rfind("SLURM", 0) == 0)
+      env.set[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  REQUIRE(env.set.count("SLURM_JOB_ID") == 1);
+  auto r = plan({}, env);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("8 ranks (Slurm job 4: 2 nodes x 4 per node) on 2 node(s) x "
+                                    "4 GPUs (the Slurm job)"));
+}
+
+TEST_CASE("outside Slurm and without flags, muster plan plans this machine", "[plan_cli]") {
+  auto r = plan({});
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("(this machine: "));
+  auto sized = plan({"parallel.allocation=d4t2"});
+  CHECK_THAT(sized.out, Catch::Contains("world           8 ranks (the product of the parallel sizes)"));
+}

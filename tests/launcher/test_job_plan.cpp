@@ -1,0 +1,192 @@
+// Tests of the whole plan (launcher/plan/job_plan.hpp) and of the changes it proposes when a
+// plan does not fit (launcher/plan/fit_advice.hpp).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+
+#include "common/job_config.hpp"
+#include "launcher/plan/job_plan.hpp"
+#include "tests/support/expect_error.hpp"
+
+namespace plan = muster::launcher::plan;
+
+namespace {
+
+const std::string kConfigs = std::string(MUSTER_SOURCE_DIR) + "/tests/common/hf_configs/";
+
+plan::job_plan make(std::vector<std::string> overrides, int world, int gpus_per_node = 8,
+                    std::int64_t gpu_memory = 80LL << 30) {
+  auto loaded = muster::load_job_config("", overrides);
+  plan::plan_request request;
+  request.world = plan::world_size{world, "--world"};
+  request.gpus_per_node = gpus_per_node;
+  request.memory.gpu_memory_bytes = gpu_memory;
+  return plan::make_plan(loaded.config, loaded.where, request);
+}
+
+std::string plan_error(std::vector<std::string> overrides, int world) {
+  return muster::test::expect_error(muster::errc::config, [&] { make(overrides, world); });
+}
+
+// Qwen3-30B-A3B at 4096 tokens, the job most of these tests plan.
+std::vector<std::string> qwen3(std::vector<std::string> more = {}) {
+  std::vector<std::string> o = {"model.config_json=" + kConfigs + "qwen3-30b-a3b.json",
+                                "train.seq_length=4096"};
+  o.insert(o.end(), more.begin(), more.end());
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("the AReaL folding example on 32 GPUs plans with Megatron's groups", "[job_plan]") {
+  auto p = make(qwen3({"parallel.allocation=megatron:(attn:d4p2t2c2|ffn:d2p2t4e2)",
+                       "parallel.sequence_parallel=true"}),
+                32);
+  CHECK((p.layout.dp() == 4 && p.layout.edp() == 2 && p.layout.etp() == 4));
+  // Rank 0's expert tensor-and-expert group: ETP 4 x EP 2 = the 8 ranks of stage 0's first
+  // half; the pipeline pairs rank 0 with rank 16.
+  auto etp_ep = p.groups.group_of(plan::group_kind::etp_ep, 0);
+  CHECK(std::vector<int>(etp_ep.begin(), etp_ep.end()) == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7});
+  auto pp = p.groups.group_of(plan::group_kind::pp, 0);
+  CHECK(std::vector<int>(pp.begin(), pp.end()) == std::vector<int>{0, 16});
+  CHECK(p.batch.global_batch_size == 4);  // micro 1 x accum 1 x dp 4
+  CHECK(p.warnings.empty() == false);     // 1 micro-batch per step over 2 pipeline stages
+}
+
+TEST_CASE("the AReaL folding example on 16 GPUs plans", "[job_plan]") {
+  auto p = make(qwen3({"parallel.allocation=megatron:(attn:d1p4t2c2|ffn:d1p4t1e4)",
+                       "parallel.sequence_parallel=true", "train.grad_accum_steps=8"}),
+                16);
+  CHECK((p.layout.dp() == 1 && p.layout.pp() == 4 && p.layout.ep() == 4 && p.layout.edp() == 1));
+  CHECK(p.memory.stages.size() == 4);
+  CHECK(p.warnings.empty());  // 8 micro-batches over 4 stages
+}
+
+TEST_CASE("LLaMA-Factory's global batch is shown beside Megatron's when EP > 1", "[job_plan]") {
+  auto p = make(qwen3({"parallel.expert=8", "parallel.expert_tensor=1",
+                       "train.micro_batch_size=2", "train.grad_accum_steps=4"}),
+                16);
+  CHECK(p.batch.global_batch_size == 2 * 4 * 16);  // DP 16: EP does not reduce it
+  CHECK(p.batch.llamafactory_global_batch_size == 2 * 4 * 2);  // 16 // 8 = 2
+  REQUIRE(p.notes.size() >= 1);
+  CHECK_THAT(p.notes.front(), Catch::Contains("(16 // 1 // 1 // 8 // 1) * 2 * 4 = 16"));
+  auto dense_ep1 = make(qwen3({"train.grad_accum_steps=4"}), 16);
+  CHECK(dense_ep1.notes.empty());
+}
+
+TEST_CASE("every rule a plan breaks is reported at once", "[job_plan]") {
+  auto message = plan_error(qwen3({"parallel.tensor=3", "parallel.pipeline=5", "parallel.expert=3",
+                                   "parallel.expert_tensor=1", "parallel.sequence_parallel=true",
+                                   "train.global_batch_size=7"}),
+                            15 * 3);
+  CHECK_THAT(message, Catch::Contains("the plan has 5 problems"));
+  CHECK_THAT(message, Catch::Contains("48 layers do not split into pipeline x virtual_pipeline = 5 "
+                                      "x 1 = 5 equal chunks; use num_layers = 45 or 50, or "
+                                      "pipeline = 1 or 3"));
+  CHECK_THAT(message, Catch::Contains("parallel.expert: 3 does not divide the 128 experts"));
+  CHECK_THAT(message, Catch::Contains("parallel.tensor: 3 does not divide the 32 attention heads "
+                                      "and the 4 query groups"));
+  CHECK_THAT(message, Catch::Contains("4096 tokens per context rank do not split over tensor "
+                                      "parallel 3 under sequence parallelism"));
+  CHECK_THAT(message, Catch::Contains("train.global_batch_size: 7 is not a multiple of "
+                                      "micro_batch_size x data parallel = 1 x 3 = 3; use "
+                                      "global_batch_size = 6 or 9"));
+}
+
+TEST_CASE("model rules each propose values that work", "[job_plan]") {
+  CHECK_THAT(plan_error(qwen3({"parallel.context=3"}), 24),
+             Catch::Contains("4096 tokens do not split into 2 x context = 6 load-balanced "
+                             "chunks; use train.seq_length = 4092 or 4098"));
+  CHECK_THAT(plan_error(qwen3({"parallel.tensor=2", "parallel.expert=2"}), 8),
+             Catch::Contains("expert parallelism (2) with tensor parallelism (2) needs sequence "
+                             "parallelism"));
+  CHECK_THAT(plan_error({"model.num_experts=0", "parallel.expert=2"}, 4),
+             Catch::Contains("parallel.expert: 2 on a dense model"));
+  CHECK_THAT(plan_error({"parallel.expert_tensor=3", "model.moe_ffn_hidden_size=256"}, 3),
+             Catch::Contains("model.moe_ffn_hidden_size: 256 does not split over expert tensor "
+                             "parallel 3"));
+  CHECK_THAT(plan_error(qwen3({"train.grad_accum_steps=3", "train.global_batch_size=16"}), 4),
+             Catch::Contains("train.grad_accum_steps: 3 disagrees with global_batch_size 16"));
+  CHECK_THAT(plan_error(qwen3({"parallel.pipeline=2", "parallel.expert=2", "parallel.order=tp-pp-ep-dp-cp"}), 4),
+             Catch::Contains("parallel.order"));
+}
+
+TEST_CASE("a tensor-parallel group wider than a node is warned about", "[job_plan]") {
+  auto p = make({"model.config_json=" + kConfigs + "mixtral-8x7b.json", "parallel.tensor=8"}, 16,
+                4);
+  REQUIRE_FALSE(p.warnings.empty());
+  CHECK_THAT(p.warnings.front(), Catch::Contains("2 of 2 tensor-parallel groups span nodes "
+                                                 "(tensor = 8, 4 GPUs per node)"));
+}
+
+TEST_CASE("a plan that fits proposes nothing; one that does not ranks the guides' changes",
+          "[job_plan]") {
+  auto fits = make(qwen3({"parallel.expert=8", "parallel.expert_tensor=1"}), 16);
+  CHECK(fits.fits());
+  CHECK(fits.fixes.empty());
+
+  auto over = make(qwen3({"parallel.expert=8", "parallel.expert_tensor=1",
+                          "train.micro_batch_size=2"}),
+                   16);
+  REQUIRE_FALSE(over.fits());
+  REQUIRE(over.fixes.size() >= 2);
+  // In the guides' order: micro batch first, then recompute; each smaller than the plan.
+  CHECK_THAT(over.fixes[0].what, Catch::StartsWith("smaller micro batch"));
+  CHECK(over.fixes[0].overrides ==
+        std::vector<std::string>{"train.micro_batch_size=1", "train.grad_accum_steps=2"});
+  CHECK(over.fixes[0].fits);
+  CHECK(over.fixes[1].what == "activation recompute");
+  for (const auto& fix : over.fixes) CHECK(fix.total_bytes < over.memory.total_bytes());
+
+  // The proposed overrides, applied, give the estimate the fix promised.
+  auto applied = qwen3({"parallel.expert=8", "parallel.expert_tensor=1",
+                        "train.micro_batch_size=2"});
+  applied.insert(applied.end(), over.fixes[0].overrides.begin(), over.fixes[0].overrides.end());
+  auto after = make(applied, 16);
+  CHECK(after.memory.total_bytes() == over.fixes[0].total_bytes);
+  CHECK(after.batch.global_batch_size == over.batch.global_batch_size);
+}
+
+TEST_CASE("when no single change fits, a combination in the guides' order is proposed",
+          "[job_plan]") {
+  // Qwen3-30B-A3B on 8 GPUs with 24 GiB each: nothing alone is enough.
+  auto p = make(qwen3({"parallel.sharding=no_shard", "train.micro_batch_size=2",
+                       "train.grad_accum_steps=2"}),
+                8, 8, 24LL << 30);
+  REQUIRE_FALSE(p.fits());
+  REQUIRE_FALSE(p.fixes.empty());
+  for (std::size_t i = 0; i + 1 < p.fixes.size(); ++i) CHECK_FALSE(p.fixes[i].fits);
+  const auto& together = p.fixes.back();
+  CHECK_THAT(together.what, Catch::StartsWith("together: smaller micro batch + activation "
+                                              "recompute + stronger sharding"));
+  CHECK(together.total_bytes < p.fixes.front().total_bytes);
+}
+
+TEST_CASE("layout changes keep the world, the global batch and the allocation syntax",
+          "[job_plan]") {
+  auto p = make(qwen3({"parallel.allocation=megatron:d16", "train.micro_batch_size=4",
+                       "train.recompute=full", "train.grad_accum_steps=2"}),
+                16, 8, 40LL << 30);
+  REQUIRE_FALSE(p.fits());
+  auto cp = std::find_if(p.fixes.begin(), p.fixes.end(), [](const plan::fit_change& f) {
+    return f.what == "more context parallelism";
+  });
+  REQUIRE(cp != p.fixes.end());
+  // The mildest CP that fits, else the one that saves most (here CP 8: DP 2, and 16
+  // micro-batches of 4 keep the 128 rows).
+  CHECK(cp->overrides ==
+        std::vector<std::string>{"parallel.allocation=megatron:d2c8", "train.grad_accum_steps=16"});
+  auto applied = qwen3({"parallel.allocation=megatron:d16", "train.micro_batch_size=4",
+                        "train.recompute=full", "train.grad_accum_steps=2"});
+  applied.insert(applied.end(), cp->overrides.begin(), cp->overrides.end());
+  auto after = make(applied, 16, 8, 40LL << 30);
+  CHECK(after.fits() == cp->fits);
+  CHECK(after.batch.global_batch_size == p.batch.global_batch_size);
+  CHECK(after.memory.total_bytes() == cp->total_bytes);
+}
+
+TEST_CASE("the plan's FLOPs and parameters come from the model inventory", "[job_plan]") {
+  auto p = make(qwen3(), 8);
+  CHECK(p.params.total == 30'532'122'624LL);
+  CHECK(p.flops_per_token == plan::train_flops_per_token(p.params, p.config.model, 4096));
+}
