@@ -6,7 +6,7 @@ bin=${1:-build/bin}
 here=$(cd "$(dirname "$0")" && pwd)
 show() { printf '\n$ %s\n' "$*"; "$@"; }
 
-echo "muster demo: Slurm hostlists, the Slurm step environment and the job file"
+echo "muster demo: Slurm hostlists, the Slurm step environment, the job file and the planner"
 show "$bin/muster" --version
 show "$bin/muster" hostnames 'gpu-a[01-03],rack[1-2]-node[7-8]'
 show "$bin/muster" hostlist gpu-a01 gpu-a02 gpu-a03 gpu-a05 login1
@@ -20,3 +20,11 @@ printf '\n$ %s\n' "$bin/muster config $here/job.toml launch.nprocs=4    # a typo
 "$bin/muster" config "$here/job.toml" launch.nprocs=4 || echo "(exit $?)"
 printf '\n$ %s\n' "$bin/muster hostnames 'gpu[3-1]'    # a bad hostlist: exit 2, where scontrol prints garbage"
 "$bin/muster" hostnames 'gpu[3-1]' || echo "(exit $?)"
+# The planner: Qwen3-30B-A3B (its Hugging Face config.json) on 2 nodes of 8 GPUs, then on 40 GiB
+# GPUs, where it does not fit (exit 3) and says what would.
+show "$bin/muster" plan "$here/qwen3-30b-a3b.toml" --nodes 2 --gpus-per-node 8
+printf '\n$ %s\n' "$bin/muster plan $here/qwen3-30b-a3b.toml --nodes 2 --gpus-per-node 8 --gpu-memory 40GiB"
+"$bin/muster" plan "$here/qwen3-30b-a3b.toml" --nodes 2 --gpus-per-node 8 --gpu-memory 40GiB |
+  sed -n '/^memory per GPU/,$p' || true
+printf '\n$ %s\n' "$bin/muster plan $here/qwen3-30b-a3b.toml --world 16 parallel.expert=6    # exit 2"
+"$bin/muster" plan "$here/qwen3-30b-a3b.toml" --world 16 parallel.expert=6 || echo "(exit $?)"

@@ -43,6 +43,10 @@ void print_layout(std::string& out, const plan::job_plan& p) {
                  "  world           {} ranks ({}) on {} node(s) x {} GPUs ({})\n", l.world,
                  p.request.world ? p.request.world->source : "the product of the parallel sizes",
                  p.groups.num_nodes(), p.groups.gpus_per_node(), p.request.gpus_per_node_source);
+  const int g = p.groups.gpus_per_node();
+  fmt::format_to(std::back_inserter(out),
+                 "  placement       node n runs ranks {}n to {}n+{} (Slurm's block distribution)\n",
+                 g, g, g - 1);
   fmt::format_to(std::back_inserter(out), "  attention mesh  tp {}  cp {}  dp {}  pp {}  (vpp {}, "
                  "sequence parallel {})\n", l.tp(), l.cp(), l.dp(), l.pp(), l.vpp,
                  l.sequence_parallel ? "on" : "off");
@@ -123,6 +127,11 @@ void print_fixes(std::string& out, const plan::job_plan& p) {
                    fmt::join(words, " "), format_bytes(f.total_bytes),
                    f.fits ? "fits" : "still over");
   }
+  if (std::none_of(p.fixes.begin(), p.fixes.end(), [](const auto& f) { return f.fits; }))
+    fmt::format_to(std::back_inserter(out),
+                   "none of these fits, alone or together, on {} ranks: use more GPUs or GPUs "
+                   "with more memory\n",
+                   p.layout.world);
 }
 
 }  // namespace

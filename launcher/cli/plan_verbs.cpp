@@ -156,7 +156,7 @@ void add_plan_verbs(CLI::App& app, verb_action& run) {
   verb->add_option("--nodes", o->nodes, "number of nodes (with --gpus-per-node)")
       ->check(CLI::PositiveNumber);
   verb->add_option("--gpus-per-node", o->gpus_per_node,
-                   "ranks (GPUs) per node, for node placement (default: the Slurm job, else 8)")
+                   "ranks (GPUs) per node, for node placement (default: the Slurm job's; with --world, 8)")
       ->check(CLI::PositiveNumber);
   verb->add_option("--gpu-memory", o->gpu_memory,
                    "memory of one GPU, e.g. 80GiB or 141GB (default: 80GiB, an H100)");

@@ -6,6 +6,7 @@
 #include "common/error.hpp"
 #include "launcher/plan/fit_advice.hpp"
 #include "launcher/plan/plan_checks.hpp"
+#include "launcher/plan/suggest.hpp"
 
 namespace muster::launcher::plan {
 namespace {
@@ -28,11 +29,13 @@ void placement_warnings(const layout& l, const rank_groups& groups,
   if (!across.empty())
     warnings.push_back(fmt::format(
         "{} of {} tensor-parallel groups span nodes (tensor = {}, {} GPUs per node): TP traffic "
-        "leaves NVLink every layer; keep tensor <= {} or place fewer ranks per node",
+        "leaves NVLink every layer; use a tensor size that divides {} ({}), or more GPUs per "
+        "node",
         across.size(), groups.groups(group_kind::tp).size(), l.tp(), groups.gpus_per_node(),
-        groups.gpus_per_node()));
+        groups.gpus_per_node(),
+        or_list(nearest_divisors(groups.gpus_per_node(), l.tp(), 8))));
   auto ep_across = groups.groups_across_nodes(group_kind::etp_ep);
-  if (!ep_across.empty())
+  if (l.ep() > 1 && !ep_across.empty())
     notes.push_back(fmt::format(
         "the MoE token all-to-all (expert tensor x expert = {} ranks) crosses nodes in {} of {} "
         "groups; expect it to be bound by the inter-node network",
@@ -48,6 +51,22 @@ void batch_notes(const layout& l, const batch_plan& b, std::vector<std::string>&
         "batch {}",
         l.world, l.pp(), l.tp(), l.ep(), l.cp(), b.micro_batch_size, b.grad_accum_steps,
         b.llamafactory_global_batch_size, l.dp(), b.global_batch_size));
+  if (b.llamafactory_global_batch_size == 0)
+    notes.back() += " (LLaMA-Factory would refuse this layout: its data-parallel size is 0)";
+}
+
+// A plan that fits by less than this share of the GPU is warned about: fragmentation and the
+// allocator's caching routinely take a few percent more than any estimate.
+constexpr double kTightMargin = 0.05;
+
+void memory_warnings(const memory_estimate& m, std::vector<std::string>& warnings) {
+  const double share = static_cast<double>(m.margin_bytes()) /
+                       static_cast<double>(m.gpu_memory_bytes);
+  if (m.fits() && share < kTightMargin)
+    warnings.push_back(fmt::format(
+        "it fits with only {:.1f}% of the GPU to spare; allocator fragmentation can take more "
+        "than that: prefer a change from the list below, or raise --reserve to test",
+        100.0 * share));
 }
 
 }  // namespace
@@ -63,7 +82,8 @@ job_plan make_plan(const job_config& config, const config::sources& where,
   batch_notes(l, batch, notes);
   model_params params = make_model_params(config.model);
   std::int64_t flops = train_flops_per_token(params, config.model, batch.row_tokens);
-  memory_estimate memory = estimate_memory(config, l, batch, request.memory);
+  memory_estimate memory = estimate_memory(config, params, l, batch, request.memory);
+  memory_warnings(memory, warnings);
   job_plan plan{config,  l,       std::move(groups), batch, std::move(params), flops,
                 memory,  request, std::move(warnings), std::move(notes), {}};
   if (!plan.fits()) plan.fixes = rank_fixes(plan, where);

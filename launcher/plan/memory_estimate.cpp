@@ -236,11 +236,13 @@ std::vector<activation_term> layer_activation_terms(const job_config& config, co
 
 double microbatches_in_flight(const layout& layout, int grad_accum_steps, int stage) {
   const int pp = layout.pp();
-  double in_flight = std::min(pp - stage, grad_accum_steps);
-  if (layout.vpp > 1 && stage == 0) {
-    in_flight *= 1.0 + static_cast<double>(pp - 1) / static_cast<double>(pp * layout.vpp);
-  }
-  return in_flight;
+  const int vpp = layout.vpp;
+  if (vpp == 1) return std::min(pp - stage, grad_accum_steps);
+  // Interleaved 1F1B: rank r warms up with 2(p - r - 1) + (v - 1)p model-chunk micro-batches
+  // and holds one more at its peak, each chunk 1/v of its layers.
+  const std::int64_t chunks = std::min<std::int64_t>(
+      static_cast<std::int64_t>(grad_accum_steps) * vpp, 2LL * (pp - stage - 1) + (vpp - 1) * pp + 1);
+  return static_cast<double>(chunks) / vpp;
 }
 
 memory_estimate estimate_memory(const job_config& config, const layout& layout,

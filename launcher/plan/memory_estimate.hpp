@@ -48,9 +48,13 @@
 //              the core together with o_proj, which consumes its output)
 //   full       t_sp*h*a, the layer's input; plus, once per stage, the largest of its layers'
 //              "none" sums (the layer being recomputed)
-// Stage s of PP holds f_s = min(PP - s, grad_accum_steps) micro-batches in flight (1F1B); with
-// VPP > 1 stage 0's f_0 is multiplied by Megatron's interleaving penalty 1 + (PP-1)/(PP*VPP)
-// (megatron/training/theoretical_memory_usage.py). Activations of stage s:
+// Stage s of PP holds f_s = min(PP - s, grad_accum_steps) micro-batches in flight (1F1B). With
+// VPP = v > 1 (interleaved 1F1B) rank s warms up with 2(PP - s - 1) + (v - 1)PP model-chunk
+// micro-batches and holds one more at its peak, each chunk 1/v of its layers:
+//   f_s = min(grad_accum_steps * v, 2(PP - s - 1) + (v - 1)PP + 1) / v
+// which for stage 0 is Megatron's interleaving penalty PP * (1 + (PP-1)/(PP*v))
+// (megatron/training/theoretical_memory_usage.py) and grows with v on every stage.
+// Activations of stage s:
 //   round(f_s * (sum over its layers of stored + head terms on the last stage)) + full's layer
 //
 // Temporaries of stage s:
@@ -93,7 +97,7 @@ struct stage_memory {
   std::int64_t moe_dispatch_bytes = 0;  // all-to-all send and receive buffers
   std::int64_t logits_bytes = 0;        // the last stage's logits and their fp32 copy
   std::int64_t reserved_bytes = 0;      // memory_options.reserved_bytes
-  double microbatches_in_flight = 0;    // f_s, the interleaving penalty included
+  double microbatches_in_flight = 0;    // f_s, interleaving included
 
   // Sum of the byte categories.
   std::int64_t total_bytes() const;

@@ -84,11 +84,12 @@ class checker {
                         "parallel {}; use an expert_tensor that divides it ({})",
                         at("model.moe_ffn_hidden_size"), m.moe_ffn_hidden_size, l_.etp(),
                         or_list(nearest_divisors(m.moe_ffn_hidden_size, l_.etp()))));
-    if (l_.ep() > 1 && l_.tp() > 1 && !l_.sequence_parallel)
-      error(fmt::format("{}: parallel.sequence_parallel: expert parallelism ({}) with tensor "
-                        "parallelism ({}) needs sequence parallelism, as in Megatron-Core; set "
-                        "parallel.sequence_parallel = true",
-                        at("parallel.sequence_parallel"), l_.ep(), l_.tp()));
+    if (l_.tp() > 1 && !l_.sequence_parallel)
+      error(fmt::format("{}: parallel.sequence_parallel: a MoE model with tensor parallelism ({}) "
+                        "needs sequence parallelism, as Megatron-LM requires; set "
+                        "parallel.sequence_parallel = true (parallel.sequence_parallel=true on "
+                        "the command line)",
+                        at("parallel.sequence_parallel"), l_.tp()));
   }
 
   void check_tensor() {

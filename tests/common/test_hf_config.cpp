@@ -1,6 +1,6 @@
 // Tests of reading Hugging Face config.json files into the model section (common/hf_config.hpp),
 // on the published configs of Mixtral-8x7B, Qwen3-30B-A3B, Qwen1.5-MoE-A2.7B, DeepSeek-V2-Lite
-// and DeepSeek-V3 (tests/common/hf_configs/).
+// and DeepSeek-V3 (etc/examples/hf-configs/).
 #include <catch2/catch.hpp>
 
 #include <fstream>
@@ -14,7 +14,7 @@
 namespace {
 
 const std::filesystem::path kConfigs =
-    std::filesystem::path(MUSTER_SOURCE_DIR) / "tests/common/hf_configs";
+    std::filesystem::path(MUSTER_SOURCE_DIR) / "etc/examples/hf-configs";
 
 muster::model_section read(const std::string& name, muster::config::sources* where = nullptr) {
   muster::model_section model;

@@ -67,3 +67,14 @@ TEST_CASE("job config printed as TOML round-trips through the loader", "[job_con
   auto back = muster::load_job_config(dir / "resolved.toml", {});
   CHECK(muster::to_toml(back.config, false) == muster::to_toml(c, false));
 }
+
+TEST_CASE("every example job file loads and validates", "[job_config]") {
+  int examples = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(kExample.parent_path())) {
+    if (entry.path().extension() != ".toml") continue;
+    INFO("example " << entry.path());
+    CHECK_NOTHROW(muster::load_job_config(entry.path(), {}));
+    ++examples;
+  }
+  CHECK(examples >= 2);
+}

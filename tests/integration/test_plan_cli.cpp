@@ -13,7 +13,7 @@ namespace {
 const std::string kMuster = std::string(MUSTER_BIN_DIR) + "/muster";
 const std::string kSource = MUSTER_SOURCE_DIR;
 const std::string kExample = kSource + "/etc/examples/job.toml";
-const std::string kQwen3 = "model.config_json=" + kSource + "/tests/common/hf_configs/qwen3-30b-a3b.json";
+const std::string kQwen3 = "model.config_json=" + kSource + "/etc/examples/hf-configs/qwen3-30b-a3b.json";
 
 // Outside Slurm, whatever the environment ctest runs in.
 muster::test::env_change no_slurm() {

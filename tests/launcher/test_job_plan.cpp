@@ -12,7 +12,7 @@ namespace plan = muster::launcher::plan;
 
 namespace {
 
-const std::string kConfigs = std::string(MUSTER_SOURCE_DIR) + "/tests/common/hf_configs/";
+const std::string kConfigs = std::string(MUSTER_SOURCE_DIR) + "/etc/examples/hf-configs/";
 
 plan::job_plan make(std::vector<std::string> overrides, int world, int gpus_per_node = 8,
                     std::int64_t gpu_memory = 80LL << 30) {
@@ -97,9 +97,10 @@ TEST_CASE("model rules each propose values that work", "[job_plan]") {
   CHECK_THAT(plan_error(qwen3({"parallel.context=3"}), 24),
              Catch::Contains("4096 tokens do not split into 2 x context = 6 load-balanced "
                              "chunks; use train.seq_length = 4092 or 4098"));
-  CHECK_THAT(plan_error(qwen3({"parallel.tensor=2", "parallel.expert=2"}), 8),
-             Catch::Contains("expert parallelism (2) with tensor parallelism (2) needs sequence "
-                             "parallelism"));
+  CHECK_THAT(plan_error(qwen3({"parallel.tensor=2"}), 8),
+             Catch::Contains("a MoE model with tensor parallelism (2) needs sequence "
+                             "parallelism, as Megatron-LM requires; set "
+                             "parallel.sequence_parallel = true"));
   CHECK_THAT(plan_error({"model.num_experts=0", "parallel.expert=2"}, 4),
              Catch::Contains("parallel.expert: 2 on a dense model"));
   CHECK_THAT(plan_error({"parallel.expert_tensor=3", "model.moe_ffn_hidden_size=256"}, 3),
@@ -112,11 +113,18 @@ TEST_CASE("model rules each propose values that work", "[job_plan]") {
 }
 
 TEST_CASE("a tensor-parallel group wider than a node is warned about", "[job_plan]") {
-  auto p = make({"model.config_json=" + kConfigs + "mixtral-8x7b.json", "parallel.tensor=8"}, 16,
-                4);
+  auto p = make({"model.config_json=" + kConfigs + "mixtral-8x7b.json", "parallel.tensor=8",
+                 "parallel.sequence_parallel=true"},
+                16, 4);
   REQUIRE_FALSE(p.warnings.empty());
   CHECK_THAT(p.warnings.front(), Catch::Contains("2 of 2 tensor-parallel groups span nodes "
-                                                 "(tensor = 8, 4 GPUs per node)"));
+                                                 "(tensor = 8, 4 GPUs per node): TP traffic "
+                                                 "leaves NVLink every layer; use a tensor size "
+                                                 "that divides 4 (1, 2 or 4)"));
+  // EP = 1: no all-to-all, so no note about it crossing nodes.
+  CHECK(std::none_of(p.notes.begin(), p.notes.end(), [](const std::string& n) {
+    return n.find("all-to-all") != std::string::npos;
+  }));
 }
 
 TEST_CASE("a plan that fits proposes nothing; one that does not ranks the guides' changes",
@@ -183,6 +191,18 @@ TEST_CASE("layout changes keep the world, the global batch and the allocation sy
   CHECK(after.fits() == cp->fits);
   CHECK(after.batch.global_batch_size == p.batch.global_batch_size);
   CHECK(after.memory.total_bytes() == cp->total_bytes);
+}
+
+TEST_CASE("a plan that fits with almost no room is warned about", "[job_plan]") {
+  auto roomy = make(qwen3({"parallel.expert=8", "parallel.expert_tensor=1"}), 16);
+  REQUIRE(roomy.fits());
+  const auto total = roomy.memory.total_bytes();
+  auto tight = make(qwen3({"parallel.expert=8", "parallel.expert_tensor=1"}), 16, 8,
+                    total + total / 100);
+  CHECK(tight.fits());
+  REQUIRE_FALSE(tight.warnings.empty());
+  CHECK_THAT(tight.warnings.back(), Catch::Contains("it fits with only 1.0% of the GPU to spare"));
+  CHECK(roomy.warnings.empty());
 }
 
 TEST_CASE("the plan's FLOPs and parameters come from the model inventory", "[job_plan]") {
