@@ -33,6 +33,12 @@ const field<job_config> kSchema[] = {
     FIELD(parallel.pipeline, "parallel.pipeline", "pipeline-parallel size (PP)"),
     FIELD(parallel.virtual_pipeline, "parallel.virtual_pipeline",
           "model chunks per pipeline rank (interleaved 1F1B); 1 = not interleaved"),
+    FIELD(parallel.first_stage_layers, "parallel.first_stage_layers",
+          "layers on the first pipeline stage when the layers do not split evenly (Megatron's "
+          "--decoder-first-pipeline-num-layers); 0 = an even split"),
+    FIELD(parallel.last_stage_layers, "parallel.last_stage_layers",
+          "layers on the last pipeline stage (--decoder-last-pipeline-num-layers); 0 = an even "
+          "split"),
     FIELD(parallel.context, "parallel.context", "context-parallel size (CP)"),
     FIELD(parallel.expert, "parallel.expert",
           "expert-parallel size (EP); carved out of the expert-data-parallel ranks, it does not "
@@ -152,6 +158,8 @@ void validate_parallel(const parallel_section& p, const config::sources& where) 
                             {p.expert, "parallel.expert"}})
     check_at_least(value, 1, where, key);
   check_at_least(p.expert_tensor, 0, where, "parallel.expert_tensor");
+  check_at_least(p.first_stage_layers, 0, where, "parallel.first_stage_layers");
+  check_at_least(p.last_stage_layers, 0, where, "parallel.last_stage_layers");
   check_at_least(p.data, 0, where, "parallel.data");
   check_order(p.order, where);
   check_choice(p.sharding, {"no_shard", "optim", "optim_grads", "optim_grads_params"}, where,

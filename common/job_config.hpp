@@ -34,6 +34,8 @@ struct parallel_section {
   int tensor = 1;                      // TP
   int pipeline = 1;                    // PP
   int virtual_pipeline = 1;            // model chunks per pipeline rank; 1 = not interleaved
+  int first_stage_layers = 0;          // layers on pipeline stage 0; 0 = an even split
+  int last_stage_layers = 0;           // layers on the last pipeline stage; 0 = an even split
   int context = 1;                     // CP
   int expert = 1;                      // EP, carved out of the expert-data-parallel ranks
   int expert_tensor = 0;               // ETP; 0 = same as tensor (Megatron's default)

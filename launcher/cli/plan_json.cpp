@@ -66,6 +66,18 @@ json memory_json(const plan::job_plan& p) {
           {"stages", stages}};
 }
 
+json variants_json(const std::vector<plan::variant_estimate>& rows) {
+  json out = json::array();
+  for (const auto& row : rows) {
+    json r = rows_json(plan::memory_rows(row.worst));
+    r["setting"] = row.setting;
+    r["stage"] = row.worst.stage;
+    r["fits"] = row.fits;
+    out.push_back(r);
+  }
+  return out;
+}
+
 }  // namespace
 
 nlohmann::json plan_json(const plan::job_plan& p) {
@@ -94,6 +106,10 @@ nlohmann::json plan_json(const plan::job_plan& p) {
             {"moe_layers", std::count(p.params.moe_layers.begin(), p.params.moe_layers.end(), true)},
             {"num_layers", p.config.model.num_layers}}},
           {"memory", memory_json(p)},
+          {"compare",
+           {{"sharding", variants_json(p.by_sharding)},
+            {"recompute", variants_json(p.by_recompute)},
+            {"precision", variants_json(p.by_precision)}}},
           {"warnings", p.warnings},
           {"notes", p.notes},
           {"fixes", fixes}};

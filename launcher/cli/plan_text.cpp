@@ -109,6 +109,30 @@ void print_memory(std::string& out, const plan::job_plan& p) {
                    p.request.gpu_memory_source);
 }
 
+// One comparison table: each setting's bytes of the categories `what` sums, and its total.
+void print_variants(std::string& out, std::string_view title,
+                    const std::vector<plan::variant_estimate>& rows,
+                    std::int64_t (*what)(const plan::stage_memory&)) {
+  fmt::format_to(std::back_inserter(out), "\n{}\n", title);
+  for (const auto& row : rows)
+    fmt::format_to(std::back_inserter(out), "  {:<56} {:>12}   total {:>12}  {}\n", row.setting,
+                   format_bytes(what(row.worst)), format_bytes(row.worst.total_bytes()),
+                   row.fits ? "fits" : "over");
+}
+
+std::int64_t model_state(const plan::stage_memory& m) {
+  return m.params_bytes + m.grads_bytes + m.optimizer_bytes + m.fsdp_buffers_bytes;
+}
+std::int64_t activations(const plan::stage_memory& m) { return m.activations_bytes; }
+
+void print_comparisons(std::string& out, const plan::job_plan& p) {
+  print_variants(out, "by sharding strategy: params + grads + optimizer + FSDP buffers",
+                 p.by_sharding, model_state);
+  print_variants(out, "by recompute: activations", p.by_recompute, activations);
+  print_variants(out, "by precision: params + grads + optimizer + FSDP buffers", p.by_precision,
+                 model_state);
+}
+
 void print_fixes(std::string& out, const plan::job_plan& p) {
   if (p.fixes.empty()) {
     if (!p.fits())
@@ -143,6 +167,7 @@ std::string plan_text(const plan::job_plan& p, int sample_rank) {
   if (sample_rank != 0) print_rank(out, p, sample_rank);
   print_batch(out, p);
   print_memory(out, p);
+  print_comparisons(out, p);
   for (const auto& w : p.warnings) fmt::format_to(std::back_inserter(out), "warning: {}\n", w);
   for (const auto& n : p.notes) fmt::format_to(std::back_inserter(out), "note: {}\n", n);
   print_fixes(out, p);

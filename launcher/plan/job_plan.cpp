@@ -69,6 +69,31 @@ void memory_warnings(const memory_estimate& m, std::vector<std::string>& warning
         100.0 * share));
 }
 
+// The estimate of `config` with the settings `apply` changes, the layout and batch kept.
+template <class Change>
+variant_estimate variant(const job_plan& plan, std::string setting, Change&& apply) {
+  job_config changed = plan.config;
+  apply(changed);
+  auto m = estimate_memory(changed, plan.params, plan.layout, plan.batch, plan.request.memory);
+  return {std::move(setting), m.worst, m.fits()};
+}
+
+void compare_settings(job_plan& plan) {
+  for (const char* sharding : {"no_shard", "optim", "optim_grads", "optim_grads_params"})
+    plan.by_sharding.push_back(variant(plan, fmt::format("parallel.sharding={}", sharding),
+                                       [&](job_config& c) { c.parallel.sharding = sharding; }));
+  for (const char* recompute : {"none", "selective", "full"})
+    plan.by_recompute.push_back(variant(plan, fmt::format("train.recompute={}", recompute),
+                                        [&](job_config& c) { c.train.recompute = recompute; }));
+  for (auto [precision, grads] : {std::pair{"bf16", "fp32"}, {"bf16", "bf16"}, {"fp32", "fp32"}})
+    plan.by_precision.push_back(
+        variant(plan, fmt::format("train.precision={} train.grad_reduce_dtype={}", precision, grads),
+                [&](job_config& c) {
+                  c.train.precision = precision;
+                  c.train.grad_reduce_dtype = grads;
+                }));
+}
+
 }  // namespace
 
 job_plan make_plan(const job_config& config, const config::sources& where,
@@ -85,21 +110,10 @@ job_plan make_plan(const job_config& config, const config::sources& where,
   memory_estimate memory = estimate_memory(config, params, l, batch, request.memory);
   memory_warnings(memory, warnings);
   job_plan plan{config,  l,       std::move(groups), batch, std::move(params), flops,
-                memory,  request, std::move(warnings), std::move(notes), {}};
+                memory,  request, std::move(warnings), std::move(notes), {}, {}, {}, {}};
+  compare_settings(plan);
   if (!plan.fits()) plan.fixes = rank_fixes(plan, where);
   return plan;
-}
-
-std::optional<memory_estimate> try_estimate(const job_config& config,
-                                            const config::sources& where,
-                                            const plan_request& request) {
-  try {
-    std::vector<std::string> warnings;
-    layout l = checked_layout(config, where, request, warnings);
-    return estimate_memory(config, l, make_batch_plan(config.train, l), request.memory);
-  } catch (const error&) {
-    return std::nullopt;
-  }
 }
 
 }  // namespace muster::launcher::plan

@@ -36,6 +36,13 @@ struct fit_change {
   bool fits = false;
 };
 
+// The plan's estimate with one setting changed, for the comparison tables.
+struct variant_estimate {
+  std::string setting;        // "parallel.sharding=optim"
+  stage_memory worst;         // the worst stage under that setting
+  bool fits = false;
+};
+
 struct job_plan {
   job_config config;            // as loaded (the job file's values)
   plan::layout layout;
@@ -49,6 +56,11 @@ struct job_plan {
   std::vector<std::string> notes;     // worth knowing: other tools' numbers, assumptions
   std::vector<fit_change> fixes;      // when it does not fit: single changes in the guides'
                                       // order, then one combination when none fits alone
+  // The same plan under each parallel.sharding, each train.recompute, and each precision
+  // (train.precision with train.grad_reduce_dtype), everything else as planned.
+  std::vector<variant_estimate> by_sharding;
+  std::vector<variant_estimate> by_recompute;
+  std::vector<variant_estimate> by_precision;
 
   bool fits() const { return memory.fits(); }
 };
@@ -57,11 +69,5 @@ struct job_plan {
 // (layout, model and batch rules), naming the places in `where`.
 job_plan make_plan(const job_config& config, const config::sources& where,
                    const plan_request& request);
-
-// The worst-stage estimate of `config` on the same world, or nullopt when the config does not
-// make a valid plan. Used to try changes.
-std::optional<memory_estimate> try_estimate(const job_config& config,
-                                            const config::sources& where,
-                                            const plan_request& request);
 
 }  // namespace muster::launcher::plan

@@ -28,6 +28,8 @@ struct layout {
   mesh attn;                        // tp, cp, dp, pp (ep = 1)
   mesh expert;                      // etp (as tp), ep, edp (as dp), pp (cp = 1)
   int vpp = 1;                      // model chunks per pipeline rank; 1 = not interleaved
+  int first_stage_layers = 0;       // layers of pipeline stage 0; 0 = an even split
+  int last_stage_layers = 0;        // layers of the last pipeline stage; 0 = an even split
   bool sequence_parallel = false;
   std::string order = "tp-cp-ep-dp-pp";  // Megatron's --order, fastest-varying first
 

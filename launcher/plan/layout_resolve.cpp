@@ -162,6 +162,8 @@ layout resolve_layout(const parallel_section& p, const std::optional<world_size>
   l.attn = mesh{.tp = g.tp, .cp = g.cp, .ep = 1, .dp = w.ranks / (g.tp * g.cp * g.pp), .pp = g.pp};
   l.expert = mesh{.tp = g.etp, .cp = 1, .ep = g.ep, .dp = w.ranks / (g.etp * g.ep * g.pp), .pp = g.pp};
   l.vpp = p.virtual_pipeline;
+  l.first_stage_layers = p.first_stage_layers;
+  l.last_stage_layers = p.last_stage_layers;
   l.sequence_parallel = p.sequence_parallel;
   l.order = p.order;
   return l;

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <numeric>
 #include <string_view>
 #include <utility>
 
@@ -227,6 +228,24 @@ std::int64_t stage_slice::shard_numel() const {
 }
 
 std::vector<int> stage_layers(int num_layers, const layout& layout, int stage) {
+  if (layout.first_stage_layers > 0 || layout.last_stage_layers > 0) {
+    // Uneven (VPP = 1): the first and last stages as given, the rest split evenly.
+    const int pp = layout.pp();
+    const int first = layout.first_stage_layers;
+    const int last = layout.last_stage_layers;
+    const int middle_stages = pp - (first > 0) - (last > 0);
+    const int per_middle = middle_stages > 0 ? (num_layers - first - last) / middle_stages : 0;
+    auto count = [&](int s) {
+      if (s == 0 && first > 0) return first;
+      if (s == pp - 1 && last > 0) return last;
+      return per_middle;
+    };
+    int begin = 0;
+    for (int s = 0; s < stage; ++s) begin += count(s);
+    std::vector<int> layers(static_cast<std::size_t>(count(stage)));
+    std::iota(layers.begin(), layers.end(), begin);
+    return layers;
+  }
   const int chunks = std::max(layout.vpp, 1);
   const int per_chunk = num_layers / (layout.pp() * chunks);
   std::vector<int> layers;

@@ -146,7 +146,10 @@ struct stage_slice {
   std::int64_t shard_numel() const;
 };
 
-// The decoder layers of pipeline stage `stage`. Layers split evenly: with VPP = 1, stage s holds
+// The decoder layers of pipeline stage `stage`. With layout.first_stage_layers or
+// last_stage_layers set (VPP = 1 only), those stages hold that many and the other stages split
+// the rest evenly (Megatron's --decoder-first/last-pipeline-num-layers). Otherwise layers split
+// evenly: with VPP = 1, stage s holds
 // num_layers/PP consecutive layers starting at s*num_layers/PP; with VPP > 1 (Megatron's
 // interleaving) it holds VPP model chunks of n = num_layers/(PP*VPP) layers, chunk c being
 // layers [(c*PP + s)*n, (c*PP + s + 1)*n). Precondition: PP*VPP divides num_layers.

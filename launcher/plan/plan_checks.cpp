@@ -43,21 +43,73 @@ class checker {
     });
   }
 
+  // A split with the first and last stages set and k layers on each of the others, as close to
+  // even as possible: "first_stage_layers = 3 and last_stage_layers = 2 (4 on each other stage)".
+  std::string uneven_split(int layers, int pp) const {
+    if (pp < 2) return "";
+    if (pp == 2)
+      return fmt::format("parallel.first_stage_layers = {} and parallel.last_stage_layers = {}",
+                         layers - layers / 2, layers / 2);
+    const int even = (layers + pp - 1) / pp;
+    for (int k : {even, even - 1, even + 1}) {
+      const int rest = layers - (pp - 2) * k;
+      if (k < 1 || rest < 2 || rest > 2 * k) continue;
+      return fmt::format("parallel.first_stage_layers = {} and parallel.last_stage_layers = {} ({} "
+                         "on each other stage)",
+                         rest - rest / 2, rest / 2, k);
+    }
+    return "";
+  }
+
   void check_pipeline() {
     const auto& m = c_.model;
+    if (l_.first_stage_layers > 0 || l_.last_stage_layers > 0) return check_uneven_pipeline();
     const int chunks = l_.pp() * l_.vpp;
     if (m.num_layers % chunks == 0) return;
     const int room = l_.world / (l_.tp() * l_.cp());
+    std::vector<std::string> fixes;
     auto pps = nearest_valid(l_.pp(), 1, room, [&](int pp) {
       return room % pp == 0 && m.num_layers % (pp * l_.vpp) == 0;
     });
+    if (!pps.empty()) fixes.push_back(fmt::format("parallel.pipeline = {}", or_list(pps)));
+    if (l_.vpp > 1 && m.num_layers % l_.pp() == 0)
+      fixes.push_back(fmt::format("parallel.virtual_pipeline = {}",
+                                  or_list(nearest_divisors(m.num_layers / l_.pp(), l_.vpp))));
+    if (l_.vpp == 1) {
+      auto split = uneven_split(m.num_layers, l_.pp());
+      if (!split.empty()) fixes.push_back(split);
+    }
     auto layers = nearest_valid(m.num_layers, chunks, m.num_layers + chunks,
                                 [&](int n) { return n % chunks == 0; }, 2);
+    fixes.push_back(fmt::format("a model of {} layers", or_list(layers)));
     error(fmt::format(
         "{}: model.num_layers: {} layers do not split into pipeline x virtual_pipeline = {} x {} "
-        "= {} equal chunks; use num_layers = {}{}",
-        at("model.num_layers"), m.num_layers, l_.pp(), l_.vpp, chunks, or_list(layers),
-        pps.empty() ? "" : fmt::format(", or pipeline = {}", or_list(pps))));
+        "= {} equal chunks; use {}",
+        at("model.num_layers"), m.num_layers, l_.pp(), l_.vpp, chunks,
+        fmt::join(fixes, ", or ")));
+  }
+
+  void check_uneven_pipeline() {
+    const auto& m = c_.model;
+    const int first = l_.first_stage_layers;
+    const int last = l_.last_stage_layers;
+    const std::string key = first > 0 ? "parallel.first_stage_layers" : "parallel.last_stage_layers";
+    if (l_.pp() < 2 || l_.vpp > 1) {
+      error(fmt::format("{}: {}: an uneven pipeline needs pipeline >= 2 and virtual_pipeline = 1 "
+                        "(pipeline = {}, virtual_pipeline = {}); set it back to 0",
+                        at(key), key, l_.pp(), l_.vpp));
+      return;
+    }
+    const int middle_stages = l_.pp() - (first > 0) - (last > 0);
+    const int rest = m.num_layers - first - last;
+    const bool ok = middle_stages == 0 ? rest == 0
+                                       : rest >= middle_stages && rest % middle_stages == 0;
+    if (ok) return;
+    auto split = uneven_split(m.num_layers, l_.pp());
+    error(fmt::format("{}: {}: first {} + last {} layers leave {} of the {} layers for the {} "
+                      "other pipeline stages, which is not a whole number (of at least 1) each{}",
+                      at(key), key, first, last, rest, m.num_layers, middle_stages,
+                      split.empty() ? "" : fmt::format("; use {}", split)));
   }
 
   void check_experts() {

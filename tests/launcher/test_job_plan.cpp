@@ -81,8 +81,10 @@ TEST_CASE("every rule a plan breaks is reported at once", "[job_plan]") {
                             15 * 3);
   CHECK_THAT(message, Catch::Contains("the plan has 5 problems"));
   CHECK_THAT(message, Catch::Contains("48 layers do not split into pipeline x virtual_pipeline = 5 "
-                                      "x 1 = 5 equal chunks; use num_layers = 45 or 50, or "
-                                      "pipeline = 1 or 3"));
+                                      "x 1 = 5 equal chunks; use parallel.pipeline = 1 or 3, "
+                                      "or parallel.first_stage_layers = 9 and "
+                                      "parallel.last_stage_layers = 9 (10 on each other stage), "
+                                      "or a model of 45 or 50 layers"));
   CHECK_THAT(message, Catch::Contains("parallel.expert: 3 does not divide the 128 experts"));
   CHECK_THAT(message, Catch::Contains("parallel.tensor: 3 does not divide the 32 attention heads "
                                       "and the 4 query groups"));
@@ -209,4 +211,77 @@ TEST_CASE("the plan's FLOPs and parameters come from the model inventory", "[job
   auto p = make(qwen3(), 8);
   CHECK(p.params.total == 30'532'122'624LL);
   CHECK(p.flops_per_token == plan::train_flops_per_token(p.params, p.config.model, 4096));
+}
+
+TEST_CASE("DeepSeek-V3's 61 layers plan on 16 stages with uneven first and last stages",
+          "[job_plan]") {
+  std::vector<std::string> v3 = {"model.config_json=" + kConfigs + "deepseek-v3.json",
+                                 "parallel.pipeline=16", "parallel.expert=64",
+                                 "parallel.expert_tensor=1", "train.seq_length=4096",
+                                 "train.recompute=full", "parallel.sharding=optim",
+                                 "train.global_batch_size=1024"};
+  CHECK_THAT(plan_error(v3, 1024),
+             Catch::Contains("61 layers do not split into pipeline x virtual_pipeline = 16 x 1 = "
+                             "16 equal chunks; use parallel.pipeline = 1, or "
+                             "parallel.first_stage_layers = 3 and parallel.last_stage_layers = 2 "
+                             "(4 on each other stage), or a model of 48 or 64 layers"));
+  v3.push_back("parallel.first_stage_layers=3");
+  v3.push_back("parallel.last_stage_layers=2");
+  auto p = make(v3, 1024);
+  // By hand: MLA per layer q_a 7168*1536 + q_a_layernorm 1536 + q_b 1536*128*(128+64)
+  // + kv_a 7168*(512+64) + kv_a_layernorm 512 + kv_b 512*128*(128+128) + o 128*128*7168
+  // + two norms 2*7168 = 187,121,664; 3 dense MLPs of 3*7168*18432; 58 MoE layers of router
+  // 256*7168 + 256 experts of 3*7168*2048 + a shared expert of 3*7168*2048; embedding and head
+  // 2*129280*7168; final norm 7168.
+  const std::int64_t attention = 7168LL * 1536 + 1536 + 1536LL * 128 * 192 + 7168LL * 576 + 512 +
+                                 512LL * 128 * 256 + 128LL * 128 * 7168 + 2 * 7168;
+  CHECK(attention == 187'121'664);
+  const std::int64_t moe = 256LL * 7168 + 256LL * 3 * 7168 * 2048 + 3LL * 7168 * 2048;
+  CHECK(p.params.total == 61 * attention + 3 * (3LL * 7168 * 18432) + 58 * moe +
+                              2LL * 129280 * 7168 + 7168);
+  CHECK(p.params.total == 671'026'404'352LL);  // the published 671B
+  int layers = 0;
+  for (int stage = 0; stage < 16; ++stage) {
+    auto own = plan::stage_layers(61, p.layout, stage);
+    CHECK(own.size() == (stage == 0 ? 3u : stage == 15 ? 2u : 4u));
+    CHECK(own.front() == layers);  // consecutive, in order
+    layers += static_cast<int>(own.size());
+  }
+  CHECK(layers == 61);
+  // Stage 0 holds the three dense layers: the least expert state of all stages.
+  CHECK(p.memory.stages[0].optimizer_bytes < p.memory.stages[1].optimizer_bytes);
+}
+
+TEST_CASE("an uneven pipeline that does not add up says how it would", "[job_plan]") {
+  CHECK_THAT(plan_error({"parallel.pipeline=4", "parallel.first_stage_layers=2",
+                         "model.num_layers=9"},
+                        4),
+             Catch::Contains("parallel.first_stage_layers: first 2 + last 0 layers leave 7 of the "
+                             "9 layers for the 3 other pipeline stages, which is not a whole "
+                             "number (of at least 1) each; use parallel.first_stage_layers = 2 "
+                             "and parallel.last_stage_layers = 1 (3 on each other stage)"));
+  CHECK_THAT(plan_error({"parallel.first_stage_layers=2"}, 2),
+             Catch::Contains("an uneven pipeline needs pipeline >= 2 and virtual_pipeline = 1"));
+  auto two = make({"parallel.pipeline=2", "parallel.first_stage_layers=1",
+                   "parallel.last_stage_layers=3"},
+                  2);
+  CHECK(plan::stage_layers(4, two.layout, 1) == std::vector<int>{1, 2, 3});
+}
+
+TEST_CASE("the comparison tables hold the plan's own estimate in their row", "[job_plan]") {
+  auto p = make(qwen3({"parallel.expert=8", "parallel.expert_tensor=1"}), 16);
+  REQUIRE(p.by_sharding.size() == 4);
+  REQUIRE(p.by_recompute.size() == 3);
+  REQUIRE(p.by_precision.size() == 3);
+  CHECK(p.by_sharding[3].setting == "parallel.sharding=optim_grads_params");
+  CHECK(p.by_sharding[3].worst.total_bytes() == p.memory.total_bytes());
+  CHECK(p.by_recompute[0].worst.total_bytes() == p.memory.total_bytes());
+  for (std::size_t i = 1; i < 3; ++i)
+    CHECK(p.by_recompute[i].worst.activations_bytes < p.by_recompute[i - 1].worst.activations_bytes);
+  auto state = [](const plan::stage_memory& m) {
+    return m.params_bytes + m.grads_bytes + m.optimizer_bytes;
+  };
+  for (std::size_t i = 1; i < 4; ++i)
+    CHECK(state(p.by_sharding[i].worst) < state(p.by_sharding[i - 1].worst));
+  CHECK(p.by_precision[1].worst.grads_bytes * 2 == p.by_precision[0].worst.grads_bytes);
 }
