@@ -72,7 +72,10 @@ class hf_reader {
     const json& v = cfg_.at(field);
     MUSTER_CHECK(v.is_number_integer(), errc::config, "{}: {}: expected an integer, found {}",
                  file_, field, v.dump());
-    return v.get<int>();
+    auto n = v.get<std::int64_t>();
+    MUSTER_CHECK(n >= 0 && n <= std::numeric_limits<int>::max(), errc::config,
+                 "{}: {}: {} is out of range", file_, field, n);
+    return static_cast<int>(n);
   }
 
   const std::string& file() const { return file_; }
@@ -190,9 +193,13 @@ void read_deepseek(hf_reader& r, std::string_view type, model_section& m) {
   r.set_int(m.moe_ffn_hidden_size, "model.moe_ffn_hidden_size", "moe_intermediate_size", true);
   r.set_int(m.num_experts, "model.num_experts", "n_routed_experts", true);
   r.set_int(m.moe_router_topk, "model.moe_router_topk", "num_experts_per_tok", true);
+  const std::int64_t shared = static_cast<std::int64_t>(r.get_int("n_shared_experts", 0)) *
+                              r.get_int("moe_intermediate_size", 0);
+  MUSTER_CHECK(shared <= std::numeric_limits<int>::max(), errc::config,
+               "{}: n_shared_experts x moe_intermediate_size = {} is out of range", r.file(),
+               shared);
   r.set_value(m.moe_shared_expert_ffn_hidden_size, "model.moe_shared_expert_ffn_hidden_size",
-              "n_shared_experts",
-              r.get_int("n_shared_experts", 0) * r.get_int("moe_intermediate_size", 0));
+              "n_shared_experts", static_cast<int>(shared));
   int first = r.get_int("first_k_dense_replace", 0);
   int freq = std::max(1, r.get_int("moe_layer_freq", 1));
   // DeepSeek: layer i is MoE when i >= first_k_dense_replace and i % moe_layer_freq == 0.

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cctype>
 
 #include "common/hf_config.hpp"
 
@@ -133,21 +134,26 @@ void check_choice(const std::string& value, std::initializer_list<std::string_vi
                config::place_of(where, key), key, value, fmt::join(choices, ", "));
 }
 
-// Megatron's --order: the five dimension names, each once, joined by '-'.
+// Megatron's --order: names of tp, cp, ep, dp and pp joined by '-', each at most once, in any
+// case. A name left out must have size 1 (the planner checks that against the layout).
 void check_order(const std::string& order, const config::sources& where) {
-  std::vector<std::string> names;
+  static const std::vector<std::string> kNames = {"tp", "cp", "ep", "dp", "pp"};
+  std::vector<std::string> seen;
   for (std::size_t begin = 0; begin <= order.size();) {
-    auto end = order.find('-', begin);
-    if (end == std::string::npos) end = order.size();
-    names.push_back(order.substr(begin, end - begin));
+    auto end = std::min(order.find('-', begin), order.size());
+    std::string name = order.substr(begin, end - begin);
+    std::transform(name.begin(), name.end(), name.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    bool known = std::find(kNames.begin(), kNames.end(), name) != kNames.end();
+    bool repeated = std::find(seen.begin(), seen.end(), name) != seen.end();
+    MUSTER_CHECK(known && !repeated, errc::config,
+                 "{}: parallel.order: \"{}\": \"{}\" is {}; use tp, cp, ep, dp and pp, each "
+                 "at most once, joined by '-', e.g. parallel.order = \"tp-cp-ep-dp-pp\"",
+                 config::place_of(where, "parallel.order"), order, name,
+                 known ? "given twice" : "not a dimension");
+    seen.push_back(name);
     begin = end + 1;
   }
-  std::vector<std::string> sorted = names;
-  std::sort(sorted.begin(), sorted.end());
-  MUSTER_CHECK((sorted == std::vector<std::string>{"cp", "dp", "ep", "pp", "tp"}), errc::config,
-               "{}: parallel.order: \"{}\" is not an order of tp, cp, ep, dp and pp (each once, "
-               "joined by '-'); e.g. parallel.order = \"tp-cp-ep-dp-pp\"",
-               config::place_of(where, "parallel.order"), order);
 }
 
 void validate_parallel(const parallel_section& p, const config::sources& where) {
@@ -281,8 +287,13 @@ loaded_job_config load_job_config(const std::filesystem::path& file,
       return o.starts_with("model.config_json=");
     });
     if (json.is_relative() && from_file && !file.empty()) json = file.parent_path() / json;
+    const std::string place = config::place_of(loaded.where, "model.config_json");
     forget_default_model_keys(loaded.config, loaded.where);
-    apply_hf_config(json, loaded.config.model, loaded.where);
+    try {
+      apply_hf_config(json, loaded.config.model, loaded.where);
+    } catch (const error& e) {
+      MUSTER_THROW(errc::config, "{}: model.config_json: {}", place, e.what());
+    }
   }
   validate(loaded.config, loaded.where);
   return loaded;

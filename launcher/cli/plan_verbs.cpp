@@ -143,6 +143,22 @@ int run_plan(const plan_options& o) {
   return plan.fits() ? kExitOk : kExitNoFit;
 }
 
+// A whole number of at least 1, for counts of ranks and nodes.
+const CLI::Validator kAtLeastOne(
+    [](std::string& text) -> std::string {
+      std::size_t used = 0;
+      long long value = 0;
+      try {
+        value = std::stoll(text, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != text.size() || text.empty()) return "\"" + text + "\" is not a whole number";
+      if (value < 1 || value > (1 << 20)) return text + " is out of range: use 1 to 1048576";
+      return {};
+    },
+    "N", "at least one");
+
 }  // namespace
 
 void add_plan_verbs(CLI::App& app, verb_action& run) {
@@ -152,12 +168,12 @@ void add_plan_verbs(CLI::App& app, verb_action& run) {
       "check a job's parallel layout, rank groups, batch arithmetic and per-GPU memory before "
       "any GPU is touched (exit 0 fits, 3 does not fit, 2 invalid)");
   verb->add_option("args", o->args, "JOB.toml and/or section.key=value overrides");
-  verb->add_option("--world", o->world, "number of ranks (GPUs)")->check(CLI::PositiveNumber);
+  verb->add_option("--world", o->world, "number of ranks (GPUs)")->check(kAtLeastOne);
   verb->add_option("--nodes", o->nodes, "number of nodes (with --gpus-per-node)")
-      ->check(CLI::PositiveNumber);
+      ->check(kAtLeastOne);
   verb->add_option("--gpus-per-node", o->gpus_per_node,
                    "ranks (GPUs) per node, for node placement (default: the Slurm job's; with --world, 8)")
-      ->check(CLI::PositiveNumber);
+      ->check(kAtLeastOne);
   verb->add_option("--gpu-memory", o->gpu_memory,
                    "memory of one GPU, e.g. 80GiB or 141GB (default: 80GiB, an H100)");
   verb->add_option("--reserve", o->reserve,

@@ -3,11 +3,13 @@
 
 #include <fmt/format.h>
 
+#include <functional>
 #include <tuple>
 
 #include "common/config_load.hpp"
 #include "common/error.hpp"
 #include "launcher/plan/allocation.hpp"
+#include "launcher/plan/plan_checks.hpp"
 #include "launcher/plan/suggest.hpp"
 
 namespace muster::launcher::plan {
@@ -89,54 +91,86 @@ int world_from_sizes(const given_sizes& g) {
   return g.tp * g.cp * g.dp * g.pp;
 }
 
-void check_attention_mesh(const given_sizes& g, const world_size& w, const config::sources& where) {
+// The place to blame for a size rule: of `keys` (with their values), the one set on the command
+// line, else the first that differs from 1, else the first; the allocation for allocations.
+std::string blame(const given_sizes& g, const config::sources& where,
+                  std::initializer_list<std::pair<const char*, int>> keys) {
+  if (g.from_allocation) return g.place;
+  for (auto [key, value] : keys) {
+    auto it = where.find(key);
+    if (value != 1 && it != where.end() && it->second.starts_with("command line")) return it->second;
+  }
+  for (auto [key, value] : keys)
+    if (value != 1 && where.count(key) != 0) return config::place_of(where, key);
+  return config::place_of(where, keys.begin()->first);
+}
+
+void check_attention_mesh(const given_sizes& g, const world_size& w, const config::sources& where,
+                          std::vector<std::string>& errors) {
   const int model_ranks = g.tp * g.cp * g.pp;
-  const std::string place = g.from_allocation ? g.place : config::place_of(where, "parallel.tensor");
   if (w.ranks % model_ranks != 0) {
     auto worlds = nearest_valid(w.ranks, model_ranks, 64 * model_ranks + w.ranks,
                                 [&](int n) { return n % model_ranks == 0; }, 2);
-    auto pp_ok = nearest_valid(g.pp, 1, w.ranks,
-                               [&](int pp) { return w.ranks % (g.tp * g.cp * pp) == 0; });
-    MUSTER_THROW(errc::config,
-                 "{}: the world of {} ranks ({}) is not divisible by tensor x context x pipeline "
-                 "= {} x {} x {} = {}; use a world of {} ranks{}",
-                 place, w.ranks, w.source, g.tp, g.cp, g.pp, model_ranks, or_list(worlds),
-                 pp_ok.empty() ? "" : fmt::format(", or {} = {}", name_of(g, "pipeline", "p"),
-                                                  or_list(pp_ok)));
+    std::string fixes = fmt::format("a world of {} ranks", or_list(worlds));
+    auto add = [&](std::string_view key, std::string_view letter, int current,
+                   const std::function<bool(int)>& ok) {
+      auto values = nearest_valid(current, 1, w.ranks, ok);
+      if (!values.empty())
+        fixes += fmt::format(", or {} = {}", name_of(g, key, letter), or_list(values));
+    };
+    add("pipeline", "p", g.pp, [&](int pp) { return w.ranks % (g.tp * g.cp * pp) == 0; });
+    if (g.tp > 1) add("tensor", "t", g.tp, [&](int tp) { return w.ranks % (tp * g.cp * g.pp) == 0; });
+    if (g.cp > 1) add("context", "c", g.cp, [&](int cp) { return w.ranks % (g.tp * cp * g.pp) == 0; });
+    errors.push_back(fmt::format(
+        "{}: the world of {} ranks ({}) is not divisible by tensor x context x pipeline = {} x {} "
+        "x {} = {}; use {}",
+        blame(g, where, {{"parallel.pipeline", g.pp}, {"parallel.tensor", g.tp},
+                         {"parallel.context", g.cp}}),
+        w.ranks, w.source, g.tp, g.cp, g.pp, model_ranks, fixes));
+    return;
   }
   if (g.dp > 0 && g.tp * g.cp * g.dp * g.pp != w.ranks) {
     const int derived = w.ranks / model_ranks;
-    MUSTER_THROW(errc::config,
-                 "{}: {} = {}: tensor x context x data x pipeline = {} x {} x {} x {} = {} ranks, "
-                 "but the world has {} ({}); use {} = {} or leave it out to derive it",
-                 g.from_allocation ? g.place : config::place_of(where, "parallel.data"),
-                 name_of(g, "data", "d"), g.dp, g.tp, g.cp, g.dp, g.pp,
-                 g.tp * g.cp * g.dp * g.pp, w.ranks, w.source, name_of(g, "data", "d"), derived);
+    errors.push_back(fmt::format(
+        "{}: {} = {}: tensor x context x data x pipeline = {} x {} x {} x {} = {} ranks, but the "
+        "world has {} ({}); use {} = {} or leave it out to derive it",
+        g.from_allocation ? g.place : config::place_of(where, "parallel.data"),
+        name_of(g, "data", "d"), g.dp, g.tp, g.cp, g.dp, g.pp, g.tp * g.cp * g.dp * g.pp, w.ranks,
+        w.source, name_of(g, "data", "d"), derived));
   }
 }
 
-void check_expert_mesh(const given_sizes& g, const world_size& w, const config::sources& where) {
+void check_expert_mesh(const given_sizes& g, const world_size& w, const config::sources& where,
+                       std::vector<std::string>& errors) {
   const int expert_ranks = g.etp * g.ep * g.pp;
-  const std::string place = g.from_allocation ? g.place : config::place_of(where, "parallel.expert");
   if (w.ranks % expert_ranks != 0) {
     std::vector<int> eps;
     if (w.ranks % (g.etp * g.pp) == 0) eps = nearest_divisors(w.ranks / (g.etp * g.pp), g.ep);
-    MUSTER_THROW(errc::config,
-                 "{}: {} = {} does not fit the expert mesh: expert tensor x expert x pipeline = "
-                 "{} x {} x {} = {} does not divide the world of {} ranks ({}){}",
-                 place, name_of(g, "expert", "e"), g.ep, g.etp, g.ep, g.pp, expert_ranks, w.ranks,
-                 w.source,
-                 eps.empty() ? fmt::format("; use an expert tensor size that divides {}",
-                                           w.ranks / g.pp)
-                             : fmt::format("; try {} = {}", name_of(g, "expert", "e"), or_list(eps)));
+    std::vector<int> etps = nearest_valid(g.etp, 1, w.ranks, [&](int etp) {
+      return w.ranks % (etp * g.ep * g.pp) == 0;
+    });
+    std::string fixes;
+    if (!eps.empty()) fixes = fmt::format("; try {} = {}", name_of(g, "expert", "e"), or_list(eps));
+    if (g.etp > 1 && !etps.empty())
+      fixes += fmt::format("{}{} = {}", fixes.empty() ? "; try " : ", or ",
+                           g.from_allocation ? "'t' in the ffn half" : "parallel.expert_tensor",
+                           or_list(etps));
+    errors.push_back(fmt::format(
+        "{}: {} = {} does not fit the expert mesh: expert tensor x expert x pipeline = {} x {} x "
+        "{} = {} does not divide the world of {} ranks ({}){}",
+        blame(g, where, {{"parallel.expert", g.ep}, {"parallel.expert_tensor", g.etp},
+                         {"parallel.pipeline", g.pp}}),
+        name_of(g, "expert", "e"), g.ep, g.etp, g.ep, g.pp, expert_ranks, w.ranks, w.source,
+        fixes));
+    return;
   }
   if (g.edp > 0 && g.edp * expert_ranks != w.ranks)
-    MUSTER_THROW(errc::config,
-                 "{}: 'd' in the ffn half is {}, but expert tensor x expert x pipeline = {} x {} "
-                 "x {} leaves {} expert-data-parallel ranks of the {}; use d{} in the ffn half or "
-                 "leave it out to derive it",
-                 g.place, g.edp, g.etp, g.ep, g.pp, w.ranks / expert_ranks, w.ranks,
-                 w.ranks / expert_ranks);
+    errors.push_back(fmt::format(
+        "{}: 'd' in the ffn half is {}, but expert tensor x expert x pipeline = {} x {} x {} "
+        "leaves {} expert-data-parallel ranks of the {}; use d{} in the ffn half or leave it out "
+        "to derive it",
+        g.place, g.edp, g.etp, g.ep, g.pp, w.ranks / expert_ranks, w.ranks,
+        w.ranks / expert_ranks));
 }
 
 }  // namespace
@@ -150,12 +184,17 @@ layout resolve_layout(const parallel_section& p, const std::optional<world_size>
                                                       : "from the parallel sizes"};
   MUSTER_CHECK(w.ranks >= 1, errc::config, "the world size {} ({}) must be at least 1", w.ranks,
                w.source);
-  check_attention_mesh(g, w, where);
-  check_expert_mesh(g, w, where);
-  MUSTER_CHECK(p.virtual_pipeline == 1 || g.pp > 1, errc::config,
-               "{}: parallel.virtual_pipeline = {} needs pipeline parallelism; set "
-               "parallel.pipeline (or 'p') to 2 or more, or virtual_pipeline = 1",
-               config::place_of(where, "parallel.virtual_pipeline"), p.virtual_pipeline);
+  check_report report;
+  check_attention_mesh(g, w, where, report.errors);
+  // An attention mesh that does not fit usually breaks the expert mesh too (shared PP, ETP
+  // defaulting to TP): report the expert mesh only on its own.
+  if (report.errors.empty()) check_expert_mesh(g, w, where, report.errors);
+  if (p.virtual_pipeline > 1 && g.pp == 1)
+    report.errors.push_back(fmt::format(
+        "{}: parallel.virtual_pipeline = {} needs pipeline parallelism; set parallel.pipeline "
+        "(or 'p') to 2 or more, or virtual_pipeline = 1",
+        config::place_of(where, "parallel.virtual_pipeline"), p.virtual_pipeline));
+  throw_if_errors(report);
 
   layout l;
   l.world = w.ranks;

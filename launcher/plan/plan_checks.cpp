@@ -220,12 +220,17 @@ class checker {
                           t.micro_batch_size, l_.dp(), accum));
     }
     const int accum = t.global_batch_size > 0 ? t.global_batch_size / rows : t.grad_accum_steps;
-    if (l_.pp() > 1 && accum % l_.pp() != 0)
+    if (l_.pp() > 1 && accum % l_.pp() != 0) {
+      auto accums = nearest_valid(accum, l_.pp(), accum + l_.pp(),
+                                  [&](int n) { return n % l_.pp() == 0; }, 2);
+      std::vector<int> globals;
+      for (int a : accums) globals.push_back(a * rows);
       warn(fmt::format("{} micro-batches per step is not a multiple of pipeline = {}: the "
-                       "pipeline idles in every step; use grad_accum_steps = {}",
+                       "pipeline idles in every step; use {} = {}",
                        accum, l_.pp(),
-                       or_list(nearest_valid(accum, l_.pp(), accum + l_.pp(),
-                                             [&](int n) { return n % l_.pp() == 0; }, 2))));
+                       t.global_batch_size > 0 ? "train.global_batch_size" : "train.grad_accum_steps",
+                       or_list(t.global_batch_size > 0 ? globals : accums)));
+    }
   }
 
   const job_config& c_;

@@ -78,3 +78,28 @@ TEST_CASE("every example job file loads and validates", "[job_config]") {
   }
   CHECK(examples >= 2);
 }
+
+TEST_CASE("the parallel, model and train sections are validated with the fix", "[job_config]") {
+  CHECK_THAT(load_error("", {"parallel.order=tp-cp-xx-dp-pp"}),
+             Catch::Contains("parallel.order: \"tp-cp-xx-dp-pp\": \"xx\" is not a dimension"));
+  CHECK_THAT(load_error("", {"parallel.order=tp-tp"}), Catch::Contains("\"tp\" is given twice"));
+  CHECK_NOTHROW(muster::load_job_config("", std::vector<std::string>{"parallel.order=TP-PP-DP"}));
+  CHECK_THAT(load_error("[parallel]\ntensor = 0\n"),
+             Catch::Contains("job.toml:2:10: parallel.tensor: 0 is below 1; use 1 or more"));
+  CHECK_THAT(load_error("[parallel]\nsharding = \"zero3\"\n"),
+             Catch::Contains("parallel.sharding: unknown value \"zero3\"; use one of no_shard, "
+                             "optim, optim_grads, optim_grads_params"));
+  CHECK_THAT(load_error("", {"train.precision=fp16"}),
+             Catch::Contains("train.precision: unknown value \"fp16\"; use one of bf16, fp32"));
+  CHECK_THAT(load_error("", {"model.moe_router_topk=9"}),
+             Catch::Contains("model.moe_router_topk: 9 is not between 1 and the 8 experts"));
+  CHECK_THAT(load_error("", {"model.moe_capacity_factor=0.5"}),
+             Catch::Contains("0.5 drops tokens even when the load is balanced"));
+  CHECK_THAT(load_error("", {"model.num_query_groups=3"}),
+             Catch::Contains("model.num_query_groups: 3 does not divide the 8 attention heads"));
+  CHECK_THAT(load_error("", {"model.kv_lora_rank=512"}),
+             Catch::Contains("multi-latent attention needs model.qk_rope_head_dim"));
+  CHECK_THAT(load_error("[model]\nconfig_json = \"nosuch.json\"\n"),
+             Catch::Matches(".*job.toml:2:15: model.config_json: .*/nosuch.json: cannot read the "
+                            "Hugging Face config.*"));
+}

@@ -120,6 +120,6 @@ TEST_CASE("outside Slurm and without flags, muster plan plans this machine", "[p
   auto r = plan({});
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.out, Catch::Contains("(this machine: "));
-  auto sized = plan({"parallel.allocation=d4t2"});
+  auto sized = plan({"parallel.allocation=d4t2", "parallel.sequence_parallel=true"});
   CHECK_THAT(sized.out, Catch::Contains("world           8 ranks (the product of the parallel sizes)"));
 }

@@ -87,3 +87,21 @@ TEST_CASE("layout errors name the numbers and propose values that work", "[layou
   CHECK_THAT(resolve_error({"parallel.virtual_pipeline=2"}, 8),
              Catch::Contains("parallel.virtual_pipeline = 2 needs pipeline parallelism"));
 }
+
+TEST_CASE("layout errors blame the size that was set and are all reported", "[layout]") {
+  CHECK_THAT(resolve_error({"parallel.pipeline=3"}, 16),
+             Catch::StartsWith("command line 'parallel.pipeline=3': the world of 16 ranks"));
+  CHECK_THAT(resolve_error({"parallel.tensor=3"}, 16),
+             Catch::Contains("use a world of 15 or 18 ranks, or parallel.tensor = 1, 2, 4 or 8"));
+  CHECK_THAT(resolve_error({"parallel.expert_tensor=3"}, 8),
+             Catch::Contains("command line 'parallel.expert_tensor=3': parallel.expert = 1 does "
+                             "not fit the expert mesh: expert tensor x expert x pipeline = 3 x 1 "
+                             "x 1 = 3 does not divide the world of 8 ranks (--world); try "
+                             "parallel.expert_tensor = 1, 2, 4 or 8"));
+  auto both = resolve_error({"parallel.virtual_pipeline=2", "parallel.expert=3",
+                             "parallel.expert_tensor=1"},
+                            16);
+  CHECK_THAT(both, Catch::StartsWith("the plan has 2 problems"));
+  CHECK_THAT(both, Catch::Contains("expert tensor x expert x pipeline = 1 x 3 x 1"));
+  CHECK_THAT(both, Catch::Contains("parallel.virtual_pipeline = 2 needs pipeline parallelism"));
+}
