@@ -102,6 +102,24 @@ void resolve_world(const plan_options& o, const job_config& config,
   }
 }
 
+// An invalid plan as JSON: the message, and each problem of a many-problem message alone.
+nlohmann::json error_json(std::string_view message) {
+  nlohmann::json problems = nlohmann::json::array();
+  constexpr std::string_view kSeparator = "\n  ";
+  auto first = message.find(kSeparator);
+  if (message.starts_with("the plan has ") && first != std::string_view::npos) {
+    for (auto rest = message.substr(first + kSeparator.size());;) {
+      auto next = rest.find(kSeparator);
+      problems.push_back(std::string(rest.substr(0, next)));
+      if (next == std::string_view::npos) break;
+      rest = rest.substr(next + kSeparator.size());
+    }
+  } else {
+    problems.push_back(std::string(message));
+  }
+  return {{"valid", false}, {"error", std::string(message)}, {"problems", problems}};
+}
+
 int run_plan(const plan_options& o) {
   std::string file;
   std::vector<std::string> overrides;
@@ -127,7 +145,7 @@ int run_plan(const plan_options& o) {
   try {
     made.emplace(launcher::plan::make_plan(loaded.config, loaded.where, request));
   } catch (const error& e) {
-    if (o.json) fmt::print("{}\n", nlohmann::json{{"valid", false}, {"error", e.what()}}.dump(2));
+    if (o.json) fmt::print("{}\n", error_json(e.what()).dump(2));
     throw;
   }
   const auto& plan = *made;

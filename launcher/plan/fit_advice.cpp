@@ -99,84 +99,90 @@ std::vector<int> doublings(int size, int limit) {
   return out;
 }
 
+// Each option generator returns its options for state `s`, mildest first.
+
+std::vector<overrides> smaller_micro_batch(const state& s) {
+  std::vector<overrides> out;
+  const int micro = s.config.train.micro_batch_size;
+  for (int mb = micro - 1; mb >= 1; --mb) {
+    if (micro % mb != 0) continue;
+    auto batch = keep_global_batch(s, mb, s.layout.dp());
+    if (!batch) continue;
+    overrides o{fmt::format("train.micro_batch_size={}", mb)};
+    o.insert(o.end(), batch->begin(), batch->end());
+    out.push_back(o);
+  }
+  return out;
+}
+
+std::vector<overrides> shorter_packs(const state& s) {
+  std::vector<overrides> out;
+  const auto& t = s.config.train;
+  for (int div = 2; t.max_tokens_per_pack / div >= 256 && div <= 8; div *= 2) {
+    overrides o{fmt::format("train.max_tokens_per_pack={}", t.max_tokens_per_pack / div)};
+    if (t.global_batch_size > 0)
+      o.push_back(fmt::format("train.global_batch_size={}", t.global_batch_size * div));
+    else
+      o.push_back(fmt::format("train.grad_accum_steps={}", s.batch.grad_accum_steps * div));
+    out.push_back(o);
+  }
+  return out;
+}
+
+std::vector<overrides> more_recompute(const state& s) {
+  std::vector<overrides> out;
+  if (s.config.train.recompute == "none") out.push_back({"train.recompute=selective"});
+  if (s.config.train.recompute != "full") out.push_back({"train.recompute=full"});
+  return out;
+}
+
+std::vector<overrides> stronger_sharding(const state& s) {
+  static const std::vector<std::string> kOrder = {"no_shard", "optim", "optim_grads",
+                                                  "optim_grads_params"};
+  std::vector<overrides> out;
+  auto at = std::find(kOrder.begin(), kOrder.end(), s.config.parallel.sharding);
+  for (auto it = at == kOrder.end() ? at : at + 1; it != kOrder.end(); ++it)
+    out.push_back({"parallel.sharding=" + *it});
+  return out;
+}
+
+std::vector<overrides> more_context(const state& s) {
+  std::vector<overrides> out;
+  for (int cp : doublings(s.layout.cp(), s.layout.world))
+    if (auto o = layout_change(s, cp, s.layout.pp(), s.layout.ep())) out.push_back(*o);
+  return out;
+}
+
+std::vector<overrides> sequence_parallel(const state& s) {
+  if (s.layout.tp() > 1 && !s.layout.sequence_parallel)
+    return {{"parallel.sequence_parallel=true"}};
+  return {};
+}
+
+std::vector<overrides> more_experts(const state& s) {
+  std::vector<overrides> out;
+  for (int ep : doublings(s.layout.ep(), s.config.model.num_experts))
+    if (auto o = layout_change(s, s.layout.cp(), s.layout.pp(), ep)) out.push_back(*o);
+  return out;
+}
+
+std::vector<overrides> more_stages(const state& s) {
+  std::vector<overrides> out;
+  for (int pp : doublings(s.layout.pp(), s.config.model.num_layers))
+    if (auto o = layout_change(s, s.layout.cp(), pp, s.layout.ep())) out.push_back(*o);
+  return out;
+}
+
+// The guides' order (see fit_advice.hpp).
 std::vector<change_group> guide_order() {
-  std::vector<change_group> groups;
-  groups.push_back({"smaller micro batch (more accumulation keeps the global batch)",
-                    [](const state& s) {
-                      std::vector<overrides> out;
-                      const int micro = s.config.train.micro_batch_size;
-                      for (int mb = micro - 1; mb >= 1; --mb) {
-                        if (micro % mb != 0) continue;
-                        auto batch = keep_global_batch(s, mb, s.layout.dp());
-                        if (!batch) continue;
-                        overrides o{fmt::format("train.micro_batch_size={}", mb)};
-                        o.insert(o.end(), batch->begin(), batch->end());
-                        out.push_back(o);
-                      }
-                      return out;
-                    }});
-  groups.push_back({"shorter packs (more accumulation keeps the tokens per step)",
-                    [](const state& s) {
-                      std::vector<overrides> out;
-                      const auto& t = s.config.train;
-                      for (int div = 2; t.max_tokens_per_pack / div >= 256 && div <= 8; div *= 2) {
-                        overrides o{fmt::format("train.max_tokens_per_pack={}",
-                                                t.max_tokens_per_pack / div)};
-                        if (t.global_batch_size > 0)
-                          o.push_back(fmt::format("train.global_batch_size={}",
-                                                  t.global_batch_size * div));
-                        else
-                          o.push_back(fmt::format("train.grad_accum_steps={}",
-                                                  s.batch.grad_accum_steps * div));
-                        out.push_back(o);
-                      }
-                      return out;
-                    }});
-  groups.push_back({"activation recompute", [](const state& s) {
-                      std::vector<overrides> out;
-                      if (s.config.train.recompute == "none")
-                        out.push_back({"train.recompute=selective"});
-                      if (s.config.train.recompute != "full")
-                        out.push_back({"train.recompute=full"});
-                      return out;
-                    }});
-  groups.push_back({"stronger sharding", [](const state& s) {
-                      static const std::vector<std::string> kOrder = {
-                          "no_shard", "optim", "optim_grads", "optim_grads_params"};
-                      std::vector<overrides> out;
-                      auto at = std::find(kOrder.begin(), kOrder.end(), s.config.parallel.sharding);
-                      for (auto it = at == kOrder.end() ? at : at + 1; it != kOrder.end(); ++it)
-                        out.push_back({"parallel.sharding=" + *it});
-                      return out;
-                    }});
-  groups.push_back({"more context parallelism", [](const state& s) {
-                      std::vector<overrides> out;
-                      for (int cp : doublings(s.layout.cp(), s.layout.world))
-                        if (auto o = layout_change(s, cp, s.layout.pp(), s.layout.ep()))
-                          out.push_back(*o);
-                      return out;
-                    }});
-  groups.push_back({"sequence parallelism", [](const state& s) {
-                      std::vector<overrides> out;
-                      if (s.layout.tp() > 1 && !s.layout.sequence_parallel)
-                        out.push_back({"parallel.sequence_parallel=true"});
-                      return out;
-                    }});
-  groups.push_back({"more expert parallelism", [](const state& s) {
-                      std::vector<overrides> out;
-                      for (int ep : doublings(s.layout.ep(), s.config.model.num_experts))
-                        if (auto o = layout_change(s, s.layout.cp(), s.layout.pp(), ep))
-                          out.push_back(*o);
-                      return out;
-                    }});
-  groups.push_back({"more pipeline stages", [](const state& s) {
-                      std::vector<overrides> out;
-                      for (int pp : doublings(s.layout.pp(), s.config.model.num_layers))
-                        if (auto o = layout_change(s, s.layout.cp(), pp, s.layout.ep()))
-                          out.push_back(*o);
-                      return out;
-                    }});
-  return groups;
+  return {{"smaller micro batch (more accumulation keeps the global batch)", smaller_micro_batch},
+          {"shorter packs (more accumulation keeps the tokens per step)", shorter_packs},
+          {"activation recompute", more_recompute},
+          {"stronger sharding", stronger_sharding},
+          {"more context parallelism", more_context},
+          {"sequence parallelism", sequence_parallel},
+          {"more expert parallelism", more_experts},
+          {"more pipeline stages", more_stages}};
 }
 
 // The group's mildest option that fits, else the one that saves the most; nullopt when no

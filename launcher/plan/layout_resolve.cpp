@@ -91,11 +91,14 @@ int world_from_sizes(const given_sizes& g) {
   return g.tp * g.cp * g.dp * g.pp;
 }
 
-// The place to blame for a size rule: of `keys` (with their values), the one set on the command
-// line, else the first that differs from 1, else the first; the allocation for allocations.
-std::string blame(const given_sizes& g, const config::sources& where,
+// The place to blame for a size rule: of `keys` (with their values), one that does not divide
+// the world by itself, else one set on the command line, else the first that differs from 1,
+// else the first; the allocation string for allocations.
+std::string blame(const given_sizes& g, const config::sources& where, int world,
                   std::initializer_list<std::pair<const char*, int>> keys) {
   if (g.from_allocation) return g.place;
+  for (auto [key, value] : keys)
+    if (world % value != 0 && where.count(key) != 0) return config::place_of(where, key);
   for (auto [key, value] : keys) {
     auto it = where.find(key);
     if (value != 1 && it != where.end() && it->second.starts_with("command line")) return it->second;
@@ -124,7 +127,7 @@ void check_attention_mesh(const given_sizes& g, const world_size& w, const confi
     errors.push_back(fmt::format(
         "{}: the world of {} ranks ({}) is not divisible by tensor x context x pipeline = {} x {} "
         "x {} = {}; use {}",
-        blame(g, where, {{"parallel.pipeline", g.pp}, {"parallel.tensor", g.tp},
+        blame(g, where, w.ranks, {{"parallel.pipeline", g.pp}, {"parallel.tensor", g.tp},
                          {"parallel.context", g.cp}}),
         w.ranks, w.source, g.tp, g.cp, g.pp, model_ranks, fixes));
     return;
@@ -158,7 +161,7 @@ void check_expert_mesh(const given_sizes& g, const world_size& w, const config::
     errors.push_back(fmt::format(
         "{}: {} = {} does not fit the expert mesh: expert tensor x expert x pipeline = {} x {} x "
         "{} = {} does not divide the world of {} ranks ({}){}",
-        blame(g, where, {{"parallel.expert", g.ep}, {"parallel.expert_tensor", g.etp},
+        blame(g, where, w.ranks, {{"parallel.expert", g.ep}, {"parallel.expert_tensor", g.etp},
                          {"parallel.pipeline", g.pp}}),
         name_of(g, "expert", "e"), g.ep, g.etp, g.ep, g.pp, expert_ranks, w.ranks, w.source,
         fixes));

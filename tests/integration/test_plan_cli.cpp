@@ -88,6 +88,8 @@ TEST_CASE("muster plan --json holds every rank, group and stage", "[plan_cli]") 
   CHECK(j["groups"]["tp"].size() == 8);
   CHECK(j["groups"]["pp"][0] == nlohmann::json({0, 4, 8, 12}));
   CHECK(j["memory"]["stages"].size() == 4);
+  CHECK(j["compare"]["sharding"].size() == 4);
+  CHECK(j["compare"]["recompute"][2]["setting"] == "train.recompute=full");
   CHECK(j["batch"]["global_batch_size"] == 8);
   CHECK(j["model"]["params_total"] == 30532122624LL);
   int rank5_tp = j["ranks"][5]["group_index"]["tp"];
@@ -98,6 +100,12 @@ TEST_CASE("muster plan --json holds every rank, group and stage", "[plan_cli]") 
   auto e = nlohmann::json::parse(invalid.out);
   CHECK(e["valid"] == false);
   CHECK_THAT(e["error"].get<std::string>(), Catch::Contains("not divisible by tensor"));
+  CHECK(e["problems"].size() == 1);
+  auto many = plan({"--json", "--world", "8", "parallel.pipeline=2", "model.num_layers=5",
+                    "model.num_experts=6", "parallel.expert=4", "parallel.expert_tensor=1"});
+  auto m = nlohmann::json::parse(many.out);
+  CHECK(m["problems"].size() == 2);
+  CHECK(m["compare"].is_null());
 }
 
 TEST_CASE("inside a Slurm task, muster plan takes the world from the job's nodes and GPUs",

@@ -91,6 +91,9 @@ TEST_CASE("layout errors name the numbers and propose values that work", "[layou
 TEST_CASE("layout errors blame the size that was set and are all reported", "[layout]") {
   CHECK_THAT(resolve_error({"parallel.pipeline=3"}, 16),
              Catch::StartsWith("command line 'parallel.pipeline=3': the world of 16 ranks"));
+  // Of two sizes set, the one that cannot divide the world by itself.
+  CHECK_THAT(resolve_error({"parallel.pipeline=2", "parallel.tensor=3"}, 8),
+             Catch::StartsWith("command line 'parallel.tensor=3': the world of 8 ranks"));
   CHECK_THAT(resolve_error({"parallel.tensor=3"}, 16),
              Catch::Contains("use a world of 15 or 18 ranks, or parallel.tensor = 1, 2, 4 or 8"));
   CHECK_THAT(resolve_error({"parallel.expert_tensor=3"}, 8),
