@@ -9,6 +9,7 @@
 
 #include "launcher/plan/memory_estimate.hpp"
 #include "launcher/plan/model_params.hpp"
+#include "tests/launcher/published_models.hpp"
 #include "tests/support/expect_error.hpp"
 
 using muster::job_config;
@@ -40,17 +41,7 @@ batch_plan make_batch(int micro, int accum, int row_tokens) {
 // Qwen/Qwen3-30B-A3B, bf16 with fp32 gradients, ZeRO-3, no recompute.
 job_config qwen3_30b_a3b() {
   job_config c;
-  auto& m = c.model;
-  m.num_layers = 48;
-  m.hidden_size = 2048;
-  m.num_attention_heads = 32;
-  m.num_query_groups = 4;
-  m.head_dim = 128;
-  m.vocab_size = 151936;
-  m.qk_norm = true;
-  m.num_experts = 128;
-  m.moe_ffn_hidden_size = 768;
-  m.moe_router_topk = 8;
+  c.model = muster::test::qwen3_30b_a3b();
   c.parallel.sharding = "optim_grads_params";
   c.train.precision = "bf16";
   c.train.grad_reduce_dtype = "fp32";
@@ -61,18 +52,7 @@ job_config qwen3_30b_a3b() {
 // mistralai/Mixtral-8x7B-v0.1.
 job_config mixtral_8x7b() {
   job_config c;
-  auto& m = c.model;
-  m.num_layers = 32;
-  m.hidden_size = 4096;
-  m.ffn_hidden_size = 14336;
-  m.num_attention_heads = 32;
-  m.num_query_groups = 8;
-  m.head_dim = 0;
-  m.vocab_size = 32000;
-  m.qk_norm = false;
-  m.num_experts = 8;
-  m.moe_ffn_hidden_size = 14336;
-  m.moe_router_topk = 2;
+  c.model = muster::test::mixtral_8x7b();
   return c;
 }
 
@@ -352,23 +332,7 @@ TEST_CASE("a dense model has no expert units and no dispatch buffers", "[memory_
 
 TEST_CASE("MLA layers store their latent projections instead of q/k/v", "[memory_estimate]") {
   job_config c;
-  auto& m = c.model;  // DeepSeek-V2-Lite
-  m.num_layers = 27;
-  m.hidden_size = 2048;
-  m.ffn_hidden_size = 10944;
-  m.num_attention_heads = 16;
-  m.num_query_groups = 16;
-  m.head_dim = 128;
-  m.vocab_size = 102400;
-  m.qk_norm = false;
-  m.kv_lora_rank = 512;
-  m.qk_rope_head_dim = 64;
-  m.v_head_dim = 128;
-  m.num_experts = 64;
-  m.moe_ffn_hidden_size = 1408;
-  m.moe_router_topk = 6;
-  m.moe_shared_expert_ffn_hidden_size = 2816;
-  m.moe_first_dense_layers = 1;
+  c.model = muster::test::deepseek_v2_lite();
   const layout l = make_layout(1, 1, 8, 1, 1, 8, 1);
   const batch_plan b = make_batch(1, 1, 2048);
   const auto dense = layer_activation_terms(c, l, b, 0);
