@@ -27,6 +27,11 @@ const field<job_config> kSchema[] = {
           "ranks per node; 0 means one per GPU, or 2 on a machine without GPUs"),
     FIELD(launch.runs_dir, "launch.runs_dir",
           "directory where run directories (<runs_dir>/<run_id>/) are created"),
+    FIELD(launch.kill_grace, "launch.kill_grace",
+          "seconds between SIGTERM and SIGKILL when the workers are stopped (Slurm's KillWait)"),
+    FIELD(launch.tee, "launch.tee",
+          "which ranks' output the console shows, each line prefixed [rank N]: rank0, all or "
+          "none (every rank's output is always in <run_dir>/logs/rank-N.log)"),
     FIELD(parallel.allocation, "parallel.allocation",
           "AReaL allocation string instead of the sizes below: \"d4t2p2\", \"megatron:d2p2t4e4\" "
           "or \"megatron:(attn:d1p4t2c2|ffn:d1p4t1e4)\"; \"\" = use the sizes"),
@@ -264,6 +269,8 @@ void validate(const job_config& c, const config::sources& where) {
                "{}: launch.nproc: {} is negative; use the number of ranks per node, or 0 for one "
                "per GPU",
                place_of(where, "launch.nproc"), c.launch.nproc);
+  check_at_least(c.launch.kill_grace, 0, where, "launch.kill_grace");
+  check_choice(c.launch.tee, {"rank0", "all", "none"}, where, "launch.tee");
   MUSTER_CHECK(!c.launch.runs_dir.empty(), errc::config,
                "{}: launch.runs_dir is empty; name a directory, e.g. launch.runs_dir = "
                "\"./muster-runs\"",

@@ -22,6 +22,8 @@ struct job_section {
 struct launch_section {
   int nproc = 0;                          // ranks per node; 0 = one per GPU, or 2 without GPUs
   std::string runs_dir = "./muster-runs";  // where run directories are created
+  int kill_grace = 30;                    // seconds from SIGTERM to SIGKILL (Slurm's KillWait)
+  std::string tee = "rank0";              // console shows: rank0, all or none of the ranks
 };
 
 struct log_section {

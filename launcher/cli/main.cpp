@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "common/error.hpp"
 #include "common/log.hpp"
@@ -18,16 +21,30 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", fmt::format("muster {} (git {})", muster::kVersion,
                                                 muster::kGitCommit));
   app.require_subcommand(1);
+  // Everything after the first "--" is the workers' command (muster run ... -- python3 x.py):
+  // split off here so CLI11 never reads the program's own options.
+  std::vector<std::string> command;
+  for (int i = 1; i < argc; ++i)
+    if (std::string_view(argv[i]) == "--") {
+      command.assign(argv + i + 1, argv + argc);
+      argc = i;
+      break;
+    }
   verb_action run;
   add_hostlist_verbs(app, run);
   add_config_verbs(app, run);
   add_slurm_verbs(app, run);
   add_plan_verbs(app, run);
+  add_run_verbs(app, run, command);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     int rc = app.exit(e);
     return rc == 0 ? kExitOk : kExitUsage;
+  }
+  if (!command.empty() && !app.got_subcommand("run")) {
+    fmt::print(stderr, "muster: only `muster run` takes a program after --\n");
+    return kExitUsage;
   }
   try {
     muster::log::setup();  // MUSTER_LOG_LEVEL; verbs that load a job file apply its log.level

@@ -6,6 +6,8 @@
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <string>
+#include <vector>
 
 namespace muster::cli {
 
@@ -21,4 +23,6 @@ void add_hostlist_verbs(CLI::App& app, verb_action& run);  // hostnames, hostlis
 void add_config_verbs(CLI::App& app, verb_action& run);    // config
 void add_slurm_verbs(CLI::App& app, verb_action& run);     // slurm-step
 void add_plan_verbs(CLI::App& app, verb_action& run);      // plan
+// run; `command` is what followed "--" on the command line (main splits it off).
+void add_run_verbs(CLI::App& app, verb_action& run, const std::vector<std::string>& command);
 }  // namespace muster::cli

@@ -1,0 +1,58 @@
+// `muster run JOB.toml [key=value ...] [-- COMMAND ARGS...]`: the job on this machine,
+// launch.nproc ranks (one per GPU, or 2 without GPUs), torchrun's contract for the workers.
+// Without COMMAND it runs the built-in worker (muster-test-worker beside this binary until the
+// engine, muster-train, exists). Exit status: the first failing rank's exit code (128 + signal
+// when a signal ended it), 0 when every rank succeeded, 2 for bad input.
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "common/error.hpp"
+#include "launcher/cli/verbs.hpp"
+#include "launcher/local_run.hpp"
+
+namespace muster::cli {
+namespace {
+
+// This program's directory, where the default worker is installed beside it.
+std::filesystem::path own_dir() {
+  std::error_code ec;
+  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::filesystem::path(".") : self.parent_path();
+}
+
+}  // namespace
+
+void add_run_verbs(CLI::App& app, verb_action& run, const std::vector<std::string>& command) {
+  struct options {
+    std::vector<std::string> args;
+  };
+  auto o = std::make_shared<options>();
+  auto* verb = app.add_subcommand(
+      "run",
+      "run a job on this machine: launch.nproc ranks with torchrun's environment, fail fast, "
+      "logs and the run store in launch.runs_dir; put the program after --");
+  verb->add_option("args", o->args, "JOB.toml and/or section.key=value overrides");
+  verb->footer("example: muster run job.toml launch.nproc=4 -- python3 train.py --lr 3e-4");
+  verb->callback([o, &run, &command] {
+    run = [o, &command] {
+      launcher::local_run_request request;
+      for (const auto& arg : o->args) {
+        if (arg.find('=') != std::string::npos) {
+          request.overrides.push_back(arg);
+        } else {
+          MUSTER_CHECK(request.job_file.empty(), errc::invalid_input,
+                       "run: two job files given ({} and {}); put the program after --, e.g. "
+                       "muster run job.toml -- {}",
+                       request.job_file.string(), arg, arg);
+          request.job_file = arg;
+        }
+      }
+      request.command = command;
+      request.default_worker = own_dir() / "muster-test-worker";
+      return launcher::run_local(request).exit_code;
+    };
+  });
+}
+
+}  // namespace muster::cli

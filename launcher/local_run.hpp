@@ -1,0 +1,33 @@
+// `muster run`: one job on this machine. Plans the layout (launcher/plan), creates the run
+// directory with its job.toml, logs/ and this node's run-store file, starts launch.nproc ranks
+// with the torchrun contract (worker_env.hpp), supervises them (supervisor.hpp), and records
+// every rank's start and end, the first failure and its knock-ons, and forwarded signals.
+// Not here: Slurm (`muster launch`), the multi-node rendezvous.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "common/job_config.hpp"
+
+namespace muster::launcher {
+
+struct local_run_request {
+  std::filesystem::path job_file;            // "" = defaults
+  std::vector<std::string> overrides;        // section.key=value
+  std::vector<std::string> command;          // empty: the built-in worker
+  std::filesystem::path default_worker;      // the program run without a command
+  int console_fd = 1;                        // the [rank N] console view
+};
+
+struct local_run_result {
+  int exit_code = 0;                         // the first failure's, see supervise_result
+  std::filesystem::path run_dir;
+};
+
+// Runs the job to its end. Throws errc::config / invalid_input for bad input (nothing started),
+// errc::io / errc::store when the run directory or its store cannot be written.
+local_run_result run_local(const local_run_request& request);
+
+}  // namespace muster::launcher

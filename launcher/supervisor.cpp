@@ -1,0 +1,303 @@
+// Supervising a node's workers: see supervisor.hpp.
+#include "launcher/supervisor.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <deque>
+#include <map>
+
+#include "common/error.hpp"
+#include "common/run_store_records.hpp"
+
+namespace muster::launcher {
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+void write_all(int fd, std::string_view data) {
+  while (!data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // a console or log that cannot take more loses output, not the run
+    data.remove_prefix(static_cast<std::size_t>(n));
+  }
+}
+
+// One worker as the loop tracks it.
+struct worker {
+  rank_exit exit;
+  int output_fd = -1;            // -1 once at end of file
+  int log_fd = -1;
+  bool running = true;
+  bool tee = false;
+  std::string partial;           // the unfinished last line
+  std::deque<std::string> lines; // the last kLastLines lines
+};
+
+class node_supervisor {
+ public:
+  explicit node_supervisor(const supervise_options& options) : options_(options) {}
+  ~node_supervisor() {
+    for (auto& w : workers_) {
+      if (w.output_fd >= 0) ::close(w.output_fd);
+      if (w.log_fd >= 0) ::close(w.log_fd);
+    }
+    if (signal_fd_ >= 0) ::close(signal_fd_);
+    ::sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
+  }
+
+  supervise_result run(const std::vector<worker_spec>& specs) {
+    block_signals();
+    try {
+      for (const auto& spec : specs) start(spec);
+    } catch (...) {
+      stop_all(SIGKILL);
+      while (any_running()) reap(/*block=*/true);
+      throw;
+    }
+    loop();
+    return finish();
+  }
+
+ private:
+  void block_signals() {
+    sigset_t mask;
+    sigemptyset(&mask);
+    for (int sig : {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2}) sigaddset(&mask, sig);
+    MUSTER_CHECK(::sigprocmask(SIG_BLOCK, &mask, &old_mask_) == 0, errc::internal,
+                 "sigprocmask: {}", strerror(errno));
+    signal_fd_ = ::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+    MUSTER_CHECK(signal_fd_ >= 0, errc::io, "signalfd: {}", strerror(errno));
+  }
+
+  void start(const worker_spec& spec) {
+    worker w;
+    w.exit.rank = spec.rank;
+    w.tee = options_.tee == tee_mode::all || (options_.tee == tee_mode::rank0 && spec.rank == 0);
+    auto log = options_.log_path(spec.rank);
+    w.log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    MUSTER_CHECK(w.log_fd >= 0, errc::io, "rank {}: cannot open its log {}: {}", spec.rank,
+                 log.string(), strerror(errno));
+    auto spawned = spawn_worker(spec);
+    w.exit.pid = spawned.pid;
+    w.output_fd = spawned.output_fd;
+    workers_.push_back(std::move(w));
+    emit({supervisor_event::kind::started, spec.rank, spawned.pid, 0, nullptr});
+  }
+
+  void emit(const supervisor_event& event) {
+    if (options_.on_event) options_.on_event(event);
+  }
+
+  bool any_running() const {
+    return std::any_of(workers_.begin(), workers_.end(), [](const worker& w) { return w.running; });
+  }
+  bool any_output() const {
+    return std::any_of(workers_.begin(), workers_.end(),
+                       [](const worker& w) { return w.output_fd >= 0; });
+  }
+
+  void loop() {
+    std::optional<clock::time_point> drain_until;
+    while (any_running() || (any_output() && drain_until && clock::now() < *drain_until)) {
+      std::vector<pollfd> fds{{signal_fd_, POLLIN, 0}};
+      std::vector<worker*> owners{nullptr};
+      for (auto& w : workers_)
+        if (w.output_fd >= 0) {
+          fds.push_back({w.output_fd, POLLIN, 0});
+          owners.push_back(&w);
+        }
+      int rc = ::poll(fds.data(), fds.size(), timeout_ms(drain_until));
+      if (rc < 0 && errno != EINTR) MUSTER_THROW(errc::internal, "poll: {}", strerror(errno));
+      if (fds[0].revents & POLLIN) read_signals();
+      for (std::size_t i = 1; i < fds.size(); ++i)
+        if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) read_output(*owners[i]);
+      if (kill_at_ && clock::now() >= *kill_at_) {
+        kill_at_.reset();
+        emit({supervisor_event::kind::killing, -1, -1, SIGKILL, nullptr});
+        stop_all(SIGKILL);
+      }
+      // Output still in the pipes when the last worker ends is read for a short while; a
+      // grandchild holding a pipe open does not keep the launcher waiting.
+      if (!any_running() && !drain_until) drain_until = clock::now() + std::chrono::milliseconds(300);
+    }
+  }
+
+  int timeout_ms(const std::optional<clock::time_point>& drain_until) const {
+    std::optional<clock::time_point> next = kill_at_;
+    if (drain_until && (!next || *drain_until < *next)) next = drain_until;
+    if (!next) return -1;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*next - clock::now());
+    return static_cast<int>(std::max<std::int64_t>(0, left.count()) + 1);
+  }
+
+  void read_signals() {
+    signalfd_siginfo info;
+    while (::read(signal_fd_, &info, sizeof info) == sizeof info) {
+      int sig = static_cast<int>(info.ssi_signo);
+      if (sig == SIGCHLD) {
+        reap(/*block=*/false);
+      } else if (sig == SIGUSR1 || sig == SIGUSR2) {
+        emit({supervisor_event::kind::forwarded_signal, -1, -1, sig, nullptr});
+        signal_running(sig);
+      } else {
+        on_stop_signal(sig);
+      }
+    }
+  }
+
+  void on_stop_signal(int sig) {
+    if (launcher_signal_ || kill_at_) {  // asked twice: no more grace
+      kill_at_.reset();
+      emit({supervisor_event::kind::killing, -1, -1, SIGKILL, nullptr});
+      stop_all(SIGKILL);
+      return;
+    }
+    launcher_signal_ = sig;
+    emit({supervisor_event::kind::stopping, -1, -1, sig, nullptr});
+    begin_stop(sig);
+  }
+
+  void begin_stop(int sig) {
+    stopping_ = true;
+    stop_all(sig);
+    kill_at_ = clock::now() + options_.kill_grace;
+  }
+
+  // Signals the process group of every worker still running.
+  void signal_running(int sig) {
+    for (auto& w : workers_)
+      if (w.running) ::kill(-w.exit.pid, sig);
+  }
+  // Signals every worker's group, running or not (its children may still be there).
+  void stop_all(int sig) {
+    for (auto& w : workers_) ::kill(-w.exit.pid, sig);
+  }
+
+  void reap(bool block) {
+    for (;;) {
+      int status = 0;
+      pid_t pid = ::waitpid(-1, &status, block ? 0 : WNOHANG);
+      if (pid <= 0) return;
+      auto it = std::find_if(workers_.begin(), workers_.end(),
+                             [pid](const worker& w) { return w.exit.pid == pid && w.running; });
+      if (it == workers_.end()) continue;
+      record_exit(*it, status);
+      if (block) return;
+    }
+  }
+
+  void record_exit(worker& w, int status) {
+    w.running = false;
+    if (WIFEXITED(status)) w.exit.exit_code = WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) w.exit.signal = WTERMSIG(status);
+    w.exit.time_ms = store::now_ms();
+    if (stopping_) {
+      w.exit.knock_on = true;
+    } else if (w.exit.failed()) {
+      w.exit.first_failure = true;
+      first_failure_ = static_cast<int>(&w - workers_.data());
+    }
+    read_output(w);  // what it wrote just before it ended belongs to its record
+    w.exit.last_lines.assign(w.lines.begin(), w.lines.end());
+    if (!w.partial.empty()) w.exit.last_lines.push_back(w.partial);
+    emit({supervisor_event::kind::exited, w.exit.rank, w.exit.pid, 0, &w.exit});
+    if (w.exit.first_failure) begin_stop(SIGTERM);
+  }
+
+  void read_output(worker& w) {
+    char buffer[65536];
+    while (w.output_fd >= 0) {
+      pollfd p{w.output_fd, POLLIN, 0};
+      if (::poll(&p, 1, 0) <= 0) return;
+      ssize_t n = ::read(w.output_fd, buffer, sizeof buffer);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        ::close(w.output_fd);
+        w.output_fd = -1;
+        return;
+      }
+      std::string_view chunk(buffer, static_cast<std::size_t>(n));
+      write_all(w.log_fd, chunk);
+      split_lines(w, chunk);
+    }
+  }
+
+  void split_lines(worker& w, std::string_view chunk) {
+    for (std::size_t nl; (nl = chunk.find('\n')) != std::string_view::npos;) {
+      w.partial.append(chunk.substr(0, nl));
+      if (w.tee) write_all(options_.console_fd, fmt::format("[rank {}] {}\n", w.exit.rank, w.partial));
+      w.lines.push_back(std::move(w.partial));
+      if (w.lines.size() > kLastLines) w.lines.pop_front();
+      w.partial.clear();
+      chunk.remove_prefix(nl + 1);
+    }
+    w.partial.append(chunk);
+  }
+
+  supervise_result finish() {
+    bool leftovers = false;
+    for (auto& w : workers_) leftovers |= ::kill(-w.exit.pid, SIGKILL) == 0;
+    if (leftovers) emit({supervisor_event::kind::leftovers_killed, -1, -1, SIGKILL, nullptr});
+    supervise_result result;
+    for (auto& w : workers_) {
+      if (w.tee && !w.partial.empty())
+        write_all(options_.console_fd, fmt::format("[rank {}] {}\n", w.exit.rank, w.partial));
+      result.exits.push_back(w.exit);
+    }
+    result.first_failure = first_failure_;
+    result.launcher_signal = launcher_signal_;
+    return result;
+  }
+
+  const supervise_options& options_;
+  std::vector<worker> workers_;
+  int signal_fd_ = -1;
+  sigset_t old_mask_{};
+  bool stopping_ = false;
+  std::optional<clock::time_point> kill_at_;
+  std::optional<int> first_failure_;
+  std::optional<int> launcher_signal_;
+};
+
+}  // namespace
+
+std::string signal_name(int signal) {
+  const char* abbrev = ::sigabbrev_np(signal);
+  return abbrev ? fmt::format("SIG{}", abbrev) : fmt::format("signal {}", signal);
+}
+
+std::string rank_exit::describe() const {
+  if (signal) return fmt::format("signal {} ({})", *signal, signal_name(*signal));
+  return fmt::format("exit code {}", exit_code.value_or(-1));
+}
+
+int supervise_result::exit_code() const {
+  if (first_failure) {
+    const auto& e = exits[static_cast<std::size_t>(*first_failure)];
+    return e.signal ? 128 + *e.signal : *e.exit_code;
+  }
+  if (launcher_signal) return 128 + *launcher_signal;
+  for (const auto& e : exits)
+    if (e.failed()) return e.signal ? 128 + *e.signal : *e.exit_code;
+  return 0;
+}
+
+supervise_result supervise(const std::vector<worker_spec>& specs,
+                           const supervise_options& options) {
+  MUSTER_CHECK(static_cast<bool>(options.log_path), errc::internal, "supervise: no log_path");
+  node_supervisor s(options);
+  return s.run(specs);
+}
+
+}  // namespace muster::launcher

@@ -1,0 +1,90 @@
+// Supervising the workers of one node: start them, copy their output to per-rank logs and the
+// console, and stop them all quickly when one fails or the launcher is told to stop.
+//
+// Contract:
+// - Fail fast: when a worker exits non-zero or by a signal, every other worker's process group
+//   gets SIGTERM at once and SIGKILL after kill_grace. The first such worker is the first
+//   failure; every worker that ends after that is a knock-on.
+// - Signals to the launcher: SIGTERM, SIGINT and SIGHUP are forwarded to every worker's group,
+//   then grace, then SIGKILL (a second one kills at once); SIGUSR1 and SIGUSR2 are forwarded
+//   unchanged (Slurm's --signal=USR1@90 pre-timeout warning) and the workers keep running.
+// - run() blocks SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGUSR1 and SIGUSR2 in the calling thread and
+//   reads them from a signalfd: call it from a single-threaded launcher, or block them in every
+//   thread first. It returns when every worker has exited; leftover processes in a worker's
+//   group (its own children) are killed then, so nothing outlives the run.
+// Not here: the environment of the workers (worker_env.hpp), what is recorded (the caller's
+// on_event), the run directory.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launcher/worker_process.hpp"
+
+namespace muster::launcher {
+
+// Which ranks' output the console shows, each line prefixed "[rank N] ".
+enum class tee_mode { none, rank0, all };
+
+// How one worker ended.
+struct rank_exit {
+  int rank = 0;
+  pid_t pid = -1;
+  std::optional<int> exit_code;        // set when it exited
+  std::optional<int> signal;           // set when a signal ended it
+  bool first_failure = false;          // the failure that stopped the others
+  bool knock_on = false;               // ended after the others were being stopped
+  std::int64_t time_ms = 0;            // epoch ms when it was reaped
+  std::vector<std::string> last_lines; // its last output lines (up to kLastLines)
+
+  bool failed() const { return signal.has_value() || exit_code.value_or(0) != 0; }
+  // "exit code 3" or "signal 9 (SIGKILL)".
+  std::string describe() const;
+};
+
+inline constexpr std::size_t kLastLines = 20;
+
+// What happened, as it happens, for the caller to record.
+struct supervisor_event {
+  enum class kind { started, exited, forwarded_signal, stopping, killing, leftovers_killed };
+  kind what = kind::started;
+  int rank = -1;                       // the rank, for started and exited; -1 otherwise
+  pid_t pid = -1;
+  int signal = 0;                      // forwarded_signal, stopping: the signal
+  const rank_exit* exit = nullptr;     // exited: how
+};
+
+struct supervise_options {
+  std::chrono::milliseconds kill_grace{30000};  // SIGTERM -> SIGKILL (Slurm's KillWait)
+  tee_mode tee = tee_mode::rank0;
+  int console_fd = 1;                           // where the console view goes
+  // The log file of each rank (created or appended to); required.
+  std::function<std::filesystem::path(int rank)> log_path;
+  std::function<void(const supervisor_event&)> on_event;  // optional
+};
+
+struct supervise_result {
+  std::vector<rank_exit> exits;            // one per worker, in spec order
+  std::optional<int> first_failure;        // index into exits
+  std::optional<int> launcher_signal;      // SIGTERM/SIGINT/SIGHUP the launcher received
+
+  // The launcher's exit code: the first failure's exit code (128 + signal when a signal ended
+  // it), else 128 + the launcher's signal, else 0.
+  int exit_code() const;
+};
+
+// Starts every spec, supervises them as above, and returns when all have exited. Throws (after
+// stopping the workers already started) when a worker cannot be started.
+supervise_result supervise(const std::vector<worker_spec>& specs, const supervise_options& options);
+
+// "SIGTERM" for 15; "signal 77" for a number without a name.
+std::string signal_name(int signal);
+
+}  // namespace muster::launcher

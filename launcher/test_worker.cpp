@@ -1,0 +1,146 @@
+// muster-test-worker: the documented stand-in worker `muster run` starts when no command is
+// given, until the built-in engine (muster-train) exists; the launcher's tests and benchmarks
+// drive it. It prints the torchrun contract it received and then does what its options say:
+//
+//   --sleep-ms N        run for N ms before exiting (default 0)
+//   --exit-code N       exit with N (default 0)
+//   --only-rank R       apply --exit-code / --signal / --after-ms only on rank R; other ranks
+//                       run for --sleep-ms and exit 0
+//   --after-ms N        wait N ms before the --exit-code or --signal of --only-rank
+//   --signal S          kill itself with signal S (e.g. 9) instead of exiting
+//   --ignore-term       ignore SIGTERM (to test the launcher's SIGKILL after its grace)
+//   --heartbeat-ms N    touch $MUSTER_HEARTBEAT_FILE every N ms while running
+//   --error-message T   write T to $TORCHELASTIC_ERROR_FILE (torchelastic's JSON) before failing
+//   --lines N           print N numbered lines before anything else
+//
+// On SIGUSR1 or SIGUSR2 it prints "rank R got SIGUSR1" and creates
+// $MUSTER_RUN_DIR/signal-<NAME>-rank-<R>, then keeps running. On SIGTERM it prints
+// "rank R got SIGTERM" and exits 143.
+#include <signal.h>
+#include <unistd.h>
+#include <utime.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <string_view>
+#include <thread>
+
+namespace {
+
+volatile sig_atomic_t pending_signal = 0;
+
+void on_signal(int sig) { pending_signal = sig; }
+
+std::string env(const char* name) {
+  const char* value = std::getenv(name);
+  return value ? value : "";
+}
+
+struct options {
+  long sleep_ms = 0;
+  int exit_code = 0;
+  int only_rank = -1;
+  long after_ms = 0;
+  int signal = 0;
+  bool ignore_term = false;
+  long heartbeat_ms = 0;
+  std::string error_message;
+  int lines = 0;
+};
+
+options parse(int argc, char** argv) {
+  options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string_view a = argv[i];
+    auto next = [&]() -> const char* {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "muster-test-worker: %s needs a value\n", argv[i]);
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--sleep-ms") o.sleep_ms = std::atol(next());
+    else if (a == "--exit-code") o.exit_code = std::atoi(next());
+    else if (a == "--only-rank") o.only_rank = std::atoi(next());
+    else if (a == "--after-ms") o.after_ms = std::atol(next());
+    else if (a == "--signal") o.signal = std::atoi(next());
+    else if (a == "--ignore-term") o.ignore_term = true;
+    else if (a == "--heartbeat-ms") o.heartbeat_ms = std::atol(next());
+    else if (a == "--error-message") o.error_message = next();
+    else if (a == "--lines") o.lines = std::atoi(next());
+    else {
+      std::fprintf(stderr, "muster-test-worker: unknown option %s\n", argv[i]);
+      std::exit(2);
+    }
+  }
+  return o;
+}
+
+// Sleeps `ms`, answering USR1/USR2/TERM as the file comment says, touching the heartbeat.
+void run_for(long ms, const options& o, const std::string& rank) {
+  using clock = std::chrono::steady_clock;
+  const auto end = clock::now() + std::chrono::milliseconds(ms);
+  auto beat = clock::now();
+  while (clock::now() < end) {
+    if (int sig = pending_signal) {
+      pending_signal = 0;
+      std::printf("rank %s got SIG%s\n", rank.c_str(), sigabbrev_np(sig));
+      std::fflush(stdout);
+      if (sig == SIGTERM) std::exit(143);
+      std::ofstream(env("MUSTER_RUN_DIR") + "/signal-SIG" + sigabbrev_np(sig) + "-rank-" + rank);
+    }
+    if (o.heartbeat_ms > 0 && clock::now() >= beat) {
+      std::ofstream(env("MUSTER_HEARTBEAT_FILE"), std::ios::app);
+      ::utime(env("MUSTER_HEARTBEAT_FILE").c_str(), nullptr);
+      beat = clock::now() + std::chrono::milliseconds(o.heartbeat_ms);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const options o = parse(argc, argv);
+  const std::string rank = env("RANK");
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigaction(SIGUSR1, &sa, nullptr);
+  sigaction(SIGUSR2, &sa, nullptr);
+  if (o.ignore_term) signal(SIGTERM, SIG_IGN);
+  else sigaction(SIGTERM, &sa, nullptr);
+
+  std::printf("rank %s of %s (local %s of %s, node %s) master %s:%s run %s\n", rank.c_str(),
+              env("WORLD_SIZE").c_str(), env("LOCAL_RANK").c_str(),
+              env("LOCAL_WORLD_SIZE").c_str(), env("GROUP_RANK").c_str(),
+              env("MASTER_ADDR").c_str(), env("MASTER_PORT").c_str(),
+              env("TORCHELASTIC_RUN_ID").c_str());
+  for (int i = 0; i < o.lines; ++i) std::printf("rank %s line %d\n", rank.c_str(), i);
+  std::fflush(stdout);
+
+  const bool acts = o.only_rank < 0 || std::to_string(o.only_rank) == rank;
+  if (!acts) {
+    run_for(o.sleep_ms, o, rank);
+    return 0;
+  }
+  run_for(o.after_ms > 0 ? o.after_ms : o.sleep_ms, o, rank);
+  if (!o.error_message.empty() && !env("TORCHELASTIC_ERROR_FILE").empty()) {
+    std::ofstream out(env("TORCHELASTIC_ERROR_FILE"));
+    out << R"({"message": {"message": ")" << o.error_message
+        << R"(", "extraInfo": {"py_callstack": "", "timestamp": "0"}}})" << "\n";
+  }
+  if (o.signal != 0) {
+    std::fprintf(stderr, "rank %s: raising signal %d\n", rank.c_str(), o.signal);
+    std::fflush(stderr);
+    signal(o.signal, SIG_DFL);
+    raise(o.signal);
+  }
+  if (o.exit_code != 0) {
+    std::fprintf(stderr, "rank %s: exiting with %d\n", rank.c_str(), o.exit_code);
+  }
+  return o.exit_code;
+}

@@ -1,0 +1,45 @@
+// The environment a worker starts with: the launcher's own environment plus the torchrun
+// contract, so code written for torchrun runs unchanged, plus muster's own variables.
+//
+//   RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK (the node's index),
+//   GROUP_WORLD_SIZE, ROLE_NAME ("default"), ROLE_RANK, ROLE_WORLD_SIZE, MASTER_ADDR,
+//   MASTER_PORT, TORCHELASTIC_RUN_ID, TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_MAX_RESTARTS,
+//   TORCHELASTIC_ERROR_FILE (per rank; read back when the rank fails), OMP_NUM_THREADS (only
+//   when unset: the node's CPUs over its ranks, at least 1, as torchrun sets it to 1)
+//   MUSTER_RUN_DIR, MUSTER_RUN_ID, MUSTER_RANK, MUSTER_LOCAL_RANK, MUSTER_WORLD_SIZE,
+//   MUSTER_HEARTBEAT_FILE (touch it to report progress)
+//
+// A pure function of its inputs: no I/O, no getenv. Not here: CUDA_VISIBLE_DEVICES and the GPU
+// policy (a later step), starting processes (worker_process.hpp).
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+#include "launcher/slurm_step.hpp"
+
+namespace muster::launcher {
+
+// Where one rank sits, and what its run is.
+struct worker_identity {
+  int rank = 0;
+  int local_rank = 0;
+  int world_size = 1;
+  int local_world_size = 1;
+  int node_rank = 0;                    // GROUP_RANK
+  int num_nodes = 1;                    // GROUP_WORLD_SIZE
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;
+  std::string run_id;
+  std::filesystem::path run_dir;
+  std::filesystem::path error_file;     // TORCHELASTIC_ERROR_FILE
+  std::filesystem::path heartbeat_file; // MUSTER_HEARTBEAT_FILE
+  int restart_count = 0;
+  int max_restarts = 0;
+  int cpus_on_node = 1;                 // for OMP_NUM_THREADS when the user did not set it
+};
+
+// `base` with the contract's variables set (replacing any of the same name in `base`).
+env_map worker_env(const env_map& base, const worker_identity& who);
+
+}  // namespace muster::launcher
