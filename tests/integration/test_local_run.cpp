@@ -1,0 +1,252 @@
+// `muster run` with real worker processes (muster-test-worker): N ranks start with torchrun's
+// environment; a failing rank stops the others fast and its exit code becomes muster's; a rank
+// killed by a signal is recorded as such; a launcher killed with SIGKILL leaves no worker; SIGUSR1
+// reaches every worker; SIGTERM stops them; a worker that ignores SIGTERM is killed after the
+// grace. Everything is checked in the run store as well.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include "common/run_reader.hpp"
+#include "tests/support/subprocess.hpp"
+#include "tests/support/temp_dir.hpp"
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+const std::string kMuster = std::string(MUSTER_BIN_DIR) + "/muster";
+const std::string kWorker = std::string(MUSTER_BIN_DIR) + "/muster-test-worker";
+
+std::vector<std::string> run_args(const muster::test::temp_dir& runs, int nproc,
+                                  std::vector<std::string> worker_args,
+                                  std::vector<std::string> overrides = {}) {
+  std::vector<std::string> args = {kMuster, "run", "launch.runs_dir=" + runs.path().string(),
+                                   "launch.nproc=" + std::to_string(nproc)};
+  args.insert(args.end(), overrides.begin(), overrides.end());
+  args.push_back("--");
+  args.push_back(kWorker);
+  args.insert(args.end(), worker_args.begin(), worker_args.end());
+  return args;
+}
+
+// The one run directory under `runs`.
+fs::path run_dir_of(const muster::test::temp_dir& runs) {
+  std::vector<fs::path> dirs;
+  for (const auto& e : fs::directory_iterator(runs.path()))
+    if (e.is_directory()) dirs.push_back(e.path());
+  REQUIRE(dirs.size() == 1);
+  return dirs.front();
+}
+
+// Waits until `done` holds, or fails the test after `limit`.
+template <class F>
+void wait_for(F&& done, std::chrono::milliseconds limit, const char* what) {
+  auto end = clock_type::now() + limit;
+  while (!done()) {
+    if (clock_type::now() > end) FAIL("timed out waiting for " << what);
+    std::this_thread::sleep_for(10ms);
+  }
+}
+
+// The pids of the ranks once all `n` are recorded as running.
+std::vector<pid_t> running_pids(const muster::test::temp_dir& runs, int n) {
+  std::vector<pid_t> pids;
+  wait_for(
+      [&] {
+        pids.clear();
+        if (!fs::exists(runs.path()) || fs::is_empty(runs.path())) return false;
+        try {
+          muster::store::run_reader reader(run_dir_of(runs));
+          for (const auto& r : reader.ranks())
+            if (r.state == muster::store::rank_state::running && r.pid) pids.push_back(static_cast<pid_t>(*r.pid));
+        } catch (const std::exception&) {
+          return false;
+        }
+        return static_cast<int>(pids.size()) == n;
+      },
+      5s, "every rank to be recorded as running");
+  return pids;
+}
+
+bool process_gone(pid_t pid) {
+  if (::kill(pid, 0) != 0) return true;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  auto close = text.rfind(')');
+  return close == std::string::npos || text.substr(close + 2, 1) == "Z";  // a zombie is dead
+}
+
+}  // namespace
+
+TEST_CASE("muster run starts N ranks with torchrun's environment and records them", "[local_run]") {
+  muster::test::temp_dir runs;
+  auto r = muster::test::run_process(run_args(runs, 4, {"--lines", "2"}, {"launch.tee=all"}));
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  REQUIRE(r.exit_code == 0);
+  auto dir = run_dir_of(runs);
+  const std::string run_id = dir.filename().string();
+  for (int rank = 0; rank < 4; ++rank) {
+    auto log = muster::test::read_file(dir / "logs" / ("rank-" + std::to_string(rank) + ".log"));
+    CHECK_THAT(log, Catch::StartsWith("rank " + std::to_string(rank) + " of 4 (local " +
+                                      std::to_string(rank) + " of 4, node 0) master 127.0.0.1:"));
+    CHECK_THAT(log, Catch::Contains(" run " + run_id));
+    CHECK_THAT(r.out, Catch::Contains("[rank " + std::to_string(rank) + "] rank " +
+                                      std::to_string(rank) + " line 1"));
+  }
+  muster::store::run_reader reader(dir);
+  REQUIRE(reader.run());
+  CHECK(reader.run()->state == muster::store::run_state::succeeded);
+  CHECK(reader.run()->world_size == 4);
+  auto ranks = reader.ranks();
+  REQUIRE(ranks.size() == 4);
+  for (const auto& rank : ranks) {
+    CHECK(rank.state == muster::store::rank_state::succeeded);
+    CHECK(rank.exit_code == 0);
+  }
+  CHECK(fs::exists(dir / "job.toml"));
+}
+
+TEST_CASE("one rank exiting 3 stops the others within a second and muster exits 3", "[local_run]") {
+  muster::test::temp_dir runs;
+  auto start = clock_type::now();
+  auto r = muster::test::run_process(run_args(
+      runs, 4, {"--only-rank", "2", "--after-ms", "300", "--exit-code", "3", "--sleep-ms", "60000",
+                "--error-message", "CUDA out of memory. Tried to allocate 2.00 GiB"}));
+  auto elapsed = clock_type::now() - start;
+  INFO("stderr: " << r.err);
+  CHECK(r.exit_code == 3);
+  CHECK(elapsed < 300ms + 1s);
+  CHECK_THAT(r.err, Catch::Contains("rank 2 failed first (exit code 3); 3 other rank(s) stopped"));
+  CHECK_THAT(r.err, Catch::Contains("error file: CUDA out of memory. Tried to allocate 2.00 GiB"));
+  CHECK_THAT(r.err, Catch::Contains("[rank 2] rank 2: exiting with 3"));
+
+  muster::store::run_reader reader(run_dir_of(runs));
+  CHECK(reader.run()->state == muster::store::run_state::failed);
+  for (const auto& rank : reader.ranks()) {
+    INFO("rank " << rank.rank);
+    if (rank.rank == 2) {
+      CHECK(rank.state == muster::store::rank_state::failed);
+      CHECK(rank.exit_code == 3);
+    } else {
+      CHECK(rank.state == muster::store::rank_state::killed);  // stopped: a knock-on
+      CHECK(rank.exit_code == 143);                            // the worker's SIGTERM exit
+    }
+  }
+  int first = 0, knock_on = 0;
+  for (const auto& e : reader.events()) {
+    if (e.kind == "first_failure") {
+      ++first;
+      CHECK(e.rank == 2);
+      CHECK_THAT(e.message, Catch::Contains("failed first: exit code 3"));
+      CHECK_THAT(e.message, Catch::Contains("CUDA out of memory"));
+    }
+    knock_on += e.kind == "knock_on";
+  }
+  CHECK(first == 1);
+  CHECK(knock_on == 3);
+}
+
+TEST_CASE("a rank killed by SIGKILL is recorded as a signal and muster exits 137", "[local_run]") {
+  muster::test::temp_dir runs;
+  auto r = muster::test::run_process(
+      run_args(runs, 3, {"--only-rank", "1", "--after-ms", "200", "--signal", "9", "--sleep-ms",
+                         "60000"}));
+  CHECK(r.exit_code == 128 + 9);
+  CHECK_THAT(r.err, Catch::Contains("rank 1 failed first (signal 9 (SIGKILL))"));
+  muster::store::run_reader reader(run_dir_of(runs));
+  for (const auto& rank : reader.ranks())
+    if (rank.rank == 1) {
+      CHECK(rank.signal == 9);
+      CHECK_FALSE(rank.exit_code.has_value());
+    }
+}
+
+TEST_CASE("a worker ignoring SIGTERM is killed after launch.kill_grace", "[local_run]") {
+  muster::test::temp_dir runs;
+  auto start = clock_type::now();
+  auto r = muster::test::run_process(
+      run_args(runs, 2, {"--only-rank", "0", "--after-ms", "100", "--exit-code", "5", "--sleep-ms",
+                         "60000", "--ignore-term"},
+               {"launch.kill_grace=1"}));
+  auto elapsed = clock_type::now() - start;
+  CHECK(r.exit_code == 5);
+  CHECK(elapsed >= 1s);
+  CHECK(elapsed < 3s);
+  muster::store::run_reader reader(run_dir_of(runs));
+  for (const auto& rank : reader.ranks())
+    if (rank.rank == 1) CHECK(rank.signal == 9);
+  bool killed = false;
+  for (const auto& e : reader.events()) killed |= e.kind == "kill";
+  CHECK(killed);
+}
+
+TEST_CASE("a launcher killed with SIGKILL leaves no worker running", "[local_run]") {
+  muster::test::temp_dir runs;
+  auto child = muster::test::spawn_process(run_args(runs, 4, {"--sleep-ms", "60000"}));
+  auto pids = running_pids(runs, 4);
+  ::kill(child.pid, SIGKILL);
+  muster::test::wait_process(child.pid);
+  ::close(child.out_fd);
+  wait_for([&] { return std::all_of(pids.begin(), pids.end(), process_gone); }, 2s,
+           "every worker to be gone");
+}
+
+TEST_CASE("SIGUSR1 to the launcher reaches every worker, SIGTERM stops them", "[local_run]") {
+  muster::test::temp_dir runs;
+  auto child = muster::test::spawn_process(run_args(runs, 3, {"--sleep-ms", "60000"}));
+  running_pids(runs, 3);
+  auto dir = run_dir_of(runs);
+  ::kill(child.pid, SIGUSR1);
+  wait_for(
+      [&] {
+        for (int rank = 0; rank < 3; ++rank)
+          if (!fs::exists(dir / ("signal-SIGUSR1-rank-" + std::to_string(rank)))) return false;
+        return true;
+      },
+      5s, "every worker to get SIGUSR1");
+  ::kill(child.pid, SIGTERM);
+  auto result = muster::test::wait_process(child.pid);
+  ::close(child.out_fd);
+  CHECK(result.exit_code == 128 + SIGTERM);
+  muster::store::run_reader reader(dir);
+  CHECK(reader.run()->state == muster::store::run_state::cancelled);
+  bool forwarded = false, stopping = false;
+  for (const auto& e : reader.events()) {
+    forwarded |= e.kind == "signal_forwarded" && e.message.find("SIGUSR1") != std::string::npos;
+    stopping |= e.kind == "launcher_signal";
+  }
+  CHECK(forwarded);
+  CHECK(stopping);
+  for (const auto& rank : reader.ranks()) CHECK(rank.exit_code == 143);
+}
+
+TEST_CASE("bad input to muster run is one clear line and starts nothing", "[local_run]") {
+  muster::test::temp_dir runs;
+  auto missing = muster::test::run_process({kMuster, "run", "launch.runs_dir=" + runs.path().string(),
+                                            "--", "no-such-program-xyz"});
+  CHECK(missing.exit_code == 2);
+  CHECK_THAT(missing.err, Catch::StartsWith("muster: command 'no-such-program-xyz' is not on the "
+                                            "workers' PATH"));
+  CHECK(fs::is_empty(runs.path()));
+  auto typo = muster::test::run_process({kMuster, "run", "launch.nprocs=2", "--", kWorker});
+  CHECK(typo.exit_code == 2);
+  CHECK_THAT(typo.err, Catch::Contains("did you mean 'launch.nproc'?"));
+  auto stray = muster::test::run_process({kMuster, "plan", "--", "x"});
+  CHECK(stray.exit_code == 2);
+  CHECK_THAT(stray.err, Catch::Contains("only `muster run` takes a program after --"));
+  muster::test::write_file(runs / "file", "");
+  auto blocked = muster::test::run_process(
+      {kMuster, "run", "launch.runs_dir=" + (runs / "file").string(), "--", kWorker});
+  CHECK(blocked.exit_code != 0);
+  CHECK_THAT(blocked.err, Catch::StartsWith("muster: "));
+  CHECK_THAT(blocked.err, Catch::Contains("file"));
+}

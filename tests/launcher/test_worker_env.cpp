@@ -1,0 +1,53 @@
+// Tests of the worker's environment (launcher/worker_env.hpp): torchrun's contract.
+#include <catch2/catch.hpp>
+
+#include "launcher/worker_env.hpp"
+
+using muster::launcher::env_map;
+using muster::launcher::worker_env;
+using muster::launcher::worker_identity;
+
+TEST_CASE("workers get torchrun's variables and muster's, over the launcher's", "[worker_env]") {
+  env_map base = {{"PATH", "/usr/bin"}, {"RANK", "99"}, {"HOME", "/root"}};
+  worker_identity who;
+  who.rank = 5;
+  who.local_rank = 1;
+  who.world_size = 8;
+  who.local_world_size = 4;
+  who.node_rank = 1;
+  who.num_nodes = 2;
+  who.master_addr = "gpu-a01";
+  who.master_port = 41234;
+  who.run_id = "moe-20261122-010203-abcd";
+  who.run_dir = "/runs/moe-20261122-010203-abcd";
+  who.error_file = "/runs/moe/logs/rank-5.error.json";
+  who.heartbeat_file = "/runs/moe/logs/rank-5.heartbeat";
+  who.restart_count = 2;
+  who.max_restarts = 3;
+  who.cpus_on_node = 32;
+  auto env = worker_env(base, who);
+  const env_map expected_subset = {
+      {"RANK", "5"},           {"LOCAL_RANK", "1"},          {"WORLD_SIZE", "8"},
+      {"LOCAL_WORLD_SIZE", "4"}, {"GROUP_RANK", "1"},        {"GROUP_WORLD_SIZE", "2"},
+      {"ROLE_NAME", "default"}, {"ROLE_RANK", "5"},          {"ROLE_WORLD_SIZE", "8"},
+      {"MASTER_ADDR", "gpu-a01"}, {"MASTER_PORT", "41234"},
+      {"TORCHELASTIC_RUN_ID", "moe-20261122-010203-abcd"},
+      {"TORCHELASTIC_RESTART_COUNT", "2"}, {"TORCHELASTIC_MAX_RESTARTS", "3"},
+      {"TORCHELASTIC_ERROR_FILE", "/runs/moe/logs/rank-5.error.json"},
+      {"MUSTER_RUN_DIR", "/runs/moe-20261122-010203-abcd"}, {"MUSTER_RANK", "5"},
+      {"MUSTER_HEARTBEAT_FILE", "/runs/moe/logs/rank-5.heartbeat"},
+      {"OMP_NUM_THREADS", "8"},  // 32 CPUs over 4 local ranks
+      {"PATH", "/usr/bin"},      {"HOME", "/root"}};
+  for (const auto& [name, value] : expected_subset) {
+    INFO(name);
+    CHECK(env.at(name) == value);
+  }
+}
+
+TEST_CASE("a user's OMP_NUM_THREADS is kept, and there is always at least one", "[worker_env]") {
+  worker_identity who;
+  who.local_world_size = 4;
+  who.cpus_on_node = 2;
+  CHECK(worker_env({}, who).at("OMP_NUM_THREADS") == "1");
+  CHECK(worker_env({{"OMP_NUM_THREADS", "6"}}, who).at("OMP_NUM_THREADS") == "6");
+}
