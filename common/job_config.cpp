@@ -32,6 +32,15 @@ const field<job_config> kSchema[] = {
     FIELD(launch.tee, "launch.tee",
           "which ranks' output the console shows, each line prefixed [rank N]: rank0, all or "
           "none (every rank's output is always in <run_dir>/logs/rank-N.log)"),
+    FIELD(launch.timeout_hang, "launch.timeout_hang",
+          "seconds a rank may go without touching its heartbeat file (MUSTER_HEARTBEAT_FILE) "
+          "before it is called hung and the job fails; ranks that never touch it are not "
+          "watched; 0 = off"),
+    FIELD(launch.hang_dump, "launch.hang_dump",
+          "send a hung rank SIGABRT, for a core file and a stack dump, rather than SIGTERM"),
+    FIELD(launch.max_restarts, "launch.max_restarts",
+          "times the local ranks are restarted after a failure (TORCHELASTIC_RESTART_COUNT "
+          "counts them); 0 = fail at once"),
     FIELD(parallel.allocation, "parallel.allocation",
           "AReaL allocation string instead of the sizes below: \"d4t2p2\", \"megatron:d2p2t4e4\" "
           "or \"megatron:(attn:d1p4t2c2|ffn:d1p4t1e4)\"; \"\" = use the sizes"),
@@ -270,6 +279,8 @@ void validate(const job_config& c, const config::sources& where) {
                "per GPU",
                place_of(where, "launch.nproc"), c.launch.nproc);
   check_at_least(c.launch.kill_grace, 0, where, "launch.kill_grace");
+  check_at_least(c.launch.timeout_hang, 0, where, "launch.timeout_hang");
+  check_at_least(c.launch.max_restarts, 0, where, "launch.max_restarts");
   check_choice(c.launch.tee, {"rank0", "all", "none"}, where, "launch.tee");
   MUSTER_CHECK(!c.launch.runs_dir.empty(), errc::config,
                "{}: launch.runs_dir is empty; name a directory, e.g. launch.runs_dir = "

@@ -4,7 +4,11 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <signal.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -63,6 +67,17 @@ std::optional<std::string> read_error_file(const std::filesystem::path& file) {
   return message.is_string() ? message.get<std::string>() : json.dump();
 }
 
+std::filesystem::path heartbeat_file(const store::run_paths& paths, int rank) {
+  return paths.logs_dir() / fmt::format("rank-{}.heartbeat", rank);
+}
+
+// "rank 2: exit code 3", for the restart event.
+std::string describe_failure(const supervise_result& result) {
+  for (const auto& x : result.exits)
+    if (x.first_failure || x.failed()) return fmt::format("rank {}: {}", x.rank, x.describe());
+  return "a failure";
+}
+
 tee_mode parse_tee(const std::string& tee) {
   return tee == "all" ? tee_mode::all : tee == "none" ? tee_mode::none : tee_mode::rank0;
 }
@@ -99,6 +114,14 @@ class run_recorder {
       case kind::killing:
         event(std::nullopt, store::severity::warn, "kill",
               "workers still running after the grace period: SIGKILL");
+        break;
+      case kind::hung:
+      {
+        auto text = fmt::format("rank {} is hung: {} sent; {}", e.rank, signal_name(e.signal),
+                                e.detail);
+        fmt::print(stderr, "muster: {}\n", text);
+        event(e.rank, store::severity::error, "hang", std::move(text));
+      }
         break;
       case kind::leftovers_killed:
         event(std::nullopt, store::severity::warn, "leftovers_killed",
@@ -214,6 +237,7 @@ local_run_result run_local(const local_run_request& request) {
   run_recorder recorder(db, paths, host);
   worker_identity who;
   who.world_size = who.local_world_size = nproc;
+  who.max_restarts = config.launch.max_restarts;
   who.master_port = free_loopback_port();
   who.run_id = paths.run_id();
   who.run_dir = std::filesystem::absolute(paths.dir());
@@ -222,7 +246,7 @@ local_run_result run_local(const local_run_request& request) {
   for (int rank = 0; rank < nproc; ++rank) {
     who.rank = who.local_rank = rank;
     who.error_file = std::filesystem::absolute(recorder.error_file(rank));
-    who.heartbeat_file = std::filesystem::absolute(paths.logs_dir() / fmt::format("rank-{}.heartbeat", rank));
+    who.heartbeat_file = std::filesystem::absolute(heartbeat_file(paths, rank));
     specs.push_back({rank, argv, worker_env(base_env, who)});
   }
 
@@ -232,9 +256,31 @@ local_run_result run_local(const local_run_request& request) {
   options.console_fd = request.console_fd;
   options.log_path = [&paths](int rank) { return paths.rank_log(rank); };
   options.on_event = [&recorder](const supervisor_event& e) { recorder(e); };
+  options.timeout_hang = std::chrono::seconds(config.launch.timeout_hang);
+  options.heartbeat_path = [&paths](int rank) { return heartbeat_file(paths, rank); };
+  options.hang_signal = config.launch.hang_dump ? SIGABRT : SIGTERM;
   log::get("launcher")->info("run {}: {} ranks of {} in {}", paths.run_id(), nproc, argv[0],
                              paths.dir().string());
   auto result = supervise(specs, options);
+  for (int restart = 1; restart <= config.launch.max_restarts && result.exit_code() != 0 &&
+                        !result.launcher_signal;
+       ++restart) {
+    print_summary(result, paths, recorder);
+    db.add_event({store::now_ms(), std::nullopt, store::severity::warn, "restart",
+                  fmt::format("restart {} of {} after {}", restart, config.launch.max_restarts,
+                              describe_failure(result))});
+    fmt::print(stderr, "muster: restarting the ranks ({} of {})\n", restart,
+               config.launch.max_restarts);
+    who.restart_count = restart;
+    for (auto& spec : specs) {
+      std::filesystem::remove(heartbeat_file(paths, spec.rank));
+      who.rank = who.local_rank = spec.rank;
+      who.error_file = std::filesystem::absolute(recorder.error_file(spec.rank));
+      who.heartbeat_file = std::filesystem::absolute(heartbeat_file(paths, spec.rank));
+      spec.env = worker_env(base_env, who);
+    }
+    result = supervise(specs, options);
+  }
 
   auto state = result.first_failure     ? store::run_state::failed
                : result.launcher_signal ? store::run_state::cancelled

@@ -92,11 +92,12 @@ class node_supervisor {
     w.exit.pid = spawned.pid;
     w.output_fd = spawned.output_fd;
     workers_.push_back(std::move(w));
-    emit({supervisor_event::kind::started, spec.rank, spawned.pid, 0, nullptr});
+    emit(supervisor_event::kind::started, spec.rank, spawned.pid, 0, nullptr);
   }
 
-  void emit(const supervisor_event& event) {
-    if (options_.on_event) options_.on_event(event);
+  void emit(supervisor_event::kind what, int rank, pid_t pid, int sig,
+            const rank_exit* exit = nullptr, std::string detail = {}) {
+    if (options_.on_event) options_.on_event({what, rank, pid, sig, exit, std::move(detail)});
   }
 
   bool any_running() const {
@@ -122,9 +123,10 @@ class node_supervisor {
       if (fds[0].revents & POLLIN) read_signals();
       for (std::size_t i = 1; i < fds.size(); ++i)
         if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) read_output(*owners[i]);
+      if (options_.timeout_hang.count() > 0 && !stopping_) check_heartbeats();
       if (kill_at_ && clock::now() >= *kill_at_) {
         kill_at_.reset();
-        emit({supervisor_event::kind::killing, -1, -1, SIGKILL, nullptr});
+        emit(supervisor_event::kind::killing, -1, -1, SIGKILL, nullptr);
         stop_all(SIGKILL);
       }
       // Output still in the pipes when the last worker ends is read for a short while; a
@@ -133,8 +135,45 @@ class node_supervisor {
     }
   }
 
+  // The age of each running worker's heartbeat, in ms; nullopt for one that never beat.
+  std::optional<std::int64_t> heartbeat_age_ms(const worker& w) const {
+    std::error_code ec;
+    auto written = std::filesystem::last_write_time(options_.heartbeat_path(w.exit.rank), ec);
+    if (ec) return std::nullopt;
+    auto age = std::filesystem::file_time_type::clock::now() - written;
+    return std::chrono::duration_cast<std::chrono::milliseconds>(age).count();
+  }
+
+  void check_heartbeats() {
+    if (clock::now() < next_heartbeat_check_) return;
+    next_heartbeat_check_ = clock::now() + std::chrono::milliseconds(100);
+    std::vector<worker*> hung;
+    std::string ages;
+    for (auto& w : workers_) {
+      if (!w.running) continue;
+      auto age = heartbeat_age_ms(w);
+      ages += fmt::format("{}rank {}: {}", ages.empty() ? "" : ", ", w.exit.rank,
+                          age ? fmt::format("{} ms ago", *age) : std::string("never"));
+      if (age && *age > options_.timeout_hang.count()) {
+        w.exit.hung_ms = *age;
+        hung.push_back(&w);
+      }
+    }
+    if (hung.empty()) return;
+    for (worker* w : hung) {
+      emit(supervisor_event::kind::hung, w->exit.rank, w->exit.pid, options_.hang_signal, nullptr,
+            "last heartbeats: " + ages);
+      ::kill(-w->exit.pid, options_.hang_signal);
+    }
+    kill_at_ = clock::now() + options_.kill_grace;  // a dump that never ends is cut short
+  }
+
   int timeout_ms(const std::optional<clock::time_point>& drain_until) const {
     std::optional<clock::time_point> next = kill_at_;
+    if (options_.timeout_hang.count() > 0 && !stopping_) {
+      auto check = clock::now() + std::chrono::milliseconds(100);
+      if (!next || check < *next) next = check;
+    }
     if (drain_until && (!next || *drain_until < *next)) next = drain_until;
     if (!next) return -1;
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*next - clock::now());
@@ -148,7 +187,7 @@ class node_supervisor {
       if (sig == SIGCHLD) {
         reap(/*block=*/false);
       } else if (sig == SIGUSR1 || sig == SIGUSR2) {
-        emit({supervisor_event::kind::forwarded_signal, -1, -1, sig, nullptr});
+        emit(supervisor_event::kind::forwarded_signal, -1, -1, sig, nullptr);
         signal_running(sig);
       } else {
         on_stop_signal(sig);
@@ -159,12 +198,12 @@ class node_supervisor {
   void on_stop_signal(int sig) {
     if (launcher_signal_ || kill_at_) {  // asked twice: no more grace
       kill_at_.reset();
-      emit({supervisor_event::kind::killing, -1, -1, SIGKILL, nullptr});
+      emit(supervisor_event::kind::killing, -1, -1, SIGKILL, nullptr);
       stop_all(SIGKILL);
       return;
     }
     launcher_signal_ = sig;
-    emit({supervisor_event::kind::stopping, -1, -1, sig, nullptr});
+    emit(supervisor_event::kind::stopping, -1, -1, sig, nullptr);
     begin_stop(sig);
   }
 
@@ -211,7 +250,7 @@ class node_supervisor {
     read_output(w);  // what it wrote just before it ended belongs to its record
     w.exit.last_lines.assign(w.lines.begin(), w.lines.end());
     if (!w.partial.empty()) w.exit.last_lines.push_back(w.partial);
-    emit({supervisor_event::kind::exited, w.exit.rank, w.exit.pid, 0, &w.exit});
+    emit(supervisor_event::kind::exited, w.exit.rank, w.exit.pid, 0, &w.exit);
     if (w.exit.first_failure) begin_stop(SIGTERM);
   }
 
@@ -248,7 +287,7 @@ class node_supervisor {
   supervise_result finish() {
     bool leftovers = false;
     for (auto& w : workers_) leftovers |= ::kill(-w.exit.pid, SIGKILL) == 0;
-    if (leftovers) emit({supervisor_event::kind::leftovers_killed, -1, -1, SIGKILL, nullptr});
+    if (leftovers) emit(supervisor_event::kind::leftovers_killed, -1, -1, SIGKILL, nullptr);
     supervise_result result;
     for (auto& w : workers_) {
       if (w.tee && !w.partial.empty())
@@ -268,6 +307,7 @@ class node_supervisor {
   std::optional<clock::time_point> kill_at_;
   std::optional<int> first_failure_;
   std::optional<int> launcher_signal_;
+  clock::time_point next_heartbeat_check_{};
 };
 
 }  // namespace
@@ -278,8 +318,10 @@ std::string signal_name(int signal) {
 }
 
 std::string rank_exit::describe() const {
-  if (signal) return fmt::format("signal {} ({})", *signal, signal_name(*signal));
-  return fmt::format("exit code {}", exit_code.value_or(-1));
+  std::string how = signal ? fmt::format("signal {} ({})", *signal, signal_name(*signal))
+                           : fmt::format("exit code {}", exit_code.value_or(-1));
+  if (hung_ms) return fmt::format("hung (no heartbeat for {} ms), then {}", *hung_ms, how);
+  return how;
 }
 
 int supervise_result::exit_code() const {

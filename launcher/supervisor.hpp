@@ -43,6 +43,7 @@ struct rank_exit {
   bool knock_on = false;               // ended after the others were being stopped
   std::int64_t time_ms = 0;            // epoch ms when it was reaped
   std::vector<std::string> last_lines; // its last output lines (up to kLastLines)
+  std::optional<std::int64_t> hung_ms; // set when it was stopped for no heartbeat this long
 
   bool failed() const { return signal.has_value() || exit_code.value_or(0) != 0; }
   // "exit code 3" or "signal 9 (SIGKILL)".
@@ -53,12 +54,13 @@ inline constexpr std::size_t kLastLines = 20;
 
 // What happened, as it happens, for the caller to record.
 struct supervisor_event {
-  enum class kind { started, exited, forwarded_signal, stopping, killing, leftovers_killed };
+  enum class kind { started, exited, forwarded_signal, stopping, killing, leftovers_killed, hung };
   kind what = kind::started;
   int rank = -1;                       // the rank, for started and exited; -1 otherwise
   pid_t pid = -1;
   int signal = 0;                      // forwarded_signal, stopping: the signal
   const rank_exit* exit = nullptr;     // exited: how
+  std::string detail;                  // hung: every rank's last heartbeat age
 };
 
 struct supervise_options {
@@ -68,6 +70,13 @@ struct supervise_options {
   // The log file of each rank (created or appended to); required.
   std::function<std::filesystem::path(int rank)> log_path;
   std::function<void(const supervisor_event&)> on_event;  // optional
+  // Hang detection: a worker whose heartbeat file (touched by the worker, see
+  // MUSTER_HEARTBEAT_FILE) exists but has not changed for timeout_hang is hung: it gets
+  // hang_signal (SIGABRT for a core and stack dump) and becomes the first failure. A worker that
+  // never touched its file is never called hung. 0 = off.
+  std::chrono::milliseconds timeout_hang{0};
+  std::function<std::filesystem::path(int rank)> heartbeat_path;
+  int hang_signal = 6;  // SIGABRT
 };
 
 struct supervise_result {

@@ -10,6 +10,8 @@
 //   --signal S          kill itself with signal S (e.g. 9) instead of exiting
 //   --ignore-term       ignore SIGTERM (to test the launcher's SIGKILL after its grace)
 //   --heartbeat-ms N    touch $MUSTER_HEARTBEAT_FILE every N ms while running
+//   --hang-after-ms N   on --only-rank (or every rank without it): stop touching the heartbeat
+//                       after N ms but keep running, as a rank stuck in a collective would
 //   --error-message T   write T to $TORCHELASTIC_ERROR_FILE (torchelastic's JSON) before failing
 //   --lines N           print N numbered lines before anything else
 //
@@ -48,6 +50,7 @@ struct options {
   int signal = 0;
   bool ignore_term = false;
   long heartbeat_ms = 0;
+  long hang_after_ms = -1;
   std::string error_message;
   int lines = 0;
 };
@@ -70,6 +73,7 @@ options parse(int argc, char** argv) {
     else if (a == "--signal") o.signal = std::atoi(next());
     else if (a == "--ignore-term") o.ignore_term = true;
     else if (a == "--heartbeat-ms") o.heartbeat_ms = std::atol(next());
+    else if (a == "--hang-after-ms") o.hang_after_ms = std::atol(next());
     else if (a == "--error-message") o.error_message = next();
     else if (a == "--lines") o.lines = std::atoi(next());
     else {
@@ -81,9 +85,12 @@ options parse(int argc, char** argv) {
 }
 
 // Sleeps `ms`, answering USR1/USR2/TERM as the file comment says, touching the heartbeat.
-void run_for(long ms, const options& o, const std::string& rank) {
+void run_for(long ms, const options& o, const std::string& rank, long hang_after_ms = -1) {
   using clock = std::chrono::steady_clock;
-  const auto end = clock::now() + std::chrono::milliseconds(ms);
+  const auto start = clock::now();
+  const auto end = start + std::chrono::milliseconds(ms);
+  const auto hang_at = hang_after_ms < 0 ? clock::time_point::max()
+                                         : start + std::chrono::milliseconds(hang_after_ms);
   auto beat = clock::now();
   while (clock::now() < end) {
     if (int sig = pending_signal) {
@@ -93,7 +100,7 @@ void run_for(long ms, const options& o, const std::string& rank) {
       if (sig == SIGTERM) std::exit(143);
       std::ofstream(env("MUSTER_RUN_DIR") + "/signal-SIG" + sigabbrev_np(sig) + "-rank-" + rank);
     }
-    if (o.heartbeat_ms > 0 && clock::now() >= beat) {
+    if (o.heartbeat_ms > 0 && clock::now() >= beat && clock::now() < hang_at) {
       std::ofstream(env("MUSTER_HEARTBEAT_FILE"), std::ios::app);
       ::utime(env("MUSTER_HEARTBEAT_FILE").c_str(), nullptr);
       beat = clock::now() + std::chrono::milliseconds(o.heartbeat_ms);
@@ -114,11 +121,11 @@ int main(int argc, char** argv) {
   if (o.ignore_term) signal(SIGTERM, SIG_IGN);
   else sigaction(SIGTERM, &sa, nullptr);
 
-  std::printf("rank %s of %s (local %s of %s, node %s) master %s:%s run %s\n", rank.c_str(),
-              env("WORLD_SIZE").c_str(), env("LOCAL_RANK").c_str(),
+  std::printf("rank %s of %s (local %s of %s, node %s) master %s:%s run %s restart %s\n",
+              rank.c_str(), env("WORLD_SIZE").c_str(), env("LOCAL_RANK").c_str(),
               env("LOCAL_WORLD_SIZE").c_str(), env("GROUP_RANK").c_str(),
               env("MASTER_ADDR").c_str(), env("MASTER_PORT").c_str(),
-              env("TORCHELASTIC_RUN_ID").c_str());
+              env("TORCHELASTIC_RUN_ID").c_str(), env("TORCHELASTIC_RESTART_COUNT").c_str());
   for (int i = 0; i < o.lines; ++i) std::printf("rank %s line %d\n", rank.c_str(), i);
   std::fflush(stdout);
 
@@ -127,7 +134,7 @@ int main(int argc, char** argv) {
     run_for(o.sleep_ms, o, rank);
     return 0;
   }
-  run_for(o.after_ms > 0 ? o.after_ms : o.sleep_ms, o, rank);
+  run_for(o.after_ms > 0 ? o.after_ms : o.sleep_ms, o, rank, o.hang_after_ms);
   if (!o.error_message.empty() && !env("TORCHELASTIC_ERROR_FILE").empty()) {
     std::ofstream out(env("TORCHELASTIC_ERROR_FILE"));
     out << R"({"message": {"message": ")" << o.error_message

@@ -250,3 +250,46 @@ TEST_CASE("bad input to muster run is one clear line and starts nothing", "[loca
   CHECK_THAT(blocked.err, Catch::StartsWith("muster: "));
   CHECK_THAT(blocked.err, Catch::Contains("file"));
 }
+
+TEST_CASE("a rank that stops its heartbeat is found hung, named, and fails the job", "[local_run]") {
+  muster::test::temp_dir runs;
+  auto start = clock_type::now();
+  auto r = muster::test::run_process(
+      run_args(runs, 3, {"--heartbeat-ms", "50", "--sleep-ms", "60000", "--only-rank", "1",
+                         "--hang-after-ms", "200"},
+               {"launch.timeout_hang=1", "launch.kill_grace=2"}));
+  auto elapsed = clock_type::now() - start;
+  INFO("stderr: " << r.err);
+  CHECK(r.exit_code == 128 + SIGABRT);
+  CHECK(elapsed < 4s);
+  CHECK_THAT(r.err, Catch::Contains("muster: rank 1 is hung: SIGABRT sent; last heartbeats: "
+                                    "rank 0: "));
+  CHECK_THAT(r.err, Catch::Contains("rank 1 failed first (hung (no heartbeat for "));
+  muster::store::run_reader reader(run_dir_of(runs));
+  int hangs = 0;
+  for (const auto& e : reader.events())
+    if (e.kind == "hang") {
+      ++hangs;
+      CHECK(e.rank == 1);
+      CHECK_THAT(e.message, Catch::Contains("rank 2: "));  // every rank's last beat is named
+    }
+  CHECK(hangs == 1);
+}
+
+TEST_CASE("launch.max_restarts restarts the ranks in the same run, counting", "[local_run]") {
+  muster::test::temp_dir runs;
+  auto r = muster::test::run_process(run_args(
+      runs, 2, {"--only-rank", "1", "--after-ms", "50", "--exit-code", "7"},
+      {"launch.max_restarts=2", "launch.tee=none"}));
+  CHECK(r.exit_code == 7);
+  auto dir = run_dir_of(runs);
+  auto log = muster::test::read_file(dir / "logs" / "rank-1.log");
+  CHECK_THAT(log, Catch::Contains("restart 0\n"));
+  CHECK_THAT(log, Catch::Contains("restart 1\n"));
+  CHECK_THAT(log, Catch::Contains("restart 2\n"));
+  muster::store::run_reader reader(dir);
+  int restarts = 0;
+  for (const auto& e : reader.events()) restarts += e.kind == "restart";
+  CHECK(restarts == 2);
+  CHECK(reader.run()->state == muster::store::run_state::failed);
+}
