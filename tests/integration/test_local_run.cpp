@@ -205,6 +205,16 @@ TEST_CASE("SIGUSR1 to the launcher reaches every worker, SIGTERM stops them", "[
   auto child = muster::test::spawn_process(run_args(runs, 3, {"--sleep-ms", "60000"}));
   running_pids(runs, 3);
   auto dir = run_dir_of(runs);
+  // A worker handles SIGUSR1 once it runs its main(): wait for each one's first line.
+  wait_for(
+      [&] {
+        for (int rank = 0; rank < 3; ++rank) {
+          auto log = dir / "logs" / ("rank-" + std::to_string(rank) + ".log");
+          if (!fs::exists(log) || fs::file_size(log) == 0) return false;
+        }
+        return true;
+      },
+      5s, "every worker to start");
   ::kill(child.pid, SIGUSR1);
   wait_for(
       [&] {
