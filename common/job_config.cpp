@@ -127,6 +127,9 @@ const field<job_config> kSchema[] = {
           "type gradients are accumulated and reduced in: fp32 or bf16"),
     FIELD(train.recompute, "train.recompute",
           "activation recompute: none, selective (attention core) or full (whole layer)"),
+    FIELD(comm.nccl_ub, "comm.nccl_ub",
+          "NCCL user buffers (ncclMemAlloc + ncclCommRegister) for the FSDP all-gather and "
+          "reduce-scatter buffers; refused together with expandable_segments:True"),
     FIELD(log.level, "log.level",
           "log level: trace, debug, info, warn, error, critical or off (MUSTER_LOG_LEVEL wins)"),
 };

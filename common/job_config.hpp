@@ -91,6 +91,11 @@ struct train_section {
   std::string recompute = "none";       // none, selective (attention core) or full (layer)
 };
 
+// Communication settings.
+struct comm_section {
+  bool nccl_ub = false;  // NCCL user buffers for the FSDP all-gather / reduce-scatter buffers
+};
+
 struct job_config {
   job_section job;
   launch_section launch;
@@ -98,6 +103,7 @@ struct job_config {
   parallel_section parallel;
   model_section model;
   train_section train;
+  comm_section comm;
 };
 
 // One row per key of the job file, in the order the example file shows them.

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "common/error.hpp"
+#include "common/gpu_policy.hpp"
 #include "common/log.hpp"
 #include "common/run_dir.hpp"
 #include "common/run_store.hpp"
@@ -211,11 +212,14 @@ local_run_result run_local(const local_run_request& request) {
   plan::plan_request plan_request;
   plan_request.world = plan::world_size{nproc, fmt::format("{} ranks on this machine", nproc)};
   plan_request.gpus_per_node = nproc;
-  plan::make_plan(config, loaded.where, plan_request);  // an invalid layout stops here
+  auto layout = plan::make_plan(config, loaded.where, plan_request).layout;  // or stop here
 
   std::vector<std::string> argv = request.command;
   if (argv.empty()) argv = {request.default_worker.string()};
   auto base_env = process_env();
+  const auto policy = decide_gpu_policy(
+      {layout.tp(), layout.cp(), config.parallel.sharding, config.comm.nccl_ub, base_env});
+  apply_gpu_policy(policy, base_env);
   auto path = base_env.find("PATH");
   find_executable(argv[0], path == base_env.end() ? "" : path->second);  // before any file
 
@@ -234,6 +238,10 @@ local_run_result run_local(const local_run_request& request) {
                         paths.job_config().string(), ""};
   db.put_run(run);
 
+  for (const auto& d : policy)
+    db.add_event({store::now_ms(), std::nullopt, store::severity::info, "gpu_policy",
+                  fmt::format("{}: {} {}: {}", d.rule, d.value ? "set" : "unset",
+                              d.value ? d.variable + "=" + *d.value : d.variable, d.reason)});
   run_recorder recorder(db, paths, host);
   worker_identity who;
   who.world_size = who.local_world_size = nproc;

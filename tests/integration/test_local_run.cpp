@@ -303,3 +303,33 @@ TEST_CASE("launch.max_restarts restarts the ranks in the same run, counting", "[
   CHECK(restarts == 2);
   CHECK(reader.run()->state == muster::store::run_state::failed);
 }
+
+TEST_CASE("the GPU policy sets the workers' environment and records why", "[local_run]") {
+  muster::test::temp_dir runs;
+  auto r = muster::test::run_process(
+      {kMuster, "run", "launch.runs_dir=" + runs.path().string(), "launch.nproc=2",
+       "parallel.tensor=2", "parallel.sequence_parallel=true", "parallel.sharding=no_shard", "--",
+       "/usr/bin/env"});
+  REQUIRE(r.exit_code == 0);
+  auto dir = run_dir_of(runs);
+  CHECK_THAT(muster::test::read_file(dir / "logs" / "rank-1.log"),
+             Catch::Contains("CUDA_DEVICE_MAX_CONNECTIONS=1\n"));
+  muster::store::run_reader reader(dir);
+  bool recorded = false;
+  for (const auto& e : reader.events())
+    recorded |= e.kind == "gpu_policy" &&
+                e.message.find("cuda-max-connections-tp-cp: set CUDA_DEVICE_MAX_CONNECTIONS=1") == 0;
+  CHECK(recorded);
+
+  muster::test::env_change conflict;
+  conflict.set["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True";
+  auto refused = muster::test::run_process(
+      {kMuster, "run", "launch.runs_dir=" + (runs / "refused").string(), "comm.nccl_ub=true", "--",
+       "/usr/bin/env"},
+      conflict);
+  CHECK(refused.exit_code == 2);
+  CHECK_THAT(refused.err, Catch::Contains("comm.nccl_ub = true and "
+                                          "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True cannot "
+                                          "be used together"));
+  CHECK_FALSE(fs::exists(runs / "refused"));
+}
