@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -23,6 +24,7 @@
 #include "common/log.hpp"
 #include "common/run_dir.hpp"
 #include "common/run_store.hpp"
+#include "launcher/device_assignment.hpp"
 #include "launcher/local_gpus.hpp"
 #include "launcher/plan/job_plan.hpp"
 #include "launcher/supervisor.hpp"
@@ -77,6 +79,17 @@ std::string describe_failure(const supervise_result& result) {
   for (const auto& x : result.exits)
     if (x.first_failure || x.failed()) return fmt::format("rank {}: {}", x.rank, x.describe());
   return "a failure";
+}
+
+// The CPUs this launcher may run on, ascending.
+std::vector<int> allowed_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (::sched_getaffinity(0, sizeof set, &set) != 0) return cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+    if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
+  return cpus;
 }
 
 tee_mode parse_tee(const std::string& tee) {
@@ -217,6 +230,14 @@ local_run_result run_local(const local_run_request& request) {
   std::vector<std::string> argv = request.command;
   if (argv.empty()) argv = {request.default_worker.string()};
   auto base_env = process_env();
+  auto visible = base_env.find("CUDA_VISIBLE_DEVICES");
+  const auto gpus = assign_gpus(
+      nproc,
+      visible == base_env.end() ? std::nullopt
+                                : std::optional(parse_visible_devices(visible->second)),
+      count_local_gpus());
+  const bool has_gpus = gpus.front().has_value();
+  const auto cpus = split_cpus(allowed_cpus(), nproc);
   const auto policy = decide_gpu_policy(
       {layout.tp(), layout.cp(), config.parallel.sharding, config.comm.nccl_ub, base_env});
   apply_gpu_policy(policy, base_env);
@@ -255,7 +276,10 @@ local_run_result run_local(const local_run_request& request) {
     who.rank = who.local_rank = rank;
     who.error_file = std::filesystem::absolute(recorder.error_file(rank));
     who.heartbeat_file = std::filesystem::absolute(heartbeat_file(paths, rank));
-    specs.push_back({rank, argv, worker_env(base_env, who)});
+    who.gpu = gpus[static_cast<std::size_t>(rank)];
+    // CPU shares only with GPUs, where a rank's CPUs should sit beside its GPU.
+    specs.push_back({rank, argv, worker_env(base_env, who),
+                     has_gpus ? cpus[static_cast<std::size_t>(rank)] : std::vector<int>{}});
   }
 
   supervise_options options;
@@ -283,6 +307,7 @@ local_run_result run_local(const local_run_request& request) {
     for (auto& spec : specs) {
       std::filesystem::remove(heartbeat_file(paths, spec.rank));
       who.rank = who.local_rank = spec.rank;
+      who.gpu = gpus[static_cast<std::size_t>(spec.rank)];
       who.error_file = std::filesystem::absolute(recorder.error_file(spec.rank));
       who.heartbeat_file = std::filesystem::absolute(heartbeat_file(paths, spec.rank));
       spec.env = worker_env(base_env, who);

@@ -220,23 +220,6 @@ void read_task_ids(const env_reader& env, const variable& list, const variable& 
                  on_node == 1 ? "" : "s");
 }
 
-// CUDA_VISIBLE_DEVICES as CUDA reads it: up to the first entry that is neither an index nor a
-// GPU-/MIG- UUID (prefix), "-1" and other negative indices included, or that repeats an earlier
-// one. "NoDevFiles" is what Slurm writes for a GRES without device files: none.
-std::vector<std::string> parse_visible_devices(std::string_view value) {
-  std::vector<std::string> devices;
-  if (value == "NoDevFiles") return devices;
-  for (std::string_view entry : split_commas(value)) {
-    bool index = !entry.empty() && std::all_of(entry.begin(), entry.end(),
-                                               [](char c) { return c >= '0' && c <= '9'; });
-    bool uuid = entry.starts_with("GPU-") || entry.starts_with("MIG-");
-    if ((!index && !uuid) || std::find(devices.begin(), devices.end(), entry) != devices.end())
-      break;
-    devices.emplace_back(entry);
-  }
-  return devices;
-}
-
 void read_gpus(const env_reader& env, slurm_step& step) {
   if (variable v = env.get("SLURM_JOB_GPUS")) step.job_gpus = parse_gpu_indices(v.name, *v.value);
   if (variable v = env.get("SLURM_STEP_GPUS")) step.step_gpus = parse_gpu_indices(v.name, *v.value);
@@ -262,6 +245,21 @@ void read_job_metadata(const env_reader& env, slurm_step& step) {
 }
 
 }  // namespace
+
+std::vector<std::string> parse_visible_devices(std::string_view value) {
+  std::vector<std::string> devices;
+  if (value == "NoDevFiles") return devices;
+  for (std::string_view entry : split_commas(value)) {
+    bool index = !entry.empty() && std::all_of(entry.begin(), entry.end(),
+                                               [](char c) { return c >= '0' && c <= '9'; });
+    bool uuid = entry.starts_with("GPU-") || entry.starts_with("MIG-");
+    if ((!index && !uuid) || std::find(devices.begin(), devices.end(), entry) != devices.end())
+      break;
+    devices.emplace_back(entry);
+  }
+  return devices;
+}
+
 
 bool inside_slurm(const env_map& env) {
   return env.contains("SLURM_JOB_ID");

@@ -95,6 +95,11 @@ std::vector<int> expand_tasks_per_node(std::string_view variable, std::string_vi
 // source in errors. Indices are unique and >= 0. Throws muster::error(errc::environment).
 std::vector<int> parse_gpu_indices(std::string_view variable, std::string_view value);
 
+// CUDA_VISIBLE_DEVICES as CUDA reads it: entries up to the first that is neither an index nor
+// a GPU-/MIG- UUID (prefix), "-1" and other negative indices included, or that repeats an
+// earlier one. "NoDevFiles" (Slurm's value for a GRES without device files) and "" are none.
+std::vector<std::string> parse_visible_devices(std::string_view value);
+
 // The environment of this process (environ) as an env_map.
 env_map process_env();
 

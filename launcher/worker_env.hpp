@@ -7,13 +7,16 @@
 //   TORCHELASTIC_ERROR_FILE (per rank; read back when the rank fails), OMP_NUM_THREADS (only
 //   when unset: the node's CPUs over its ranks, at least 1, as torchrun sets it to 1)
 //   MUSTER_RUN_DIR, MUSTER_RUN_ID, MUSTER_RANK, MUSTER_LOCAL_RANK, MUSTER_WORLD_SIZE,
-//   MUSTER_HEARTBEAT_FILE (touch it to report progress)
+//   MUSTER_HEARTBEAT_FILE (touch it to report progress), CUDA_VISIBLE_DEVICES (the rank's GPU,
+//   when GPUs are known)
 //
-// A pure function of its inputs: no I/O, no getenv. Not here: CUDA_VISIBLE_DEVICES and the GPU
-// policy (a later step), starting processes (worker_process.hpp).
+// A pure function of its inputs: no I/O, no getenv. Not here: choosing the GPU
+// (device_assignment.hpp), the GPU
+// policy (common/gpu_policy.hpp), starting processes (worker_process.hpp).
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include "launcher/slurm_step.hpp"
@@ -37,6 +40,7 @@ struct worker_identity {
   int restart_count = 0;
   int max_restarts = 0;
   int cpus_on_node = 1;                 // for OMP_NUM_THREADS when the user did not set it
+  std::optional<std::string> gpu;       // CUDA_VISIBLE_DEVICES; unset: left as it is
 };
 
 // `base` with the contract's variables set (replacing any of the same name in `base`).

@@ -2,6 +2,7 @@
 #include "launcher/worker_process.hpp"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -31,8 +32,10 @@ struct fd_guard {
 // The child after fork: only async-signal-safe calls until execve. Reports a failed execve's
 // errno on `status_fd` (close-on-exec, so a successful execve closes it unwritten).
 [[noreturn]] void become_worker(const char* file, char* const* argv, char* const* envp,
-                                pid_t parent, int out_fd, int null_fd, int status_fd) {
+                                const cpu_set_t* cpus, pid_t parent, int out_fd, int null_fd,
+                                int status_fd) {
   ::setpgid(0, 0);
+  if (cpus) ::sched_setaffinity(0, sizeof(cpu_set_t), cpus);
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) ::_exit(127);  // the launcher died before prctl took effect
   sigset_t none;
@@ -101,13 +104,17 @@ spawned_worker spawn_worker(const worker_spec& spec) {
   fd_guard null_fd{::open("/dev/null", O_RDONLY | O_CLOEXEC)};
   MUSTER_CHECK(null_fd.fd >= 0, errc::io, "cannot open /dev/null: {}", std::strerror(errno));
 
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  for (int cpu : spec.cpus)
+    if (cpu >= 0 && cpu < CPU_SETSIZE) CPU_SET(cpu, &cpus);
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   MUSTER_CHECK(pid >= 0, errc::io, "rank {}: fork: {}; the node may be out of processes or memory",
                spec.rank, std::strerror(errno));
   if (pid == 0)
-    become_worker(file.c_str(), argv.data(), envp.data(), parent, out_write.fd, null_fd.fd,
-                  status_write.fd);
+    become_worker(file.c_str(), argv.data(), envp.data(), spec.cpus.empty() ? nullptr : &cpus,
+                  parent, out_write.fd, null_fd.fd, status_write.fd);
   ::setpgid(pid, pid);  // also here, so the group exists before the parent signals it
   ::close(out_write.release());  // the child holds the write end now
   ::close(status_write.release());

@@ -20,6 +20,7 @@ struct worker_spec {
   int rank = 0;
   std::vector<std::string> argv;  // argv[0] is searched on the worker's PATH when it has no '/'
   env_map env;                    // the worker's whole environment
+  std::vector<int> cpus;          // its CPU affinity; empty = the launcher's
 };
 
 struct spawned_worker {
