@@ -54,6 +54,7 @@ class node_supervisor {
     }
     if (signal_fd_ >= 0) ::close(signal_fd_);
     ::sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
+    ::sigaction(SIGPIPE, &old_sigpipe_, nullptr);
   }
 
   supervise_result run(const std::vector<worker_spec>& specs) {
@@ -76,6 +77,11 @@ class node_supervisor {
     for (int sig : {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2}) sigaddset(&mask, sig);
     MUSTER_CHECK(::sigprocmask(SIG_BLOCK, &mask, &old_mask_) == 0, errc::internal,
                  "sigprocmask: {}", strerror(errno));
+    // A console that went away (`muster run ... | head`) must not kill the launcher: its
+    // writes fail and are dropped, the logs keep everything.
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    ::sigaction(SIGPIPE, &ignore, &old_sigpipe_);
     signal_fd_ = ::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
     MUSTER_CHECK(signal_fd_ >= 0, errc::io, "signalfd: {}", strerror(errno));
   }
@@ -303,6 +309,7 @@ class node_supervisor {
   std::vector<worker> workers_;
   int signal_fd_ = -1;
   sigset_t old_mask_{};
+  struct sigaction old_sigpipe_ {};
   bool stopping_ = false;
   std::optional<clock::time_point> kill_at_;
   std::optional<int> first_failure_;

@@ -333,3 +333,15 @@ TEST_CASE("the GPU policy sets the workers' environment and records why", "[loca
                                           "be used together"));
   CHECK_FALSE(fs::exists(runs / "refused"));
 }
+
+TEST_CASE("a console that goes away does not stop the run", "[local_run]") {
+  muster::test::temp_dir runs;
+  // Rank 0 prints 2000 lines to a console pipe the test closes at once.
+  auto child = muster::test::spawn_process(run_args(runs, 2, {"--lines", "2000"}, {"launch.tee=all"}));
+  ::close(child.out_fd);
+  auto result = muster::test::wait_process(child.pid);
+  CHECK(result.signal == 0);
+  CHECK(result.exit_code == 0);
+  auto log = muster::test::read_file(run_dir_of(runs) / "logs" / "rank-0.log");
+  CHECK_THAT(log, Catch::Contains("rank 0 line 1999\n"));
+}
