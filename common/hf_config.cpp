@@ -44,13 +44,8 @@ class hf_reader {
                    file_, field, key);
       return;
     }
-    const json& v = cfg_.at(field);
-    MUSTER_CHECK(v.is_number_integer(), errc::config, "{}: {}: expected an integer, found {}",
-                 file_, field, v.dump());
-    auto n = v.get<std::int64_t>();
-    MUSTER_CHECK(n >= 0 && n <= std::numeric_limits<int>::max(), errc::config,
-                 "{}: {}: {} is out of range", file_, field, n);
-    assign(key, field, [&] { value = static_cast<int>(n); });
+    const int n = get_int(field, 0);
+    assign(key, field, [&] { value = n; });
   }
 
   void set_bool(bool& value, std::string_view key, std::string_view field) {
@@ -67,6 +62,7 @@ class hf_reader {
     assign(key, field, [&] { value = std::move(derived); });
   }
 
+  // An integer field in [0, INT_MAX], or `fallback` when it is null or absent.
   int get_int(std::string_view field, int fallback) const {
     if (!has(field)) return fallback;
     const json& v = cfg_.at(field);
