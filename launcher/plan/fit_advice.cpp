@@ -11,7 +11,6 @@
 #include "common/config_load.hpp"
 #include "common/error.hpp"
 #include "launcher/plan/allocation.hpp"
-#include "launcher/plan/plan_checks.hpp"
 
 namespace muster::launcher::plan {
 namespace {
@@ -40,11 +39,8 @@ std::optional<state> apply(const state& from, const overrides& changes,
     auto fields = config::bind_fields(to.config, job_config_schema());
     for (const auto& change : changes) config::apply_override(change, fields, to.where);
     validate(to.config, to.where);
-    to.layout = resolve_layout(to.config.parallel, request.world, to.where);
-    check_report report = check_plan(to.config, to.layout, to.where);
-    if (!report.errors.empty() || pipeline_groups_mismatch(to.layout) ||
-        pp_last_order_mismatch(to.layout))
-      return std::nullopt;
+    std::vector<std::string> warnings;
+    to.layout = checked_layout(to.config, to.where, request, warnings);
     to.batch = make_batch_plan(to.config.train, to.layout);
     to.memory = estimate_memory(to.config, to.layout, to.batch, request.memory);
   } catch (const error&) {

@@ -11,18 +11,6 @@
 namespace muster::launcher::plan {
 namespace {
 
-// Resolves the layout and collects every rule it breaks; throws when there is any.
-layout checked_layout(const job_config& config, const config::sources& where,
-                      const plan_request& request, std::vector<std::string>& warnings) {
-  layout l = resolve_layout(config.parallel, request.world, where);
-  check_report report = check_plan(config, l, where);
-  for (auto mismatch : {pipeline_groups_mismatch(l), pp_last_order_mismatch(l)})
-    if (mismatch) report.errors.push_back(*mismatch);
-  throw_if_errors(report);
-  warnings = std::move(report.warnings);
-  return l;
-}
-
 void placement_warnings(const layout& l, const rank_groups& groups,
                         std::vector<std::string>& warnings, std::vector<std::string>& notes) {
   auto across = groups.tp_groups_across_nodes();
@@ -95,6 +83,17 @@ void compare_settings(job_plan& plan) {
 }
 
 }  // namespace
+
+layout checked_layout(const job_config& config, const config::sources& where,
+                      const plan_request& request, std::vector<std::string>& warnings) {
+  layout l = resolve_layout(config.parallel, request.world, where);
+  check_report report = check_plan(config, l, where);
+  for (auto mismatch : {pipeline_groups_mismatch(l), pp_last_order_mismatch(l)})
+    if (mismatch) report.errors.push_back(*mismatch);
+  throw_if_errors(report);
+  warnings = std::move(report.warnings);
+  return l;
+}
 
 job_plan make_plan(const job_config& config, const config::sources& where,
                    const plan_request& request) {

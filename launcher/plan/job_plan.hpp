@@ -65,6 +65,12 @@ struct job_plan {
   bool fits() const { return memory.fits(); }
 };
 
+// Resolves the layout and checks it against every rule (layout, model, batch, Megatron's order
+// checks); throws errc::config with every problem, or returns the layout and puts the rules it
+// only bends into `warnings`.
+layout checked_layout(const job_config& config, const config::sources& where,
+                      const plan_request& request, std::vector<std::string>& warnings);
+
 // Resolves, checks and estimates. Throws errc::config with every problem of an invalid plan
 // (layout, model and batch rules), naming the places in `where`.
 job_plan make_plan(const job_config& config, const config::sources& where,
