@@ -96,12 +96,6 @@ tee_mode parse_tee(const std::string& tee) {
   return tee == "all" ? tee_mode::all : tee == "none" ? tee_mode::none : tee_mode::rank0;
 }
 
-int ranks_on_this_machine(const job_config& config) {
-  if (config.launch.nproc > 0) return config.launch.nproc;
-  int gpus = count_local_gpus();
-  return gpus > 0 ? gpus : 2;
-}
-
 // Records what the supervisor reports, and remembers what the summary needs.
 class run_recorder {
  public:
@@ -169,7 +163,8 @@ class run_recorder {
                               : store::rank_state::failed;
     put_rank(x.rank, x.pid, state, &x);
     if (x.first_failure) {
-      auto error = read_error_file(error_file(x.rank));
+      first_error_ = read_error_file(error_file(x.rank));
+      const auto& error = first_error_;
       std::string text = fmt::format("rank {} on {} (pid {}) failed first: {}", x.rank, host_,
                                      x.pid, x.describe());
       if (error) text += fmt::format("; error file: {}", *error);
@@ -189,11 +184,14 @@ class run_recorder {
   std::filesystem::path error_file(int rank) const {
     return paths_.logs_dir() / fmt::format("rank-{}.error.json", rank);
   }
+  // The error file of the latest first failure, as read when it was recorded.
+  const std::optional<std::string>& first_error() const { return first_error_; }
 
  private:
   store::node_writer& db_;
   const store::run_paths& paths_;
   std::string host_;
+  std::optional<std::string> first_error_;
 };
 
 void print_summary(const supervise_result& result, const store::run_paths& paths,
@@ -210,7 +208,7 @@ void print_summary(const supervise_result& result, const store::run_paths& paths
              std::count_if(result.exits.begin(), result.exits.end(),
                            [](const rank_exit& e) { return e.knock_on; }),
              paths.rank_log(x.rank).string());
-  if (auto error = read_error_file(recorder.error_file(x.rank)))
+  if (const auto& error = recorder.first_error())
     fmt::print(stderr, "muster: rank {} error file: {}\n", x.rank, *error);
   for (const auto& line : x.last_lines) fmt::print(stderr, "  [rank {}] {}\n", x.rank, line);
 }
@@ -221,7 +219,8 @@ local_run_result run_local(const local_run_request& request) {
   auto loaded = load_job_config(request.job_file, request.overrides);
   const job_config& config = loaded.config;
   log::setup(config.log.level);
-  const int nproc = ranks_on_this_machine(config);
+  const int num_gpus = count_local_gpus();
+  const int nproc = local_ranks(config.launch.nproc, num_gpus);
   plan::plan_request plan_request;
   plan_request.world = plan::world_size{nproc, fmt::format("{} ranks on this machine", nproc)};
   plan_request.gpus_per_node = nproc;
@@ -235,7 +234,7 @@ local_run_result run_local(const local_run_request& request) {
       nproc,
       visible == base_env.end() ? std::nullopt
                                 : std::optional(parse_visible_devices(visible->second)),
-      count_local_gpus());
+      num_gpus);
   const bool has_gpus = gpus.front().has_value();
   const auto cpus = split_cpus(allowed_cpus(), nproc);
   const auto policy = decide_gpu_policy(
@@ -271,16 +270,23 @@ local_run_result run_local(const local_run_request& request) {
   who.run_id = paths.run_id();
   who.run_dir = std::filesystem::absolute(paths.dir());
   who.cpus_on_node = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  std::vector<worker_spec> specs;
-  for (int rank = 0; rank < nproc; ++rank) {
-    who.rank = who.local_rank = rank;
-    who.error_file = std::filesystem::absolute(recorder.error_file(rank));
-    who.heartbeat_file = std::filesystem::absolute(heartbeat_file(paths, rank));
-    who.gpu = gpus[static_cast<std::size_t>(rank)];
-    // CPU shares only with GPUs, where a rank's CPUs should sit beside its GPU.
-    specs.push_back({rank, argv, worker_env(base_env, who),
-                     has_gpus ? cpus[static_cast<std::size_t>(rank)] : std::vector<int>{}});
-  }
+  // The specs of every rank for restart `restart` (0 = the first start).
+  auto make_specs = [&](int restart) {
+    who.restart_count = restart;
+    std::vector<worker_spec> specs;
+    for (int rank = 0; rank < nproc; ++rank) {
+      const auto index = static_cast<std::size_t>(rank);
+      std::filesystem::remove(heartbeat_file(paths, rank));  // a restart starts unwatched
+      who.rank = who.local_rank = rank;
+      who.error_file = std::filesystem::absolute(recorder.error_file(rank));
+      who.heartbeat_file = std::filesystem::absolute(heartbeat_file(paths, rank));
+      who.gpu = gpus[index];
+      // CPU shares only with GPUs, where a rank's CPUs should sit beside its GPU.
+      specs.push_back({rank, argv, worker_env(base_env, who),
+                       has_gpus ? cpus[index] : std::vector<int>{}});
+    }
+    return specs;
+  };
 
   supervise_options options;
   options.kill_grace = std::chrono::seconds(config.launch.kill_grace);
@@ -293,7 +299,7 @@ local_run_result run_local(const local_run_request& request) {
   options.hang_signal = config.launch.hang_dump ? SIGABRT : SIGTERM;
   log::get("launcher")->info("run {}: {} ranks of {} in {}", paths.run_id(), nproc, argv[0],
                              paths.dir().string());
-  auto result = supervise(specs, options);
+  auto result = supervise(make_specs(0), options);
   for (int restart = 1; restart <= config.launch.max_restarts && result.exit_code() != 0 &&
                         !result.launcher_signal;
        ++restart) {
@@ -303,16 +309,7 @@ local_run_result run_local(const local_run_request& request) {
                               describe_failure(result))});
     fmt::print(stderr, "muster: restarting the ranks ({} of {})\n", restart,
                config.launch.max_restarts);
-    who.restart_count = restart;
-    for (auto& spec : specs) {
-      std::filesystem::remove(heartbeat_file(paths, spec.rank));
-      who.rank = who.local_rank = spec.rank;
-      who.gpu = gpus[static_cast<std::size_t>(spec.rank)];
-      who.error_file = std::filesystem::absolute(recorder.error_file(spec.rank));
-      who.heartbeat_file = std::filesystem::absolute(heartbeat_file(paths, spec.rank));
-      spec.env = worker_env(base_env, who);
-    }
-    result = supervise(specs, options);
+    result = supervise(make_specs(restart), options);
   }
 
   auto state = result.first_failure     ? store::run_state::failed

@@ -278,10 +278,15 @@ class node_supervisor {
     }
   }
 
+  // One line of a worker's output on the console view.
+  void tee_line(const worker& w, std::string_view line) {
+    write_all(options_.console_fd, fmt::format("[rank {}] {}\n", w.exit.rank, line));
+  }
+
   void split_lines(worker& w, std::string_view chunk) {
     for (std::size_t nl; (nl = chunk.find('\n')) != std::string_view::npos;) {
       w.partial.append(chunk.substr(0, nl));
-      if (w.tee) write_all(options_.console_fd, fmt::format("[rank {}] {}\n", w.exit.rank, w.partial));
+      if (w.tee) tee_line(w, w.partial);
       w.lines.push_back(std::move(w.partial));
       if (w.lines.size() > kLastLines) w.lines.pop_front();
       w.partial.clear();
@@ -296,8 +301,7 @@ class node_supervisor {
     if (leftovers) emit(supervisor_event::kind::leftovers_killed, -1, -1, SIGKILL, nullptr);
     supervise_result result;
     for (auto& w : workers_) {
-      if (w.tee && !w.partial.empty())
-        write_all(options_.console_fd, fmt::format("[rank {}] {}\n", w.exit.rank, w.partial));
+      if (w.tee && !w.partial.empty()) tee_line(w, w.partial);
       result.exits.push_back(w.exit);
     }
     result.first_failure = first_failure_;

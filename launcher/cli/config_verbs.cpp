@@ -25,18 +25,8 @@ void add_config_verbs(CLI::App& app, verb_action& run) {
   verb->add_flag("--docs", opts->docs, "print each key's doc as a comment");
   verb->callback([opts, &run] {
     run = [opts] {
-      std::string file;
-      std::vector<std::string> overrides;
-      for (const auto& arg : opts->args) {
-        if (arg.find('=') != std::string::npos) {
-          overrides.push_back(arg);
-        } else {
-          MUSTER_CHECK(file.empty(), errc::invalid_input,
-                       "config: two job files given ({} and {}); give one, then key=value overrides",
-                       file, arg);
-          file = arg;
-        }
-      }
+      auto [file, overrides] =
+          split_job_args(opts->args, "config", "give one, then key=value overrides");
       if (opts->defaults) {
         MUSTER_CHECK(opts->args.empty(), errc::invalid_input,
                      "config --defaults takes no job file or overrides");

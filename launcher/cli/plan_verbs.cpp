@@ -90,7 +90,7 @@ void resolve_world(const plan_options& o, const job_config& config,
   }
   if (sizes_give_world(config)) return;  // the product of the sizes
   int gpus = launcher::count_local_gpus();
-  int ranks = config.launch.nproc > 0 ? config.launch.nproc : (gpus > 0 ? gpus : 2);
+  int ranks = launcher::local_ranks(config.launch.nproc, gpus);
   std::string source = config.launch.nproc > 0
                            ? fmt::format("launch.nproc = {} on one node", ranks)
                            : fmt::format("this machine: {}", gpus > 0 ? fmt::format("{} GPUs", gpus)
@@ -121,18 +121,7 @@ nlohmann::json error_json(std::string_view message) {
 }
 
 int run_plan(const plan_options& o) {
-  std::string file;
-  std::vector<std::string> overrides;
-  for (const auto& arg : o.args) {
-    if (arg.find('=') != std::string::npos) {
-      overrides.push_back(arg);
-    } else {
-      MUSTER_CHECK(file.empty(), errc::invalid_input,
-                   "plan: two job files given ({} and {}); give one, then key=value overrides",
-                   file, arg);
-      file = arg;
-    }
-  }
+  auto [file, overrides] = split_job_args(o.args, "plan", "give one, then key=value overrides");
   auto loaded = load_job_config(file, overrides);
   launcher::plan::plan_request request;
   resolve_world(o, loaded.config, request);

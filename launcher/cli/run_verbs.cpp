@@ -7,7 +7,6 @@
 
 #include <filesystem>
 
-#include "common/error.hpp"
 #include "launcher/cli/verbs.hpp"
 #include "launcher/local_run.hpp"
 
@@ -37,17 +36,10 @@ void add_run_verbs(CLI::App& app, verb_action& run, const std::vector<std::strin
   verb->callback([o, &run, &command] {
     run = [o, &command] {
       launcher::local_run_request request;
-      for (const auto& arg : o->args) {
-        if (arg.find('=') != std::string::npos) {
-          request.overrides.push_back(arg);
-        } else {
-          MUSTER_CHECK(request.job_file.empty(), errc::invalid_input,
-                       "run: two job files given ({} and {}); put the program after --, e.g. "
-                       "muster run job.toml -- {}",
-                       request.job_file.string(), arg, arg);
-          request.job_file = arg;
-        }
-      }
+      auto args = split_job_args(o->args, "run",
+                                 "put the program after --, e.g. muster run job.toml -- {}");
+      request.job_file = args.file;
+      request.overrides = std::move(args.overrides);
       request.command = command;
       request.default_worker = own_dir() / "muster-test-worker";
       return launcher::run_local(request).exit_code;

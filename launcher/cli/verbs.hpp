@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace muster::cli {
@@ -18,6 +19,16 @@ inline constexpr int kExitUsage = 2;    // bad input: command line, config, host
 inline constexpr int kExitNoFit = 3;    // `muster plan`: a valid plan that does not fit the GPU
 
 using verb_action = std::function<int()>;
+
+// A verb's positional arguments: at most one job file, and section.key=value overrides.
+struct job_args {
+  std::string file;                    // "" = none given
+  std::vector<std::string> overrides;
+};
+// Splits `args`; two job files throw errc::invalid_input
+// "<verb>: two job files given (A and B); <fix>", where `fix` may name B with "{}".
+job_args split_job_args(const std::vector<std::string>& args, std::string_view verb,
+                        std::string_view fix);
 
 void add_hostlist_verbs(CLI::App& app, verb_action& run);  // hostnames, hostlist
 void add_config_verbs(CLI::App& app, verb_action& run);    // config
