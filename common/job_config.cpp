@@ -41,6 +41,19 @@ const field<job_config> kSchema[] = {
     FIELD(launch.max_restarts, "launch.max_restarts",
           "times the local ranks are restarted after a failure (TORCHELASTIC_RESTART_COUNT "
           "counts them); 0 = fail at once"),
+    FIELD(launch.timeout_rendezvous, "launch.timeout_rendezvous",
+          "seconds `muster launch` waits for the launcher of every node of the Slurm step to "
+          "reach node 0's rendezvous store; the error lists the nodes that did not"),
+    FIELD(launch.master_addr, "launch.master_addr",
+          "MASTER_ADDR for the workers and the address of the rendezvous store; \"\" = the "
+          "first host of the step's nodelist as Slurm names it (127.0.0.1 for muster run)"),
+    FIELD(launch.master_port, "launch.master_port",
+          "MASTER_PORT for the workers (rank 0's torch.distributed store); 0 = a port the "
+          "kernel reports free on node 0"),
+    FIELD(launch.requeue_on_signal, "launch.requeue_on_signal",
+          "after a forwarded SIGUSR1/SIGUSR2 (Slurm's --signal pre-timeout warning) and the "
+          "workers' exit, requeue the job (scontrol requeue $SLURM_JOB_ID); the requeued job "
+          "resumes in the same run directory"),
     FIELD(parallel.allocation, "parallel.allocation",
           "AReaL allocation string instead of the sizes below: \"d4t2p2\", \"megatron:d2p2t4e4\" "
           "or \"megatron:(attn:d1p4t2c2|ffn:d1p4t1e4)\"; \"\" = use the sizes"),
@@ -284,6 +297,11 @@ void validate(const job_config& c, const config::sources& where) {
   check_at_least(c.launch.kill_grace, 0, where, "launch.kill_grace");
   check_at_least(c.launch.timeout_hang, 0, where, "launch.timeout_hang");
   check_at_least(c.launch.max_restarts, 0, where, "launch.max_restarts");
+  check_at_least(c.launch.timeout_rendezvous, 1, where, "launch.timeout_rendezvous");
+  MUSTER_CHECK(c.launch.master_port >= 0 && c.launch.master_port <= 65535, errc::config,
+               "{}: launch.master_port: {} is not a TCP port; use 1-65535, or 0 to let muster "
+               "pick a free one",
+               place_of(where, "launch.master_port"), c.launch.master_port);
   check_choice(c.launch.tee, {"rank0", "all", "none"}, where, "launch.tee");
   MUSTER_CHECK(!c.launch.runs_dir.empty(), errc::config,
                "{}: launch.runs_dir is empty; name a directory, e.g. launch.runs_dir = "

@@ -106,6 +106,9 @@ int user_version(const sqlite_db& db) {
 
 void check_writable(const sqlite_db& db) {
   int version = user_version(db);
+  // Tables without a version may be another writer's schema committed between the two reads
+  // (several srun tasks open one node file at once): the version is read again, after.
+  if (version == 0 && has_tables(db)) version = user_version(db);
   if (version > kCurrentVersion) throw_newer(db, version, kCurrentVersion);
   if (version == 0 && has_tables(db)) throw_foreign(db);
 }

@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "common/job_config.hpp"
+#include "common/run_dir.hpp"
+#include "launcher/slurm_step.hpp"
 
 namespace muster::launcher {
 
@@ -25,6 +27,16 @@ struct local_run_result {
   int exit_code = 0;                         // the first failure's, see supervise_result
   std::filesystem::path run_dir;
 };
+
+// This machine's name up to the first '.', as Slurm names nodes.
+std::string short_hostname();
+// Writes the resolved job file to <run_dir>/job.toml; throws errc::io naming it.
+void write_job_file(const store::run_paths& paths, const job_config& config);
+// The workers' argv: `command`, or the default worker; argv[0] is checked to be a program on
+// PATH (errc::invalid_input naming it) before anything is written.
+std::vector<std::string> worker_argv(const std::vector<std::string>& command,
+                                     const std::filesystem::path& default_worker,
+                                     const env_map& env);
 
 // Runs the job to its end. Throws errc::config / invalid_input for bad input (nothing started),
 // errc::io / errc::store when the run directory or its store cannot be written.

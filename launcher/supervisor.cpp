@@ -119,6 +119,11 @@ class node_supervisor {
     while (any_running() || (any_output() && drain_until && clock::now() < *drain_until)) {
       std::vector<pollfd> fds{{signal_fd_, POLLIN, 0}};
       std::vector<worker*> owners{nullptr};
+      const bool watch_stop = options_.stop_fd >= 0 && !stopping_;
+      if (watch_stop) {
+        fds.push_back({options_.stop_fd, POLLIN, 0});
+        owners.push_back(nullptr);
+      }
       for (auto& w : workers_)
         if (w.output_fd >= 0) {
           fds.push_back({w.output_fd, POLLIN, 0});
@@ -127,7 +132,13 @@ class node_supervisor {
       int rc = ::poll(fds.data(), fds.size(), timeout_ms(drain_until));
       if (rc < 0 && errno != EINTR) MUSTER_THROW(errc::internal, "poll: {}", strerror(errno));
       if (fds[0].revents & POLLIN) read_signals();
-      for (std::size_t i = 1; i < fds.size(); ++i)
+      if (watch_stop && (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) && !stopping_) {
+        stop_requested_ = true;
+        emit(supervisor_event::kind::stop_requested, -1, -1, SIGTERM, nullptr,
+             options_.stop_reason ? options_.stop_reason() : std::string());
+        begin_stop(SIGTERM);
+      }
+      for (std::size_t i = watch_stop ? 2 : 1; i < fds.size(); ++i)
         if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) read_output(*owners[i]);
       if (options_.timeout_hang.count() > 0 && !stopping_) check_heartbeats();
       if (kill_at_ && clock::now() >= *kill_at_) {
@@ -193,6 +204,7 @@ class node_supervisor {
       if (sig == SIGCHLD) {
         reap(/*block=*/false);
       } else if (sig == SIGUSR1 || sig == SIGUSR2) {
+        forwarded_.push_back(sig);
         emit(supervisor_event::kind::forwarded_signal, -1, -1, sig, nullptr);
         signal_running(sig);
       } else {
@@ -306,6 +318,8 @@ class node_supervisor {
     }
     result.first_failure = first_failure_;
     result.launcher_signal = launcher_signal_;
+    result.stop_requested = stop_requested_;
+    result.forwarded_signals = forwarded_;
     return result;
   }
 
@@ -318,6 +332,8 @@ class node_supervisor {
   std::optional<clock::time_point> kill_at_;
   std::optional<int> first_failure_;
   std::optional<int> launcher_signal_;
+  bool stop_requested_ = false;
+  std::vector<int> forwarded_;
   clock::time_point next_heartbeat_check_{};
 };
 

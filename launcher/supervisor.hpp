@@ -54,13 +54,16 @@ inline constexpr std::size_t kLastLines = 20;
 
 // What happened, as it happens, for the caller to record.
 struct supervisor_event {
-  enum class kind { started, exited, forwarded_signal, stopping, killing, leftovers_killed, hung };
+  enum class kind {
+    started, exited, forwarded_signal, stopping, killing, leftovers_killed, hung, stop_requested
+  };
   kind what = kind::started;
   int rank = -1;                       // the rank, for started and exited; -1 otherwise
   pid_t pid = -1;
   int signal = 0;                      // forwarded_signal, stopping: the signal
   const rank_exit* exit = nullptr;     // exited: how
-  std::string detail;                  // hung: every rank's last heartbeat age
+  std::string detail;                  // hung: every rank's last heartbeat age;
+                                       // stop_requested: what stop_reason() said
 };
 
 struct supervise_options {
@@ -77,12 +80,19 @@ struct supervise_options {
   std::chrono::milliseconds timeout_hang{0};
   std::function<std::filesystem::path(int rank)> heartbeat_path;
   int hang_signal = 6;  // SIGABRT
+  // Stopping from outside (another node's rank failed): when stop_fd (-1 = none) becomes
+  // readable, every worker is stopped as after a local first failure (SIGTERM, grace, SIGKILL)
+  // and all of them are knock-ons. stop_reason() says why, for the stop_requested event.
+  int stop_fd = -1;
+  std::function<std::string()> stop_reason;
 };
 
 struct supervise_result {
   std::vector<rank_exit> exits;            // one per worker, in spec order
   std::optional<int> first_failure;        // index into exits
   std::optional<int> launcher_signal;      // SIGTERM/SIGINT/SIGHUP the launcher received
+  bool stop_requested = false;             // stopped through stop_fd
+  std::vector<int> forwarded_signals;      // SIGUSR1/SIGUSR2 passed on, in order
 
   // The launcher's exit code: the first failure's exit code (128 + signal when a signal ended
   // it), else 128 + the launcher's signal, else 0.

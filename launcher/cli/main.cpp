@@ -42,8 +42,8 @@ int main(int argc, char** argv) {
     int rc = app.exit(e);
     return rc == 0 ? kExitOk : kExitUsage;
   }
-  if (!command.empty() && !app.got_subcommand("run")) {
-    fmt::print(stderr, "muster: only `muster run` takes a program after --\n");
+  if (!command.empty() && !app.got_subcommand("run") && !app.got_subcommand("launch")) {
+    fmt::print(stderr, "muster: only `muster run` and `muster launch` take a program after --\n");
     return kExitUsage;
   }
   try {

@@ -6,7 +6,12 @@
 #include <boost/asio.hpp>
 #include <fmt/format.h>
 
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
 #include <cstring>
+#include <limits>
 #include <list>
 
 #include "common/error.hpp"
@@ -217,6 +222,11 @@ tcp_store_client::tcp_store_client(const std::string& host, int port, millisecon
 
 tcp_store_client::~tcp_store_client() = default;
 
+void tcp_store_client::shutdown() {
+  // ::shutdown on the descriptor, not the asio object: another thread may be inside a call.
+  ::shutdown(impl_->socket.native_handle(), SHUT_RDWR);
+}
+
 std::vector<std::string> tcp_store_client::call(std::uint8_t code,
                                                 const std::vector<std::string>& args,
                                                 milliseconds timeout) {
@@ -224,6 +234,14 @@ std::vector<std::string> tcp_store_client::call(std::uint8_t code,
   message reply;
   try {
     asio::write(impl_->socket, asio::buffer(encode({code, args, timeout.count()}, true)));
+    if (reply_slack_.count() > 0) {
+      pollfd p{impl_->socket.native_handle(), POLLIN, 0};
+      int wait_ms = static_cast<int>(std::min<std::int64_t>(
+          (timeout + reply_slack_).count(), std::numeric_limits<int>::max()));
+      MUSTER_CHECK(::poll(&p, 1, wait_ms) == 1, errc::io,
+                   "rendezvous: no reply from {}:{} within {} ms; is that port muster's store?",
+                   impl_->host, impl_->port, wait_ms);
+    }
     reply = decode(impl_->socket, /*request=*/false);
   } catch (const boost::system::system_error& e) {
     MUSTER_THROW(errc::io, "rendezvous: lost the store at {}:{}: {}", impl_->host, impl_->port,

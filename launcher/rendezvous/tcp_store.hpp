@@ -56,12 +56,20 @@ class tcp_store_client final : public kv_store {
   void wait(const std::vector<std::string>& keys, milliseconds timeout) override;
   bool check(const std::vector<std::string>& keys) override;
 
+  // Waits at most `slack` beyond a request's own timeout for its reply, then throws errc::io
+  // (for probing a port that may belong to some other program); 0 = wait as long as it takes.
+  void set_reply_slack(milliseconds slack) { reply_slack_ = slack; }
+  // Ends the connection: a call blocked in another thread, and every later call, throws
+  // errc::io. Safe to call from any thread.
+  void shutdown();
+
  private:
   std::vector<std::string> call(std::uint8_t op, const std::vector<std::string>& args,
                                 milliseconds timeout);
   struct impl;
   std::unique_ptr<impl> impl_;
   std::mutex mutex_;  // one request at a time on the connection
+  milliseconds reply_slack_{0};
 };
 
 }  // namespace muster::launcher::rendezvous

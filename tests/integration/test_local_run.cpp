@@ -252,7 +252,7 @@ TEST_CASE("bad input to muster run is one clear line and starts nothing", "[loca
   CHECK_THAT(typo.err, Catch::Contains("did you mean 'launch.nproc'?"));
   auto stray = muster::test::run_process({kMuster, "plan", "--", "x"});
   CHECK(stray.exit_code == 2);
-  CHECK_THAT(stray.err, Catch::Contains("only `muster run` takes a program after --"));
+  CHECK_THAT(stray.err, Catch::Contains("only `muster run` and `muster launch` take a program after --"));
   muster::test::write_file(runs / "file", "");
   auto blocked = muster::test::run_process(
       {kMuster, "run", "launch.runs_dir=" + (runs / "file").string(), "--", kWorker});

@@ -1,0 +1,222 @@
+// One node's ranks, alone or in a group of nodes: see node_run.hpp.
+#include "launcher/node_run.hpp"
+
+#include <sched.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "common/error.hpp"
+#include "common/gpu_policy.hpp"
+#include "common/log.hpp"
+#include "common/run_store.hpp"
+#include "launcher/device_assignment.hpp"
+#include "launcher/run_recorder.hpp"
+#include "launcher/supervisor.hpp"
+#include "launcher/worker_env.hpp"
+
+namespace muster::launcher {
+namespace {
+
+std::filesystem::path heartbeat_file(const store::run_paths& paths, int rank) {
+  return paths.logs_dir() / fmt::format("rank-{}.heartbeat", rank);
+}
+
+// The CPUs this launcher may run on, ascending.
+std::vector<int> allowed_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (::sched_getaffinity(0, sizeof set, &set) != 0) return cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+    if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
+  return cpus;
+}
+
+tee_mode parse_tee(const std::string& tee) {
+  return tee == "all" ? tee_mode::all : tee == "none" ? tee_mode::none : tee_mode::rank0;
+}
+
+// This node's first failure of a round, for the group.
+rendezvous::group_failure local_failure(const node_run_plan& plan,
+                                        const supervise_result& result) {
+  rendezvous::group_failure f;
+  f.node = plan.node_rank;
+  f.host = plan.host;
+  f.exit_code = result.exit_code();
+  if (result.first_failure) {
+    const auto& x = result.exits[static_cast<std::size_t>(*result.first_failure)];
+    f.rank = x.rank;
+    f.what = fmt::format("rank {} on {} failed first: {}", x.rank, plan.host, x.describe());
+  } else {
+    f.no_restart = result.launcher_signal.has_value();
+    f.what = result.launcher_signal
+                 ? fmt::format("the launcher on {} was stopped by {}", plan.host,
+                               signal_name(*result.launcher_signal))
+                 : fmt::format("a rank on {} failed", plan.host);
+  }
+  return f;
+}
+
+}  // namespace
+
+node_run_result run_node(const node_run_plan& plan, const store::run_paths& paths,
+                         const node_run_group& group) {
+  const job_config& config = *plan.config;
+  const int n = plan.local_ranks;
+  env_map base_env = plan.base_env;
+  auto visible = base_env.find("CUDA_VISIBLE_DEVICES");
+  const auto gpus = assign_gpus(
+      n,
+      visible == base_env.end() ? std::nullopt
+                                : std::optional(parse_visible_devices(visible->second)),
+      plan.num_gpus);
+  const bool has_gpus = gpus.front().has_value();
+  const auto cpus = split_cpus(allowed_cpus(), n);
+  const auto& policy = plan.policy;
+  apply_gpu_policy(policy, base_env);
+
+  store::node_writer db(paths.node_db(plan.host));
+  db.put_run({paths.run_id(), config.job.name, store::run_state::running, store::now_ms(),
+              store::now_ms(), plan.world_size, plan.num_nodes, plan.slurm_job_id,
+              paths.job_config().string(), ""});
+  run_recorder recorder(db, paths, plan.host, plan.first_rank);
+  if (plan.restart_base > 0)
+    recorder.event(std::nullopt, store::severity::warn, "resumed",
+                   fmt::format("start {} of this run (SLURM_RESTART_COUNT={}): resuming in {}",
+                               plan.restart_base + 1, plan.restart_base, paths.dir().string()));
+  if (!plan.rendezvous.empty())
+    recorder.event(std::nullopt, store::severity::info, "rendezvous", plan.rendezvous);
+  for (const auto& d : policy)
+    recorder.event(std::nullopt, store::severity::info, "gpu_policy",
+                   fmt::format("{}: {} {}: {}", d.rule, d.value ? "set" : "unset",
+                               d.value ? d.variable + "=" + *d.value : d.variable, d.reason));
+
+  worker_identity who;
+  who.world_size = plan.world_size;
+  who.local_world_size = n;
+  who.node_rank = plan.node_rank;
+  who.num_nodes = plan.num_nodes;
+  who.max_restarts = config.launch.max_restarts;
+  who.master_addr = plan.master_addr;
+  who.master_port = plan.master_port;
+  who.run_id = paths.run_id();
+  who.run_dir = std::filesystem::absolute(paths.dir());
+  who.cpus_on_node = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  auto make_specs = [&](int restart) {
+    who.restart_count = restart;
+    std::vector<worker_spec> specs;
+    for (int local = 0; local < n; ++local) {
+      const auto index = static_cast<std::size_t>(local);
+      const int rank = plan.first_rank + local;
+      std::filesystem::remove(heartbeat_file(paths, rank));  // a restart starts unwatched
+      who.rank = rank;
+      who.local_rank = local;
+      who.error_file = std::filesystem::absolute(recorder.error_file(rank));
+      who.heartbeat_file = std::filesystem::absolute(heartbeat_file(paths, rank));
+      who.gpu = gpus[index];
+      // CPU shares only with GPUs, where a rank's CPUs should sit beside its GPU.
+      specs.push_back({rank, plan.argv, worker_env(base_env, who),
+                       has_gpus ? cpus[index] : std::vector<int>{}});
+    }
+    return specs;
+  };
+
+  auto* g = group.group;
+  int round = 0;
+  supervise_options options;
+  options.kill_grace = std::chrono::seconds(config.launch.kill_grace);
+  options.tee = parse_tee(config.launch.tee);
+  options.console_fd = plan.console_fd;
+  options.log_path = [&paths](int rank) { return paths.rank_log(rank); };
+  options.on_event = [&](const supervisor_event& e) {
+    recorder(e);
+    if (g && e.what == supervisor_event::kind::forwarded_signal && config.launch.requeue_on_signal)
+      g->ask_requeue(fmt::format("{} on {}", signal_name(e.signal), plan.host));
+  };
+  options.timeout_hang = std::chrono::seconds(config.launch.timeout_hang);
+  options.heartbeat_path = [&paths](int rank) { return heartbeat_file(paths, rank); };
+  options.hang_signal = config.launch.hang_dump ? SIGABRT : SIGTERM;
+  options.stop_reason = [&]() -> std::string {
+    try {
+      if (auto f = g->failure(round)) return f->what;
+    } catch (const error&) {
+    }
+    return fmt::format("lost the rendezvous store on {} (node 0's launcher ended)",
+                       plan.master_addr);
+  };
+  log::get("launcher")->info("run {}: ranks {}-{} of {} on {}: {}", paths.run_id(),
+                             plan.first_rank, plan.first_rank + n - 1, plan.world_size,
+                             plan.host, plan.argv[0]);
+
+  node_run_result out;
+  supervise_result result;
+  std::optional<rendezvous::group_failure> failure;
+  for (;; ++round) {
+    std::unique_ptr<rendezvous::failure_watch> watch;
+    if (g) watch = group.watch(round);
+    options.stop_fd = watch ? watch->fd() : -1;
+    result = supervise(make_specs(plan.restart_base + round), options);
+    if (watch) watch->stop();
+    const bool local = result.first_failure || result.launcher_signal ||
+                       (!result.stop_requested && result.exit_code() != 0);
+    failure.reset();
+    if (local) failure = local_failure(plan, result);
+    if (g) {
+      try {
+        if (local) failure = g->publish_failure(round, *failure);
+        // After a failure every node ends within its grace; without one, whenever it is done.
+        std::optional<std::chrono::milliseconds> wait;
+        if (local || result.stop_requested)
+          wait = std::chrono::milliseconds(options.kill_grace) + std::chrono::seconds(30);
+        g->end_round(round, result.exit_code(), wait);
+        failure = g->failure(round);  // a node may have failed after this one was done
+        if (failure && failure->node != plan.node_rank)
+          recorder.event(failure->rank >= 0 ? std::optional<int>(failure->rank) : std::nullopt,
+                         store::severity::error, "first_failure_elsewhere", failure->what);
+      } catch (const error& e) {
+        if (e.category() != errc::io && e.category() != errc::environment) throw;
+        // Node 0's launcher is gone, or a node never reported: nothing more to agree on.
+        if (!failure) {
+          failure.emplace();
+          failure->node = -1;
+          failure->exit_code = result.exit_code() != 0 ? result.exit_code() : 1;
+          failure->what = fmt::format("lost the other launchers: {}", e.what());
+        }
+        failure->no_restart = true;
+        g = nullptr;
+        recorder.event(std::nullopt, store::severity::error, "rendezvous_lost", e.what());
+      }
+    }
+    if (!failure || failure->no_restart || round >= config.launch.max_restarts) break;
+    print_summary(result, paths, recorder,
+                  failure->node != plan.node_rank ? std::optional(failure->what) : std::nullopt);
+    recorder.event(std::nullopt, store::severity::warn, "restart",
+                   fmt::format("restart {} of {} after {}", round + 1,
+                               config.launch.max_restarts, failure->what));
+    fmt::print(stderr, "muster: restarting the ranks ({} of {})\n", round + 1,
+               config.launch.max_restarts);
+  }
+  try {
+    if (g) out.requeue_asked = g->requeue_asked();
+  } catch (const error&) {
+    // the store went away after the last round: no requeue to ask for
+  }
+
+  out.exit_code = failure ? failure->exit_code : result.exit_code();
+  auto state = !failure                  ? store::run_state::succeeded
+               : result.launcher_signal ? store::run_state::cancelled
+                                         : store::run_state::failed;
+  if (failure && failure->no_restart && !result.launcher_signal)
+    state = store::run_state::cancelled;  // another node's launcher was stopped
+  db.set_run_state(paths.run_id(), state, store::now_ms());
+  print_summary(result, paths, recorder,
+                failure && failure->node != plan.node_rank ? std::optional(failure->what)
+                                                           : std::nullopt);
+  return out;
+}
+
+}  // namespace muster::launcher

@@ -1,0 +1,137 @@
+// Recording a node's ranks and summing up: see run_recorder.hpp.
+#include "launcher/run_recorder.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace muster::launcher {
+
+std::optional<std::string> read_error_file(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  if (!in) return std::nullopt;
+  std::stringstream text;
+  text << in.rdbuf();
+  auto json = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded()) return text.str().substr(0, 2000);
+  auto message = json.value("message", nlohmann::json());
+  if (message.is_object()) message = message.value("message", nlohmann::json());
+  return message.is_string() ? message.get<std::string>() : json.dump();
+}
+
+run_recorder::run_recorder(store::node_writer& db, const store::run_paths& paths,
+                           std::string host, int first_rank)
+    : db_(db), paths_(paths), host_(std::move(host)), first_rank_(first_rank) {}
+
+void run_recorder::operator()(const supervisor_event& e) {
+  using kind = supervisor_event::kind;
+  switch (e.what) {
+    case kind::started:
+      put_rank(e.rank, e.pid, store::rank_state::running, nullptr);
+      break;
+    case kind::exited:
+      on_exit(*e.exit);
+      break;
+    case kind::forwarded_signal:
+      event(std::nullopt, store::severity::info, "signal_forwarded",
+            fmt::format("{} forwarded to every worker", signal_name(e.signal)));
+      break;
+    case kind::stopping:
+      event(std::nullopt, store::severity::warn, "launcher_signal",
+            fmt::format("the launcher got {}: stopping the workers", signal_name(e.signal)));
+      break;
+    case kind::stop_requested:
+      event(std::nullopt, store::severity::warn, "remote_failure",
+            fmt::format("stopping the workers: {}", e.detail));
+      break;
+    case kind::killing:
+      event(std::nullopt, store::severity::warn, "kill",
+            "workers still running after the grace period: SIGKILL");
+      break;
+    case kind::hung: {
+      auto text =
+          fmt::format("rank {} is hung: {} sent; {}", e.rank, signal_name(e.signal), e.detail);
+      fmt::print(stderr, "muster: {}\n", text);
+      event(e.rank, store::severity::error, "hang", std::move(text));
+      break;
+    }
+    case kind::leftovers_killed:
+      event(std::nullopt, store::severity::warn, "leftovers_killed",
+            "processes left behind by the workers were killed");
+      break;
+  }
+}
+
+void run_recorder::put_rank(int rank, pid_t pid, store::rank_state state, const rank_exit* exit) {
+  store::rank_record r;
+  r.rank = rank;
+  r.host = host_;
+  r.local_rank = rank - first_rank_;
+  r.pid = pid;
+  r.state = state;
+  if (exit && exit->exit_code) r.exit_code = *exit->exit_code;
+  if (exit && exit->signal) r.signal = *exit->signal;
+  r.updated_ms = store::now_ms();
+  db_.put_rank(r);
+}
+
+void run_recorder::event(std::optional<int> rank, store::severity level, std::string kind,
+                         std::string text) {
+  db_.add_event({store::now_ms(), rank ? std::optional<std::int64_t>(*rank) : std::nullopt, level,
+                 std::move(kind), std::move(text)});
+}
+
+void run_recorder::on_exit(const rank_exit& x) {
+  auto state = !x.failed()  ? store::rank_state::succeeded
+               : x.knock_on ? store::rank_state::killed
+                            : store::rank_state::failed;
+  put_rank(x.rank, x.pid, state, &x);
+  if (x.first_failure) {
+    first_error_ = read_error_file(error_file(x.rank));
+    std::string text = fmt::format("rank {} on {} (pid {}) failed first: {}", x.rank, host_,
+                                   x.pid, x.describe());
+    if (first_error_) text += fmt::format("; error file: {}", *first_error_);
+    if (!x.last_lines.empty())
+      text += fmt::format("; last output: {}", fmt::join(x.last_lines, " | "));
+    event(x.rank, store::severity::error, "first_failure", text);
+  } else if (x.knock_on) {
+    event(x.rank, store::severity::info, "knock_on",
+          fmt::format("rank {} stopped after the first failure: {}", x.rank, x.describe()));
+  } else {
+    event(x.rank, x.failed() ? store::severity::error : store::severity::info, "rank_exit",
+          fmt::format("rank {}: {}", x.rank, x.describe()));
+  }
+}
+
+std::filesystem::path run_recorder::error_file(int rank) const {
+  return paths_.logs_dir() / fmt::format("rank-{}.error.json", rank);
+}
+
+void print_summary(const supervise_result& result, const store::run_paths& paths,
+                   const run_recorder& recorder, const std::optional<std::string>& elsewhere) {
+  const auto stopped = std::count_if(result.exits.begin(), result.exits.end(),
+                                     [](const rank_exit& e) { return e.knock_on; });
+  if (elsewhere) {
+    fmt::print(stderr, "muster: {}; {} rank(s) of this node stopped. Logs: {}\n", *elsewhere,
+               stopped, paths.logs_dir().string());
+    return;
+  }
+  if (!result.first_failure) {
+    if (result.launcher_signal)
+      fmt::print(stderr, "muster: stopped by {}; logs in {}\n",
+                 signal_name(*result.launcher_signal), paths.logs_dir().string());
+    return;
+  }
+  const auto& x = result.exits[static_cast<std::size_t>(*result.first_failure)];
+  fmt::print(stderr, "muster: rank {} failed first ({}); {} other rank(s) stopped. Log: {}\n",
+             x.rank, x.describe(), stopped, paths.rank_log(x.rank).string());
+  if (const auto& error = recorder.first_error())
+    fmt::print(stderr, "muster: rank {} error file: {}\n", x.rank, *error);
+  for (const auto& line : x.last_lines) fmt::print(stderr, "  [rank {}] {}\n", x.rank, line);
+}
+
+}  // namespace muster::launcher

@@ -1,0 +1,52 @@
+// What a node's launcher writes to its run-store file while its ranks run: each rank's start
+// and end, the first failure (with its error file and last output lines) and its knock-ons,
+// forwarded signals, hangs and kills; and the summary it prints on stderr at the end.
+// Not here: starting or stopping workers (supervisor.hpp), the run directory (common/run_dir).
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "common/run_store.hpp"
+#include "common/run_dir.hpp"
+#include "launcher/supervisor.hpp"
+
+namespace muster::launcher {
+
+// The message of a torchelastic error file ({"message": {"message": ...}} or {"message": ...}),
+// the start of the file when it is not JSON; nothing when it is missing.
+std::optional<std::string> read_error_file(const std::filesystem::path& file);
+
+class run_recorder {
+ public:
+  // Ranks first_rank .. on `host` write to `db`; their files are under paths.
+  run_recorder(store::node_writer& db, const store::run_paths& paths, std::string host,
+               int first_rank);
+
+  void operator()(const supervisor_event& e);
+  // An event of the run (not of one rank when rank is unset).
+  void event(std::optional<int> rank, store::severity level, std::string kind, std::string text);
+
+  // <logs>/rank-N.error.json: TORCHELASTIC_ERROR_FILE of rank N.
+  std::filesystem::path error_file(int rank) const;
+  // The error file of the latest first failure, as read when it was recorded.
+  const std::optional<std::string>& first_error() const { return first_error_; }
+
+ private:
+  void put_rank(int rank, pid_t pid, store::rank_state state, const rank_exit* exit);
+  void on_exit(const rank_exit& x);
+
+  store::node_writer& db_;
+  const store::run_paths& paths_;
+  std::string host_;
+  int first_rank_;
+  std::optional<std::string> first_error_;
+};
+
+// The end of a run on stderr: who failed first, the log, the error file, the last lines.
+// `elsewhere`: the first failure was on another node (muster launch), as it was published.
+void print_summary(const supervise_result& result, const store::run_paths& paths,
+                   const run_recorder& recorder, const std::optional<std::string>& elsewhere);
+
+}  // namespace muster::launcher

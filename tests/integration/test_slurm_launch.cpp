@@ -1,0 +1,330 @@
+// `muster launch` across "nodes" on loopback: each launcher is a real process with the
+// environment srun gives a task of a 2-node step (the variables of tests/launcher/slurm_env's
+// captures), launch.master_addr=127.0.0.1 since the node names do not resolve here. The
+// launchers rendezvous through node 0's store over real sockets, start real workers
+// (muster-test-worker), and fail fast across nodes. (The Slurm integration tests run the same
+// binary under a real srun.)
+#include <catch2/catch.hpp>
+
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <future>
+#include <regex>
+#include <set>
+#include <thread>
+
+#include "common/run_reader.hpp"
+#include "tests/support/subprocess.hpp"
+#include "tests/support/temp_dir.hpp"
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+const std::string kMuster = std::string(MUSTER_BIN_DIR) + "/muster";
+const std::string kWorker = std::string(MUSTER_BIN_DIR) + "/muster-test-worker";
+
+// A job id of this test process's own, so parallel tests never share a derived port list.
+std::uint32_t fresh_job_id() {
+  static std::uint32_t next = 100000 + static_cast<std::uint32_t>(::getpid() % 50000) * 16;
+  return next++;
+}
+
+// The environment srun gives task `task` of a step over gpu-a[01-NN] with `per_node` tasks on
+// each node (block distribution).
+muster::test::env_change step_env(std::uint32_t job_id, int nodes, int per_node, int task) {
+  const int node = task / per_node;
+  const std::string list = "gpu-a[01-" + std::string(nodes < 10 ? "0" : "") + std::to_string(nodes) + "]";
+  const std::string tpn = std::to_string(per_node) + "(x" + std::to_string(nodes) + ")";
+  const std::string ntasks = std::to_string(nodes * per_node);
+  muster::test::env_change env;
+  env.set = {{"SLURM_JOB_ID", std::to_string(job_id)},
+             {"SLURM_STEP_ID", "0"},
+             {"SLURM_JOB_NODELIST", list},
+             {"SLURM_STEP_NODELIST", list},
+             {"SLURM_NNODES", std::to_string(nodes)},
+             {"SLURM_STEP_NUM_NODES", std::to_string(nodes)},
+             {"SLURM_NTASKS", ntasks},
+             {"SLURM_STEP_NUM_TASKS", ntasks},
+             {"SLURM_TASKS_PER_NODE", tpn},
+             {"SLURM_STEP_TASKS_PER_NODE", tpn},
+             {"SLURM_PROCID", std::to_string(task)},
+             {"SLURM_LOCALID", std::to_string(task % per_node)},
+             {"SLURM_NODEID", std::to_string(node)},
+             {"SLURMD_NODENAME", "gpu-a0" + std::to_string(node + 1)},
+             {"MUSTER_LOG_LEVEL", "warn"}};
+  env.unset = {"SLURM_RESTART_COUNT", "CUDA_VISIBLE_DEVICES", "SLURM_ARRAY_JOB_ID",
+               "SLURM_ARRAY_TASK_ID", "SLURM_GPUS_ON_NODE"};
+  return env;
+}
+
+std::vector<std::string> launch_args(const fs::path& runs, std::vector<std::string> worker_args,
+                                     std::vector<std::string> overrides = {}) {
+  std::vector<std::string> args = {kMuster, "launch", "launch.runs_dir=" + runs.string(),
+                                   "launch.master_addr=127.0.0.1", "launch.nproc=2"};
+  args.insert(args.end(), overrides.begin(), overrides.end());
+  args.push_back("--");
+  args.push_back(kWorker);
+  args.insert(args.end(), worker_args.begin(), worker_args.end());
+  return args;
+}
+
+// Starts one launcher per task of the step (at once, each from its own thread) and waits for
+// all of them; node 1's tasks get `node1_args` when given.
+std::vector<muster::test::process_result> run_step(std::uint32_t job_id, int nodes, int per_node,
+                                                   const std::vector<std::string>& args,
+                                                   std::vector<std::string> node1_args = {}) {
+  std::vector<std::future<muster::test::process_result>> running;
+  for (int task = 0; task < nodes * per_node; ++task) {
+    const auto& a = task / per_node == 1 && !node1_args.empty() ? node1_args : args;
+    running.push_back(std::async(std::launch::async, [a, env = step_env(job_id, nodes, per_node, task)] {
+      return muster::test::run_process(a, env);
+    }));
+  }
+  std::vector<muster::test::process_result> results;
+  for (auto& r : running) results.push_back(r.get());
+  return results;
+}
+
+fs::path only_run_dir(const fs::path& runs) {
+  std::vector<fs::path> dirs;
+  for (const auto& e : fs::directory_iterator(runs))
+    if (e.is_directory()) dirs.push_back(e.path());
+  REQUIRE(dirs.size() == 1);
+  return dirs.front();
+}
+
+// "rank R of W (local L of N, node G) master ADDR:PORT run ID restart K" -> its fields.
+struct contract_line {
+  int rank, world, local, local_world, node, port, restart;
+};
+std::vector<contract_line> contract_lines(const std::string& text) {
+  static const std::regex line(
+      R"(rank (\d+) of (\d+) \(local (\d+) of (\d+), node (\d+)\) master 127\.0\.0\.1:(\d+) run \S+ restart (\d+))");
+  std::vector<contract_line> out;
+  for (std::sregex_iterator it(text.begin(), text.end(), line), end; it != end; ++it)
+    out.push_back({std::stoi((*it)[1]), std::stoi((*it)[2]), std::stoi((*it)[3]),
+                   std::stoi((*it)[4]), std::stoi((*it)[5]), std::stoi((*it)[6]),
+                   std::stoi((*it)[7])});
+  return out;
+}
+
+bool has_event(const std::vector<muster::store::event_record>& events, const std::string& kind,
+               const std::string& text) {
+  for (const auto& e : events)
+    if (e.kind == kind && e.message.find(text) != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("two nodes rendezvous through node 0 and start 4 ranks with global ranks", "[launch]") {
+  muster::test::temp_dir runs;
+  const auto job = fresh_job_id();
+  auto results = run_step(job, 2, 1, launch_args(runs.path(), {"--sleep-ms", "100"}));
+  for (const auto& r : results) {
+    INFO("stderr: " << r.err);
+    CHECK(r.exit_code == 0);
+  }
+  auto dir = only_run_dir(runs.path());
+  CHECK(dir.filename() == "muster-job-" + std::to_string(job));
+  std::set<int> ports;
+  for (int rank = 0; rank < 4; ++rank) {
+    auto lines =
+        contract_lines(muster::test::read_file(dir / "logs" / ("rank-" + std::to_string(rank) + ".log")));
+    REQUIRE(lines.size() == 1);
+    CHECK(lines[0].rank == rank);
+    CHECK(lines[0].world == 4);
+    CHECK(lines[0].local == rank % 2);
+    CHECK(lines[0].local_world == 2);
+    CHECK(lines[0].node == rank / 2);
+    ports.insert(lines[0].port);
+  }
+  CHECK(ports.size() == 1);  // every rank has the same MASTER_PORT
+  muster::store::run_reader reader(dir);
+  CHECK(reader.hosts() == std::vector<std::string>{"gpu-a01", "gpu-a02"});
+  REQUIRE(reader.run());
+  CHECK(reader.run()->world_size == 4);
+  CHECK(reader.run()->num_nodes == 2);
+  CHECK(reader.run()->slurm_job_id == std::to_string(job));
+  auto ranks = reader.ranks();
+  REQUIRE(ranks.size() == 4);
+  for (const auto& r : ranks) {
+    CHECK(r.state == muster::store::rank_state::succeeded);
+    CHECK(r.host == (r.rank < 2 ? "gpu-a01" : "gpu-a02"));
+    CHECK(r.local_rank == r.rank % 2);
+  }
+}
+
+TEST_CASE("a rank failing on node 1 stops node 0's ranks within a second; both exit 3",
+          "[launch]") {
+  muster::test::temp_dir runs;
+  auto start = clock_type::now();
+  auto results = run_step(fresh_job_id(), 2, 1,
+                          launch_args(runs.path(), {"--sleep-ms", "60000", "--only-rank", "3",
+                                                    "--after-ms", "300", "--exit-code", "3"}));
+  auto elapsed = clock_type::now() - start;
+  for (const auto& r : results) {
+    INFO("stderr: " << r.err);
+    CHECK(r.exit_code == 3);
+  }
+  CHECK(elapsed < 300ms + 1s);
+  CHECK_THAT(results[0].err, Catch::Contains("rank 3 on gpu-a02 failed first: exit code 3; 2 "
+                                             "rank(s) of this node stopped"));
+  CHECK_THAT(results[1].err, Catch::Contains("rank 3 failed first (exit code 3)"));
+  muster::store::run_reader reader(only_run_dir(runs.path()));
+  auto events = reader.events();
+  CHECK(has_event(events, "first_failure", "rank 3 on gpu-a02"));
+  CHECK(has_event(events, "first_failure_elsewhere", "rank 3 on gpu-a02 failed first"));
+  CHECK(has_event(events, "remote_failure", "rank 3 on gpu-a02 failed first"));
+  for (const auto& r : reader.ranks()) {
+    INFO("rank " << r.rank);
+    if (r.rank == 3) {
+      CHECK(r.state == muster::store::rank_state::failed);
+      CHECK(r.exit_code == 3);
+    } else {
+      CHECK(r.state == muster::store::rank_state::killed);
+    }
+  }
+  for (const auto& run : reader.runs()) CHECK(run.state == muster::store::run_state::failed);
+}
+
+TEST_CASE("a node that never arrives: the rendezvous times out naming it", "[launch]") {
+  muster::test::temp_dir runs;
+  const auto job = fresh_job_id();
+  auto start = clock_type::now();
+  auto r = muster::test::run_process(
+      launch_args(runs.path(), {}, {"launch.timeout_rendezvous=1"}), step_env(job, 2, 1, 0));
+  CHECK(clock_type::now() - start < 5s);
+  INFO("stderr: " << r.err);
+  CHECK(r.exit_code != 0);
+  CHECK_THAT(r.err, Catch::Contains("1 of 2 nodes reached the rendezvous within 1 s. Arrived: "
+                                    "gpu-a01 (node 0). Missing: gpu-a02 (node 1)"));
+  CHECK_THAT(r.err, Catch::Contains("launch.timeout_rendezvous"));
+  // and node 1 alone finds no store, saying where it looked
+  auto lone = muster::test::run_process(
+      launch_args(runs.path(), {}, {"launch.timeout_rendezvous=1"}), step_env(job, 2, 1, 1));
+  CHECK(lone.exit_code != 0);
+  CHECK_THAT(lone.err, Catch::Contains("no rendezvous store of job " + std::to_string(job)));
+  CHECK_THAT(lone.err, Catch::Contains("Check that node 0's launcher (gpu-a01) is running"));
+}
+
+TEST_CASE("without a shared run directory node 1 finds the store on the derived port",
+          "[launch]") {
+  muster::test::temp_dir runs0, runs1;
+  auto results = run_step(fresh_job_id(), 2, 1, launch_args(runs0.path(), {}),
+                          launch_args(runs1.path(), {}));
+  for (const auto& r : results) {
+    INFO("stderr: " << r.err);
+    CHECK(r.exit_code == 0);
+  }
+  muster::store::run_reader node1(only_run_dir(runs1.path()));
+  CHECK(node1.hosts() == std::vector<std::string>{"gpu-a02"});
+  CHECK(has_event(node1.events(), "rendezvous", "(derived port"));
+  muster::store::run_reader node0(only_run_dir(runs0.path()));
+  CHECK(has_event(node0.events(), "rendezvous", "2 nodes met through the store on 127.0.0.1:"));
+}
+
+TEST_CASE("launch.max_restarts restarts every node together", "[launch]") {
+  muster::test::temp_dir runs;
+  auto results = run_step(fresh_job_id(), 2, 1,
+                          launch_args(runs.path(),
+                                      {"--sleep-ms", "60000", "--only-rank", "1", "--after-ms",
+                                       "100", "--exit-code", "7"},
+                                      {"launch.max_restarts=1"}));
+  for (const auto& r : results) {
+    INFO("stderr: " << r.err);
+    CHECK(r.exit_code == 7);
+    CHECK_THAT(r.err, Catch::Contains("restarting the ranks (1 of 1)"));
+  }
+  auto dir = only_run_dir(runs.path());
+  // rank 3's log holds both starts: restart 0, then restart 1
+  auto lines = contract_lines(muster::test::read_file(dir / "logs" / "rank-3.log"));
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[0].restart == 0);
+  CHECK(lines[1].restart == 1);
+  muster::store::run_reader reader(dir);
+  int restarts = 0;
+  for (const auto& e : reader.events()) restarts += e.kind == "restart";
+  CHECK(restarts == 2);  // one per node
+}
+
+TEST_CASE("node 0's launcher killed with SIGKILL: node 1 stops its ranks and says why",
+          "[launch]") {
+  muster::test::temp_dir runs;
+  const auto job = fresh_job_id();
+  auto args = launch_args(runs.path(), {"--sleep-ms", "60000"}, {"launch.kill_grace=5"});
+  auto node0 = muster::test::spawn_process(args, step_env(job, 2, 1, 0));
+  auto node1 = muster::test::spawn_process(args, step_env(job, 2, 1, 1));
+  // both nodes' ranks running
+  auto end = clock_type::now() + 10s;
+  fs::path dir;
+  for (;;) {
+    REQUIRE(clock_type::now() < end);
+    std::this_thread::sleep_for(20ms);
+    if (!fs::exists(runs.path()) || fs::is_empty(runs.path())) continue;
+    dir = only_run_dir(runs.path());
+    int started = 0;
+    for (int rank = 0; rank < 4; ++rank) {
+      auto log = dir / "logs" / ("rank-" + std::to_string(rank) + ".log");
+      started += fs::exists(log) && fs::file_size(log) > 0;
+    }
+    if (started == 4) break;
+  }
+  ::kill(node0.pid, SIGKILL);
+  muster::test::wait_process(node0.pid);
+  auto start = clock_type::now();
+  auto r1 = muster::test::wait_process(node1.pid);
+  CHECK(clock_type::now() - start < 2s);
+  ::close(node0.out_fd);
+  ::close(node1.out_fd);
+  CHECK(r1.exit_code != 0);
+  muster::store::run_reader reader(dir);
+  CHECK(has_event(reader.events(), "remote_failure", "lost the rendezvous store"));
+}
+
+TEST_CASE("one srun task per rank: each task execs its worker as that rank", "[launch]") {
+  muster::test::temp_dir runs;
+  auto results = run_step(fresh_job_id(), 2, 2, launch_args(runs.path(), {}));
+  std::set<int> ports;
+  for (int task = 0; task < 4; ++task) {
+    const auto& r = results[static_cast<std::size_t>(task)];
+    INFO("task " << task << " stderr: " << r.err);
+    CHECK(r.exit_code == 0);
+    auto lines = contract_lines(r.out);  // the worker itself wrote to srun's stdout
+    REQUIRE(lines.size() == 1);
+    CHECK(lines[0].rank == task);
+    CHECK(lines[0].world == 4);
+    CHECK(lines[0].local == task % 2);
+    CHECK(lines[0].local_world == 2);
+    CHECK(lines[0].node == task / 2);
+    ports.insert(lines[0].port);
+  }
+  CHECK(ports.size() == 1);
+  muster::store::run_reader reader(only_run_dir(runs.path()));
+  CHECK(reader.ranks().size() == 4);
+  CHECK(has_event(reader.events(), "exec", "rank 3 on gpu-a02 execs"));
+}
+
+TEST_CASE("bad input to muster launch is one clear line", "[launch]") {
+  muster::test::temp_dir runs;
+  auto outside = muster::test::run_process(launch_args(runs.path(), {}),
+                                           {{}, {"SLURM_JOB_ID", "SLURM_STEP_ID"}});
+  CHECK(outside.exit_code == 2);
+  CHECK_THAT(outside.err, Catch::Contains("muster launch runs inside a Slurm job step"));
+  CHECK_THAT(outside.err, Catch::Contains("on one machine use muster run"));
+
+  auto env = step_env(fresh_job_id(), 2, 1, 1);
+  env.set["SLURMD_NODENAME"] = "gpu-b07";  // a host that is not in the step's nodelist
+  auto stranger = muster::test::run_process(launch_args(runs.path(), {}), env);
+  CHECK(stranger.exit_code == 2);
+  CHECK_THAT(stranger.err, Catch::Contains("SLURMD_NODENAME=gpu-b07"));
+  CHECK((!fs::exists(runs.path()) || fs::is_empty(runs.path())));
+}
