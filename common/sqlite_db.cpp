@@ -2,6 +2,7 @@
 #include "common/sqlite_db.hpp"
 
 #include <sqlite3.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -74,6 +75,9 @@ std::string advice(int primary, const std::filesystem::path& file) {
       return "another process held the lock past the busy timeout; only one launcher per node "
              "may write a node file";
     case SQLITE_IOERR:
+      // A full disk often surfaces as an I/O error on the WAL or shared-memory file.
+      if (struct statvfs fs{}; statvfs(dir.c_str(), &fs) == 0 && fs.f_bavail == 0)
+        return advice(SQLITE_FULL, file);
       return fmt::format("the filesystem holding {} reported an I/O error; check it (dmesg, "
                          "quota, mount state)", dir);
     default:

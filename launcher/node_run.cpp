@@ -212,7 +212,7 @@ node_run_result run_node(const node_run_plan& plan, const store::run_paths& path
                                          : store::run_state::failed;
   if (failure && failure->no_restart && !result.launcher_signal)
     state = store::run_state::cancelled;  // another node's launcher was stopped
-  db.set_run_state(paths.run_id(), state, store::now_ms());
+  recorder.set_state(paths.run_id(), state);
   print_summary(result, paths, recorder,
                 failure && failure->node != plan.node_rank ? std::optional(failure->what)
                                                            : std::nullopt);

@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "common/error.hpp"
+
 namespace muster::launcher {
 
 std::optional<std::string> read_error_file(const std::filesystem::path& file) {
@@ -21,6 +23,18 @@ std::optional<std::string> read_error_file(const std::filesystem::path& file) {
   auto message = json.value("message", nlohmann::json());
   if (message.is_object()) message = message.value("message", nlohmann::json());
   return message.is_string() ? message.get<std::string>() : json.dump();
+}
+
+template <class F>
+void run_recorder::write(F&& f) {
+  try {
+    f();
+  } catch (const error& e) {
+    if (store_error_) return;
+    store_error_ = e.what();
+    fmt::print(stderr, "muster: {}; the ranks go on, but this node records nothing more\n",
+               e.what());
+  }
 }
 
 run_recorder::run_recorder(store::node_writer& db, const store::run_paths& paths,
@@ -76,13 +90,19 @@ void run_recorder::put_rank(int rank, pid_t pid, store::rank_state state, const 
   if (exit && exit->exit_code) r.exit_code = *exit->exit_code;
   if (exit && exit->signal) r.signal = *exit->signal;
   r.updated_ms = store::now_ms();
-  db_.put_rank(r);
+  write([&] { db_.put_rank(r); });
 }
 
 void run_recorder::event(std::optional<int> rank, store::severity level, std::string kind,
                          std::string text) {
-  db_.add_event({store::now_ms(), rank ? std::optional<std::int64_t>(*rank) : std::nullopt, level,
-                 std::move(kind), std::move(text)});
+  write([&] {
+    db_.add_event({store::now_ms(), rank ? std::optional<std::int64_t>(*rank) : std::nullopt,
+                   level, std::move(kind), std::move(text)});
+  });
+}
+
+void run_recorder::set_state(const std::string& run_id, store::run_state state) {
+  write([&] { db_.set_run_state(run_id, state, store::now_ms()); });
 }
 
 void run_recorder::on_exit(const rank_exit& x) {

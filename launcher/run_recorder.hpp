@@ -1,6 +1,8 @@
 // What a node's launcher writes to its run-store file while its ranks run: each rank's start
 // and end, the first failure (with its error file and last output lines) and its knock-ons,
 // forwarded signals, hangs and kills; and the summary it prints on stderr at the end.
+// A store that cannot be written any more (a full disk) does not stop the run: the first such
+// error is printed once, with its fix, the ranks go on, and what was recorded stays.
 // Not here: starting or stopping workers (supervisor.hpp), the run directory (common/run_dir).
 #pragma once
 
@@ -28,6 +30,11 @@ class run_recorder {
   // An event of the run (not of one rank when rank is unset).
   void event(std::optional<int> rank, store::severity level, std::string kind, std::string text);
 
+  // Sets the run's final state.
+  void set_state(const std::string& run_id, store::run_state state);
+  // The first error writing the store, when there was one.
+  const std::optional<std::string>& store_error() const { return store_error_; }
+
   // <logs>/rank-N.error.json: TORCHELASTIC_ERROR_FILE of rank N.
   std::filesystem::path error_file(int rank) const;
   // The error file of the latest first failure, as read when it was recorded.
@@ -36,12 +43,15 @@ class run_recorder {
  private:
   void put_rank(int rank, pid_t pid, store::rank_state state, const rank_exit* exit);
   void on_exit(const rank_exit& x);
+  template <class F>
+  void write(F&& f);
 
   store::node_writer& db_;
   const store::run_paths& paths_;
   std::string host_;
   int first_rank_;
   std::optional<std::string> first_error_;
+  std::optional<std::string> store_error_;
 };
 
 // The end of a run on stderr: who failed first, the log, the error file, the last lines.

@@ -5,10 +5,13 @@
 // grace. Everything is checked in the run store as well.
 #include <catch2/catch.hpp>
 
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <thread>
@@ -344,4 +347,94 @@ TEST_CASE("a console that goes away does not stop the run", "[local_run]") {
   CHECK(result.exit_code == 0);
   auto log = muster::test::read_file(run_dir_of(runs) / "logs" / "rank-0.log");
   CHECK_THAT(log, Catch::Contains("rank 0 line 1999\n"));
+}
+
+TEST_CASE("a taken launch.master_port is one clear line naming the key", "[local_run]") {
+  muster::test::temp_dir runs;
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  REQUIRE(::listen(fd, 1) == 0);
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  const int port = ntohs(addr.sin_port);
+  auto r = muster::test::run_process(
+      run_args(runs, 2, {}, {"launch.master_port=" + std::to_string(port)}));
+  ::close(fd);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::StartsWith("muster: launch.master_port=" + std::to_string(port) +
+                                      ": the port is in use on this host"));
+  CHECK_THAT(r.err, Catch::Contains("set launch.master_port=0"));
+  CHECK(fs::is_empty(runs.path()));
+}
+
+namespace {
+
+// A tmpfs of `bytes` at a fresh directory, unmounted at the end; empty when this process may
+// not mount (not root, or in a container without the capability).
+class small_disk {
+ public:
+  explicit small_disk(const std::string& bytes) {
+    const std::vector<std::string> args = {"mount", "-t", "tmpfs", "-o", "size=" + bytes,
+                                           "tmpfs", dir_.path().string()};
+    mounted_ = ::geteuid() == 0 && muster::test::run_process(args).exit_code == 0;
+  }
+  ~small_disk() {
+    if (mounted_) muster::test::run_process({"umount", "-l", dir_.path().string()});
+  }
+  bool mounted() const { return mounted_; }
+  const fs::path& path() const { return dir_.path(); }
+
+ private:
+  muster::test::temp_dir dir_;
+  bool mounted_ = false;
+};
+
+}  // namespace
+
+TEST_CASE("a full disk: one clear line before anything starts; mid-run the ranks go on",
+          "[local_run]") {
+  {
+    small_disk disk("64k");
+    if (!disk.mounted()) {
+      WARN("SKIPPED: cannot mount a small tmpfs here (needs root)");
+      return;
+    }
+    // fill it up
+    std::ofstream fill(disk.path() / "fill");
+    std::string block(4096, 'x');
+    while (fill.write(block.data(), static_cast<std::streamsize>(block.size())) && fill.flush()) {
+    }
+    fill.close();
+    auto r = muster::test::run_process({kMuster, "run",
+                                        "launch.runs_dir=" + (disk.path() / "runs").string(),
+                                        "--", kWorker});
+    INFO("stderr: " << r.err);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Catch::StartsWith("muster: "));
+    CHECK_THAT(r.err, Catch::Contains("full"));
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  }
+  {
+    // room for the run store and the first lines, not for 500 kB of output
+    small_disk disk("400k");
+    REQUIRE(disk.mounted());
+    auto r = muster::test::run_process({kMuster, "run", "launch.nproc=2", "launch.tee=none",
+                                        "launch.runs_dir=" + (disk.path() / "runs").string(),
+                                        "--", kWorker, "--lines", "20000"});
+    INFO("stderr: " << r.err);
+    CHECK(r.exit_code == 0);  // the ranks' own result
+    CHECK_THAT(r.err, Catch::Contains("is full"));
+    CHECK_THAT(r.err, Catch::Contains("the ranks go on, but this node records nothing more"));
+    std::vector<fs::path> dirs;
+    for (const auto& e : fs::directory_iterator(disk.path() / "runs")) dirs.push_back(e.path());
+    REQUIRE(dirs.size() == 1);
+    muster::store::run_reader reader(dirs.front());
+    CHECK(reader.integrity_check() == "ok");
+    REQUIRE(reader.run());  // what was recorded before the disk filled up is still there
+    CHECK(reader.ranks().size() == 2);
+  }
 }
