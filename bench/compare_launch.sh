@@ -15,33 +15,10 @@ worker=$build/bin/muster-test-worker
 torchrun=${TORCHRUN:-$here/../../shared/tools/torchrun}
 nproc=4
 repeats=${REPEATS:-3}
-if ! /usr/bin/python3 -c 'import torch' 2>/dev/null || [[ ! -x $torchrun ]]; then
-  echo "compare_launch: SKIPPED: torchrun needs Debian's python3-torch (make deps) and $torchrun"
-  exit 0
-fi
+source "$here/launch_timing.sh"
+need_torchrun "$torchrun"
 runs=$(mktemp -d)
 trap 'rm -rf "$runs"' EXIT
-
-now_ms() { date +%s%3N; }
-# Runs "$@" quietly; prints "<ms> <exit code>".
-timed() {
-  local start end rc=0
-  start=$(now_ms)
-  "$@" >/dev/null 2>&1 || rc=$?
-  end=$(now_ms)
-  echo "$((end - start)) $rc"
-}
-median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-
-measure() {  # measure NAME CMD...: median ms over $repeats runs, and the last exit code
-  local times=() result rc
-  for ((i = 0; i < repeats; i++)); do
-    result=$(timed "$@")
-    times+=("${result% *}")
-    rc=${result#* }
-  done
-  echo "$(printf '%s\n' "${times[@]}" | median) $rc"
-}
 
 fail_args=(--only-rank 1 --after-ms 500 --exit-code 3 --sleep-ms 30000)
 m_start=$(measure "$muster" run "launch.runs_dir=$runs" "launch.nproc=$nproc" -- "$worker")
@@ -49,12 +26,4 @@ t_start=$(measure "$torchrun" --standalone --nproc_per_node=$nproc --no_python "
 m_fail=$(measure "$muster" run "launch.runs_dir=$runs" "launch.nproc=$nproc" -- "$worker" "${fail_args[@]}")
 t_fail=$(measure "$torchrun" --standalone --nproc_per_node=$nproc --no_python "$worker" "${fail_args[@]}")
 
-ms() { echo "${1% *}"; }
-code() { echo "${1#* }"; }
-m_stop=$(( $(ms "$m_fail") - 500 )); t_stop=$(( $(ms "$t_fail") - 500 ))
-printf '%-34s %10s %10s %12s\n' "$nproc ranks, median of $repeats" muster torchrun "muster/torch"
-printf '%-34s %8s ms %8s ms %12.4f\n' "start to exit (trivial worker)" "$(ms "$m_start")" "$(ms "$t_start")" \
-  "$(awk -v a="$(ms "$m_start")" -v b="$(ms "$t_start")" 'BEGIN {print a / b}')"
-printf '%-34s %8s ms %8s ms %12.4f\n' "failure to all stopped" "$m_stop" "$t_stop" \
-  "$(awk -v a="$m_stop" -v b="$t_stop" 'BEGIN {print (a < 1 ? 1 : a) / b}')"
-printf '%-34s %10s %10s\n' "exit code (the rank's is 3)" "$(code "$m_fail")" "$(code "$t_fail")"
+print_table "$nproc ranks, median of $repeats" "$m_start" "$t_start" "$m_fail" "$t_fail" 500
