@@ -3,6 +3,10 @@
 // cached statement and runs it.
 #include "common/run_store.hpp"
 
+#include <chrono>
+#include <string_view>
+#include <thread>
+
 #include <algorithm>
 #include <optional>
 #include <string>
@@ -53,7 +57,24 @@ constexpr std::string_view kAddEventSql =
 void configure(sqlite_db& db, const writer_options& options) {
   db.set_busy_timeout(options.busy_timeout_ms);
   schema::check_writable(db);
-  auto mode = db.query_text("PRAGMA journal_mode = WAL", "switch to WAL mode");
+  // Switching to WAL takes an exclusive lock without waiting on the busy handler, so several
+  // processes opening a new node file at once (one srun task per rank) can see SQLITE_BUSY
+  // here: the switch is retried until the busy timeout, and once the file is in WAL mode it
+  // needs no switch at all.
+  std::optional<std::string> mode;
+  const auto give_up = std::chrono::steady_clock::now() +
+                       std::chrono::milliseconds(options.busy_timeout_ms);
+  for (;;) {
+    try {
+      mode = db.query_text("PRAGMA journal_mode = WAL", "switch to WAL mode");
+      break;
+    } catch (const error& e) {
+      if (std::string_view(e.what()).find("SQLITE_BUSY") == std::string_view::npos ||
+          std::chrono::steady_clock::now() >= give_up)
+        throw;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
   MUSTER_CHECK(mode == "wal", errc::store,
                "run store {}: the filesystem refused WAL mode (journal_mode is '{}'); put "
                "launch.runs_dir on a local or shared filesystem with POSIX locks and mmap",

@@ -41,8 +41,8 @@ tee_mode parse_tee(const std::string& tee) {
 }
 
 // This node's first failure of a round, for the group.
-rendezvous::group_failure local_failure(const node_run_plan& plan,
-                                        const supervise_result& result) {
+rendezvous::group_failure local_failure(const node_run_plan& plan, const supervise_result& result,
+                                        const run_recorder& recorder) {
   rendezvous::group_failure f;
   f.node = plan.node_rank;
   f.host = plan.host;
@@ -51,6 +51,7 @@ rendezvous::group_failure local_failure(const node_run_plan& plan,
     const auto& x = result.exits[static_cast<std::size_t>(*result.first_failure)];
     f.rank = x.rank;
     f.what = fmt::format("rank {} on {} failed first: {}", x.rank, plan.host, x.describe());
+    if (const auto& error = recorder.first_error()) f.what += "; error file: " + *error;
   } else {
     f.no_restart = result.launcher_signal.has_value();
     f.what = result.launcher_signal
@@ -164,7 +165,7 @@ node_run_result run_node(const node_run_plan& plan, const store::run_paths& path
     const bool local = result.first_failure || result.launcher_signal ||
                        (!result.stop_requested && result.exit_code() != 0);
     failure.reset();
-    if (local) failure = local_failure(plan, result);
+    if (local) failure = local_failure(plan, result, recorder);
     if (g) {
       try {
         if (local) failure = g->publish_failure(round, *failure);

@@ -169,15 +169,16 @@ TEST_CASE("a rank failing on node 1 stops node 0's ranks within a second; both e
   auto start = clock_type::now();
   auto results = run_step(fresh_job_id(), 2, 1,
                           launch_args(runs.path(), {"--sleep-ms", "60000", "--only-rank", "3",
-                                                    "--after-ms", "300", "--exit-code", "3"}));
+                                                    "--after-ms", "300", "--exit-code", "3",
+                                                    "--error-message", "NCCL timeout"}));
   auto elapsed = clock_type::now() - start;
   for (const auto& r : results) {
     INFO("stderr: " << r.err);
     CHECK(r.exit_code == 3);
   }
   CHECK(elapsed < 300ms + 1s);
-  CHECK_THAT(results[0].err, Catch::Contains("rank 3 on gpu-a02 failed first: exit code 3; 2 "
-                                             "rank(s) of this node stopped"));
+  CHECK_THAT(results[0].err, Catch::Contains("rank 3 on gpu-a02 failed first: exit code 3; error "
+                                             "file: NCCL timeout; 2 rank(s) of this node stopped"));
   CHECK_THAT(results[1].err, Catch::Contains("rank 3 failed first (exit code 3)"));
   muster::store::run_reader reader(only_run_dir(runs.path()));
   auto events = reader.events();
