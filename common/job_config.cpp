@@ -39,8 +39,8 @@ const field<job_config> kSchema[] = {
     FIELD(launch.hang_dump, "launch.hang_dump",
           "send a hung rank SIGABRT, for a core file and a stack dump, rather than SIGTERM"),
     FIELD(launch.max_restarts, "launch.max_restarts",
-          "times the local ranks are restarted after a failure (TORCHELASTIC_RESTART_COUNT "
-          "counts them); 0 = fail at once"),
+          "times the ranks are restarted after a failure (under muster launch every node "
+          "restarts together; TORCHELASTIC_RESTART_COUNT counts them); 0 = fail at once"),
     FIELD(launch.timeout_rendezvous, "launch.timeout_rendezvous",
           "seconds `muster launch` waits for the launcher of every node of the Slurm step to "
           "reach node 0's rendezvous store; the error lists the nodes that did not"),

@@ -26,7 +26,7 @@ struct launch_section {
   std::string tee = "rank0";              // console shows: rank0, all or none of the ranks
   int timeout_hang = 600;                 // seconds without a heartbeat before a rank is hung
   bool hang_dump = true;                  // SIGABRT a hung rank (core/stack dump), else SIGTERM
-  int max_restarts = 0;                   // restarts of the ranks after a failure
+  int max_restarts = 0;                   // restarts of the ranks (all nodes) after a failure
   int timeout_rendezvous = 300;           // seconds for every node's launcher to arrive
   std::string master_addr;                // MASTER_ADDR; "" = first host of Slurm's nodelist
   int master_port = 0;                    // MASTER_PORT; 0 = a free port node 0 picks
