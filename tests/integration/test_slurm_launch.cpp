@@ -14,17 +14,19 @@
 #include <chrono>
 #include <fstream>
 #include <future>
-#include <regex>
 #include <set>
 #include <thread>
 
 #include "common/run_reader.hpp"
+#include "tests/support/launch_output.hpp"
 #include "tests/support/subprocess.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using clock_type = std::chrono::steady_clock;
+using muster::test::contract_lines;
+using muster::test::has_event;
 
 namespace {
 
@@ -99,28 +101,6 @@ fs::path only_run_dir(const fs::path& runs) {
     if (e.is_directory()) dirs.push_back(e.path());
   REQUIRE(dirs.size() == 1);
   return dirs.front();
-}
-
-// "rank R of W (local L of N, node G) master ADDR:PORT run ID restart K" -> its fields.
-struct contract_line {
-  int rank, world, local, local_world, node, port, restart;
-};
-std::vector<contract_line> contract_lines(const std::string& text) {
-  static const std::regex line(
-      R"(rank (\d+) of (\d+) \(local (\d+) of (\d+), node (\d+)\) master 127\.0\.0\.1:(\d+) run \S+ restart (\d+))");
-  std::vector<contract_line> out;
-  for (std::sregex_iterator it(text.begin(), text.end(), line), end; it != end; ++it)
-    out.push_back({std::stoi((*it)[1]), std::stoi((*it)[2]), std::stoi((*it)[3]),
-                   std::stoi((*it)[4]), std::stoi((*it)[5]), std::stoi((*it)[6]),
-                   std::stoi((*it)[7])});
-  return out;
-}
-
-bool has_event(const std::vector<muster::store::event_record>& events, const std::string& kind,
-               const std::string& text) {
-  for (const auto& e : events)
-    if (e.kind == kind && e.message.find(text) != std::string::npos) return true;
-  return false;
 }
 
 }  // namespace

@@ -1,0 +1,45 @@
+// Reading what launched workers and launchers left behind, for the launcher's integration
+// tests: muster-test-worker's contract line, and events in a run store.
+#pragma once
+
+#include <cstdio>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/run_store_records.hpp"
+
+namespace muster::test {
+
+// muster-test-worker's first line: "rank R of W (local L of N, node G) master 127.0.0.1:P run
+// ID restart K".
+struct contract_line {
+  int rank = 0, world = 0, local = 0, local_world = 0, node = 0, port = 0, restart = 0;
+};
+
+// Every contract line in `text` (a log or a captured stdout), in order.
+inline std::vector<contract_line> contract_lines(const std::string& text) {
+  std::vector<contract_line> out;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    contract_line c;
+    char run_id[256];
+    if (std::sscanf(line.c_str(),
+                    "rank %d of %d (local %d of %d, node %d) master 127.0.0.1:%d run %255s "
+                    "restart %d",
+                    &c.rank, &c.world, &c.local, &c.local_world, &c.node, &c.port, run_id,
+                    &c.restart) == 8)
+      out.push_back(c);
+  }
+  return out;
+}
+
+// Whether an event of `kind` whose message contains `text` is among `events`.
+inline bool has_event(const std::vector<store::event_record>& events, const std::string& kind,
+                      const std::string& text) {
+  for (const auto& e : events)
+    if (e.kind == kind && e.message.find(text) != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace muster::test
