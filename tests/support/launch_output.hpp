@@ -36,7 +36,7 @@ inline std::vector<contract_line> contract_lines(const std::string& text) {
 
 // Whether an event of `kind` whose message contains `text` is among `events`.
 inline bool has_event(const std::vector<store::event_record>& events, const std::string& kind,
-                      const std::string& text) {
+                      const std::string& text = {}) {
   for (const auto& e : events)
     if (e.kind == kind && e.message.find(text) != std::string::npos) return true;
   return false;

@@ -118,6 +118,29 @@ child_process spawn_process(const std::vector<std::string>& argv, const env_chan
   return child;
 }
 
+pid_t spawn_logged(const std::vector<std::string>& argv, const env_change& env,
+                   const std::filesystem::path& log) {
+  unique_fd null_in(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  unique_fd out(::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+  if (null_in.get() < 0 || out.get() < 0)
+    throw std::runtime_error("spawn " + argv.at(0) + ": cannot open " + log.string() + ": " +
+                             strerror(errno));
+  return spawn_with(argv, env, null_in.get(), out.get(), out.get());
+}
+
+std::optional<process_result> try_wait_process(pid_t pid) {
+  int status = 0;
+  pid_t done;
+  while ((done = waitpid(pid, &status, WNOHANG)) < 0) {
+    if (errno != EINTR) throw std::runtime_error(std::string("waitpid: ") + strerror(errno));
+  }
+  if (done == 0) return std::nullopt;
+  process_result result;
+  if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
+  return result;
+}
+
 process_result run_process(const std::vector<std::string>& argv, const env_change& env,
                            const std::string& input) {
   // A child that exits without reading its stdin must not kill the test with SIGPIPE.

@@ -4,7 +4,9 @@
 
 #include <sys/types.h>
 
+#include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,5 +42,16 @@ child_process spawn_process(const std::vector<std::string>& argv, const env_chan
 
 // Waits for pid and fills exit_code/signal of a result.
 process_result wait_process(pid_t pid);
+
+// Starts argv in the background with stdin from /dev/null and stdout and stderr appended to
+// `log` (created when missing): a daemon, or a command whose output is read afterwards. The
+// caller waits for the pid (wait_process / try_wait_process). Throws when it cannot be started
+// or `log` cannot be opened.
+pid_t spawn_logged(const std::vector<std::string>& argv, const env_change& env,
+                   const std::filesystem::path& log);
+
+// Does not block: the result (exit_code/signal) when pid has ended and is reaped now, else
+// std::nullopt while it runs. Throws when pid is not a child of this process.
+std::optional<process_result> try_wait_process(pid_t pid);
 
 }  // namespace muster::test

@@ -1,0 +1,373 @@
+// `muster launch` under a real srun and sbatch: each test brings up its own Slurm on loopback
+// (slurmctld and two slurmd playing gpu-a01 and gpu-a02, tests/support/slurm_cluster.hpp) and
+// runs muster and its stand-in worker (muster-test-worker) as Slurm tasks. The node names do
+// not resolve, so every launch says launch.master_addr=127.0.0.1; the run directory is a temp
+// directory both "nodes" share, as a shared filesystem would be.
+// (test_slurm_launch.cpp runs the same binary with a simulated step environment instead.)
+// Skipped, with "SKIPPED: <reason>" (ctest: Skipped), when the cluster cannot run here: not
+// root, or Slurm or munge not installed.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "common/run_reader.hpp"
+#include "tests/support/launch_output.hpp"
+#include "tests/support/slurm_cluster.hpp"
+#include "tests/support/subprocess.hpp"
+#include "tests/support/temp_dir.hpp"
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using clock_type = std::chrono::steady_clock;
+using muster::test::process_result;
+using muster::test::slurm_cluster;
+using muster::test::contract_lines;
+using muster::test::has_event;
+
+namespace {
+
+const std::string kMuster = std::string(MUSTER_BIN_DIR) + "/muster";
+const std::string kWorker = std::string(MUSTER_BIN_DIR) + "/muster-test-worker";
+
+// The cluster's command environment, with the launcher's chatter down to warnings.
+muster::test::env_change launch_env(const slurm_cluster& cluster) {
+  auto env = cluster.env();
+  env.set["MUSTER_LOG_LEVEL"] = "warn";
+  return env;
+}
+
+// srun [srun_options] muster launch <runs> master_addr [overrides] -- muster-test-worker [args]
+std::vector<std::string> srun_launch(const std::vector<std::string>& srun_options,
+                                     const fs::path& runs, std::vector<std::string> overrides,
+                                     std::vector<std::string> worker_args) {
+  std::vector<std::string> args = {slurm_cluster::program("srun")};
+  args.insert(args.end(), srun_options.begin(), srun_options.end());
+  args.insert(args.end(), {kMuster, "launch", "launch.runs_dir=" + runs.string(),
+                           "launch.master_addr=127.0.0.1"});
+  args.insert(args.end(), overrides.begin(), overrides.end());
+  args.push_back("--");
+  args.push_back(kWorker);
+  args.insert(args.end(), worker_args.begin(), worker_args.end());
+  return args;
+}
+
+fs::path run_dir_of(const fs::path& runs, std::uint32_t job_id) {
+  return runs / ("muster-job-" + std::to_string(job_id));
+}
+
+// Polls `done` every 20 ms until it holds or `limit` passes; returns whether it held.
+bool wait_for(const std::function<bool()>& done, clock_type::duration limit) {
+  const auto deadline = clock_type::now() + limit;
+  while (!done()) {
+    if (clock_type::now() > deadline) return false;
+    std::this_thread::sleep_for(20ms);
+  }
+  return true;
+}
+
+fs::path rank_log(const fs::path& run_dir, int rank) {
+  return run_dir / "logs" / ("rank-" + std::to_string(rank) + ".log");
+}
+
+// Whether `has(rank)` holds for each of the 4 ranks.
+bool every_rank(const std::function<bool(int)>& has) {
+  for (int rank = 0; rank < 4; ++rank)
+    if (!has(rank)) return false;
+  return true;
+}
+
+// The rank's worker has written its contract line (it runs).
+bool rank_started(const fs::path& run_dir, int rank) {
+  std::error_code ec;
+  return fs::file_size(rank_log(run_dir, rank), ec) > 0 && !ec;
+}
+
+// The rank's worker got SIGUSR1 (it creates this file then).
+bool rank_got_usr1(const fs::path& run_dir, int rank) {
+  return fs::exists(run_dir / ("signal-SIGUSR1-rank-" + std::to_string(rank)));
+}
+
+// A command running in the background (output in a file): ended with SIGTERM, then SIGKILL,
+// when the test leaves without waiting for it.
+class background {
+ public:
+  background(const std::vector<std::string>& argv, const muster::test::env_change& env,
+             fs::path log)
+      : log_(std::move(log)), pid_(muster::test::spawn_logged(argv, env, log_)) {}
+  ~background() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGTERM);
+    if (!wait(5s)) {
+      ::kill(pid_, SIGKILL);
+      muster::test::wait_process(pid_);
+    }
+  }
+  background(const background&) = delete;
+  background& operator=(const background&) = delete;
+
+  // Waits up to `limit` for the command to end; its result, or std::nullopt while it runs.
+  std::optional<process_result> wait(clock_type::duration limit) {
+    std::optional<process_result> result;
+    wait_for([&] { return pid_ <= 0 || (result = muster::test::try_wait_process(pid_)); }, limit);
+    if (result) pid_ = -1;
+    return result;
+  }
+  std::string output() const { return muster::test::read_file(log_); }
+
+ private:
+  fs::path log_;
+  pid_t pid_;
+};
+
+
+// The events of one node's store alone (run_reader merges every node-*.db of a directory, so
+// it reads a copy of that one file).
+std::vector<muster::store::event_record> node_events(const fs::path& run_dir,
+                                                     const std::string& host) {
+  muster::test::temp_dir one("muster-node-db");
+  fs::copy_file(run_dir / ("node-" + host + ".db"), one / ("node-" + host + ".db"));
+  return muster::store::run_reader(one.path()).events();
+}
+
+// "JobState=RUNNING Restarts=1 ..." of `scontrol show job -o`, as a map.
+std::map<std::string, std::string> job_fields(const slurm_cluster& cluster, std::uint32_t job_id) {
+  std::map<std::string, std::string> fields;
+  const auto out = cluster.command({"scontrol", "show", "job", "-o", std::to_string(job_id)}).out;
+  std::istringstream words(out);
+  for (std::string word; words >> word;)
+    if (auto eq = word.find('='); eq != std::string::npos && eq > 0)
+      fields.emplace(word.substr(0, eq), word.substr(eq + 1));  // the first of a name wins
+  return fields;
+}
+
+}  // namespace
+
+#define MUSTER_SKIP_WITHOUT_SLURM()              \
+  if (auto why = slurm_cluster::unavailable()) { \
+    WARN("SKIPPED: " << *why);                   \
+    return;                                      \
+  }
+
+TEST_CASE("srun -N2 with one task per node: muster launch starts 4 ranks with global ranks",
+          "[slurm]") {
+  MUSTER_SKIP_WITHOUT_SLURM();
+  slurm_cluster cluster;
+  muster::test::temp_dir runs("muster-runs");
+  auto r = muster::test::run_process(srun_launch({"-N2", "--ntasks-per-node=1"}, runs.path(),
+                                                 {"launch.nproc=2"}, {"--sleep-ms", "100"}),
+                                     launch_env(cluster));
+  INFO("srun stdout: " << r.out << "\nsrun stderr: " << r.err << "\n" << cluster.log_tail());
+  REQUIRE(r.exit_code == 0);
+  const auto dir = run_dir_of(runs.path(), cluster.first_job_id());
+  REQUIRE(fs::is_directory(dir));
+  CHECK(fs::exists(dir / "node-gpu-a01.db"));
+  CHECK(fs::exists(dir / "node-gpu-a02.db"));
+  std::set<int> ports;
+  for (int rank = 0; rank < 4; ++rank) {
+    INFO("rank " << rank);
+    auto lines = contract_lines(muster::test::read_file(rank_log(dir, rank)));
+    REQUIRE(lines.size() == 1);
+    CHECK(lines[0].rank == rank);
+    CHECK(lines[0].world == 4);
+    CHECK(lines[0].local == rank % 2);
+    CHECK(lines[0].local_world == 2);
+    CHECK(lines[0].node == rank / 2);
+    CHECK(lines[0].restart == 0);
+    ports.insert(lines[0].port);
+  }
+  CHECK(ports.size() == 1);
+  muster::store::run_reader reader(dir);
+  CHECK(reader.hosts() == slurm_cluster::nodes());
+  REQUIRE(reader.run());
+  CHECK(reader.run()->slurm_job_id == std::to_string(cluster.first_job_id()));
+  for (const auto& rank : reader.ranks()) {
+    CHECK(rank.state == muster::store::rank_state::succeeded);
+    CHECK(rank.host == (rank.rank < 2 ? "gpu-a01" : "gpu-a02"));
+  }
+}
+
+TEST_CASE("srun: a rank failing on gpu-a02 ends the step with its exit code within seconds",
+          "[slurm]") {
+  MUSTER_SKIP_WITHOUT_SLURM();
+  slurm_cluster cluster;
+  muster::test::temp_dir runs("muster-runs");
+  const auto start = clock_type::now();
+  auto r = muster::test::run_process(
+      srun_launch(
+          {"-N2", "--ntasks-per-node=1"}, runs.path(), {"launch.nproc=2"},
+          {"--only-rank", "3", "--exit-code", "3", "--after-ms", "300", "--sleep-ms", "60000"}),
+      launch_env(cluster));
+  const auto elapsed = clock_type::now() - start;
+  INFO("srun stdout: " << r.out << "\nsrun stderr: " << r.err << "\n" << cluster.log_tail());
+  CHECK(r.exit_code == 3);
+  CHECK(elapsed < 5s);  // the other ranks run for 60 s unless stopped
+  const auto dir = run_dir_of(runs.path(), cluster.first_job_id());
+  CHECK(has_event(node_events(dir, "gpu-a01"), "first_failure_elsewhere",
+                  "rank 3 on gpu-a02 failed first"));
+  muster::store::run_reader reader(dir);
+  for (const auto& rank : reader.ranks()) {
+    INFO("rank " << rank.rank);
+    CHECK(rank.state ==
+          (rank.rank == 3 ? muster::store::rank_state::failed : muster::store::rank_state::killed));
+  }
+}
+
+TEST_CASE("srun -N2 --ntasks-per-node=2: each task execs its worker as one rank", "[slurm]") {
+  MUSTER_SKIP_WITHOUT_SLURM();
+  slurm_cluster cluster;
+  muster::test::temp_dir runs("muster-runs");
+  auto r = muster::test::run_process(
+      srun_launch({"-N2", "--ntasks-per-node=2"}, runs.path(), {}, {}), launch_env(cluster));
+  INFO("srun stdout: " << r.out << "\nsrun stderr: " << r.err << "\n" << cluster.log_tail());
+  REQUIRE(r.exit_code == 0);
+  auto lines = contract_lines(r.out);  // every task's worker wrote to srun's stdout
+  REQUIRE(lines.size() == 4);
+  std::set<int> ranks, ports;
+  for (const auto& line : lines) {
+    INFO("rank " << line.rank);
+    ranks.insert(line.rank);
+    ports.insert(line.port);
+    CHECK(line.world == 4);
+    CHECK(line.local == line.rank % 2);
+    CHECK(line.local_world == 2);
+    CHECK(line.node == line.rank / 2);
+  }
+  CHECK(ranks == std::set<int>{0, 1, 2, 3});
+  CHECK(ports.size() == 1);  // one MASTER_PORT, handed out through the rendezvous
+  muster::store::run_reader reader(run_dir_of(runs.path(), cluster.first_job_id()));
+  CHECK(reader.hosts() == slurm_cluster::nodes());
+  CHECK(reader.ranks().size() == 4);
+  CHECK(has_event(reader.events(), "exec", "rank 3 on gpu-a02 execs"));
+}
+
+TEST_CASE("scancel -s USR1 reaches every worker through srun and the launchers", "[slurm]") {
+  MUSTER_SKIP_WITHOUT_SLURM();
+  slurm_cluster cluster;
+  muster::test::temp_dir runs("muster-runs");
+  const auto job = std::to_string(cluster.first_job_id());
+  const auto dir = run_dir_of(runs.path(), cluster.first_job_id());
+  background srun(srun_launch({"-N2", "--ntasks-per-node=1"}, runs.path(), {"launch.nproc=2"},
+                              {"--sleep-ms", "60000"}),
+                  launch_env(cluster), runs / "srun.log");
+  auto context = [&] { return "srun output:\n" + srun.output() + cluster.log_tail(); };
+  if (!wait_for([&] { return every_rank([&](int r) { return rank_started(dir, r); }); }, 20s))
+    FAIL("the 4 ranks did not start within 20 s; " << context());
+  // Without --batch or --full, scancel signals the tasks of every step of the job (here the
+  // launchers, which forward SIGUSR1 to their workers), not a batch shell.
+  REQUIRE(cluster.command({"scancel", "-s", "USR1", job}).exit_code == 0);
+  if (!wait_for([&] { return every_rank([&](int r) { return rank_got_usr1(dir, r); }); }, 10s))
+    FAIL("not every worker got SIGUSR1 within 10 s; " << context());
+  // Both launchers saw it and passed it on (proctrack also signals the workers directly).
+  int forwarded = 0;
+  for (const auto& e : muster::store::run_reader(dir).events())
+    forwarded += e.kind == "signal_forwarded" && e.message.find("SIGUSR1") != std::string::npos;
+  CHECK(forwarded == 2);
+
+  REQUIRE(cluster.command({"scancel", job}).exit_code == 0);
+  auto ended = srun.wait(15s);  // KillWait is 5 s; the launchers stop at SIGTERM
+  if (!ended) FAIL("srun still runs 15 s after scancel; " << context());
+  CHECK(ended->exit_code != 0);
+}
+
+TEST_CASE(
+    "sbatch --requeue: after SIGUSR1 node 0 requeues the job, which resumes in its run "
+    "directory",
+    "[slurm]") {
+  MUSTER_SKIP_WITHOUT_SLURM();
+  muster::test::slurm_cluster_options options;
+  options.cred_expire_s = 5;  // a requeued job may start again 6 s later (see below)
+  slurm_cluster cluster(options);
+  muster::test::temp_dir runs("muster-runs");
+  const auto job_id = cluster.first_job_id();
+  const auto job = std::to_string(job_id);
+  const auto dir = run_dir_of(runs.path(), job_id);
+  // The batch script is fixed text; only our own paths go into it, single-quoted.
+  for (const auto& path : {runs.path().string(), kMuster, kWorker})
+    REQUIRE(path.find('\'') == std::string::npos);
+  const auto script = cluster.dir() / "job.sh";
+  muster::test::write_file(
+      script,
+      "#!/bin/bash\n"
+      "# The first start runs until it is stopped; the start after the requeue ends at once.\n"
+      "if [ -z \"$SLURM_RESTART_COUNT\" ]; then sleep_ms=60000; else sleep_ms=100; fi\n"
+      "srun --ntasks-per-node=1 '" +
+          kMuster + "' launch 'launch.runs_dir=" + runs.path().string() +
+          "' launch.master_addr=127.0.0.1 launch.nproc=2 launch.requeue_on_signal=true -- '" +
+          kWorker + "' --sleep-ms \"$sleep_ms\"\n");
+  const auto batch_log = runs.path() / ("slurm-" + job + ".out");
+  auto context = [&] {
+    std::string batch;
+    try {
+      batch = muster::test::read_file(batch_log);
+    } catch (const std::exception&) {
+    }
+    const auto fields = job_fields(cluster, job_id);
+    auto field = [&](const char* name) {
+      auto it = fields.find(name);
+      return it == fields.end() ? std::string("?") : it->second;
+    };
+    return "job " + job + ": JobState=" + field("JobState") + " Reason=" + field("Reason") +
+           " Restarts=" + field("Restarts") + "\nbatch output:\n" + batch + cluster.log_tail();
+  };
+  auto submitted =
+      cluster.command({"sbatch", "--parsable", "--requeue", "-N2", "--ntasks-per-node=1", "-o",
+                       batch_log.string(), script.string()});
+  INFO("sbatch: " << submitted.out << submitted.err);
+  REQUIRE(submitted.exit_code == 0);
+  REQUIRE(std::stoul(submitted.out) == job_id);
+  if (!wait_for([&] { return every_rank([&](int r) { return rank_started(dir, r); }); }, 20s))
+    FAIL("the 4 ranks did not start within 20 s; " << context());
+  REQUIRE(cluster.command({"scancel", "-s", "USR1", job}).exit_code == 0);
+  if (!wait_for([&] { return every_rank([&](int r) { return rank_got_usr1(dir, r); }); }, 10s))
+    FAIL("not every worker got SIGUSR1 within 10 s; " << context());
+  // The test worker goes on after SIGUSR1 (a real one would checkpoint and exit): stop the
+  // step's tasks with SIGTERM (scancel without --batch leaves the batch shell alone). Node 0's
+  // launcher, asked for a requeue by the SIGUSR1, runs `scontrol requeue` once they ended.
+  REQUIRE(cluster.command({"scancel", "-s", "TERM", job}).exit_code == 0);
+  auto requeued = [&] {
+    auto fields = job_fields(cluster, job_id);
+    return fields["JobState"] == "PENDING" && fields["Restarts"] == "1";
+  };
+  if (!wait_for(requeued, 20s)) FAIL("the job was not requeued within 20 s; " << context());
+  // A requeued job is held back until its BeginTime, cred_expire + 1 s after the requeue
+  // (121 s by default; Reason=BeginTime), so that it never starts while the nodes still hold
+  // its revoked credential. `scontrol update JobId=<id> StartTime=now` makes it eligible at
+  // once, but a start within the second of the requeue then fails on the nodes ("Job <id>
+  // already killed, do not launch batch job"; the job ends FAILED), in about one run of five
+  // here. So this cluster has cred_expire=5, Slurm's least, and the job starts after 6-7 s.
+  std::string state;
+  auto ended = [&] {
+    state = job_fields(cluster, job_id)["JobState"];
+    return state == "COMPLETED" || state == "FAILED" || state == "CANCELLED";
+  };
+  if (!wait_for(ended, 30s)) FAIL("the requeued job did not end within 30 s; " << context());
+  INFO(context());
+  CHECK(state == "COMPLETED");
+  CHECK(job_fields(cluster, job_id)["Restarts"] == "1");
+  std::vector<fs::path> dirs;
+  for (const auto& e : fs::directory_iterator(runs.path()))
+    if (e.is_directory()) dirs.push_back(e.path());
+  CHECK(dirs == std::vector<fs::path>{dir});  // both starts in one run directory
+  const auto events = muster::store::run_reader(dir).events();
+  CHECK(has_event(node_events(dir, "gpu-a01"), "requeue", "requeued after SIGUSR1 on gpu-a0"));
+  int resumed = 0;
+  for (const auto& e : events)
+    resumed += e.kind == "resumed" && e.message.find("SLURM_RESTART_COUNT=1") != std::string::npos;
+  CHECK(resumed == 2);  // one per node
+  for (int rank = 0; rank < 4; ++rank) {
+    INFO("rank " << rank);
+    auto lines = contract_lines(muster::test::read_file(rank_log(dir, rank)));
+    REQUIRE(lines.size() == 2);  // the first start, then the one after the requeue
+    CHECK(lines[0].restart == 0);
+    CHECK(lines[1].restart == 1);
+    CHECK(lines[1].rank == rank);
+  }
+}
