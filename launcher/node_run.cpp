@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <fstream>
 #include <thread>
 
 #include <fmt/format.h>
@@ -34,6 +35,14 @@ std::vector<int> allowed_cpus() {
   for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
     if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
   return cpus;
+}
+
+// The name of a process (/proc/PID/comm), "" when it cannot be read.
+std::string process_name(pid_t pid) {
+  std::ifstream comm(fmt::format("/proc/{}/comm", pid));
+  std::string name;
+  std::getline(comm, name);
+  return name;
 }
 
 tee_mode parse_tee(const std::string& tee) {
@@ -141,6 +150,8 @@ node_run_result run_node(const node_run_plan& plan, const store::run_paths& path
   options.timeout_hang = std::chrono::seconds(config.launch.timeout_hang);
   options.heartbeat_path = [&paths](int rank) { return heartbeat_file(paths, rank); };
   options.hang_signal = config.launch.hang_dump ? SIGABRT : SIGTERM;
+  if (plan.slurm_signals_workers)
+    options.workers_got_it = [](pid_t sender) { return process_name(sender) == "slurmstepd"; };
   options.stop_reason = [&]() -> std::string {
     try {
       if (auto f = g->failure(round)) return f->what;

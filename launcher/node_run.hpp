@@ -37,6 +37,8 @@ struct node_run_plan {
   int restart_base = 0;             // starts before this one (SLURM_RESTART_COUNT)
   int console_fd = 1;
   std::string rendezvous;           // how this node met the others, recorded; "" = alone
+  // Inside a Slurm step: slurmstepd signals every process of the step, workers included.
+  bool slurm_signals_workers = false;
 };
 
 // With a group: how to watch a round's first failure on a connection of its own.

@@ -52,7 +52,8 @@ void run_recorder::operator()(const supervisor_event& e) {
       break;
     case kind::forwarded_signal:
       event(std::nullopt, store::severity::info, "signal_forwarded",
-            fmt::format("{} forwarded to every worker", signal_name(e.signal)));
+            e.detail.empty() ? fmt::format("{} forwarded to every worker", signal_name(e.signal))
+                             : fmt::format("{} {}", signal_name(e.signal), e.detail));
       break;
     case kind::stopping:
       event(std::nullopt, store::severity::warn, "launcher_signal",

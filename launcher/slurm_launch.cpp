@@ -298,6 +298,7 @@ int run_slurm_launch(const slurm_launch_request& request) {
   plan.num_gpus = num_gpus;
   plan.restart_base = step.restart_count;
   plan.console_fd = request.console_fd;
+  plan.slurm_signals_workers = true;
   plan.rendezvous = fmt::format("{} nodes met through the store on {}:{} ({}); MASTER_PORT {}",
                                 step.num_nodes, master_addr, m.port, m.how, plan.master_port);
   node_run_group run_group;

@@ -205,8 +205,14 @@ class node_supervisor {
         reap(/*block=*/false);
       } else if (sig == SIGUSR1 || sig == SIGUSR2) {
         forwarded_.push_back(sig);
-        emit(supervisor_event::kind::forwarded_signal, -1, -1, sig, nullptr);
-        signal_running(sig);
+        const auto sender = static_cast<pid_t>(info.ssi_pid);
+        if (options_.workers_got_it && options_.workers_got_it(sender)) {
+          emit(supervisor_event::kind::forwarded_signal, -1, -1, sig, nullptr,
+               fmt::format("delivered to every worker by its sender (pid {})", sender));
+        } else {
+          emit(supervisor_event::kind::forwarded_signal, -1, -1, sig, nullptr);
+          signal_running(sig);
+        }
       } else {
         on_stop_signal(sig);
       }

@@ -63,7 +63,8 @@ struct supervisor_event {
   int signal = 0;                      // forwarded_signal, stopping: the signal
   const rank_exit* exit = nullptr;     // exited: how
   std::string detail;                  // hung: every rank's last heartbeat age;
-                                       // stop_requested: what stop_reason() said
+                                       // stop_requested: what stop_reason() said;
+                                       // forwarded_signal: who delivered it, when not muster
 };
 
 struct supervise_options {
@@ -85,6 +86,9 @@ struct supervise_options {
   // and all of them are knock-ons. stop_reason() says why, for the stop_requested event.
   int stop_fd = -1;
   std::function<std::string()> stop_reason;
+  // SIGUSR1/SIGUSR2 from this sender already reached every worker (Slurm's slurmstepd signals
+  // every process of a step): recorded, not forwarded again, so no worker gets it twice.
+  std::function<bool(pid_t sender)> workers_got_it;
 };
 
 struct supervise_result {
