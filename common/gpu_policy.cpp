@@ -68,4 +68,9 @@ void apply_gpu_policy(const std::vector<gpu_policy_decision>& decisions,
   }
 }
 
+std::string describe(const gpu_policy_decision& d) {
+  return fmt::format("{}: {} {}: {}", d.rule, d.value ? "set" : "unset",
+                     d.value ? d.variable + "=" + *d.value : d.variable, d.reason);
+}
+
 }  // namespace muster

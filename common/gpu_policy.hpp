@@ -43,6 +43,9 @@ struct gpu_policy_decision {
 // fix when the settings conflict (nccl-ub-expandable-segments).
 std::vector<gpu_policy_decision> decide_gpu_policy(const gpu_policy_input& input);
 
+// "rule: set VAR=value: reason" (or "unset VAR"), as the run store records a decision.
+std::string describe(const gpu_policy_decision& decision);
+
 // Applies the decisions to an environment.
 void apply_gpu_policy(const std::vector<gpu_policy_decision>& decisions,
                       std::map<std::string, std::string, std::less<>>& env);

@@ -159,9 +159,24 @@ std::filesystem::path run_paths::job_config() const { return dir_ / "job.toml"; 
 
 std::filesystem::path run_paths::logs_dir() const { return dir_ / "logs"; }
 
-std::filesystem::path run_paths::rank_log(std::int64_t rank) const {
+namespace {
+
+std::filesystem::path rank_file(const std::filesystem::path& logs, std::int64_t rank,
+                                std::string_view suffix) {
   MUSTER_CHECK(rank >= 0, errc::invalid_input, "rank {}: a rank is never negative", rank);
-  return logs_dir() / fmt::format("rank-{}.log", rank);
+  return logs / fmt::format("rank-{}{}", rank, suffix);
+}
+
+}  // namespace
+
+std::filesystem::path run_paths::rank_log(std::int64_t rank) const {
+  return rank_file(logs_dir(), rank, ".log");
+}
+std::filesystem::path run_paths::rank_error_file(std::int64_t rank) const {
+  return rank_file(logs_dir(), rank, ".error.json");
+}
+std::filesystem::path run_paths::rank_heartbeat_file(std::int64_t rank) const {
+  return rank_file(logs_dir(), rank, ".heartbeat");
 }
 
 void run_paths::create() const {

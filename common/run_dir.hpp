@@ -4,6 +4,7 @@
 //     node-<hostname>.db     one run-store file per node, written only by that node's launcher
 //     job.toml               the resolved job config
 //     logs/rank-<N>.log      what rank N wrote to stdout and stderr
+//     logs/rank-<N>.error.json, logs/rank-<N>.heartbeat   its error file and heartbeat file
 //
 // run_paths computes these paths and creates the tree; it does not open or write any file in
 // it (node_writer and run_reader do, see run_store.hpp and run_reader.hpp).
@@ -51,6 +52,10 @@ class run_paths {
   std::filesystem::path logs_dir() const;
   // <dir>/logs/rank-<rank>.log. Throws errc::invalid_input for a negative rank.
   std::filesystem::path rank_log(std::int64_t rank) const;
+  // <dir>/logs/rank-<rank>.error.json: the rank's TORCHELASTIC_ERROR_FILE. Same check.
+  std::filesystem::path rank_error_file(std::int64_t rank) const;
+  // <dir>/logs/rank-<rank>.heartbeat: the rank's MUSTER_HEARTBEAT_FILE. Same check.
+  std::filesystem::path rank_heartbeat_file(std::int64_t rank) const;
 
   // Creates <dir> and <dir>/logs (and missing parents); existing ones are fine. Throws errc::io
   // naming the directory, the system's reason, where creating stopped (a file in the way, a

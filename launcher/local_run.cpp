@@ -43,7 +43,7 @@ std::vector<std::string> worker_argv(const std::vector<std::string>& command,
   return argv;
 }
 
-local_run_result run_local(const local_run_request& request) {
+local_run_result run_local(const job_request& request) {
   auto loaded = load_job_config(request.job_file, request.overrides);
   const job_config& config = loaded.config;
   log::setup(config.log.level);

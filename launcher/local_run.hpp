@@ -15,7 +15,8 @@
 
 namespace muster::launcher {
 
-struct local_run_request {
+// What `muster run` and `muster launch` are asked to run.
+struct job_request {
   std::filesystem::path job_file;            // "" = defaults
   std::vector<std::string> overrides;        // section.key=value
   std::vector<std::string> command;          // empty: the built-in worker
@@ -40,6 +41,6 @@ std::vector<std::string> worker_argv(const std::vector<std::string>& command,
 
 // Runs the job to its end. Throws errc::config / invalid_input for bad input (nothing started),
 // errc::io / errc::store when the run directory or its store cannot be written.
-local_run_result run_local(const local_run_request& request);
+local_run_result run_local(const job_request& request);
 
 }  // namespace muster::launcher

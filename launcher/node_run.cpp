@@ -22,10 +22,6 @@
 namespace muster::launcher {
 namespace {
 
-std::filesystem::path heartbeat_file(const store::run_paths& paths, int rank) {
-  return paths.logs_dir() / fmt::format("rank-{}.heartbeat", rank);
-}
-
 // The CPUs this launcher may run on, ascending.
 std::vector<int> allowed_cpus() {
   cpu_set_t set;
@@ -102,8 +98,7 @@ node_run_result run_node(const node_run_plan& plan, const store::run_paths& path
     recorder.event(std::nullopt, store::severity::info, "rendezvous", plan.rendezvous);
   for (const auto& d : policy)
     recorder.event(std::nullopt, store::severity::info, "gpu_policy",
-                   fmt::format("{}: {} {}: {}", d.rule, d.value ? "set" : "unset",
-                               d.value ? d.variable + "=" + *d.value : d.variable, d.reason));
+                   describe(d));
 
   worker_identity who;
   who.world_size = plan.world_size;
@@ -122,11 +117,11 @@ node_run_result run_node(const node_run_plan& plan, const store::run_paths& path
     for (int local = 0; local < n; ++local) {
       const auto index = static_cast<std::size_t>(local);
       const int rank = plan.first_rank + local;
-      std::filesystem::remove(heartbeat_file(paths, rank));  // a restart starts unwatched
+      std::filesystem::remove(paths.rank_heartbeat_file(rank));  // a restart starts unwatched
       who.rank = rank;
       who.local_rank = local;
-      who.error_file = std::filesystem::absolute(recorder.error_file(rank));
-      who.heartbeat_file = std::filesystem::absolute(heartbeat_file(paths, rank));
+      who.error_file = std::filesystem::absolute(paths.rank_error_file(rank));
+      who.heartbeat_file = std::filesystem::absolute(paths.rank_heartbeat_file(rank));
       who.gpu = gpus[index];
       // CPU shares only with GPUs, where a rank's CPUs should sit beside its GPU.
       specs.push_back({rank, plan.argv, worker_env(base_env, who),
@@ -148,7 +143,7 @@ node_run_result run_node(const node_run_plan& plan, const store::run_paths& path
       g->ask_requeue(fmt::format("{} on {}", signal_name(e.signal), plan.host));
   };
   options.timeout_hang = std::chrono::seconds(config.launch.timeout_hang);
-  options.heartbeat_path = [&paths](int rank) { return heartbeat_file(paths, rank); };
+  options.heartbeat_path = [&paths](int rank) { return paths.rank_heartbeat_file(rank); };
   options.hang_signal = config.launch.hang_dump ? SIGABRT : SIGTERM;
   if (plan.slurm_signals_workers)
     options.workers_got_it = [](pid_t sender) { return process_name(sender) == "slurmstepd"; };

@@ -112,7 +112,7 @@ void run_recorder::on_exit(const rank_exit& x) {
                             : store::rank_state::failed;
   put_rank(x.rank, x.pid, state, &x);
   if (x.first_failure) {
-    first_error_ = read_error_file(error_file(x.rank));
+    first_error_ = read_error_file(paths_.rank_error_file(x.rank));
     std::string text = fmt::format("rank {} on {} (pid {}) failed first: {}", x.rank, host_,
                                    x.pid, x.describe());
     if (first_error_) text += fmt::format("; error file: {}", *first_error_);
@@ -128,9 +128,6 @@ void run_recorder::on_exit(const rank_exit& x) {
   }
 }
 
-std::filesystem::path run_recorder::error_file(int rank) const {
-  return paths_.logs_dir() / fmt::format("rank-{}.error.json", rank);
-}
 
 void print_summary(const supervise_result& result, const store::run_paths& paths,
                    const run_recorder& recorder, const std::optional<std::string>& elsewhere) {

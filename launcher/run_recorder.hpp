@@ -35,8 +35,6 @@ class run_recorder {
   // The first error writing the store, when there was one.
   const std::optional<std::string>& store_error() const { return store_error_; }
 
-  // <logs>/rank-N.error.json: TORCHELASTIC_ERROR_FILE of rank N.
-  std::filesystem::path error_file(int rank) const;
   // The error file of the latest first failure, as read when it was recorded.
   const std::optional<std::string>& first_error() const { return first_error_; }
 

@@ -94,15 +94,19 @@ struct meeting {
   std::string how;
 };
 
+// Member 0 hosts the store and puts MASTER_PORT in it (under "master_port", set before member 0
+// joins, so every member reads it after the join); the others find it.
 meeting meet(const job_config& config, const slurm_step& step, int member,
-             const std::string& address, const std::filesystem::path& address_file,
+             const std::string& address, const store::run_paths& paths,
              std::chrono::steady_clock::time_point deadline) {
   const rdzv::store_identity identity{step.job_id, step.step_id.value_or(0), step.restart_count};
+  const auto address_file = paths.dir() / fmt::format("rendezvous-step{}.addr", identity.step_id);
   meeting m;
   if (member == 0) {
     m.hosted = std::make_unique<rdzv::hosted_store>(
         rdzv::host_store(identity, address, address_file));
     m.store = m.hosted->server->store();
+    m.store->set("master_port", std::to_string(choose_master_port(config.launch.master_port)));
     m.address = "127.0.0.1";
     m.port = m.hosted->port;
     m.how = m.hosted->derived ? "derived port" : "kernel-picked port";
@@ -142,11 +146,7 @@ meeting meet(const job_config& config, const slurm_step& step, int member,
   const int node = *step.node_id;
   const std::string host = *step.this_node();
   const int local_world = step.tasks_per_node[static_cast<std::size_t>(node)];
-  auto m = meet(config, step, rank, master_addr,
-                paths.dir() / fmt::format("rendezvous-step{}.addr", step.step_id.value_or(0)),
-                deadline);
-  if (rank == 0)
-    m.store->set("master_port", std::to_string(choose_master_port(config.launch.master_port)));
+  auto m = meet(config, step, rank, master_addr, paths, deadline);
   rdzv::node_group group(m.store, rank, member_names(step, true));
   group.join({rank, host, 1, ::getpid()}, std::chrono::duration_cast<milliseconds>(
                                               deadline - std::chrono::steady_clock::now()),
@@ -168,8 +168,8 @@ meeting meet(const job_config& config, const slurm_step& step, int member,
   who.master_port = master_port;
   who.run_id = paths.run_id();
   who.run_dir = std::filesystem::absolute(paths.dir());
-  who.error_file = std::filesystem::absolute(paths.logs_dir() / fmt::format("rank-{}.error.json", rank));
-  who.heartbeat_file = std::filesystem::absolute(paths.logs_dir() / fmt::format("rank-{}.heartbeat", rank));
+  who.error_file = std::filesystem::absolute(paths.rank_error_file(rank));
+  who.heartbeat_file = std::filesystem::absolute(paths.rank_heartbeat_file(rank));
   who.restart_count = step.restart_count;
   who.max_restarts = 0;
   who.cpus_on_node = step.cpus_on_node.value_or(1);
@@ -186,8 +186,7 @@ meeting meet(const job_config& config, const slurm_step& step, int member,
                   paths.job_config().string(), ""});
       for (const auto& d : policy)
         db.add_event({store::now_ms(), std::nullopt, store::severity::info, "gpu_policy",
-                      fmt::format("{}: {} {}: {}", d.rule, d.value ? "set" : "unset",
-                                  d.value ? d.variable + "=" + *d.value : d.variable, d.reason)});
+                      describe(d)});
     }
     db.put_rank({rank, host, step.local_id, ::getpid(), store::rank_state::running, std::nullopt,
                  std::nullopt, store::now_ms()});
@@ -214,7 +213,7 @@ meeting meet(const job_config& config, const slurm_step& step, int member,
 
 }  // namespace
 
-int run_slurm_launch(const slurm_launch_request& request) {
+int run_slurm_launch(const job_request& request) {
   auto loaded = load_job_config(request.job_file, request.overrides);
   const job_config& config = loaded.config;
   log::setup(config.log.level);
@@ -265,11 +264,7 @@ int run_slurm_launch(const slurm_launch_request& request) {
   }
   if (node == 0) write_job_file(paths, config);
 
-  auto m = meet(config, step, node, master_addr,
-                paths.dir() / fmt::format("rendezvous-step{}.addr", step.step_id.value_or(0)),
-                deadline);
-  if (node == 0)
-    m.store->set("master_port", std::to_string(choose_master_port(config.launch.master_port)));
+  auto m = meet(config, step, node, master_addr, paths, deadline);
   rdzv::node_group group(m.store, node, step.nodes);
   auto facts = group.join({node, host, local, ::getpid()},
                           std::max(milliseconds(1), std::chrono::duration_cast<milliseconds>(

@@ -13,24 +13,15 @@
 // Not here: the sbatch wrapper and PMIx (Slurm integration).
 #pragma once
 
-#include <filesystem>
-#include <string>
-#include <vector>
+#include "launcher/local_run.hpp"
 
 namespace muster::launcher {
 
-struct slurm_launch_request {
-  std::filesystem::path job_file;        // "" = defaults
-  std::vector<std::string> overrides;    // section.key=value
-  std::vector<std::string> command;      // empty: the built-in worker
-  std::filesystem::path default_worker;  // the program run without a command
-  int console_fd = 1;
-};
 
 // Runs this node's (or this task's) part of the job; returns the launcher's exit code. Throws
 // errc::environment outside an srun step or when the rendezvous fails, errc::config /
 // invalid_input for bad input (nothing started), errc::io when the run directory cannot be
 // written. In per-task mode it does not return when the worker starts.
-int run_slurm_launch(const slurm_launch_request& request);
+int run_slurm_launch(const job_request& request);
 
 }  // namespace muster::launcher

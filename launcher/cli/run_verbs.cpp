@@ -23,55 +23,50 @@ std::filesystem::path own_dir() {
   return ec ? std::filesystem::path(".") : self.parent_path();
 }
 
+// Registers `verb`: its args (JOB.toml and overrides) and the command after -- become a
+// job_request that `start` runs when the verb is chosen.
+CLI::App* add_job_verb(CLI::App& app, verb_action& run, const std::vector<std::string>& command,
+                       const std::string& verb, const std::string& help,
+                       int (*start)(const launcher::job_request&)) {
+  auto args = std::make_shared<std::vector<std::string>>();
+  auto* sub = app.add_subcommand(verb, help);
+  sub->add_option("args", *args, "JOB.toml and/or section.key=value overrides");
+  sub->callback([=, &run, &command] {
+    run = [=, &command] {
+      auto split = split_job_args(
+          *args, verb, "put the program after --, e.g. muster " + verb + " job.toml -- {}");
+      launcher::job_request request;
+      request.job_file = split.file;
+      request.overrides = std::move(split.overrides);
+      request.command = command;
+      request.default_worker = own_dir() / "muster-test-worker";
+      return start(request);
+    };
+  });
+  return sub;
+}
+
+int start_local(const launcher::job_request& request) {
+  return launcher::run_local(request).exit_code;
+}
+
 }  // namespace
 
 void add_run_verbs(CLI::App& app, verb_action& run, const std::vector<std::string>& command) {
-  struct options {
-    std::vector<std::string> args;
-  };
-  auto o = std::make_shared<options>();
-  auto* verb = app.add_subcommand(
-      "run",
-      "run a job on this machine: launch.nproc ranks with torchrun's environment, fail fast, "
-      "logs and the run store in launch.runs_dir; put the program after --");
-  verb->add_option("args", o->args, "JOB.toml and/or section.key=value overrides");
-  verb->footer("example: muster run job.toml launch.nproc=4 -- python3 train.py --lr 3e-4");
-  verb->callback([o, &run, &command] {
-    run = [o, &command] {
-      launcher::local_run_request request;
-      auto args = split_job_args(o->args, "run",
-                                 "put the program after --, e.g. muster run job.toml -- {}");
-      request.job_file = args.file;
-      request.overrides = std::move(args.overrides);
-      request.command = command;
-      request.default_worker = own_dir() / "muster-test-worker";
-      return launcher::run_local(request).exit_code;
-    };
-  });
-
-  auto l = std::make_shared<options>();
-  auto* launch = app.add_subcommand(
-      "launch",
-      "run a job across the nodes of a Slurm step (srun --ntasks-per-node=1 muster launch "
-      "job.toml): plan, rendezvous through node 0, start this node's ranks, fail fast across "
-      "nodes; with one srun task per rank each task execs its worker");
-  launch->add_option("args", l->args, "JOB.toml and/or section.key=value overrides");
-  launch->footer(
-      "example: srun --ntasks-per-node=1 muster launch job.toml -- python3 train.py\n"
-      "the run directory is <launch.runs_dir>/<job.name>-<SLURM_JOB_ID>, shared by every node "
-      "and by a requeued job");
-  launch->callback([l, &run, &command] {
-    run = [l, &command] {
-      launcher::slurm_launch_request request;
-      auto args = split_job_args(l->args, "launch",
-                                 "put the program after --, e.g. muster launch job.toml -- {}");
-      request.job_file = args.file;
-      request.overrides = std::move(args.overrides);
-      request.command = command;
-      request.default_worker = own_dir() / "muster-test-worker";
-      return launcher::run_slurm_launch(request);
-    };
-  });
+  add_job_verb(app, run, command, "run",
+               "run a job on this machine: launch.nproc ranks with torchrun's environment, fail "
+               "fast, logs and the run store in launch.runs_dir; put the program after --",
+               start_local)
+      ->footer("example: muster run job.toml launch.nproc=4 -- python3 train.py --lr 3e-4");
+  add_job_verb(app, run, command, "launch",
+               "run a job across the nodes of a Slurm step (srun --ntasks-per-node=1 muster "
+               "launch job.toml): plan, rendezvous through node 0, start this node's ranks, fail "
+               "fast across nodes; with one srun task per rank each task execs its worker",
+               launcher::run_slurm_launch)
+      ->footer(
+          "example: srun --ntasks-per-node=1 muster launch job.toml -- python3 train.py\n"
+          "the run directory is <launch.runs_dir>/<job.name>-<SLURM_JOB_ID>, shared by every "
+          "node and by a requeued job");
 }
 
 }  // namespace muster::cli
