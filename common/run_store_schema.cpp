@@ -104,13 +104,17 @@ int user_version(const sqlite_db& db) {
   return static_cast<int>(db.query_int64("PRAGMA user_version", "read schema version"));
 }
 
-void check_writable(const sqlite_db& db) {
+void check_writable(sqlite_db& db) {
   int version = user_version(db);
-  // Tables without a version may be another writer's schema committed between the two reads
-  // (several srun tasks open one node file at once): the version is read again, after.
-  if (version == 0 && has_tables(db)) version = user_version(db);
+  if (version == 0 && has_tables(db)) {
+    // Tables without a version may be another writer's schema caught half-way (several srun
+    // tasks open one node file at once): read both again under the write lock, which waits
+    // until no other writer is inside its migration.
+    sqlite_transaction lock(db);
+    version = user_version(db);
+    if (version == 0 && has_tables(db)) throw_foreign(db);
+  }
   if (version > kCurrentVersion) throw_newer(db, version, kCurrentVersion);
-  if (version == 0 && has_tables(db)) throw_foreign(db);
 }
 
 void migrate(sqlite_db& db) {

@@ -18,7 +18,7 @@ int user_version(const sqlite_db& db);
 
 // For writers, before they change anything (even the journal mode): throws errc::store when
 // the file is from a newer muster, or holds tables but no version (not a muster store).
-void check_writable(const sqlite_db& db);
+void check_writable(sqlite_db& db);
 
 // Brings a file opened for writing up to kCurrentVersion, one transaction per step, so a crash
 // leaves it at a whole version. Throws errc::store when the file is from a newer muster, or
