@@ -87,6 +87,9 @@ std::vector<std::string> member_names(const slurm_step& step, bool per_task) {
 
 // The rendezvous as one member sees it: the store hosted here (member 0) or found.
 struct meeting {
+  // The step's PMIx server (srun --mpi=pmix), kept until every member has joined: node 0's
+  // published address stays readable that long.
+  std::unique_ptr<rdzv::pmix_session> pmix;
   std::unique_ptr<rdzv::hosted_store> hosted;
   std::shared_ptr<rdzv::kv_store> store;
   std::string address;  // where the store is, for more connections
@@ -102,28 +105,35 @@ meeting meet(const job_config& config, const slurm_step& step, int member,
   const rdzv::store_identity identity{step.job_id, step.step_id.value_or(0), step.restart_count};
   const auto address_file = paths.dir() / fmt::format("rendezvous-step{}.addr", identity.step_id);
   meeting m;
+  std::string no_pmix;
+  m.pmix = rdzv::pmix_session::join_step(no_pmix);
+  if (!m.pmix) log::get("launcher")->debug("rendezvous without PMIx: {}", no_pmix);
   if (member == 0) {
     m.hosted = std::make_unique<rdzv::hosted_store>(
-        rdzv::host_store(identity, address, address_file));
+        rdzv::host_store(identity, address, address_file, m.pmix.get()));
     m.store = m.hosted->server->store();
     m.store->set("master_port", std::to_string(choose_master_port(config.launch.master_port)));
     m.address = "127.0.0.1";
     m.port = m.hosted->port;
     m.how = m.hosted->derived ? "derived port" : "kernel-picked port";
+    if (m.pmix) m.how += ", published through PMIx";
     log::get("launcher")->info("rendezvous store on {}:{} ({})", address, m.port, m.how);
     return m;
   }
-  auto found = rdzv::find_store(identity, address, address_file, deadline, stop_signal_pending);
+  auto found = rdzv::find_store(identity, address, address_file, deadline, stop_signal_pending,
+                               m.pmix.get());
   MUSTER_CHECK(!stop_signal_pending(), errc::io,
                "stopped by a signal while looking for node 0's rendezvous store");
   if (!found.client) {
     auto ports = rdzv::derived_ports(identity.job_id, identity.step_id);
     MUSTER_THROW(errc::environment,
-                 "rendezvous: no rendezvous store of {} found within {} s: no address file {} "
+                 "rendezvous: no rendezvous store of {} found within {} s: {}no address file {} "
                  "and no answer on {} ports {}-{}. Check that node 0's launcher ({}) is running "
                  "(its output), that {} resolves and is reachable from {} (or set "
                  "launch.master_addr), or raise launch.timeout_rendezvous",
-                 identity.str(), config.launch.timeout_rendezvous, address_file.string(), address,
+                 identity.str(), config.launch.timeout_rendezvous,
+                 m.pmix ? fmt::format("nothing from PMIx rank 0 of {}, ", m.pmix->nspace()) : "",
+                 address_file.string(), address,
                  ports.front(), ports.back(), step.nodes.front(), address,
                  step.this_node().value_or("this node"));
   }
@@ -153,6 +163,7 @@ meeting meet(const job_config& config, const slurm_step& step, int member,
              stop_signal_pending);
   const int master_port = std::stoi(m.store->get("master_port", milliseconds(0)));
   group.leave(rank == 0, kLeaveTimeout);
+  m.pmix.reset();  // finalized before the exec: the worker may be a PMIx client itself
   m.hosted.reset();  // the store is no longer needed: MASTER_PORT is known everywhere
   m.store.reset();
 
@@ -270,6 +281,7 @@ int run_slurm_launch(const job_request& request) {
                           std::max(milliseconds(1), std::chrono::duration_cast<milliseconds>(
                                                          deadline - std::chrono::steady_clock::now())),
                           stop_signal_pending);
+  m.pmix.reset();  // every node has found the store
   for (const auto& f : facts)
     MUSTER_CHECK(f.local_ranks == local, errc::invalid_input,
                  "{} starts {} ranks but {} starts {}: every node must start the same number; set "

@@ -40,16 +40,31 @@ struct address_line {
   std::string identity;
 };
 
-// The address file's one line, or nothing while it is missing or from another step.
-std::optional<address_line> read_address_file(const std::filesystem::path& file) {
-  std::ifstream in(file);
-  std::string line;
-  if (!in || !std::getline(in, line)) return std::nullopt;
+std::string format_line(const std::string& address, int port, const store_identity& identity) {
+  return fmt::format("{} {} {}", address, port, identity.str());
+}
+
+std::optional<address_line> parse_line(const std::string& line) {
   std::istringstream fields(line);
   address_line a;
   if (!(fields >> a.address >> a.port)) return std::nullopt;
   std::getline(fields >> std::ws, a.identity);
   return a;
+}
+
+// The address file's one line, or nothing while it is missing.
+std::optional<address_line> read_address_file(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  std::string line;
+  if (!in || !std::getline(in, line)) return std::nullopt;
+  return parse_line(line);
+}
+
+// The store a line names, when it is this step's and answers.
+std::shared_ptr<tcp_store_client> probe_line(const std::optional<address_line>& line,
+                                             const std::string& identity) {
+  if (!line || line->identity != identity) return nullptr;
+  return probe(line->address, line->port, identity);
 }
 
 }  // namespace
@@ -68,7 +83,7 @@ std::vector<int> derived_ports(std::uint32_t job_id, std::uint32_t step_id) {
 }
 
 hosted_store host_store(const store_identity& identity, const std::string& address,
-                        const std::filesystem::path& address_file) {
+                        const std::filesystem::path& address_file, pmix_session* pmix) {
   hosted_store hosted;
   for (int port : derived_ports(identity.job_id, identity.step_id)) {
     try {
@@ -87,7 +102,7 @@ hosted_store host_store(const store_identity& identity, const std::string& addre
   temp += fmt::format(".{}.tmp", ::getpid());
   {
     std::ofstream out(temp, std::ios::trunc);
-    out << address << ' ' << hosted.port << ' ' << identity.str() << '\n';
+    out << format_line(address, hosted.port, identity) << '\n';
     out.close();
     MUSTER_CHECK(out.good(), errc::io,
                  "rendezvous: cannot write the store's address to {}; check that the run "
@@ -98,19 +113,27 @@ hosted_store host_store(const store_identity& identity, const std::string& addre
   std::filesystem::rename(temp, address_file, ec);
   MUSTER_CHECK(!ec, errc::io, "rendezvous: cannot rename {} to {}: {}", temp.string(),
                address_file.string(), ec.message());
+  if (pmix) pmix->publish(kPmixStoreKey, format_line(address, hosted.port, identity));
   return hosted;
 }
 
 found_store find_store(const store_identity& identity, const std::string& address,
                        const std::filesystem::path& address_file,
                        std::chrono::steady_clock::time_point deadline,
-                       const std::function<bool()>& stop) {
+                       const std::function<bool()>& stop, pmix_session* pmix) {
   const std::string want = identity.str();
   const auto ports = derived_ports(identity.job_id, identity.step_id);
   found_store found;
   for (;;) {
-    if (auto line = read_address_file(address_file); line && line->identity == want) {
-      if (auto client = probe(line->address, line->port, want)) {
+    if (pmix) {
+      if (auto text = pmix->lookup(0, kPmixStoreKey, std::chrono::seconds(1))) {
+        auto line = parse_line(*text);
+        if (auto client = probe_line(line, want))
+          return {client, line->address, line->port, "PMIx"};
+      }
+    }
+    if (auto line = read_address_file(address_file)) {
+      if (auto client = probe_line(line, want)) {
         return {client, line->address, line->port,
                 fmt::format("the address file {}", address_file.string())};
       }

@@ -2,12 +2,14 @@
 //
 // Node 0 (host_store) binds the store on the first free port of a short list derived from the
 // job and step ids, or on a port the kernel picks when all of those are taken, and writes
-// "<address> <port> <identity>" to an address file in the run directory. Every other launcher
-// (find_store) takes the first that answers of:
-//   1. the address file, at once on a shared filesystem;
-//   2. the derived ports on the store's host, each probed and accepted only when the store
-//      there holds this step's identity (another job's store, or another program, is skipped).
-// PMIx, when the step runs under --mpi=pmix, comes before both (Slurm integration issue).
+// "<address> <port> <identity>" to an address file in the run directory (and publishes the same
+// line through PMIx when the step has it). Every other launcher (find_store) takes the first
+// that answers of:
+//   1. PMIx, when srun started the step with --mpi=pmix: the line PMIx rank 0 published;
+//   2. the address file, at once on a shared filesystem;
+//   3. the derived ports on the store's host.
+// Each is accepted only when the store it names holds this step's identity (another job's
+// store, a stale file, or another program on the port is skipped).
 // Not here: what the launchers say to each other (node_group.hpp).
 #pragma once
 
@@ -19,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "launcher/rendezvous/pmix_session.hpp"
 #include "launcher/rendezvous/tcp_store.hpp"
 
 namespace muster::launcher::rendezvous {
@@ -33,6 +36,8 @@ struct store_identity {
 };
 
 inline constexpr const char* kIdentityKey = "muster/identity";
+// The PMIx key under which node 0 publishes its address line.
+inline constexpr const char* kPmixStoreKey = "muster.rendezvous.store";
 inline constexpr int kDerivedPortCount = 8;
 
 // The candidate ports of a step: kDerivedPortCount consecutive ports in [20000, 30000), below
@@ -48,25 +53,26 @@ struct hosted_store {
 // Node 0: serves the store on every address of this host, on the first derived port that is
 // free (else one the kernel picks), sets kIdentityKey and writes the address file (written
 // beside and renamed, so a reader never sees half of it). `address` is what the others connect
-// to. Throws errc::io when no port can be bound or the file cannot be written.
+// to. With `pmix`, the same line is published under kPmixStoreKey. Throws errc::io when no port
+// can be bound or the file cannot be written, errc::environment when PMIx refuses the line.
 hosted_store host_store(const store_identity& identity, const std::string& address,
-                        const std::filesystem::path& address_file);
+                        const std::filesystem::path& address_file, pmix_session* pmix);
 
 struct found_store {
   std::shared_ptr<tcp_store_client> client;  // nullptr: not found
   std::string address;
   int port = 0;
-  std::string how;  // "the address file <path>" or "derived port <N>"
+  std::string how;  // "PMIx", "the address file <path>" or "derived port <N>"
 };
 
-// Every other launcher: tries the address file, then the derived ports on `address`, every
-// 25 ms until `deadline`. `stop()` returning true ends the search early (a signal). Returns a
+// Every other launcher: tries PMIx (with `pmix`: rank 0's line, waiting up to 1 s for it), the
+// address file, then the derived ports on `address`, every 25 ms until `deadline`. `stop()` returning true ends the search early (a signal). Returns a
 // client connected to the store holding `identity`; its client is nullptr when the deadline
 // passed or stop() said so.
 found_store find_store(const store_identity& identity, const std::string& address,
                        const std::filesystem::path& address_file,
                        std::chrono::steady_clock::time_point deadline,
-                       const std::function<bool()>& stop);
+                       const std::function<bool()>& stop, pmix_session* pmix);
 
 // Another connection to a store already found (for the failure watch), without probing.
 std::shared_ptr<tcp_store_client> connect_store(const std::string& address, int port);

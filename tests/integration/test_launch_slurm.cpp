@@ -248,6 +248,40 @@ TEST_CASE("srun -N2 --ntasks-per-node=2: each task execs its worker as one rank"
   CHECK(has_event(reader.events(), "exec", "rank 3 on gpu-a02 execs"));
 }
 
+TEST_CASE("srun --mpi=pmix: the launchers find node 0's store through PMIx", "[slurm]") {
+  MUSTER_SKIP_WITHOUT_SLURM();
+  slurm_cluster cluster;
+  muster::test::temp_dir runs("muster-runs");
+  SECTION("one task per node") {
+    auto r = muster::test::run_process(
+        srun_launch({"--mpi=pmix", "-N2", "--ntasks-per-node=1"}, runs.path(), {"launch.nproc=2"},
+                    {}),
+        launch_env(cluster));
+    INFO("srun stdout: " << r.out << "\nsrun stderr: " << r.err << "\n" << cluster.log_tail());
+    REQUIRE(r.exit_code == 0);
+    const auto dir = run_dir_of(runs.path(), cluster.first_job_id());
+    CHECK(has_event(node_events(dir, "gpu-a01"), "rendezvous", ", published through PMIx)"));
+    CHECK(has_event(node_events(dir, "gpu-a02"), "rendezvous", "(PMIx)"));
+    for (int rank = 0; rank < 4; ++rank)
+      CHECK(contract_lines(muster::test::read_file(rank_log(dir, rank))).size() == 1);
+  }
+  SECTION("one task per rank") {
+    auto env = launch_env(cluster);
+    env.set["MUSTER_LOG_LEVEL"] = "info";  // the launchers say where they found the store
+    auto r = muster::test::run_process(
+        srun_launch({"--mpi=pmix", "-N2", "--ntasks-per-node=2"}, runs.path(), {}, {}), env);
+    INFO("srun stdout: " << r.out << "\nsrun stderr: " << r.err << "\n" << cluster.log_tail());
+    REQUIRE(r.exit_code == 0);
+    CHECK(contract_lines(r.out).size() == 4);
+    const std::string both = r.out + r.err;
+    std::size_t through_pmix = 0;
+    for (auto at = both.find("(found through PMIx)"); at != std::string::npos;
+         at = both.find("(found through PMIx)", at + 1))
+      ++through_pmix;
+    CHECK(through_pmix == 3);  // every task but rank 0, which hosts the store
+  }
+}
+
 TEST_CASE("scancel -s USR1 reaches every worker through srun and the launchers", "[slurm]") {
   MUSTER_SKIP_WITHOUT_SLURM();
   slurm_cluster cluster;

@@ -152,7 +152,8 @@ slurm_cluster::~slurm_cluster() {
 }
 
 void slurm_cluster::bring_up() {
-  for (const char* sub : {"state", "log", "spool/gpu-a01", "spool/gpu-a02"})
+  for (const char* sub :
+       {"state", "log", "spool/gpu-a01", "spool/gpu-a02", "tmp/gpu-a01", "tmp/gpu-a02"})
     fs::create_directories(dir_.path() / sub);
   if (run_process({program("munge"), "-n"}).exit_code != 0) start_munged();
   write_config();
@@ -218,6 +219,8 @@ void slurm_cluster::write_config() const {
   conf << "\n"
        << "StateSaveLocation=" << d << "/state\n"
        << "SlurmdSpoolDir=" << d << "/spool/%n\n"
+       // srun --mpi=pmix: each node's PMIx folders in its own TmpFS (one host, two slurmd)
+       << "TmpFS=" << d << "/tmp/%n\n"
        << "SlurmctldPidFile=" << d << "/slurmctld.pid\n"
        << "SlurmdPidFile=" << d << "/slurmd-%n.pid\n"
        << "SlurmctldLogFile=" << d << "/log/slurmctld.log\n"
