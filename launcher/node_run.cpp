@@ -3,6 +3,7 @@
 
 #include <sched.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
@@ -21,6 +22,12 @@
 
 namespace muster::launcher {
 namespace {
+
+// A terminal that can redraw a line in place: the progress line goes there.
+bool console_is_terminal(int fd) {
+  const char* term = std::getenv("TERM");
+  return ::isatty(fd) == 1 && !(term && std::string_view(term) == "dumb");
+}
 
 // The CPUs this launcher may run on, ascending.
 std::vector<int> allowed_cpus() {
@@ -145,6 +152,7 @@ node_run_result run_node(const node_run_plan& plan, const store::run_paths& path
   options.timeout_hang = std::chrono::seconds(config.launch.timeout_hang);
   options.heartbeat_path = [&paths](int rank) { return paths.rank_heartbeat_file(rank); };
   options.hang_signal = config.launch.hang_dump ? SIGABRT : SIGTERM;
+  options.progress_line = console_is_terminal(plan.console_fd);
   if (plan.slurm_signals_workers)
     options.workers_got_it = [](pid_t sender) { return process_name(sender) == "slurmstepd"; };
   options.stop_reason = [&]() -> std::string {

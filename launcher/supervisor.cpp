@@ -18,11 +18,15 @@
 
 #include "common/error.hpp"
 #include "common/run_store_records.hpp"
+#include "launcher/heartbeat.hpp"
+#include "launcher/progress_line.hpp"
 
 namespace muster::launcher {
 namespace {
 
 using clock = std::chrono::steady_clock;
+
+constexpr std::chrono::milliseconds kProgressEvery{250};
 
 void write_all(int fd, std::string_view data) {
   while (!data.empty()) {
@@ -141,6 +145,7 @@ class node_supervisor {
       for (std::size_t i = watch_stop ? 2 : 1; i < fds.size(); ++i)
         if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) read_output(*owners[i]);
       if (options_.timeout_hang.count() > 0 && !stopping_) check_heartbeats();
+      if (options_.progress_line && !stopping_) update_progress();
       if (kill_at_ && clock::now() >= *kill_at_) {
         kill_at_.reset();
         emit(supervisor_event::kind::killing, -1, -1, SIGKILL, nullptr);
@@ -152,37 +157,41 @@ class node_supervisor {
     }
   }
 
-  // The age of each running worker's heartbeat, in ms; nullopt for one that never beat.
-  std::optional<std::int64_t> heartbeat_age_ms(const worker& w) const {
-    std::error_code ec;
-    auto written = std::filesystem::last_write_time(options_.heartbeat_path(w.exit.rank), ec);
-    if (ec) return std::nullopt;
-    auto age = std::filesystem::file_time_type::clock::now() - written;
-    return std::chrono::duration_cast<std::chrono::milliseconds>(age).count();
-  }
-
   void check_heartbeats() {
     if (clock::now() < next_heartbeat_check_) return;
     next_heartbeat_check_ = clock::now() + std::chrono::milliseconds(100);
     std::vector<worker*> hung;
-    std::string ages;
+    std::vector<std::pair<int, std::optional<heartbeat>>> beats;
     for (auto& w : workers_) {
       if (!w.running) continue;
-      auto age = heartbeat_age_ms(w);
-      ages += fmt::format("{}rank {}: {}", ages.empty() ? "" : ", ", w.exit.rank,
-                          age ? fmt::format("{} ms ago", *age) : std::string("never"));
-      if (age && *age > options_.timeout_hang.count()) {
-        w.exit.hung_ms = *age;
+      auto beat = read_heartbeat(options_.heartbeat_path(w.exit.rank));
+      beats.emplace_back(w.exit.rank, beat);
+      if (beat && beat->age_ms > options_.timeout_hang.count()) {
+        w.exit.hung_ms = beat->age_ms;
         hung.push_back(&w);
       }
     }
     if (hung.empty()) return;
+    const std::string detail = "last heartbeats: " + describe_heartbeats(beats);
     for (worker* w : hung) {
       emit(supervisor_event::kind::hung, w->exit.rank, w->exit.pid, options_.hang_signal, nullptr,
-            "last heartbeats: " + ages);
+           detail);
       ::kill(-w->exit.pid, options_.hang_signal);
     }
     kill_at_ = clock::now() + options_.kill_grace;  // a dump that never ends is cut short
+  }
+
+  // The progress line: the first worker's heartbeat, redrawn when it changed.
+  void update_progress() {
+    if (clock::now() < next_progress_) return;
+    next_progress_ = clock::now() + kProgressEvery;
+    if (workers_.empty() || !workers_.front().running) return;
+    auto beat = read_heartbeat(options_.heartbeat_path(workers_.front().exit.rank));
+    if (!beat) return;
+    auto text = progress_.line(beat->progress, clock::now());
+    if (!text || *text == progress_text_) return;
+    progress_text_ = *text;
+    write_all(options_.console_fd, "\r\x1b[K" + progress_text_);
   }
 
   int timeout_ms(const std::optional<clock::time_point>& drain_until) const {
@@ -191,6 +200,8 @@ class node_supervisor {
       auto check = clock::now() + std::chrono::milliseconds(100);
       if (!next || check < *next) next = check;
     }
+    if (options_.progress_line && !stopping_ && (!next || next_progress_ < *next))
+      next = std::max(next_progress_, clock::now());
     if (drain_until && (!next || *drain_until < *next)) next = drain_until;
     if (!next) return -1;
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*next - clock::now());
@@ -296,9 +307,14 @@ class node_supervisor {
     }
   }
 
-  // One line of a worker's output on the console view.
+  // One line of a worker's output on the console view, above the progress line if one shows.
   void tee_line(const worker& w, std::string_view line) {
-    write_all(options_.console_fd, fmt::format("[rank {}] {}\n", w.exit.rank, line));
+    if (progress_text_.empty()) {
+      write_all(options_.console_fd, fmt::format("[rank {}] {}\n", w.exit.rank, line));
+      return;
+    }
+    write_all(options_.console_fd,
+              fmt::format("\r\x1b[K[rank {}] {}\n{}", w.exit.rank, line, progress_text_));
   }
 
   void split_lines(worker& w, std::string_view chunk) {
@@ -322,6 +338,7 @@ class node_supervisor {
       if (w.tee && !w.partial.empty()) tee_line(w, w.partial);
       result.exits.push_back(w.exit);
     }
+    if (!progress_text_.empty()) write_all(options_.console_fd, "\n");  // the last one stays
     result.first_failure = first_failure_;
     result.launcher_signal = launcher_signal_;
     result.stop_requested = stop_requested_;
@@ -341,6 +358,9 @@ class node_supervisor {
   bool stop_requested_ = false;
   std::vector<int> forwarded_;
   clock::time_point next_heartbeat_check_{};
+  progress_meter progress_;
+  std::string progress_text_;  // the progress line on the console; empty: none drawn
+  clock::time_point next_progress_{};
 };
 
 }  // namespace

@@ -62,7 +62,8 @@ struct supervisor_event {
   pid_t pid = -1;
   int signal = 0;                      // forwarded_signal, stopping: the signal
   const rank_exit* exit = nullptr;     // exited: how
-  std::string detail;                  // hung: every rank's last heartbeat age;
+  std::string detail;                  // hung: every rank's last heartbeat (age, step) and
+                                       // the ranks behind;
                                        // stop_requested: what stop_reason() said;
                                        // forwarded_signal: who delivered it, when not muster
 };
@@ -81,6 +82,10 @@ struct supervise_options {
   std::chrono::milliseconds timeout_hang{0};
   std::function<std::filesystem::path(int rank)> heartbeat_path;
   int hang_signal = 6;  // SIGABRT
+  // The first worker's heartbeat progress as a line kept at the bottom of the console
+  // (progress_line.hpp), redrawn in place: for a console that is a terminal. Needs
+  // heartbeat_path.
+  bool progress_line = false;
   // Stopping from outside (another node's rank failed): when stop_fd (-1 = none) becomes
   // readable, every worker is stopped as after a local first failure (SIGTERM, grace, SIGKILL)
   // and all of them are knock-ons. stop_reason() says why, for the stop_requested event.

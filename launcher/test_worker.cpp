@@ -10,6 +10,8 @@
 //   --signal S          kill itself with signal S (e.g. 9) instead of exiting
 //   --ignore-term       ignore SIGTERM (to test the launcher's SIGKILL after its grace)
 //   --heartbeat-ms N    touch $MUSTER_HEARTBEAT_FILE every N ms while running
+//   --steps N           with --heartbeat-ms: each beat is one step of N, written into the
+//                       heartbeat as the engine would ("step=K steps=N loss=... tokens_per_s=...")
 //   --hang-after-ms N   on --only-rank (or every rank without it): stop touching the heartbeat
 //                       after N ms but keep running, as a rank stuck in a collective would
 //   --error-message T   write T to $TORCHELASTIC_ERROR_FILE (torchelastic's JSON) before failing
@@ -22,6 +24,7 @@
 #include <unistd.h>
 #include <utime.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -50,6 +53,7 @@ struct options {
   int signal = 0;
   bool ignore_term = false;
   long heartbeat_ms = 0;
+  long steps = 0;
   long hang_after_ms = -1;
   std::string error_message;
   int lines = 0;
@@ -74,6 +78,7 @@ options parse(int argc, char** argv) {
     else if (a == "--ignore-term") o.ignore_term = true;
     else if (a == "--heartbeat-ms") o.heartbeat_ms = std::atol(next());
     else if (a == "--hang-after-ms") o.hang_after_ms = std::atol(next());
+    else if (a == "--steps") o.steps = std::atol(next());
     else if (a == "--error-message") o.error_message = next();
     else if (a == "--lines") o.lines = std::atoi(next());
     else {
@@ -84,6 +89,22 @@ options parse(int argc, char** argv) {
   return o;
 }
 
+// One heartbeat: a touch, or with --steps the line of step `step` (written beside, renamed).
+void beat(const options& o, long step) {
+  const std::string file = env("MUSTER_HEARTBEAT_FILE");
+  if (o.steps <= 0) {
+    std::ofstream(file, std::ios::app);
+    ::utime(file.c_str(), nullptr);
+    return;
+  }
+  const std::string temp = file + ".tmp";
+  std::ofstream(temp, std::ios::trunc) << "step=" << step << " steps=" << o.steps
+                                       << " loss=" << 10.0 / static_cast<double>(step + 1)
+                                       << " tokens_per_s=" << 4096.0 * 1000 / o.heartbeat_ms
+                                       << "\n";
+  std::rename(temp.c_str(), file.c_str());
+}
+
 // Sleeps `ms`, answering USR1/USR2/TERM as the file comment says, touching the heartbeat.
 void run_for(long ms, const options& o, const std::string& rank, long hang_after_ms = -1) {
   using clock = std::chrono::steady_clock;
@@ -91,7 +112,8 @@ void run_for(long ms, const options& o, const std::string& rank, long hang_after
   const auto end = start + std::chrono::milliseconds(ms);
   const auto hang_at = hang_after_ms < 0 ? clock::time_point::max()
                                          : start + std::chrono::milliseconds(hang_after_ms);
-  auto beat = clock::now();
+  auto next_beat = clock::now();
+  long step = 0;
   while (clock::now() < end) {
     if (int sig = pending_signal) {
       pending_signal = 0;
@@ -100,10 +122,10 @@ void run_for(long ms, const options& o, const std::string& rank, long hang_after
       if (sig == SIGTERM) std::exit(143);
       std::ofstream(env("MUSTER_RUN_DIR") + "/signal-SIG" + sigabbrev_np(sig) + "-rank-" + rank);
     }
-    if (o.heartbeat_ms > 0 && clock::now() >= beat && clock::now() < hang_at) {
-      std::ofstream(env("MUSTER_HEARTBEAT_FILE"), std::ios::app);
-      ::utime(env("MUSTER_HEARTBEAT_FILE").c_str(), nullptr);
-      beat = clock::now() + std::chrono::milliseconds(o.heartbeat_ms);
+    if (o.heartbeat_ms > 0 && clock::now() >= next_beat && clock::now() < hang_at) {
+      beat(o, step);
+      step = std::min(step + 1, o.steps);
+      next_beat = clock::now() + std::chrono::milliseconds(o.heartbeat_ms);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }

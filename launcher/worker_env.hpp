@@ -7,8 +7,8 @@
 //   TORCHELASTIC_ERROR_FILE (per rank; read back when the rank fails), OMP_NUM_THREADS (only
 //   when unset: the node's CPUs over its ranks, at least 1, as torchrun sets it to 1)
 //   MUSTER_RUN_DIR, MUSTER_RUN_ID, MUSTER_RANK, MUSTER_LOCAL_RANK, MUSTER_WORLD_SIZE,
-//   MUSTER_HEARTBEAT_FILE (touch it to report progress), CUDA_VISIBLE_DEVICES (the rank's GPU,
-//   when GPUs are known)
+//   MUSTER_HEARTBEAT_FILE (touch it, or write a progress line: heartbeat.hpp),
+//   CUDA_VISIBLE_DEVICES (the rank's GPU, when GPUs are known)
 //
 // A pure function of its inputs: no I/O, no getenv. Not here: choosing the GPU
 // (device_assignment.hpp), the GPU

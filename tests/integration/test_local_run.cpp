@@ -268,8 +268,8 @@ TEST_CASE("a rank that stops its heartbeat is found hung, named, and fails the j
   muster::test::temp_dir runs;
   auto start = clock_type::now();
   auto r = muster::test::run_process(
-      run_args(runs, 3, {"--heartbeat-ms", "50", "--sleep-ms", "60000", "--only-rank", "1",
-                         "--hang-after-ms", "200"},
+      run_args(runs, 3, {"--heartbeat-ms", "50", "--steps", "1000", "--sleep-ms", "60000",
+                         "--only-rank", "1", "--hang-after-ms", "200"},
                {"launch.timeout_hang=1", "launch.kill_grace=2"}));
   auto elapsed = clock_type::now() - start;
   INFO("stderr: " << r.err);
@@ -284,9 +284,32 @@ TEST_CASE("a rank that stops its heartbeat is found hung, named, and fails the j
     if (e.kind == "hang") {
       ++hangs;
       CHECK(e.rank == 1);
-      CHECK_THAT(e.message, Catch::Contains("rank 2: "));  // every rank's last beat is named
+      CHECK_THAT(e.message, Catch::Contains("rank 2: step "));  // every rank's last step
+      CHECK_THAT(e.message, Catch::Contains("; behind: rank 1 (step "));  // and who lags
     }
   CHECK(hangs == 1);
+}
+
+TEST_CASE("on a terminal, rank 0's heartbeat is a progress line redrawn in place", "[local_run]") {
+  muster::test::temp_dir runs;
+  const std::vector<std::string> worker = {"--heartbeat-ms", "50", "--steps", "10",
+                                           "--sleep-ms", "1500"};
+  muster::test::env_change env;
+  env.set["TERM"] = "xterm";
+  auto r = muster::test::run_in_terminal(run_args(runs, 2, worker), env);
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::StartsWith("[rank 0] rank 0 of 2 "));
+  CHECK_THAT(r.out, Catch::Contains("\r\x1b[Kstep "));
+  CHECK_THAT(r.out, Catch::Contains("/10 | loss "));
+  CHECK_THAT(r.out, Catch::Contains(" tok/s | ETA "));
+  CHECK_THAT(r.out, Catch::Contains("\r\x1b[Kstep 10/10 | loss 0.9091 | 81.9k tok/s | ETA 0s\n"));
+  CHECK_THAT(r.out, Catch::EndsWith("\n"));  // the last line stays, the prompt goes below it
+
+  auto piped = muster::test::run_process(run_args(runs, 2, worker), env);
+  CHECK(piped.exit_code == 0);
+  CHECK_THAT(piped.out, !Catch::Contains("\x1b[K"));  // a pipe or file gets no progress line
+  CHECK_THAT(piped.out, !Catch::Contains("step "));
 }
 
 TEST_CASE("launch.max_restarts restarts the ranks in the same run, counting", "[local_run]") {

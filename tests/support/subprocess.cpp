@@ -3,6 +3,8 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pty.h>
+#include <termios.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -141,12 +143,15 @@ std::optional<process_result> try_wait_process(pid_t pid) {
   return result;
 }
 
-process_result run_process(const std::vector<std::string>& argv, const env_change& env,
-                           const std::string& input) {
+namespace {
+
+// Runs argv with `out` (a pipe, or a terminal's two ends) as its stdout: see run_process.
+process_result run_collecting(const std::vector<std::string>& argv, const env_change& env,
+                              const std::string& input, pipe_fds out) {
   // A child that exits without reading its stdin must not kill the test with SIGPIPE.
   static const bool sigpipe_ignored = (signal(SIGPIPE, SIG_IGN), true);
   (void)sigpipe_ignored;
-  pipe_fds in = make_pipe(), out = make_pipe(), err = make_pipe();
+  pipe_fds in = make_pipe(), err = make_pipe();
   pid_t pid = spawn_with(argv, env, in.read_end.get(), out.write_end.get(), err.write_end.get());
   in.read_end.reset();
   out.write_end.reset();
@@ -169,7 +174,7 @@ process_result run_process(const std::vector<std::string>& argv, const env_chang
       if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       ssize_t n = read(fds[i].fd, buf, sizeof buf);
       if (n > 0) texts[i].append(buf, static_cast<size_t>(n));
-      else if (n == 0 || errno != EINTR) outputs[i]->reset();
+      else if (n == 0 || errno != EINTR) outputs[i]->reset();  // a terminal says EIO at the end
     }
     if (fds[2].fd >= 0 && (fds[2].revents & (POLLOUT | POLLERR | POLLHUP))) {
       ssize_t n = write(fds[2].fd, input.data() + written, input.size() - written);
@@ -182,6 +187,27 @@ process_result run_process(const std::vector<std::string>& argv, const env_chang
   result.out = std::move(texts[0]);
   result.err = std::move(texts[1]);
   return result;
+}
+
+}  // namespace
+
+process_result run_process(const std::vector<std::string>& argv, const env_change& env,
+                           const std::string& input) {
+  return run_collecting(argv, env, input, make_pipe());
+}
+
+process_result run_in_terminal(const std::vector<std::string>& argv, const env_change& env) {
+  int controller = -1, terminal = -1;
+  if (openpty(&controller, &terminal, nullptr, nullptr, nullptr) != 0)
+    throw std::runtime_error(std::string("openpty: ") + strerror(errno));
+  ::fcntl(controller, F_SETFD, FD_CLOEXEC);
+  ::fcntl(terminal, F_SETFD, FD_CLOEXEC);
+  termios raw{};
+  if (tcgetattr(terminal, &raw) == 0) {
+    raw.c_oflag &= ~static_cast<tcflag_t>(OPOST);  // "\n" stays "\n", not "\r\n"
+    tcsetattr(terminal, TCSANOW, &raw);
+  }
+  return run_collecting(argv, env, {}, {unique_fd(controller), unique_fd(terminal)});
 }
 
 }  // namespace muster::test

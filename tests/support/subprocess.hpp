@@ -31,6 +31,10 @@ struct env_change {
 process_result run_process(const std::vector<std::string>& argv, const env_change& env = {},
                            const std::string& input = {});
 
+// As run_process, with stdout on a terminal (a pseudo-terminal whose output this reads, without
+// the terminal's "\n" -> "\r\n"): what a program prints for a person at a terminal.
+process_result run_in_terminal(const std::vector<std::string>& argv, const env_change& env = {});
+
 // A child left running, its stdout readable through out_fd (non-blocking off).
 struct child_process {
   pid_t pid = -1;

@@ -1,0 +1,51 @@
+// A worker's heartbeat file ($MUSTER_HEARTBEAT_FILE) as the launcher reads it.
+//
+// The file's modification time is the beat: a worker that touches it shows it is alive, and
+// one whose file stops changing for launch.timeout_hang is hung. What the file holds, when the
+// worker writes anything, says how far it got: one line of key=value words ending in a newline,
+//
+//     step=120 steps=1000 loss=2.3412 tokens_per_s=51234
+//
+// (any of them, in any order; other keys are ignored). The built-in engine writes one per
+// step; any worker may. Write it beside and rename it over the file; a line without its
+// newline (a write caught half done) reads as no progress, never as a wrong one.
+// Not here: when a rank counts as hung (supervisor.hpp); the console's line (progress_line.hpp).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace muster::launcher {
+
+struct heartbeat_progress {
+  std::optional<std::int64_t> step;   // steps done
+  std::optional<std::int64_t> steps;  // steps in the run
+  std::optional<double> loss;
+  std::optional<double> tokens_per_s;
+};
+
+// The progress a heartbeat line says; all empty for an empty or unfinished line.
+heartbeat_progress parse_heartbeat(std::string_view text);
+
+// The line a worker writes for `p` (the inverse of parse_heartbeat), newline included.
+std::string format_heartbeat(const heartbeat_progress& p);
+
+struct heartbeat {
+  std::int64_t age_ms = 0;  // since the file last changed
+  heartbeat_progress progress;
+};
+
+// The rank's heartbeat; std::nullopt when the file does not exist (the worker never beat).
+std::optional<heartbeat> read_heartbeat(const std::filesystem::path& file);
+
+// Every watched rank's last beat, for a hang report: "rank 0: step 120, 5 ms ago, rank 1:
+// step 97, 3012 ms ago, rank 2: never". When the ranks report steps and some are behind the
+// furthest, "; behind: rank 1 (step 97 of 120)" names them.
+std::string describe_heartbeats(
+    const std::vector<std::pair<int, std::optional<heartbeat>>>& ranks);
+
+}  // namespace muster::launcher
