@@ -48,6 +48,21 @@ std::string process_name(pid_t pid) {
   return name;
 }
 
+// What the other nodes are told when this node's launcher vanishes mid-round (its last word).
+rendezvous::group_failure vanished(const node_run_plan& plan) {
+  rendezvous::group_failure f;
+  f.node = plan.node_rank;
+  f.host = plan.host;
+  f.exit_code = 1;
+  f.what = fmt::format(
+      "the launcher on {} (node {}) is gone: its connection to the rendezvous store closed "
+      "while its ranks ran (killed, or {} went down); its ranks ended with it. See {}'s "
+      "output and `dmesg` there for why",
+      plan.host, plan.node_rank, plan.host, plan.host);
+  f.no_restart = true;  // that node's part of the job is gone: a restart cannot bring it back
+  return f;
+}
+
 tee_mode parse_tee(const std::string& tee) {
   return tee == "all" ? tee_mode::all : tee == "none" ? tee_mode::none : tee_mode::rank0;
 }
@@ -172,7 +187,10 @@ node_run_result run_node(const node_run_plan& plan, const store::run_paths& path
   std::optional<rendezvous::group_failure> failure;
   for (;; ++round) {
     std::unique_ptr<rendezvous::failure_watch> watch;
-    if (g) watch = group.watch(round);
+    if (g) {
+      g->set_last_word(round, vanished(plan));
+      watch = group.watch(round);
+    }
     options.stop_fd = watch ? watch->fd() : -1;
     result = supervise(make_specs(plan.restart_base + round), options);
     if (watch) watch->stop();

@@ -40,6 +40,15 @@ class kv_store {
   virtual void wait(const std::vector<std::string>& keys, milliseconds timeout) = 0;
   // Whether every key is set now (no waiting).
   virtual bool check(const std::vector<std::string>& keys) = 0;
+  // This client's last word, for a process that may die without a goodbye: when its connection
+  // to the store ends, every key of `writes` that is still unset is set, unless `unless_key`
+  // is set by then. A later call replaces an earlier one. A store reached without a connection
+  // (memory_store) has no end to watch and ignores it.
+  using key_values = std::vector<std::pair<std::string, std::string>>;
+  virtual void set_last_word(const key_values& writes, const std::string& unless_key) {
+    (void)writes;
+    (void)unless_key;
+  }
 };
 
 // Thread-safe, in this process.
@@ -85,6 +94,11 @@ class prefix_store final : public kv_store {
     inner_->wait(prefixed(keys), timeout);
   }
   bool check(const std::vector<std::string>& keys) override { return inner_->check(prefixed(keys)); }
+  void set_last_word(const key_values& writes, const std::string& unless_key) override {
+    key_values prefixed_writes;
+    for (const auto& [k, v] : writes) prefixed_writes.emplace_back(prefix_ + k, v);
+    inner_->set_last_word(prefixed_writes, prefix_ + unless_key);
+  }
 
  private:
   std::vector<std::string> prefixed(const std::vector<std::string>& keys) const {

@@ -115,6 +115,14 @@ group_failure node_group::publish_failure(int round, const group_failure& f) {
   return from_json(store_->compare_set(round_key(round, "failed"), "", to_json(f)));
 }
 
+void node_group::set_last_word(int round, const group_failure& gone) {
+  const auto end = round_key(round, fmt::format("end/{}", node_));
+  store_->set_last_word({{round_key(round, "failed"), to_json(gone)},
+                         {end, std::to_string(gone.exit_code)},
+                         {fmt::format("left/{}", node_), "1"}},
+                        end);
+}
+
 std::optional<group_failure> node_group::failure(int round) {
   auto key = round_key(round, "failed");
   if (!store_->check({key})) return std::nullopt;

@@ -60,6 +60,12 @@ class node_group {
   // Records `f` as round `round`'s first failure unless another node's came first; returns
   // the one that stands.
   group_failure publish_failure(int round, const group_failure& f);
+  // This node's last word for round `round`: should its launcher vanish (killed by SIGKILL, its
+  // host gone) before it ends the round, the store publishes `gone` as the round's first
+  // failure, as this node's end and as its leaving, so the other nodes stop their ranks at once
+  // rather than wait on a collective that never completes. Works over a connection (tcp_store_client);
+  // node 0, which holds the store itself, has nobody left to tell.
+  void set_last_word(int round, const group_failure& gone);
   // Round `round`'s first failure, when one was published.
   std::optional<group_failure> failure(int round);
   // This node's end of round `round`; then waits for every node's, up to `timeout` (unbounded

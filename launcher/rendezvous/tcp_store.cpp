@@ -22,7 +22,15 @@ namespace {
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 
-enum op : std::uint8_t { op_set = 1, op_get, op_add, op_compare_set, op_wait, op_check };
+enum op : std::uint8_t {
+  op_set = 1,
+  op_get,
+  op_add,
+  op_compare_set,
+  op_wait,
+  op_check,
+  op_last_word,  // unless_key, then key, value pairs: kept with the connection
+};
 enum status : std::uint8_t { status_ok = 0, status_invalid, status_environment, status_io };
 
 constexpr std::uint32_t kMaxBytes = 64u << 20;
@@ -105,6 +113,7 @@ std::vector<std::string> serve(memory_store& store, const message& m) {
     case op_compare_set: return {store.compare_set(arg(0), arg(1), arg(2))};
     case op_wait: store.wait(m.strings, timeout); return {};
     case op_check: return {store.check(m.strings) ? "1" : "0"};
+    case op_last_word: return {};  // the connection keeps it (tcp_store_server::impl::connection)
   }
   MUSTER_THROW(errc::invalid_input, "rendezvous: unknown op {}", static_cast<int>(m.code));
 }
@@ -121,11 +130,17 @@ struct tcp_store_server::impl {
   std::atomic<bool> stopping{false};
 
   void connection(std::shared_ptr<tcp::socket> socket, const std::shared_ptr<memory_store>& store) {
+    std::vector<std::string> last_word;  // unless_key, key, value, key, value...
     try {
       for (;;) {
         message request = decode(*socket, /*request=*/true);
         message reply;
         try {
+          if (request.code == op_last_word) {
+            MUSTER_CHECK(request.strings.size() % 2 == 1, errc::invalid_input,
+                         "rendezvous: a last word is a key then key, value pairs");
+            last_word = request.strings;
+          }
           reply.strings = serve(*store, request);
           reply.code = status_ok;
         } catch (const error& e) {
@@ -136,6 +151,13 @@ struct tcp_store_server::impl {
       }
     } catch (const std::exception&) {
       // The client went away (or sent garbage): this connection ends, the store stays.
+    }
+    if (stopping || last_word.empty() || store->check({last_word[0]})) return;
+    try {
+      for (std::size_t i = 1; i + 1 < last_word.size(); i += 2)
+        store->compare_set(last_word[i], "", last_word[i + 1]);
+    } catch (const error&) {
+      // the store is closing
     }
   }
 };
@@ -273,6 +295,15 @@ void tcp_store_client::wait(const std::vector<std::string>& keys, milliseconds t
 }
 bool tcp_store_client::check(const std::vector<std::string>& keys) {
   return call(op_check, keys, milliseconds(0)).at(0) == "1";
+}
+
+void tcp_store_client::set_last_word(const key_values& writes, const std::string& unless_key) {
+  std::vector<std::string> args{unless_key};
+  for (const auto& [k, v] : writes) {
+    args.push_back(k);
+    args.push_back(v);
+  }
+  call(op_last_word, args, milliseconds(0));
 }
 
 }  // namespace muster::launcher::rendezvous

@@ -55,6 +55,8 @@ class tcp_store_client final : public kv_store {
                           const std::string& desired) override;
   void wait(const std::vector<std::string>& keys, milliseconds timeout) override;
   bool check(const std::vector<std::string>& keys) override;
+  // Kept by the server with this connection and carried out when the connection ends.
+  void set_last_word(const key_values& writes, const std::string& unless_key) override;
 
   // Waits at most `slack` beyond a request's own timeout for its reply, then throws errc::io
   // (for probing a port that may belong to some other program); 0 = wait as long as it takes.

@@ -103,6 +103,25 @@ fs::path only_run_dir(const fs::path& runs) {
   return dirs.front();
 }
 
+// The run directory under `runs` once each of `ranks` ranks has written to its log (runs);
+// fails the test after 10 s.
+fs::path wait_for_ranks(const fs::path& runs, int ranks) {
+  const auto end = clock_type::now() + 10s;
+  for (;;) {
+    REQUIRE(clock_type::now() < end);
+    std::this_thread::sleep_for(20ms);
+    if (!fs::exists(runs) || fs::is_empty(runs)) continue;
+    const auto dir = only_run_dir(runs);
+    int started = 0;
+    for (int rank = 0; rank < ranks; ++rank) {
+      auto log = dir / "logs" / ("rank-" + std::to_string(rank) + ".log");
+      std::error_code ec;
+      started += fs::file_size(log, ec) > 0 && !ec;
+    }
+    if (started == ranks) return dir;
+  }
+}
+
 }  // namespace
 
 TEST_CASE("two nodes rendezvous through node 0 and start 4 ranks with global ranks", "[launch]") {
@@ -244,21 +263,7 @@ TEST_CASE("node 0's launcher killed with SIGKILL: node 1 stops its ranks and say
   auto args = launch_args(runs.path(), {"--sleep-ms", "60000"}, {"launch.kill_grace=5"});
   auto node0 = muster::test::spawn_process(args, step_env(job, 2, 1, 0));
   auto node1 = muster::test::spawn_process(args, step_env(job, 2, 1, 1));
-  // both nodes' ranks running
-  auto end = clock_type::now() + 10s;
-  fs::path dir;
-  for (;;) {
-    REQUIRE(clock_type::now() < end);
-    std::this_thread::sleep_for(20ms);
-    if (!fs::exists(runs.path()) || fs::is_empty(runs.path())) continue;
-    dir = only_run_dir(runs.path());
-    int started = 0;
-    for (int rank = 0; rank < 4; ++rank) {
-      auto log = dir / "logs" / ("rank-" + std::to_string(rank) + ".log");
-      started += fs::exists(log) && fs::file_size(log) > 0;
-    }
-    if (started == 4) break;
-  }
+  const auto dir = wait_for_ranks(runs.path(), 4);
   ::kill(node0.pid, SIGKILL);
   muster::test::wait_process(node0.pid);
   auto start = clock_type::now();
@@ -269,6 +274,30 @@ TEST_CASE("node 0's launcher killed with SIGKILL: node 1 stops its ranks and say
   CHECK(r1.exit_code != 0);
   muster::store::run_reader reader(dir);
   CHECK(has_event(reader.events(), "remote_failure", "lost the rendezvous store"));
+}
+
+TEST_CASE("node 1's launcher killed with SIGKILL: node 0 stops its ranks at once and says why",
+          "[launch]") {
+  muster::test::temp_dir runs;
+  const auto job = fresh_job_id();
+  auto args = launch_args(runs.path(), {"--sleep-ms", "60000"}, {"launch.kill_grace=5"});
+  auto node0 = muster::test::spawn_process(args, step_env(job, 2, 1, 0));
+  auto node1 = muster::test::spawn_process(args, step_env(job, 2, 1, 1));
+  const auto dir = wait_for_ranks(runs.path(), 4);
+  ::kill(node1.pid, SIGKILL);
+  muster::test::wait_process(node1.pid);
+  auto start = clock_type::now();
+  auto r0 = muster::test::wait_process(node0.pid);
+  CHECK(clock_type::now() - start < 2s);  // not after a hang timeout
+  ::close(node0.out_fd);
+  ::close(node1.out_fd);
+  CHECK(r0.exit_code == 1);
+  const std::string gone = "the launcher on gpu-a02 (node 1) is gone";
+  muster::store::run_reader reader(dir);
+  CHECK(has_event(reader.events(), "remote_failure", gone));
+  CHECK(has_event(reader.events(), "first_failure_elsewhere", gone));
+  for (const auto& rank : reader.ranks())
+    if (rank.rank < 2) CHECK(rank.state == muster::store::rank_state::killed);
 }
 
 TEST_CASE("one srun task per rank: each task execs its worker as that rank", "[launch]") {

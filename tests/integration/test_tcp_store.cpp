@@ -91,3 +91,35 @@ TEST_CASE("a server shuts down while a client waits", "[tcp_store]") {
   CHECK((e.category() == muster::errc::io));
   stopper.join();
 }
+
+TEST_CASE("a client's last word is written when its connection ends, unless it said goodbye",
+          "[tcp_store]") {
+  tcp_store_server server("127.0.0.1", 0);
+  tcp_store_client watcher("127.0.0.1", server.port(), 2s);
+  {
+    tcp_store_client dying("127.0.0.1", server.port(), 2s);
+    dying.set_last_word({{"r0/failed", "node 1 is gone"}, {"r0/end/1", "1"}}, "r0/end/1");
+    dying.set_last_word({{"r0/failed", "node 1 vanished"}, {"r0/end/1", "1"}}, "r0/end/1");
+    watcher.set("r0/failed-before", "x");
+    CHECK_FALSE(watcher.check({"r0/failed"}));  // nothing while the client lives
+  }  // its connection closes, as when its process is killed
+  watcher.wait({"r0/failed", "r0/end/1"}, 2s);
+  CHECK(watcher.get("r0/failed", 0ms) == "node 1 vanished");  // the later word replaced the first
+  CHECK(watcher.get("r0/end/1", 0ms) == "1");
+
+  watcher.set("r1/failed", "rank 3 failed first");
+  {
+    tcp_store_client late("127.0.0.1", server.port(), 2s);
+    late.set_last_word({{"r1/failed", "node 2 is gone"}, {"r1/end/2", "1"}}, "r1/end/2");
+  }
+  watcher.wait({"r1/end/2"}, 2s);
+  CHECK(watcher.get("r1/failed", 0ms) == "rank 3 failed first");  // a set key is kept
+
+  {
+    tcp_store_client polite("127.0.0.1", server.port(), 2s);
+    polite.set_last_word({{"r2/failed", "node 3 is gone"}, {"r2/end/3", "1"}}, "r2/end/3");
+    polite.set("r2/end/3", "0");  // it ended the round: its last word is void
+  }
+  std::this_thread::sleep_for(200ms);
+  CHECK_FALSE(watcher.check({"r2/failed"}));
+}
