@@ -6,6 +6,8 @@
 #include <boost/asio.hpp>
 #include <fmt/format.h>
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -118,6 +120,18 @@ std::vector<std::string> serve(memory_store& store, const message& m) {
   MUSTER_THROW(errc::invalid_input, "rendezvous: unknown op {}", static_cast<int>(m.code));
 }
 
+// A client whose host went down sends no FIN: TCP keepalive ends its connection after about
+// 25 s of silence (10 s idle, then 3 probes 5 s apart), so its last word is carried out.
+void keep_alive(tcp::socket& socket) {
+  boost::system::error_code ec;
+  socket.set_option(asio::socket_base::keep_alive(true), ec);
+  const int fd = socket.native_handle();
+  const int idle = 10, interval = 5, count = 3;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
+}
+
 }  // namespace
 
 struct tcp_store_server::impl {
@@ -185,6 +199,7 @@ tcp_store_server::tcp_store_server(const std::string& address, int port)
       impl_->acceptor.accept(*socket, accept_ec);
       if (impl_->stopping) return;
       if (accept_ec) continue;
+      keep_alive(*socket);
       std::lock_guard lock(impl_->mutex);
       impl_->sockets.push_back(socket);
       impl_->threads.emplace_back([this, socket] { impl_->connection(socket, store_); });
