@@ -256,44 +256,48 @@ TEST_CASE("launch.max_restarts restarts every node together", "[launch]") {
   CHECK(restarts == 2);  // one per node
 }
 
+// Two nodes' launchers with ranks running for a minute; `victim`'s launcher is killed with
+// SIGKILL once all 4 ranks run. The other launcher's result, and how long it took to end.
+struct survivor {
+  fs::path dir;
+  muster::test::process_result result;
+  clock_type::duration took{};
+};
+survivor kill_launcher(const fs::path& runs, int victim) {
+  const auto job = fresh_job_id();
+  auto args = launch_args(runs, {"--sleep-ms", "60000"}, {"launch.kill_grace=5"});
+  muster::test::child_process nodes[2] = {
+      muster::test::spawn_process(args, step_env(job, 2, 1, 0)),
+      muster::test::spawn_process(args, step_env(job, 2, 1, 1))};
+  survivor s;
+  s.dir = wait_for_ranks(runs, 4);
+  ::kill(nodes[victim].pid, SIGKILL);
+  muster::test::wait_process(nodes[victim].pid);
+  const auto start = clock_type::now();
+  s.result = muster::test::wait_process(nodes[1 - victim].pid);
+  s.took = clock_type::now() - start;
+  for (const auto& n : nodes) ::close(n.out_fd);
+  return s;
+}
+
 TEST_CASE("node 0's launcher killed with SIGKILL: node 1 stops its ranks and says why",
           "[launch]") {
   muster::test::temp_dir runs;
-  const auto job = fresh_job_id();
-  auto args = launch_args(runs.path(), {"--sleep-ms", "60000"}, {"launch.kill_grace=5"});
-  auto node0 = muster::test::spawn_process(args, step_env(job, 2, 1, 0));
-  auto node1 = muster::test::spawn_process(args, step_env(job, 2, 1, 1));
-  const auto dir = wait_for_ranks(runs.path(), 4);
-  ::kill(node0.pid, SIGKILL);
-  muster::test::wait_process(node0.pid);
-  auto start = clock_type::now();
-  auto r1 = muster::test::wait_process(node1.pid);
-  CHECK(clock_type::now() - start < 2s);
-  ::close(node0.out_fd);
-  ::close(node1.out_fd);
-  CHECK(r1.exit_code != 0);
-  muster::store::run_reader reader(dir);
+  const auto node1 = kill_launcher(runs.path(), 0);
+  CHECK(node1.took < 2s);
+  CHECK(node1.result.exit_code != 0);
+  muster::store::run_reader reader(node1.dir);
   CHECK(has_event(reader.events(), "remote_failure", "lost the rendezvous store"));
 }
 
 TEST_CASE("node 1's launcher killed with SIGKILL: node 0 stops its ranks at once and says why",
           "[launch]") {
   muster::test::temp_dir runs;
-  const auto job = fresh_job_id();
-  auto args = launch_args(runs.path(), {"--sleep-ms", "60000"}, {"launch.kill_grace=5"});
-  auto node0 = muster::test::spawn_process(args, step_env(job, 2, 1, 0));
-  auto node1 = muster::test::spawn_process(args, step_env(job, 2, 1, 1));
-  const auto dir = wait_for_ranks(runs.path(), 4);
-  ::kill(node1.pid, SIGKILL);
-  muster::test::wait_process(node1.pid);
-  auto start = clock_type::now();
-  auto r0 = muster::test::wait_process(node0.pid);
-  CHECK(clock_type::now() - start < 2s);  // not after a hang timeout
-  ::close(node0.out_fd);
-  ::close(node1.out_fd);
-  CHECK(r0.exit_code == 1);
+  const auto node0 = kill_launcher(runs.path(), 1);
+  CHECK(node0.took < 2s);  // not after a hang timeout
+  CHECK(node0.result.exit_code == 1);
   const std::string gone = "the launcher on gpu-a02 (node 1) is gone";
-  muster::store::run_reader reader(dir);
+  muster::store::run_reader reader(node0.dir);
   CHECK(has_event(reader.events(), "remote_failure", gone));
   CHECK(has_event(reader.events(), "first_failure_elsewhere", gone));
   for (const auto& rank : reader.ranks())
