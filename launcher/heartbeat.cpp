@@ -19,6 +19,12 @@ std::optional<T> number(std::string_view text) {
   return value;
 }
 
+// A step count: a whole number, not negative.
+std::optional<std::int64_t> count(std::string_view text) {
+  auto n = number<std::int64_t>(text);
+  return n && *n >= 0 ? n : std::nullopt;
+}
+
 }  // namespace
 
 heartbeat_progress parse_heartbeat(std::string_view text) {
@@ -30,8 +36,8 @@ heartbeat_progress parse_heartbeat(std::string_view text) {
     const auto eq = word.find('=');
     if (eq == std::string::npos) continue;
     const std::string_view key(word.data(), eq), value(word.data() + eq + 1, word.size() - eq - 1);
-    if (key == "step") p.step = number<std::int64_t>(value);
-    else if (key == "steps") p.steps = number<std::int64_t>(value);
+    if (key == "step") p.step = count(value);
+    else if (key == "steps") p.steps = count(value);
     else if (key == "loss") p.loss = number<double>(value);
     else if (key == "tokens_per_s") p.tokens_per_s = number<double>(value);
   }
@@ -48,16 +54,22 @@ std::string format_heartbeat(const heartbeat_progress& p) {
   return line + '\n';
 }
 
-std::optional<heartbeat> read_heartbeat(const std::filesystem::path& file) {
+std::optional<std::int64_t> heartbeat_age_ms(const std::filesystem::path& file) {
   std::error_code ec;
   const auto written = std::filesystem::last_write_time(file, ec);
   if (ec) return std::nullopt;
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::filesystem::file_time_type::clock::now() - written)
+      .count();
+}
+
+std::optional<heartbeat> read_heartbeat(const std::filesystem::path& file) {
+  auto age = heartbeat_age_ms(file);
+  if (!age) return std::nullopt;
   heartbeat beat;
-  beat.age_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                    std::filesystem::file_time_type::clock::now() - written)
-                    .count();
+  beat.age_ms = *age;
   std::ifstream in(file);
-  char text[256];
+  char text[4096];
   in.read(text, sizeof text);
   beat.progress = parse_heartbeat(std::string_view(text, static_cast<std::size_t>(in.gcount())));
   return beat;

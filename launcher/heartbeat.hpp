@@ -39,7 +39,10 @@ struct heartbeat {
   heartbeat_progress progress;
 };
 
-// The rank's heartbeat; std::nullopt when the file does not exist (the worker never beat).
+// The age of the rank's heartbeat (a stat, no read: what the hang check polls); std::nullopt
+// when the file does not exist (the worker never beat).
+std::optional<std::int64_t> heartbeat_age_ms(const std::filesystem::path& file);
+// The rank's heartbeat, age and line; std::nullopt when the file does not exist.
 std::optional<heartbeat> read_heartbeat(const std::filesystem::path& file);
 
 // Every watched rank's last beat, for a hang report: "rank 0: step 120, 5 ms ago, rank 1:

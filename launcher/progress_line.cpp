@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace muster::launcher {
@@ -33,7 +34,8 @@ std::optional<std::string> progress_meter::line(const heartbeat_progress& p,
     const auto moved = *p.step - first_->second;
     if (moved > 0 && seconds > 0) {
       const double left = static_cast<double>(*p.steps - *p.step) * seconds / static_cast<double>(moved);
-      text += " | ETA " + format_eta(std::chrono::seconds(std::llround(left)));
+      constexpr double kYear = 365.0 * 24 * 3600;  // beyond that an ETA says nothing
+      text += " | ETA " + format_eta(std::chrono::seconds(std::llround(std::clamp(left, 0.0, kYear))));
     } else {
       text += " | ETA --";
     }

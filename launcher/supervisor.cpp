@@ -105,9 +105,14 @@ class node_supervisor {
     emit(supervisor_event::kind::started, spec.rank, spawned.pid, 0, nullptr);
   }
 
+  // An event's handler may print (stderr is often the same terminal): the progress line is
+  // cleared first and drawn again after.
   void emit(supervisor_event::kind what, int rank, pid_t pid, int sig,
             const rank_exit* exit = nullptr, std::string detail = {}) {
-    if (options_.on_event) options_.on_event({what, rank, pid, sig, exit, std::move(detail)});
+    if (!options_.on_event) return;
+    if (!progress_text_.empty()) write_all(options_.console_fd, "\r\x1b[K");
+    options_.on_event({what, rank, pid, sig, exit, std::move(detail)});
+    if (!progress_text_.empty()) write_all(options_.console_fd, progress_text_);
   }
 
   bool any_running() const {
@@ -161,17 +166,18 @@ class node_supervisor {
     if (clock::now() < next_heartbeat_check_) return;
     next_heartbeat_check_ = clock::now() + std::chrono::milliseconds(100);
     std::vector<worker*> hung;
-    std::vector<std::pair<int, std::optional<heartbeat>>> beats;
     for (auto& w : workers_) {
       if (!w.running) continue;
-      auto beat = read_heartbeat(options_.heartbeat_path(w.exit.rank));
-      beats.emplace_back(w.exit.rank, beat);
-      if (beat && beat->age_ms > options_.timeout_hang.count()) {
-        w.exit.hung_ms = beat->age_ms;
+      auto age = heartbeat_age_ms(options_.heartbeat_path(w.exit.rank));
+      if (age && *age > options_.timeout_hang.count()) {
+        w.exit.hung_ms = *age;
         hung.push_back(&w);
       }
     }
     if (hung.empty()) return;
+    std::vector<std::pair<int, std::optional<heartbeat>>> beats;
+    for (auto& w : workers_)
+      if (w.running) beats.emplace_back(w.exit.rank, read_heartbeat(options_.heartbeat_path(w.exit.rank)));
     const std::string detail = "last heartbeats: " + describe_heartbeats(beats);
     for (worker* w : hung) {
       emit(supervisor_event::kind::hung, w->exit.rank, w->exit.pid, options_.hang_signal, nullptr,

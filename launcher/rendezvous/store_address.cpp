@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "common/error.hpp"
+#include "common/log.hpp"
 
 namespace muster::launcher::rendezvous {
 namespace {
@@ -60,6 +61,22 @@ std::optional<address_line> read_address_file(const std::filesystem::path& file)
   return parse_line(line);
 }
 
+// PMIx is a shortcut: when it cannot carry the line, the file and the derived ports still do.
+void publish_through_pmix(pmix_session& pmix, const std::string& line) {
+  if (pmix.rank() != 0) {  // the others read rank 0's key (srun -m arbitrary can do this)
+    log::get("launcher")->info("rendezvous: node 0's launcher is PMIx rank {}, not 0: the "
+                               "others find the store through the address file or the port",
+                               pmix.rank());
+    return;
+  }
+  try {
+    pmix.publish(kPmixStoreKey, line);
+  } catch (const error& e) {
+    log::get("launcher")->warn("rendezvous: {}; the others find the store through the address "
+                               "file or the port", e.what());
+  }
+}
+
 // The store a line names, when it is this step's and answers.
 std::shared_ptr<tcp_store_client> probe_line(const std::optional<address_line>& line,
                                              const std::string& identity) {
@@ -97,6 +114,7 @@ hosted_store host_store(const store_identity& identity, const std::string& addre
   if (!hosted.server) hosted.server = std::make_unique<tcp_store_server>("0.0.0.0", 0);
   hosted.port = hosted.server->port();
   hosted.server->store()->set(kIdentityKey, identity.str());
+  if (pmix) publish_through_pmix(*pmix, format_line(address, hosted.port, identity));
 
   auto temp = address_file;
   temp += fmt::format(".{}.tmp", ::getpid());
@@ -113,7 +131,6 @@ hosted_store host_store(const store_identity& identity, const std::string& addre
   std::filesystem::rename(temp, address_file, ec);
   MUSTER_CHECK(!ec, errc::io, "rendezvous: cannot rename {} to {}: {}", temp.string(),
                address_file.string(), ec.message());
-  if (pmix) pmix->publish(kPmixStoreKey, format_line(address, hosted.port, identity));
   return hosted;
 }
 
@@ -124,8 +141,10 @@ found_store find_store(const store_identity& identity, const std::string& addres
   const std::string want = identity.str();
   const auto ports = derived_ports(identity.job_id, identity.step_id);
   found_store found;
-  for (;;) {
-    if (pmix) {
+  for (int pass = 0;; ++pass) {
+    // PMIx waits up to 1 s for node 0's line; after two misses (node 0 may have no PMIx) it is
+    // asked again only every 40th pass, about once a second between the file and the ports.
+    if (pmix && (pass < 2 || pass % 40 == 0)) {
       if (auto text = pmix->lookup(0, kPmixStoreKey, std::chrono::seconds(1))) {
         auto line = parse_line(*text);
         if (auto client = probe_line(line, want))

@@ -53,8 +53,9 @@ struct hosted_store {
 // Node 0: serves the store on every address of this host, on the first derived port that is
 // free (else one the kernel picks), sets kIdentityKey and writes the address file (written
 // beside and renamed, so a reader never sees half of it). `address` is what the others connect
-// to. With `pmix`, the same line is published under kPmixStoreKey. Throws errc::io when no port
-// can be bound or the file cannot be written, errc::environment when PMIx refuses the line.
+// to. With `pmix` (and this task PMIx rank 0), the same line is first published under
+// kPmixStoreKey; a PMIx refusal is logged, not fatal. Throws errc::io when no port can be bound
+// or the file cannot be written.
 hosted_store host_store(const store_identity& identity, const std::string& address,
                         const std::filesystem::path& address_file, pmix_session* pmix);
 
@@ -65,8 +66,9 @@ struct found_store {
   std::string how;  // "PMIx", "the address file <path>" or "derived port <N>"
 };
 
-// Every other launcher: tries PMIx (with `pmix`: rank 0's line, waiting up to 1 s for it), the
-// address file, then the derived ports on `address`, every 25 ms until `deadline`. `stop()` returning true ends the search early (a signal). Returns a
+// Every other launcher: tries PMIx (with `pmix`: rank 0's line, waiting up to 1 s for it; after
+// two misses only about once a second), the address file, then the derived ports on `address`,
+// every 25 ms until `deadline`. `stop()` returning true ends the search early (a signal). Returns a
 // client connected to the store holding `identity`; its client is nullptr when the deadline
 // passed or stop() said so.
 found_store find_store(const store_identity& identity, const std::string& address,

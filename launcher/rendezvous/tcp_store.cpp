@@ -120,8 +120,9 @@ std::vector<std::string> serve(memory_store& store, const message& m) {
   MUSTER_THROW(errc::invalid_input, "rendezvous: unknown op {}", static_cast<int>(m.code));
 }
 
-// A client whose host went down sends no FIN: TCP keepalive ends its connection after about
-// 25 s of silence (10 s idle, then 3 probes 5 s apart), so its last word is carried out.
+// A peer whose host went down sends no FIN: TCP keepalive ends the connection after about 25 s
+// of silence (10 s idle, then 3 probes 5 s apart). On the server that carries out a client's
+// last word; on a client it ends a wait on a store that is gone.
 void keep_alive(tcp::socket& socket) {
   boost::system::error_code ec;
   socket.set_option(asio::socket_base::keep_alive(true), ec);
@@ -245,6 +246,7 @@ tcp_store_client::tcp_store_client(const std::string& host, int port, millisecon
     if (!ec) asio::connect(impl_->socket, endpoints, ec);
     if (!ec) {
       impl_->socket.set_option(tcp::no_delay(true), ec);
+      keep_alive(impl_->socket);  // node 0's host going down ends a wait on it
       return;
     }
     last_error = ec.message();

@@ -270,7 +270,16 @@ survivor kill_launcher(const fs::path& runs, int victim) {
       muster::test::spawn_process(args, step_env(job, 2, 1, 0)),
       muster::test::spawn_process(args, step_env(job, 2, 1, 1))};
   survivor s;
-  s.dir = wait_for_ranks(runs, 4);
+  try {
+    s.dir = wait_for_ranks(runs, 4);
+  } catch (...) {  // the ranks did not start: no launcher outlives the test
+    for (const auto& n : nodes) {
+      ::kill(n.pid, SIGKILL);
+      muster::test::wait_process(n.pid);
+      ::close(n.out_fd);
+    }
+    throw;
+  }
   ::kill(nodes[victim].pid, SIGKILL);
   muster::test::wait_process(nodes[victim].pid);
   const auto start = clock_type::now();

@@ -31,6 +31,7 @@ TEST_CASE("a heartbeat line says step, steps, loss and tokens/s in any order") {
 TEST_CASE("a heartbeat without its newline, or with bad numbers, says nothing wrong") {
   CHECK_FALSE(parse_heartbeat("step=12").step);  // a write caught half done: maybe of step=123
   CHECK_FALSE(parse_heartbeat("").step);
+  CHECK_FALSE(parse_heartbeat("step=-3 steps=-1\n").step);  // counts are not negative
   auto p = parse_heartbeat("step=12x steps= loss=nan? tokens_per_s=4e3 garbage\n");
   CHECK_FALSE(p.step);
   CHECK_FALSE(p.steps);
@@ -87,6 +88,9 @@ TEST_CASE("the progress line: step of steps, loss, tokens/s and an ETA from the 
   CHECK(meter.line(p, t0 + 5s) == "step 110/1000 | loss 2.3412 | 51.2k tok/s | ETA 7m25s");
   p.step = 5;  // a restart from a checkpoint: the rate is measured again
   CHECK(meter.line(p, t0 + 6s) == "step 5/1000 | loss 2.3412 | 51.2k tok/s | ETA --");
+  p.step = 6;  // one step in 4 s with 10^15 left: the ETA stops at a year
+  p.steps = 1'000'000'000'000'000;
+  CHECK(meter.line(p, t0 + 10s) == "step 6/1000000000000000 | loss 2.3412 | 51.2k tok/s | ETA 8760h00m");
   heartbeat_progress bare;
   bare.step = 3;
   CHECK(meter.line(bare, t0 + 7s) == "step 3");
