@@ -56,6 +56,15 @@ class hf_reader {
     assign(key, field, [&] { value = v.get<bool>(); });
   }
 
+  // A number field (integer or not); null or absent leaves `value` as it is.
+  void set_double(double& value, std::string_view key, std::string_view field) {
+    if (!has(field)) return;
+    const json& v = cfg_.at(field);
+    MUSTER_CHECK(v.is_number(), errc::config, "{}: {}: expected a number, found {}", file_, field,
+                 v.dump());
+    assign(key, field, [&] { value = v.get<double>(); });
+  }
+
   // A value derived by the reader (not one field): recorded as coming from `field`.
   template <class T>
   void set_value(T& value, std::string_view key, std::string_view field, T derived) {
@@ -134,6 +143,10 @@ void read_common(hf_reader& r, model_section& m) {
   r.set_value(m.moe_layer_freq, "model.moe_layer_freq", "model_type", 1);
   r.set_value(m.moe_router_score, "model.moe_router_score", "model_type",
               std::string("softmax"));
+  r.set_double(m.rope_theta, "model.rope_theta", "rope_theta");
+  r.set_double(m.norm_eps, "model.norm_eps", "rms_norm_eps");
+  r.set_double(m.moe_aux_loss_coeff, "model.moe_aux_loss_coeff", "router_aux_loss_coef");
+  r.set_double(m.moe_aux_loss_coeff, "model.moe_aux_loss_coeff", "aux_loss_alpha");  // DeepSeek
 }
 
 void read_dense(hf_reader& r, model_section& m) {
@@ -141,7 +154,9 @@ void read_dense(hf_reader& r, model_section& m) {
   r.set_value(m.num_experts, "model.num_experts", "model_type", 0);
 }
 
+// Mixtral's softmax over the top-k logits is a full softmax scaled to sum to 1 over the top k.
 void read_mixtral(hf_reader& r, model_section& m) {
+  r.set_value(m.moe_router_topk_norm, "model.moe_router_topk_norm", "model_type", true);
   r.set_int(m.moe_ffn_hidden_size, "model.moe_ffn_hidden_size", "intermediate_size", true);
   r.set_int(m.ffn_hidden_size, "model.ffn_hidden_size", "intermediate_size", true);
   r.set_int(m.num_experts, "model.num_experts", "num_local_experts", true);
@@ -155,6 +170,8 @@ void read_qwen_moe(hf_reader& r, const json& cfg, model_section& m) {
   r.set_int(m.moe_ffn_hidden_size, "model.moe_ffn_hidden_size", "moe_intermediate_size", true);
   r.set_int(m.num_experts, "model.num_experts", "num_experts", true);
   r.set_int(m.moe_router_topk, "model.moe_router_topk", "num_experts_per_tok", true);
+  r.set_value(m.moe_router_topk_norm, "model.moe_router_topk_norm", "norm_topk_prob", false);
+  r.set_bool(m.moe_router_topk_norm, "model.moe_router_topk_norm", "norm_topk_prob");
   int step = std::max(1, r.get_int("decoder_sparse_step", 1));
   int leading_dense = step - 1;
   if (r.has("mlp_only_layers")) {
@@ -189,6 +206,9 @@ void read_deepseek(hf_reader& r, std::string_view type, model_section& m) {
   r.set_int(m.moe_ffn_hidden_size, "model.moe_ffn_hidden_size", "moe_intermediate_size", true);
   r.set_int(m.num_experts, "model.num_experts", "n_routed_experts", true);
   r.set_int(m.moe_router_topk, "model.moe_router_topk", "num_experts_per_tok", true);
+  r.set_value(m.moe_router_topk_norm, "model.moe_router_topk_norm", "norm_topk_prob",
+              type == "deepseek_v3");  // Hugging Face's defaults: V2 false, V3 true
+  r.set_bool(m.moe_router_topk_norm, "model.moe_router_topk_norm", "norm_topk_prob");
   const std::int64_t shared = static_cast<std::int64_t>(r.get_int("n_shared_experts", 0)) *
                               r.get_int("moe_intermediate_size", 0);
   MUSTER_CHECK(shared <= std::numeric_limits<int>::max(), errc::config,

@@ -15,7 +15,9 @@
 //                        scoring_func
 //   llama, mistral, qwen2, qwen3 (dense)  num_experts = 0
 // Common: num_hidden_layers, num_attention_heads, num_key_value_heads, vocab_size,
-// tie_word_embeddings.
+// tie_word_embeddings, rope_theta, rms_norm_eps, router_aux_loss_coef (aux_loss_alpha for
+// DeepSeek); norm_topk_prob where the model has it (absent: Hugging Face's default per type;
+// Mixtral always normalises).
 // Not here: the rest of the job file (job_config.hpp), checking the sizes (validate()).
 #pragma once
 

@@ -122,6 +122,14 @@ const field<job_config> kSchema[] = {
           "expert capacity as a multiple of the balanced load; 0 = dropless"),
     FIELD(model.moe_router_score, "model.moe_router_score",
           "router score function: softmax (Mixtral, Qwen) or sigmoid (DeepSeek-V3)"),
+    FIELD(model.moe_router_topk_norm, "model.moe_router_topk_norm",
+          "scale each token's top-k router weights to sum to 1 (Hugging Face norm_topk_prob)"),
+    FIELD(model.moe_aux_loss_coeff, "model.moe_aux_loss_coeff",
+          "weight of the load-balancing loss (Switch/GShard form, Megatron's moe_aux_loss_coeff)"),
+    FIELD(model.moe_z_loss_coeff, "model.moe_z_loss_coeff",
+          "weight of the router z-loss, mean squared logsumexp of the router logits; 0 = off"),
+    FIELD(model.rope_theta, "model.rope_theta", "base of the rotary position embedding"),
+    FIELD(model.norm_eps, "model.norm_eps", "epsilon of every RMSNorm"),
     FIELD(train.micro_batch_size, "train.micro_batch_size",
           "sequences (or packs) per rank in one forward/backward"),
     FIELD(train.global_batch_size, "train.global_batch_size",
@@ -248,6 +256,19 @@ void validate_model(const model_section& m, const config::sources& where) {
                "use 0 (dropless) or 1.0 or more",
                config::place_of(where, "model.moe_capacity_factor"), m.moe_capacity_factor);
   check_choice(m.moe_router_score, {"softmax", "sigmoid"}, where, "model.moe_router_score");
+  MUSTER_CHECK(m.moe_aux_loss_coeff >= 0.0 && m.moe_z_loss_coeff >= 0.0, errc::config,
+               "{}: model.moe_aux_loss_coeff and model.moe_z_loss_coeff must be 0 or more "
+               "(found {} and {})",
+               config::place_of(where, m.moe_aux_loss_coeff < 0.0 ? "model.moe_aux_loss_coeff"
+                                                                   : "model.moe_z_loss_coeff"),
+               m.moe_aux_loss_coeff, m.moe_z_loss_coeff);
+  MUSTER_CHECK(m.rope_theta > 1.0, errc::config,
+               "{}: model.rope_theta: {} must be more than 1 (10000 for Llama-2, 1000000 for "
+               "Qwen3 and Mixtral)",
+               config::place_of(where, "model.rope_theta"), m.rope_theta);
+  MUSTER_CHECK(m.norm_eps > 0.0 && m.norm_eps < 1.0, errc::config,
+               "{}: model.norm_eps: {} must be in (0, 1), e.g. 1e-6",
+               config::place_of(where, "model.norm_eps"), m.norm_eps);
 }
 
 void validate_train(const train_section& t, const config::sources& where) {

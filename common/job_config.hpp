@@ -81,6 +81,11 @@ struct model_section {
   int moe_layer_freq = 1;               // every n-th layer after those is MoE
   double moe_capacity_factor = 0.0;     // 0 = dropless
   std::string moe_router_score = "softmax";  // softmax or sigmoid
+  bool moe_router_topk_norm = true;     // the top-k weights of a token sum to 1 (norm_topk_prob)
+  double moe_aux_loss_coeff = 1e-3;     // load-balancing loss weight (router_aux_loss_coef)
+  double moe_z_loss_coeff = 0.0;        // router z-loss weight (ST-MoE)
+  double rope_theta = 10000.0;          // rotary base (rope_theta)
+  double norm_eps = 1e-6;               // RMSNorm epsilon (rms_norm_eps)
 };
 
 // The training step: batch sizes, precision, recompute.

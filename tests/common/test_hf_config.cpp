@@ -182,3 +182,28 @@ TEST_CASE("a job file started from the example does not hide config.json behind 
   CHECK(loaded.config.model.num_layers == 2);
   CHECK(loaded.config.model.qk_norm);  // the command line wins even with a default value
 }
+
+TEST_CASE("rotary base, norm epsilon, top-k normalisation and aux-loss weight come along",
+          "[hf_config]") {
+  auto qwen3 = read("qwen3-30b-a3b.json");
+  CHECK(qwen3.rope_theta == 1e6);
+  CHECK(qwen3.norm_eps == 1e-6);
+  CHECK(qwen3.moe_router_topk_norm);
+  CHECK(qwen3.moe_aux_loss_coeff == 0.001);
+  auto qwen15 = read("qwen1.5-moe-a2.7b.json");
+  CHECK_FALSE(qwen15.moe_router_topk_norm);
+  auto mixtral = read("mixtral-8x7b.json");  // no norm_topk_prob: Mixtral always normalises
+  CHECK(mixtral.moe_router_topk_norm);
+  CHECK(mixtral.norm_eps == 1e-5);
+  CHECK(mixtral.moe_aux_loss_coeff == 0.02);
+  auto lite = read("deepseek-v2-lite.json");
+  CHECK_FALSE(lite.moe_router_topk_norm);
+  CHECK(lite.moe_aux_loss_coeff == 0.001);  // DeepSeek's aux_loss_alpha
+  CHECK(lite.rope_theta == 10000);
+  CHECK(read("deepseek-v3.json").moe_router_topk_norm);
+  CHECK_THAT(hf_error(R"({"model_type": "qwen3_moe", "num_hidden_layers": 2, "hidden_size": 64,
+      "num_attention_heads": 4, "vocab_size": 10, "intermediate_size": 8,
+      "moe_intermediate_size": 8, "num_experts": 4, "num_experts_per_tok": 2,
+      "rope_theta": "big"})"),
+             Catch::Contains("rope_theta: expected a number, found \"big\""));
+}
