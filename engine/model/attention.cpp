@@ -1,0 +1,61 @@
+// Grouped-query attention: see attention.hpp.
+#include "engine/model/attention.hpp"
+
+#include <cmath>
+
+namespace muster::engine::model {
+
+torch::Tensor attention_mask(const torch::Tensor& segments) {
+  const auto seq = segments.size(1);
+  auto causal = torch::ones({seq, seq}, torch::TensorOptions().dtype(torch::kBool)
+                                             .device(segments.device()))
+                    .tril();
+  auto same_doc = segments.unsqueeze(2) == segments.unsqueeze(1);  // (b, s, s)
+  return (same_doc & causal).unsqueeze(1);
+}
+
+attention::attention(const model_config& c)
+    : num_heads_(c.num_heads), num_kv_heads_(c.num_kv_heads), head_dim_(c.head_dim) {
+  auto linear = [&](std::int64_t in, std::int64_t out, bool bias) {
+    return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
+  };
+  q_proj = register_module("q_proj", linear(c.hidden_size, c.num_heads * c.head_dim, c.attention_bias));
+  k_proj = register_module("k_proj", linear(c.hidden_size, c.num_kv_heads * c.head_dim, c.attention_bias));
+  v_proj = register_module("v_proj", linear(c.hidden_size, c.num_kv_heads * c.head_dim, c.attention_bias));
+  o_proj = register_module("o_proj", linear(c.num_heads * c.head_dim, c.hidden_size, false));
+  if (c.qk_norm) {
+    q_norm = register_module("q_norm", std::make_shared<rms_norm>(c.head_dim, c.norm_eps));
+    k_norm = register_module("k_norm", std::make_shared<rms_norm>(c.head_dim, c.norm_eps));
+  }
+}
+
+torch::Tensor attention::forward(const torch::Tensor& x, const rotary_tables& rope,
+                                 const torch::Tensor& mask) {
+  const auto batch = x.size(0), seq = x.size(1);
+  // (b, s, heads * hd) -> (b, heads, s, hd)
+  auto heads = [&](const torch::Tensor& t, std::int64_t n) {
+    return t.view({batch, seq, n, head_dim_}).transpose(1, 2);
+  };
+  auto q = heads(q_proj(x), num_heads_);
+  auto k = heads(k_proj(x), num_kv_heads_);
+  auto v = heads(v_proj(x), num_kv_heads_);
+  if (q_norm) {
+    q = q_norm->forward(q);
+    k = k_norm->forward(k);
+  }
+  q = apply_rotary(q, rope);
+  k = apply_rotary(k, rope);
+  // Query head h reads key/value head h / (heads / kv_heads), as Hugging Face's repeat_kv.
+  const auto group = num_heads_ / num_kv_heads_;
+  if (group > 1) {
+    k = k.repeat_interleave(group, /*dim=*/1);
+    v = v.repeat_interleave(group, /*dim=*/1);
+  }
+  auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(double(head_dim_));
+  scores = scores.masked_fill(mask.logical_not(), -std::numeric_limits<double>::infinity());
+  auto probs = torch::softmax(scores, -1, torch::kFloat32).to(q.scalar_type());
+  auto out = torch::matmul(probs, v);  // (b, heads, s, hd)
+  return o_proj(out.transpose(1, 2).reshape({batch, seq, num_heads_ * head_dim_}));
+}
+
+}  // namespace muster::engine::model

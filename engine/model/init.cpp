@@ -1,0 +1,42 @@
+// Layout-independent initialisation: see init.hpp.
+#include "engine/model/init.hpp"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+namespace muster::engine::model {
+namespace {
+
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+}  // namespace
+
+std::uint64_t parameter_seed(std::uint64_t seed, std::string_view name) {
+  std::uint64_t h = 1469598103934665603ULL;
+  for (unsigned char ch : name) h = (h ^ ch) * 1099511628211ULL;
+  // splitmix64 of the mix, so nearby seeds give unrelated streams
+  std::uint64_t z = h ^ (seed + 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+void init_parameters(torch::nn::Module& module, std::uint64_t seed, double std) {
+  torch::NoGradGuard no_grad;
+  for (auto& item : module.named_parameters()) {
+    const std::string& name = item.key();
+    auto& p = item.value();
+    if (ends_with(name, "norm.weight")) {
+      p.fill_(1.0);
+    } else if (ends_with(name, ".bias")) {
+      p.zero_();
+    } else {
+      // drawn on the CPU in fp32, so the values do not depend on the device or dtype
+      auto gen = at::make_generator<at::CPUGeneratorImpl>(parameter_seed(seed, name));
+      p.copy_(torch::empty(p.sizes(), torch::kFloat32).normal_(0.0, std, gen));
+    }
+  }
+}
+
+}  // namespace muster::engine::model

@@ -1,0 +1,45 @@
+// The model as the engine builds it: the job file's model section resolved (head size, which
+// layers are MoE, by the planner's rule so the two never disagree) and checked for what the
+// engine supports. Pure, no LibTorch.
+// Not here: the sizes' own validation (common/job_config.cpp), the parallel layout.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "common/job_config.hpp"
+
+namespace muster::engine::model {
+
+struct model_config {
+  std::int64_t num_layers = 0;
+  std::int64_t hidden_size = 0;
+  std::int64_t ffn_hidden_size = 0;      // dense layers' SwiGLU
+  std::int64_t num_heads = 0;
+  std::int64_t num_kv_heads = 0;         // grouped-query attention
+  std::int64_t head_dim = 0;
+  std::int64_t vocab_size = 0;
+  bool qk_norm = false;
+  bool attention_bias = false;
+  bool tie_embeddings = false;
+  double rope_theta = 10000.0;
+  double norm_eps = 1e-6;
+  // MoE
+  std::int64_t num_experts = 0;          // 0: every layer dense
+  std::int64_t moe_ffn_hidden_size = 0;
+  std::int64_t topk = 0;
+  bool topk_norm = true;
+  bool sigmoid_router = false;           // else softmax
+  double aux_loss_coeff = 0.0;
+  double z_loss_coeff = 0.0;
+  double capacity_factor = 0.0;          // 0: dropless
+  std::int64_t shared_ffn_hidden_size = 0;
+  bool shared_expert_gate = false;
+  std::vector<bool> moe_layers;          // per layer: an MoE block instead of a dense MLP
+};
+
+// The engine's model from a validated job file section. Throws errc::invalid_input naming the
+// key for what the engine cannot build yet (multi-latent attention).
+model_config make_model_config(const model_section& m);
+
+}  // namespace muster::engine::model

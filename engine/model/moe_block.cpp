@@ -1,0 +1,98 @@
+// The MoE block: see moe_block.hpp.
+#include "engine/model/moe_block.hpp"
+
+#include <cmath>
+
+namespace muster::engine::model {
+namespace {
+
+// Which assignments fit: each expert keeps its first `capacity` ones in token order.
+torch::Tensor within_capacity(const torch::Tensor& experts, std::int64_t num_experts,
+                              std::int64_t capacity) {
+  auto flat = experts.reshape({-1});                                      // (T*k)
+  auto one_hot = torch::one_hot(flat, num_experts);                       // (T*k, E)
+  auto position = one_hot.cumsum(0).gather(1, flat.unsqueeze(1)) - 1;     // (T*k, 1)
+  return (position < capacity).reshape(experts.sizes());
+}
+
+}  // namespace
+
+routing route(const torch::Tensor& logits, const model_config& c) {
+  const auto num_tokens = logits.size(0), num_experts = logits.size(1);
+  auto scores = c.sigmoid_router ? torch::sigmoid(logits) : torch::softmax(logits, -1);
+  auto [top, chosen] = scores.topk(c.topk, -1);
+  if (c.topk_norm) top = top / top.sum(-1, /*keepdim=*/true);
+  routing r;
+  r.experts = chosen;
+  r.weights = top;
+  r.kept = torch::ones_like(chosen, torch::kBool);
+  auto all_assigned = torch::bincount(chosen.reshape({-1}), {}, num_experts);
+  if (c.capacity_factor > 0) {
+    const auto capacity = static_cast<std::int64_t>(std::ceil(
+        c.capacity_factor * double(num_tokens * c.topk) / double(num_experts)));
+    r.kept = within_capacity(chosen, num_experts, capacity);
+    r.weights = r.weights * r.kept;
+  }
+  r.tokens_per_expert =
+      torch::bincount(chosen.masked_select(r.kept), {}, num_experts);
+  // Load balance: on probabilities (sigmoid scores normalised per token, as Megatron does).
+  auto probs = c.sigmoid_router ? scores / scores.sum(-1, true) : scores;
+  const double scale = c.aux_loss_coeff * double(num_experts) /
+                       (double(num_tokens) * double(num_tokens) * double(c.topk));
+  r.aux_loss = (probs.sum(0) * all_assigned.to(probs.scalar_type())).sum() * scale;
+  r.z_loss = torch::logsumexp(logits, -1).pow(2).mean() * c.z_loss_coeff;
+  return r;
+}
+
+moe_block::moe_block(const model_config& c) : config_(c) {
+  gate = register_module(
+      "gate", torch::nn::Linear(torch::nn::LinearOptions(c.hidden_size, c.num_experts).bias(false)));
+  auto list = register_module("experts", torch::nn::ModuleList());
+  for (std::int64_t e = 0; e < c.num_experts; ++e) {
+    experts.push_back(std::make_shared<swiglu>(c.hidden_size, c.moe_ffn_hidden_size));
+    list->push_back(experts.back());
+  }
+  if (c.shared_ffn_hidden_size > 0) {
+    shared_expert = register_module(
+        "shared_expert", std::make_shared<swiglu>(c.hidden_size, c.shared_ffn_hidden_size));
+    if (c.shared_expert_gate)
+      shared_expert_gate = register_module(
+          "shared_expert_gate",
+          torch::nn::Linear(torch::nn::LinearOptions(c.hidden_size, 1).bias(false)));
+  }
+}
+
+moe_output moe_block::forward(const torch::Tensor& x) {
+  const auto num_tokens = x.size(0), k = config_.topk, num_experts = config_.num_experts;
+  // The router runs in fp32 at least (bf16 logits would flip close top-k choices).
+  const auto router_dtype = c10::promoteTypes(x.scalar_type(), torch::kFloat32);
+  auto logits =
+      torch::nn::functional::linear(x.to(router_dtype), gate->weight.to(router_dtype));
+  moe_output out{torch::zeros_like(x), route(logits, config_)};
+  // Group the kept assignments by expert (dropped ones sort last, under expert E).
+  auto flat_expert = out.how.experts.masked_fill(out.how.kept.logical_not(), num_experts)
+                         .reshape({-1});
+  auto order = std::get<1>(flat_expert.sort(/*stable=*/true, /*dim=*/0, /*descending=*/false));
+  auto token_of = torch::arange(num_tokens, x.options().dtype(torch::kInt64))
+                      .repeat_interleave(k)
+                      .index_select(0, order);
+  auto weight_of = out.how.weights.reshape({-1}).index_select(0, order).to(x.scalar_type());
+  auto counts = out.how.tokens_per_expert.to(torch::kCPU);
+  std::int64_t begin = 0;
+  for (std::int64_t e = 0; e < num_experts; ++e) {
+    const auto n = counts[e].item<std::int64_t>();
+    if (n == 0) continue;
+    auto tokens = token_of.narrow(0, begin, n);
+    auto y = experts[static_cast<std::size_t>(e)]->forward(x.index_select(0, tokens));
+    out.y.index_add_(0, tokens, y * weight_of.narrow(0, begin, n).unsqueeze(1));
+    begin += n;
+  }
+  if (shared_expert) {
+    auto shared = shared_expert->forward(x);
+    if (shared_expert_gate) shared = shared * torch::sigmoid(shared_expert_gate(x));
+    out.y = out.y + shared;
+  }
+  return out;
+}
+
+}  // namespace muster::engine::model

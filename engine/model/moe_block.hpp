@@ -1,0 +1,60 @@
+// The Mixture-of-Experts block: a router picks k of E SwiGLU experts per token, the experts'
+// outputs are summed with the router's weights, plus an optional shared expert every token
+// goes through. As in Qwen2/3-MoE and Mixtral (softmax router, optional top-k normalisation)
+// and DeepSeek-V3 (sigmoid router). Dropless by default; with a capacity factor each expert
+// takes at most ceil(factor * tokens * k / E) assignments, in token order, and the rest are
+// dropped (their weight is lost, the token keeps its residual).
+// Auxiliary losses, already multiplied by their coefficients: the load-balancing loss in
+// Switch/GShard form as Megatron computes it, E / (T^2 k) * sum_e P_e * f_e (P_e: the summed
+// router probability of expert e, f_e: the assignments it got; equals the coefficient when the
+// router is uniform), and the router z-loss, mean over tokens of logsumexp(logits)^2.
+// Parameters as Hugging Face's Qwen-MoE names them: gate (E x hidden: the router),
+// experts.<e>.{gate,up,down}_proj, shared_expert.{gate,up,down}_proj, shared_expert_gate
+// (1 x hidden).
+// Not here: expert parallelism (the experts of other ranks; engine/parallel/).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "engine/model/model_config.hpp"
+#include "engine/model/swiglu.hpp"
+
+namespace muster::engine::model {
+
+// Where each token goes. T tokens, k choices each, E experts.
+struct routing {
+  torch::Tensor experts;            // (T, k) int64: the chosen experts, best first
+  torch::Tensor weights;            // (T, k) fp32: their combine weights
+  torch::Tensor kept;               // (T, k) bool: false for an assignment over capacity
+  torch::Tensor tokens_per_expert;  // (E) int64: assignments each expert takes (kept ones)
+  torch::Tensor aux_loss;           // scalar, times its coefficient
+  torch::Tensor z_loss;             // scalar, times its coefficient
+};
+
+// Routes by `logits` (T, E), computed in fp32 (or fp64) by the caller.
+routing route(const torch::Tensor& logits, const model_config& c);
+
+struct moe_output {
+  torch::Tensor y;  // (T, hidden)
+  routing how;
+};
+
+class moe_block : public torch::nn::Module {
+ public:
+  explicit moe_block(const model_config& c);
+  // x is (T, hidden)
+  moe_output forward(const torch::Tensor& x);
+
+  torch::nn::Linear gate{nullptr};
+  std::vector<std::shared_ptr<swiglu>> experts;
+  std::shared_ptr<swiglu> shared_expert;          // null without one
+  torch::nn::Linear shared_expert_gate{nullptr};  // null without the gate
+
+ private:
+  model_config config_;
+};
+
+}  // namespace muster::engine::model

@@ -1,0 +1,22 @@
+// SwiGLU: see swiglu.hpp.
+#include "engine/model/swiglu.hpp"
+
+namespace muster::engine::model {
+
+namespace {
+torch::nn::LinearOptions no_bias(std::int64_t in, std::int64_t out) {
+  return torch::nn::LinearOptions(in, out).bias(false);
+}
+}  // namespace
+
+swiglu::swiglu(std::int64_t hidden, std::int64_t ffn) {
+  gate_proj = register_module("gate_proj", torch::nn::Linear(no_bias(hidden, ffn)));
+  up_proj = register_module("up_proj", torch::nn::Linear(no_bias(hidden, ffn)));
+  down_proj = register_module("down_proj", torch::nn::Linear(no_bias(ffn, hidden)));
+}
+
+torch::Tensor swiglu::forward(const torch::Tensor& x) {
+  return down_proj(torch::silu(gate_proj(x)) * up_proj(x));
+}
+
+}  // namespace muster::engine::model

@@ -1,0 +1,136 @@
+// The engine's transformer on the CPU: RMSNorm and rotary positions by their definitions,
+// attention that never looks ahead or across documents (so a packed document computes exactly
+// what it computes alone), layout-independent initialisation, the config the engine builds
+// from a job file, and a model that learns.
+#include <torch/torch.h>  // before Catch (glog's CHECK)
+
+#include <catch2/catch.hpp>
+
+#include "common/error.hpp"
+#include "engine/model/decoder.hpp"
+#include "engine/model/init.hpp"
+#include "tests/engine/model_fixtures.hpp"
+
+using namespace muster::engine::model;
+using muster::test::tiny_config;
+
+namespace {
+
+torch::Tensor row(std::vector<std::int64_t> v) { return torch::tensor(v).unsqueeze(0); }
+
+}  // namespace
+
+TEST_CASE("RMSNorm scales each vector to unit root-mean-square, times its weight", "[model]") {
+  rms_norm norm(4, 1e-6);
+  torch::NoGradGuard no_grad;
+  norm.weight.copy_(torch::tensor({1.0f, 2.0f, 1.0f, 1.0f}));
+  auto y = norm.forward(torch::tensor({{2.0f, 2.0f, 2.0f, 2.0f}}));
+  CHECK(torch::allclose(y, torch::tensor({{1.0f, 2.0f, 1.0f, 1.0f}}), 1e-5, 1e-5));
+}
+
+TEST_CASE("rotary positions: a query-key product depends only on their distance", "[model]") {
+  torch::manual_seed(1);
+  auto q = torch::randn({1, 1, 1, 8}, torch::kFloat64), k = torch::randn({1, 1, 1, 8}, torch::kFloat64);
+  auto dot = [&](std::int64_t pq, std::int64_t pk) {
+    auto rq = make_rotary(row({pq}), 8, 10000.0, torch::kFloat64);
+    auto rk = make_rotary(row({pk}), 8, 10000.0, torch::kFloat64);
+    return (apply_rotary(q, rq) * apply_rotary(k, rk)).sum().item<double>();
+  };
+  CHECK(dot(7, 3) == Approx(dot(104, 100)).epsilon(1e-12));
+  CHECK(dot(7, 3) != Approx(dot(7, 4)).epsilon(1e-6));
+  CHECK(dot(0, 0) == Approx((q * k).sum().item<double>()));  // position 0 is no rotation
+}
+
+TEST_CASE("the attention mask is causal and stays inside each document", "[model]") {
+  auto mask = attention_mask(row({0, 0, 1, 1}))[0][0];
+  auto expected = torch::tensor({{1, 0, 0, 0}, {1, 1, 0, 0}, {0, 0, 1, 0}, {0, 0, 1, 1}}).to(torch::kBool);
+  CHECK(torch::equal(mask, expected));
+}
+
+TEST_CASE("a packed document computes exactly what it computes alone", "[model]") {
+  auto c = tiny_config();
+  c.capacity_factor = 0;  // dropless: routing of one token never depends on the others
+  transformer model(c);
+  init_parameters(model, 7);
+  model.to(torch::kFloat64);
+  torch::NoGradGuard no_grad;
+  auto alone = model.forward(row({5, 9, 2}), row({0, 1, 2}), row({0, 0, 0})).logits;
+  // the same document packed after another one, positions restarting at 0
+  auto packed = model.forward(row({3, 3, 1, 5, 9, 2}), row({0, 1, 2, 0, 1, 2}),
+                              row({0, 0, 0, 1, 1, 1}))
+                    .logits;
+  CHECK(torch::allclose(packed.narrow(1, 3, 3), alone, 1e-12, 1e-12));
+  // and a later token never changes an earlier logit
+  auto changed = model.forward(row({5, 9, 7}), row({0, 1, 2}), row({0, 0, 0})).logits;
+  CHECK(torch::equal(changed.narrow(1, 0, 2), alone.narrow(1, 0, 2)));
+  CHECK_FALSE(torch::allclose(changed.narrow(1, 2, 1), alone.narrow(1, 2, 1)));
+}
+
+TEST_CASE("parameters carry Hugging Face's names", "[model]") {
+  auto c = tiny_config();
+  c.shared_ffn_hidden_size = 8;
+  c.shared_expert_gate = true;
+  transformer model(c);
+  std::set<std::string> names;
+  for (const auto& p : model.named_parameters()) names.insert(p.key());
+  for (const char* name :
+       {"embed_tokens.weight", "layers.0.input_layernorm.weight",
+        "layers.0.self_attn.q_proj.weight", "layers.0.self_attn.k_norm.weight",
+        "layers.0.post_attention_layernorm.weight", "layers.0.mlp.gate_proj.weight",
+        "layers.1.mlp.gate.weight", "layers.1.mlp.experts.3.down_proj.weight",
+        "layers.1.mlp.shared_expert.up_proj.weight", "layers.1.mlp.shared_expert_gate.weight",
+        "norm.weight", "lm_head.weight"})
+    CHECK(names.count(name) == 1);
+  CHECK(names.size() == 11 + 25 + 3);  // dense layer 0, MoE layer 1, embedding + norm + head
+}
+
+TEST_CASE("initial values depend on the seed and the parameter's name only", "[model]") {
+  auto c = tiny_config();
+  transformer a(c), b(c);
+  init_parameters(a, 42);
+  init_parameters(b, 42);
+  for (std::size_t i = 0; i < a.parameters().size(); ++i)
+    CHECK(torch::equal(a.parameters()[i], b.parameters()[i]));
+  auto q = a.layers[0]->self_attn->q_proj->weight;
+  CHECK(q.std().item<double>() == Approx(0.02).epsilon(0.2));
+  CHECK(torch::equal(a.norm->weight, torch::ones({16})));
+  // two layers' same-shaped weights differ; another seed differs
+  CHECK_FALSE(torch::equal(q, a.layers[1]->self_attn->q_proj->weight));
+  init_parameters(b, 43);
+  CHECK_FALSE(torch::equal(q, b.layers[0]->self_attn->q_proj->weight));
+  CHECK(parameter_seed(1, "x") != parameter_seed(2, "x"));
+}
+
+TEST_CASE("the engine's config follows the planner's MoE layers and refuses MLA", "[model]") {
+  muster::model_section m;
+  m.num_layers = 6;
+  m.moe_first_dense_layers = 1;
+  m.moe_layer_freq = 2;
+  auto c = make_model_config(m);
+  CHECK(c.moe_layers == std::vector<bool>{false, true, false, true, false, true});
+  CHECK(c.head_dim == 32);
+  m.kv_lora_rank = 512;
+  CHECK_THROWS_WITH(make_model_config(m), Catch::Contains("model.kv_lora_rank = 512"));
+}
+
+TEST_CASE("a tiny MoE model learns a repeating sequence", "[model]") {
+  auto c = tiny_config();
+  transformer model(c);
+  init_parameters(model, 3);
+  torch::optim::AdamW opt(model.parameters(), torch::optim::AdamWOptions(1e-2));
+  auto tokens = row({1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3, 4});
+  auto labels = torch::roll(tokens, -1, 1);
+  labels.index_put_({0, 11}, -100);
+  auto positions = torch::arange(12).unsqueeze(0), segments = torch::zeros({1, 12}, torch::kInt64);
+  double first = 0, last = 0;
+  for (int step = 0; step < 60; ++step) {
+    auto out = model.forward(tokens, positions, segments);
+    auto loss = token_loss_sum(out.logits, labels) / 11 + out.losses.aux + out.losses.z;
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+    (step == 0 ? first : last) = loss.item<double>();
+  }
+  CHECK(first > 3.0);  // about log(32) at the start
+  CHECK(last < 0.2);
+}
