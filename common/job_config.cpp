@@ -148,6 +148,23 @@ const field<job_config> kSchema[] = {
           "type gradients are accumulated and reduced in: fp32 or bf16"),
     FIELD(train.recompute, "train.recompute",
           "activation recompute: none, selective (attention core) or full (whole layer)"),
+    FIELD(train.steps, "train.steps", "optimizer steps of the run"),
+    FIELD(train.lr, "train.lr", "peak learning rate (AdamW)"),
+    FIELD(train.min_lr, "train.min_lr", "learning rate at the end of the cosine decay"),
+    FIELD(train.warmup_steps, "train.warmup_steps", "steps of linear warmup from 0 to train.lr"),
+    FIELD(train.weight_decay, "train.weight_decay",
+          "AdamW's decoupled weight decay (not on norm weights or biases)"),
+    FIELD(train.adam_beta1, "train.adam_beta1", "AdamW's first-moment decay"),
+    FIELD(train.adam_beta2, "train.adam_beta2", "AdamW's second-moment decay"),
+    FIELD(train.adam_eps, "train.adam_eps", "AdamW's epsilon"),
+    FIELD(train.grad_clip, "train.grad_clip",
+          "clip the global gradient norm (over all shards) to this; 0 = off"),
+    FIELD(train.seed, "train.seed",
+          "seed of the initial weights and the data order (the same for any parallel layout)"),
+    FIELD(data.paths, "data.paths",
+          "text files or folders of them (format text), or .bin/.idx prefixes (format indexed)"),
+    FIELD(data.format, "data.format",
+          "text (byte-level tokens, vocabulary 256) or indexed (Megatron's MMapIndexedDataset)"),
     FIELD(comm.nccl_ub, "comm.nccl_ub",
           "NCCL user buffers (ncclMemAlloc + ncclCommRegister) for the FSDP all-gather and "
           "reduce-scatter buffers; refused together with expandable_segments:True"),
@@ -280,6 +297,25 @@ void validate_train(const train_section& t, const config::sources& where) {
   check_choice(t.precision, {"bf16", "fp32"}, where, "train.precision");
   check_choice(t.grad_reduce_dtype, {"fp32", "bf16"}, where, "train.grad_reduce_dtype");
   check_choice(t.recompute, {"none", "selective", "full"}, where, "train.recompute");
+  check_at_least(t.steps, 1, where, "train.steps");
+  check_at_least(t.warmup_steps, 0, where, "train.warmup_steps");
+  MUSTER_CHECK(t.lr > 0 && t.min_lr >= 0 && t.min_lr <= t.lr, errc::config,
+               "{}: train.lr = {} and train.min_lr = {}: need 0 < min_lr <= lr (e.g. lr 3e-4, "
+               "min_lr 3e-5)",
+               config::place_of(where, "train.lr"), t.lr, t.min_lr);
+  MUSTER_CHECK(t.adam_beta1 >= 0 && t.adam_beta1 < 1 && t.adam_beta2 >= 0 && t.adam_beta2 < 1 &&
+                   t.adam_eps > 0 && t.weight_decay >= 0 && t.grad_clip >= 0,
+               errc::config,
+               "{}: AdamW settings out of range: betas in [0, 1), eps > 0, weight_decay and "
+               "grad_clip 0 or more",
+               config::place_of(where, "train.adam_beta1"));
+}
+
+void validate_data(const data_section& d, const config::sources& where) {
+  check_choice(d.format, {"text", "indexed"}, where, "data.format");
+  MUSTER_CHECK(!d.paths.empty(), errc::config,
+               "{}: data.paths is empty; name the text files or .bin/.idx prefixes to train on",
+               config::place_of(where, "data.paths"));
 }
 
 // Model keys the job file sets to their default value are treated as not set, so that
@@ -333,6 +369,7 @@ void validate(const job_config& c, const config::sources& where) {
   validate_parallel(c.parallel, where);
   validate_model(c.model, where);
   validate_train(c.train, where);
+  validate_data(c.data, where);
 }
 
 loaded_job_config load_job_config(const std::filesystem::path& file,

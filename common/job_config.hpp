@@ -98,6 +98,22 @@ struct train_section {
   std::string precision = "bf16";       // bf16 (fp32 main params, Adam moments) or fp32
   std::string grad_reduce_dtype = "fp32";  // fp32 or bf16
   std::string recompute = "none";       // none, selective (attention core) or full (layer)
+  int steps = 100;                      // optimizer steps of the run
+  double lr = 3e-4;                     // peak learning rate (AdamW)
+  double min_lr = 3e-5;                 // learning rate at the end of the cosine decay
+  int warmup_steps = 10;                // linear warmup from 0 to lr
+  double weight_decay = 0.1;            // AdamW decoupled weight decay
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.95;
+  double adam_eps = 1e-8;
+  double grad_clip = 1.0;               // clip the global gradient norm to this; 0 = off
+  std::int64_t seed = 1234;             // initialisation and data order
+};
+
+// The training data.
+struct data_section {
+  std::vector<std::string> paths = {"/usr/share/common-licenses"};  // files, folders or prefixes
+  std::string format = "text";  // text (byte-level tokens) or indexed (Megatron .bin/.idx)
 };
 
 // Communication settings.
@@ -112,6 +128,7 @@ struct job_config {
   parallel_section parallel;
   model_section model;
   train_section train;
+  data_section data;
   comm_section comm;
 };
 

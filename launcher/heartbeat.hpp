@@ -2,13 +2,8 @@
 //
 // The file's modification time is the beat: a worker that touches it shows it is alive, and
 // one whose file stops changing for launch.timeout_hang is hung. What the file holds, when the
-// worker writes anything, says how far it got: one line of key=value words ending in a newline,
-//
-//     step=120 steps=1000 loss=2.3412 tokens_per_s=51234
-//
-// (any of them, in any order; other keys are ignored). The built-in engine writes one per
-// step; any worker may. Write it beside and rename it over the file; a line without its
-// newline (a write caught half done) reads as no progress, never as a wrong one.
+// worker writes anything, says how far it got (common/heartbeat_line.hpp). The built-in engine
+// writes a line per step; any worker may.
 // Not here: when a rank counts as hung (supervisor.hpp); the console's line (progress_line.hpp).
 #pragma once
 
@@ -19,20 +14,11 @@
 #include <string_view>
 #include <vector>
 
+#include "common/heartbeat_line.hpp"
+
 namespace muster::launcher {
 
-struct heartbeat_progress {
-  std::optional<std::int64_t> step;   // steps done
-  std::optional<std::int64_t> steps;  // steps in the run
-  std::optional<double> loss;
-  std::optional<double> tokens_per_s;
-};
-
-// The progress a heartbeat line says; all empty for an empty or unfinished line.
-heartbeat_progress parse_heartbeat(std::string_view text);
-
-// The line a worker writes for `p` (the inverse of parse_heartbeat), newline included.
-std::string format_heartbeat(const heartbeat_progress& p);
+using muster::heartbeat_progress;
 
 struct heartbeat {
   std::int64_t age_ms = 0;  // since the file last changed
