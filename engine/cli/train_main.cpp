@@ -1,0 +1,99 @@
+// muster-train: the built-in engine, as a worker of `muster run` / `muster launch`.
+//
+//   muster-train [JOB.toml] [key=value ...]
+//
+// Without JOB.toml it reads $MUSTER_RUN_DIR/job.toml (the launcher writes the resolved job
+// there). Each step it logs one line, writes its progress line to $MUSTER_HEARTBEAT_FILE (the
+// launcher's hang detection and progress line read it), and on a failure writes the message
+// to $TORCHELASTIC_ERROR_FILE for the launcher to report. Exit codes: 0 done, 1 a failure,
+// 2 bad input.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "common/job_config.hpp"
+#include "common/error.hpp"
+#include "common/heartbeat_line.hpp"
+#include "common/log.hpp"
+#include "engine/train/trainer.hpp"
+
+namespace {
+
+using namespace muster;
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+// The heartbeat line for the launcher: written beside and renamed over the file.
+void beat(const std::string& file, const engine::train::step_result& r, int steps) {
+  if (file.empty()) return;
+  const auto temp = file + ".tmp";
+  std::ofstream(temp, std::ios::trunc)
+      << format_heartbeat({r.step + 1, steps, r.loss, r.tokens_per_s});
+  std::filesystem::rename(temp, file);
+}
+
+// torchelastic's error file, which the launcher reads back when this rank fails.
+void write_error_file(const std::string& message) {
+  const auto file = env("TORCHELASTIC_ERROR_FILE");
+  if (file.empty()) return;
+  std::string escaped;
+  for (char c : message) {
+    if (c == '"' || c == '\\') escaped += '\\';
+    escaped += c == '\n' ? ' ' : c;
+  }
+  std::ofstream(file) << R"({"message": {"message": ")" << escaped << R"(", "extraInfo": {}}})";
+}
+
+int train(int argc, char** argv) {
+  std::filesystem::path job_file;
+  std::vector<std::string> overrides;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a.find('=') != std::string::npos) overrides.push_back(a);
+    else job_file = a;
+  }
+  if (job_file.empty() && !env("MUSTER_RUN_DIR").empty())
+    job_file = std::filesystem::path(env("MUSTER_RUN_DIR")) / "job.toml";
+  const auto config = load_job_config(job_file, overrides).config;
+  log::setup(config.log.level);
+  const auto world = env("WORLD_SIZE").empty() ? 1 : std::stoi(env("WORLD_SIZE"));
+  MUSTER_CHECK(world == 1, errc::invalid_input,
+               "muster-train runs one rank for now (WORLD_SIZE is {}): data and expert "
+               "parallelism over ranks are not built yet; run it with launch.nproc = 1",
+               world);
+  if (!env("OMP_NUM_THREADS").empty()) torch::set_num_threads(std::stoi(env("OMP_NUM_THREADS")));
+  std::vector<std::filesystem::path> paths(config.data.paths.begin(), config.data.paths.end());
+  engine::train::trainer trainer(config, engine::data::open_documents(config.data.format, paths));
+  auto logger = log::get("engine");
+  const auto heartbeat = env("MUSTER_HEARTBEAT_FILE");
+  while (trainer.next_step() < config.train.steps) {
+    const auto r = trainer.step();
+    beat(heartbeat, r, config.train.steps);
+    logger->info("step {}/{} | loss {:.4f} | aux {:.4f} | z {:.4f} | lr {:.2e} | grad norm {:.3f} | "
+                 "{:.0f} tok/s",
+                 r.step + 1, config.train.steps, r.loss, r.aux_loss, r.z_loss, r.lr, r.grad_norm,
+                 r.tokens_per_s);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return train(argc, argv);
+  } catch (const muster::error& e) {
+    fmt::print(stderr, "muster-train: {}\n", e.what());
+    write_error_file(e.what());
+    return e.category() == muster::errc::config || e.category() == muster::errc::invalid_input ? 2 : 1;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "muster-train: {}\n", e.what());
+    write_error_file(e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,21 @@
+// One micro-batch as tensors: rows of the pack plan stacked, for the model's forward.
+#pragma once
+
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "engine/data/pack_plan.hpp"
+
+namespace muster::engine::train {
+
+struct batch {
+  torch::Tensor tokens, positions, segments, labels;  // (rows, row_tokens) int64
+  std::int64_t num_tokens = 0;        // rows * row_tokens (padding included)
+  std::int64_t num_label_tokens = 0;  // tokens that carry a loss
+};
+
+// The rows `rows` (global row numbers) of `plan`, stacked.
+batch make_batch(data::pack_plan& plan, const std::vector<std::int64_t>& rows);
+
+}  // namespace muster::engine::train

@@ -1,0 +1,54 @@
+// The training loop of one rank: each step runs train.grad_accum_steps micro-batches of
+// train.micro_batch_size rows through the model, sums the language-model loss over tokens and
+// divides it by the step's label tokens (so padding and packing never bias it), adds the MoE
+// router losses averaged over micro-batches, clips the gradient norm and takes an AdamW step
+// at the schedule's learning rate.
+// This step runs one rank (data-parallel size 1) in fp32 on the CPU; sharding over ranks, expert
+// parallelism and bf16 come with engine/parallel/ and engine/comm/.
+#pragma once
+
+#include <memory>
+
+#include <torch/torch.h>
+
+#include "common/job_config.hpp"
+#include "engine/data/document_source.hpp"
+#include "engine/data/pack_plan.hpp"
+#include "engine/model/decoder.hpp"
+
+namespace muster::engine::train {
+
+struct step_result {
+  int step = 0;               // 0-based
+  double loss = 0;            // language-model loss per label token
+  double aux_loss = 0;        // load-balancing loss, times its coefficient
+  double z_loss = 0;          // router z-loss, times its coefficient
+  double grad_norm = 0;       // before clipping
+  double lr = 0;
+  std::int64_t tokens = 0;    // tokens this rank processed in the step (padding included)
+  double step_time_s = 0;
+  double tokens_per_s = 0;
+};
+
+class trainer {
+ public:
+  // Builds and initialises the model (train.seed) and the data order. Throws
+  // errc::invalid_input naming the key when the data does not fit the model (a token id past
+  // model.vocab_size).
+  trainer(const job_config& config, std::unique_ptr<data::document_source> documents);
+
+  // Runs step next_step() and moves on.
+  step_result step();
+  int next_step() const { return next_step_; }
+  model::transformer& model() { return *model_; }
+
+ private:
+  const job_config config_;
+  std::unique_ptr<data::document_source> documents_;
+  std::unique_ptr<data::pack_plan> plan_;
+  std::shared_ptr<model::transformer> model_;
+  std::unique_ptr<torch::optim::AdamW> optimizer_;
+  int next_step_ = 0;
+};
+
+}  // namespace muster::engine::train
