@@ -10,6 +10,7 @@ std::string_view to_string(errc category) {
     case errc::environment: return "environment";
     case errc::io: return "io";
     case errc::store: return "store";
+    case errc::comm: return "comm";
     case errc::internal: return "internal";
   }
   return "unknown";

@@ -21,6 +21,7 @@ enum class errc {
   environment,    // the process environment (Slurm variables, CUDA_VISIBLE_DEVICES) is wrong
   io,             // a file or directory could not be read or written
   store,          // the SQLite run store failed
+  comm,           // a collective between ranks failed or timed out
   internal,       // a bug in muster: a broken invariant
 };
 

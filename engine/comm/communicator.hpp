@@ -1,0 +1,71 @@
+// The collectives the engine uses, over one group of ranks: a small interface of our own, so
+// the model and the sharding code never see which backend carries them (Gloo on the CPU here;
+// NCCL in the GPU issue).
+//
+// Contract: every call is a collective. Every rank of the group makes the same calls in the
+// same order, with the sizes each call names as equal the same on every rank. Calls block until
+// the collective is done on this rank, at most the group's timeout; then they throw errc::comm
+// with one c10d-style line naming the rank, the group, the op, its sequence number, its bytes,
+// the limit, and the ranks that never reached that sequence number:
+//   [rank 1/2 group world] all_reduce seq=7 bytes=4096 timed out after 2000 ms; not arrived: rank 0 (at seq 6)
+// Tensors are contiguous and on the CPU; bf16 travels as fp32 (Gloo in LibTorch 1.13 has no
+// bf16) and comes back as bf16.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+namespace muster::engine::comm {
+
+class communicator {
+ public:
+  virtual ~communicator() = default;
+  virtual int rank() const = 0;  // in this group
+  virtual int size() const = 0;
+  virtual const std::string& name() const = 0;
+  // Collectives this group has started (the next one's sequence number).
+  virtual std::int64_t sequence() const = 0;
+
+  // Sums `t` over the group, in place. Same shape on every rank.
+  virtual void all_reduce_sum(torch::Tensor& t) = 0;
+  // Every rank's `shard` (same numel everywhere), flattened and concatenated in rank order.
+  virtual torch::Tensor all_gather(const torch::Tensor& shard) = 0;
+  // `full` (same numel everywhere, divisible by size()) summed over the group; returns this
+  // rank's contiguous 1/size() part of the sum, flat.
+  virtual torch::Tensor reduce_scatter_sum(const torch::Tensor& full) = 0;
+  // Rows of `input` (dim 0) go to the ranks in order, send_rows[r] of them to rank r; returns
+  // the rows received, recv_rows[r] from rank r, in rank order. recv_rows must match what the
+  // senders send (exchange the counts first, e.g. with exchange_counts()).
+  virtual torch::Tensor all_to_all(const torch::Tensor& input,
+                                   const std::vector<std::int64_t>& send_rows,
+                                   const std::vector<std::int64_t>& recv_rows) = 0;
+  // Rank `root`'s `t` into every rank's `t` (same shape everywhere).
+  virtual void broadcast(torch::Tensor& t, int root) = 0;
+  virtual void barrier() = 0;
+};
+
+// What every rank will send to this one: each rank gives the counts it sends to every rank
+// (size() of them); returns the counts each rank sends here (one all_to_all of int64).
+std::vector<std::int64_t> exchange_counts(communicator& comm,
+                                          const std::vector<std::int64_t>& send_counts);
+
+struct world_options {
+  std::chrono::milliseconds timeout{600000};  // every collective, and the first connection
+};
+
+// The group of every rank of the job, from torchrun's environment (RANK, WORLD_SIZE,
+// MASTER_ADDR, MASTER_PORT): rank 0 serves the rendezvous store on MASTER_PORT. Throws
+// errc::environment naming the variable that is missing or malformed.
+std::shared_ptr<communicator> make_world(const world_options& options = {});
+
+// A group of `ranks` (world ranks, ascending) named `name` (unique in the job), made by every
+// member with the same arguments; `world` must be a group make_world() made.
+std::shared_ptr<communicator> make_group(communicator& world, const std::string& name,
+                                         const std::vector<int>& ranks);
+
+}  // namespace muster::engine::comm

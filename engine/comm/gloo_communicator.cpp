@@ -1,0 +1,209 @@
+// Collectives over c10d's ProcessGroupGloo and TCPStore (the CPU backend): see communicator.hpp.
+//
+// Gloo in LibTorch 1.13 lacks reduce_scatter, the flat all_gather and bf16: reduce_scatter is
+// an all_to_all of equal chunks and a local sum, all_gather the list form concatenated, and
+// bf16 travels as fp32. Before each collective a rank writes its sequence number to the group's
+// store ("seq/<rank>"), so a timeout can name the ranks that never got there.
+#include <cstdlib>
+#include <numeric>
+
+#include <fmt/format.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include "common/error.hpp"
+#include "engine/comm/communicator.hpp"
+
+namespace muster::engine::comm {
+namespace {
+
+std::vector<uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
+std::string text_of(const std::vector<uint8_t>& b) { return {b.begin(), b.end()}; }
+
+// A copy in a type Gloo carries (bf16 -> fp32), contiguous.
+torch::Tensor on_wire(const torch::Tensor& t) {
+  return (t.scalar_type() == torch::kBFloat16 ? t.to(torch::kFloat32) : t).contiguous();
+}
+
+class gloo_group final : public communicator {
+ public:
+  gloo_group(c10::intrusive_ptr<c10d::Store> root, std::string name, std::vector<int> members,
+             int world_rank, std::chrono::milliseconds timeout)
+      : root_(std::move(root)), name_(std::move(name)), members_(std::move(members)),
+        world_rank_(world_rank), timeout_(timeout) {
+    rank_ = static_cast<int>(std::find(members_.begin(), members_.end(), world_rank) -
+                             members_.begin());
+    MUSTER_CHECK(rank_ < static_cast<int>(members_.size()), errc::internal,
+                 "rank {} is not a member of group {}", world_rank, name_);
+    store_ = c10::make_intrusive<c10d::PrefixStore>("muster/" + name_, root_);
+    auto options = c10d::ProcessGroupGloo::Options::create(timeout);
+    options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+    group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, rank_, size(), options);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return static_cast<int>(members_.size()); }
+  const std::string& name() const override { return name_; }
+  std::int64_t sequence() const override { return sequence_; }
+  const c10::intrusive_ptr<c10d::Store>& root() const { return root_; }
+  int world_rank() const { return world_rank_; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+
+  void all_reduce_sum(torch::Tensor& t) override {
+    std::vector<torch::Tensor> wire{on_wire(t)};
+    run("all_reduce", wire[0], [&] { return group_->allreduce(wire); });
+    if (!wire[0].is_same(t)) t.copy_(wire[0]);
+  }
+
+  torch::Tensor all_gather(const torch::Tensor& shard) override {
+    std::vector<torch::Tensor> in{on_wire(shard).reshape({-1})};
+    std::vector<std::vector<torch::Tensor>> out(1);
+    for (int r = 0; r < size(); ++r) out[0].push_back(torch::empty_like(in[0]));
+    run("all_gather", in[0], [&] { return group_->allgather(out, in); });
+    return torch::cat(out[0]).to(shard.scalar_type());
+  }
+
+  torch::Tensor reduce_scatter_sum(const torch::Tensor& full) override {
+    auto in = on_wire(full).reshape({-1});
+    MUSTER_CHECK(in.numel() % size() == 0, errc::internal,
+                 "reduce_scatter of {} elements over {} ranks", in.numel(), size());
+    auto out = torch::empty_like(in);
+    std::vector<std::int64_t> equal;  // empty: equal splits
+    run("reduce_scatter", in, [&] { return group_->alltoall_base(out, in, equal, equal); });
+    return out.view({size(), -1}).sum(0).to(full.scalar_type());
+  }
+
+  torch::Tensor all_to_all(const torch::Tensor& input, const std::vector<std::int64_t>& send_rows,
+                           const std::vector<std::int64_t>& recv_rows) override {
+    MUSTER_CHECK(static_cast<int>(send_rows.size()) == size() &&
+                     static_cast<int>(recv_rows.size()) == size() &&
+                     std::accumulate(send_rows.begin(), send_rows.end(), std::int64_t(0)) ==
+                         input.size(0),
+                 errc::internal, "all_to_all: {} rows, send counts of {} ranks, group of {}",
+                 input.size(0), send_rows.size(), size());
+    auto in = on_wire(input);
+    auto shape = in.sizes().vec();
+    shape[0] = std::accumulate(recv_rows.begin(), recv_rows.end(), std::int64_t(0));
+    auto out = torch::empty(shape, in.options());
+    auto sends = send_rows, recvs = recv_rows;
+    run("all_to_all", in, [&] { return group_->alltoall_base(out, in, recvs, sends); });
+    return out.to(input.scalar_type());
+  }
+
+  void broadcast(torch::Tensor& t, int root) override {
+    std::vector<torch::Tensor> wire{on_wire(t)};
+    c10d::BroadcastOptions options;
+    options.rootRank = root;
+    run("broadcast", wire[0], [&] { return group_->broadcast(wire, options); });
+    if (!wire[0].is_same(t)) t.copy_(wire[0]);
+  }
+
+  void barrier() override {
+    run("barrier", torch::Tensor(), [&] { return group_->barrier(); });
+  }
+
+ private:
+  template <class Issue>
+  void run(const char* op, const torch::Tensor& data, Issue issue) {
+    const auto seq = sequence_++;
+    const auto bytes = data.defined() ? data.numel() * data.element_size() : 0;
+    try {
+      store_->set(fmt::format("seq/{}", rank_), bytes_of(std::to_string(seq)));
+      issue()->wait(timeout_);
+    } catch (const std::exception& e) {
+      MUSTER_THROW(errc::comm, "[rank {}/{} group {}] {} seq={} bytes={} failed after at most {} ms; "
+                   "not arrived: {} ({})",
+                   rank_, size(), name_, op, seq, bytes, timeout_.count(), laggards(seq),
+                   first_line(e.what()));
+    }
+  }
+
+  // The ranks that never reached sequence number `seq`, with where they are.
+  std::string laggards(std::int64_t seq) {
+    std::string out;
+    for (int r = 0; r < size(); ++r) {
+      std::string at = "no collective yet";
+      try {
+        const auto key = fmt::format("seq/{}", r);
+        if (store_->check({key})) {
+          const auto theirs = std::stoll(text_of(store_->get(key)));
+          if (theirs >= seq) continue;
+          at = fmt::format("at seq {}", theirs);
+        }
+      } catch (const std::exception&) {
+        at = "unknown: the store is gone";
+      }
+      out += fmt::format("{}rank {} ({})", out.empty() ? "" : ", ", members_[std::size_t(r)], at);
+    }
+    return out.empty() ? "none (every rank got there; the failure is in the transfer)" : out;
+  }
+
+  static std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+  c10::intrusive_ptr<c10d::Store> root_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
+  std::string name_;
+  std::vector<int> members_;
+  int world_rank_ = 0;
+  int rank_ = 0;
+  std::chrono::milliseconds timeout_;
+  std::int64_t sequence_ = 0;
+};
+
+int env_int(const char* name) {
+  const char* v = std::getenv(name);
+  MUSTER_CHECK(v && *v, errc::environment,
+               "{} is not set: run the engine under `muster run` or `muster launch` (or set "
+               "RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT as torchrun does)",
+               name);
+  try {
+    return std::stoi(v);
+  } catch (const std::exception&) {
+    MUSTER_THROW(errc::environment, "{}={} is not a number", name, v);
+  }
+}
+
+}  // namespace
+
+std::vector<std::int64_t> exchange_counts(communicator& comm,
+                                          const std::vector<std::int64_t>& send_counts) {
+  auto out = comm.all_to_all(torch::tensor(send_counts, torch::kInt64),
+                             std::vector<std::int64_t>(std::size_t(comm.size()), 1),
+                             std::vector<std::int64_t>(std::size_t(comm.size()), 1));
+  return {out.data_ptr<std::int64_t>(), out.data_ptr<std::int64_t>() + out.numel()};
+}
+
+std::shared_ptr<communicator> make_world(const world_options& options) {
+  const int rank = env_int("RANK"), world = env_int("WORLD_SIZE"), port = env_int("MASTER_PORT");
+  const char* addr = std::getenv("MASTER_ADDR");
+  MUSTER_CHECK(addr && *addr, errc::environment, "MASTER_ADDR is not set");
+  c10d::TCPStoreOptions store_options;
+  store_options.port = static_cast<std::uint16_t>(port);
+  store_options.isServer = rank == 0;
+  store_options.numWorkers = world;
+  store_options.waitWorkers = false;
+  store_options.timeout = options.timeout;
+  c10::intrusive_ptr<c10d::Store> store;
+  try {
+    store = c10::make_intrusive<c10d::TCPStore>(addr, store_options);
+  } catch (const std::exception& e) {
+    MUSTER_THROW(errc::comm, "[rank {}/{}] cannot {} the rendezvous store at {}:{}: {}", rank,
+                 world, rank == 0 ? "serve" : "reach", addr, port, e.what());
+  }
+  std::vector<int> all(static_cast<std::size_t>(world));
+  std::iota(all.begin(), all.end(), 0);
+  return std::make_shared<gloo_group>(store, "world", all, rank, options.timeout);
+}
+
+std::shared_ptr<communicator> make_group(communicator& world, const std::string& name,
+                                         const std::vector<int>& ranks) {
+  auto* gloo = dynamic_cast<gloo_group*>(&world);
+  MUSTER_CHECK(gloo && gloo->name() == "world", errc::internal,
+               "make_group({}) needs the world group", name);
+  return std::make_shared<gloo_group>(gloo->root(), name, ranks, gloo->world_rank(),
+                                      gloo->timeout());
+}
+
+}  // namespace muster::engine::comm
