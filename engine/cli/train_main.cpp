@@ -62,19 +62,17 @@ int train(int argc, char** argv) {
   const auto config = load_job_config(job_file, overrides).config;
   log::setup(config.log.level);
   const auto world = env("WORLD_SIZE").empty() ? 1 : std::stoi(env("WORLD_SIZE"));
-  MUSTER_CHECK(world == 1, errc::invalid_input,
-               "muster-train runs one rank for now (WORLD_SIZE is {}): data and expert "
-               "parallelism over ranks are not built yet; run it with launch.nproc = 1",
-               world);
   if (!env("OMP_NUM_THREADS").empty()) torch::set_num_threads(std::stoi(env("OMP_NUM_THREADS")));
   std::vector<std::filesystem::path> paths(config.data.paths.begin(), config.data.paths.end());
-  engine::train::trainer trainer(config, engine::data::open_documents(config.data.format, paths));
+  auto documents = engine::data::open_documents(config.data.format, paths);
+  engine::train::trainer trainer(config, std::move(documents),
+                                 world > 1 ? engine::comm::make_world() : nullptr);
   auto logger = log::get("engine");
   const auto heartbeat = env("MUSTER_HEARTBEAT_FILE");
   while (trainer.next_step() < config.train.steps) {
     const auto r = trainer.step();
     beat(heartbeat, r, config.train.steps);
-    logger->info("step {}/{} | loss {:.4f} | aux {:.4f} | z {:.4f} | lr {:.2e} | grad norm {:.3f} | "
+    logger->info("step {}/{} | loss {:.6f} | aux {:.4f} | z {:.4f} | lr {:.2e} | grad norm {:.3f} | "
                  "{:.0f} tok/s",
                  r.step + 1, config.train.steps, r.loss, r.aux_loss, r.z_loss, r.lr, r.grad_norm,
                  r.tokens_per_s);

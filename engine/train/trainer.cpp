@@ -29,10 +29,50 @@ std::unique_ptr<torch::optim::AdamW> make_optimizer(torch::nn::Module& m, const 
   return std::make_unique<torch::optim::AdamW>(std::move(groups));
 }
 
+// The sum over the data-parallel group of one number (itself without a group).
+double sum_over(comm::communicator* dp, double local) {
+  if (!dp) return local;
+  auto t = torch::tensor({local}, torch::kFloat64);
+  dp->all_reduce_sum(t);
+  return t.item<double>();
+}
+
+// Every gradient summed over the group, in one flat buffer (a parameter without a gradient,
+// an expert no local token reached, counts as zeros).
+void sum_gradients(comm::communicator& dp, torch::nn::Module& m) {
+  std::vector<torch::Tensor> grads;
+  for (auto& p : m.parameters()) {
+    if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+    grads.push_back(p.grad().view({-1}));
+  }
+  auto flat = torch::cat(grads);
+  dp.all_reduce_sum(flat);
+  std::int64_t at = 0;
+  for (auto& g : grads) {
+    g.copy_(flat.narrow(0, at, g.numel()));
+    at += g.numel();
+  }
+}
+
+void check_layout(const job_config& c, int dp_size) {
+  const auto& p = c.parallel;
+  MUSTER_CHECK(p.tensor == 1 && p.pipeline == 1 && p.context == 1 && p.expert == 1,
+               errc::invalid_input,
+               "muster-train runs data parallel only for now: parallel.tensor, pipeline, context "
+               "and expert must be 1 (found {}, {}, {}, {})",
+               p.tensor, p.pipeline, p.context, p.expert);
+  MUSTER_CHECK(dp_size == 1 || p.sharding == "no_shard", errc::invalid_input,
+               "parallel.sharding = {} over {} ranks is not built yet; use parallel.sharding = "
+               "no_shard (every rank holds the whole model)",
+               p.sharding, dp_size);
+}
+
 }  // namespace
 
-trainer::trainer(const job_config& config, std::unique_ptr<data::document_source> documents)
-    : config_(config), documents_(std::move(documents)) {
+trainer::trainer(const job_config& config, std::unique_ptr<data::document_source> documents,
+                 std::shared_ptr<comm::communicator> dp)
+    : config_(config), documents_(std::move(documents)), dp_(std::move(dp)) {
+  check_layout(config, dp_ ? dp_->size() : 1);
   MUSTER_CHECK(documents_->vocab_size() <= config.model.vocab_size, errc::invalid_input,
                "data: {} holds token ids up to {} but model.vocab_size is {}; raise "
                "model.vocab_size (byte-level text needs 256)",
@@ -57,17 +97,19 @@ step_result trainer::step() {
     static_cast<torch::optim::AdamWOptions&>(group.options()).lr(r.lr);
 
   // Every micro-batch of the step first: the loss is divided by the step's label tokens.
-  const data::batch_shape shape{t.micro_batch_size, t.grad_accum_steps, 1};
+  const int dp_rank = dp_ ? dp_->rank() : 0, dp_size = dp_ ? dp_->size() : 1;
+  const data::batch_shape shape{t.micro_batch_size, t.grad_accum_steps, dp_size};
   std::vector<batch> micro;
   std::int64_t label_tokens = 0;
   for (int m = 0; m < t.grad_accum_steps; ++m) {
     std::vector<std::int64_t> rows;
     for (int i = 0; i < t.micro_batch_size; ++i)
-      rows.push_back(data::global_row(next_step_, m, 0, i, shape));
+      rows.push_back(data::global_row(next_step_, m, dp_rank, i, shape));
     micro.push_back(make_batch(*plan_, rows));
     label_tokens += micro.back().num_label_tokens;
     r.tokens += micro.back().num_tokens;
   }
+  label_tokens = static_cast<std::int64_t>(sum_over(dp_.get(), double(label_tokens)));
   optimizer_->zero_grad();
   double loss_sum = 0;
   for (auto& b : micro) {
@@ -80,7 +122,10 @@ step_result trainer::step() {
     r.aux_loss += out.losses.aux.item<double>() / t.grad_accum_steps;
     r.z_loss += out.losses.z.item<double>() / t.grad_accum_steps;
   }
-  r.loss = loss_sum / double(std::max<std::int64_t>(label_tokens, 1));
+  if (dp_) sum_gradients(*dp_, *model_);
+  r.loss = sum_over(dp_.get(), loss_sum) / double(std::max<std::int64_t>(label_tokens, 1));
+  r.aux_loss = sum_over(dp_.get(), r.aux_loss) / dp_size;
+  r.z_loss = sum_over(dp_.get(), r.z_loss) / dp_size;
   r.grad_norm = torch::nn::utils::clip_grad_norm_(
       model_->parameters(), t.grad_clip > 0 ? t.grad_clip : std::numeric_limits<double>::infinity());
   optimizer_->step();

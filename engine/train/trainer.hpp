@@ -3,8 +3,10 @@
 // divides it by the step's label tokens (so padding and packing never bias it), adds the MoE
 // router losses averaged over micro-batches, clips the gradient norm and takes an AdamW step
 // at the schedule's learning rate.
-// This step runs one rank (data-parallel size 1) in fp32 on the CPU; sharding over ranks, expert
-// parallelism and bf16 come with engine/parallel/ and engine/comm/.
+// Over several ranks it is data parallel without sharding (no_shard): each rank reads its own
+// rows, the label-token count and the gradients are summed over the ranks, and every rank takes
+// the same step; the result equals one rank reading all rows. In fp32 on the CPU. Sharding
+// (optim .. optim_grads_params), expert parallelism and bf16 come with engine/parallel/.
 #pragma once
 
 #include <memory>
@@ -12,6 +14,7 @@
 #include <torch/torch.h>
 
 #include "common/job_config.hpp"
+#include "engine/comm/communicator.hpp"
 #include "engine/data/document_source.hpp"
 #include "engine/data/pack_plan.hpp"
 #include "engine/model/decoder.hpp"
@@ -32,10 +35,12 @@ struct step_result {
 
 class trainer {
  public:
-  // Builds and initialises the model (train.seed) and the data order. Throws
-  // errc::invalid_input naming the key when the data does not fit the model (a token id past
-  // model.vocab_size).
-  trainer(const job_config& config, std::unique_ptr<data::document_source> documents);
+  // Builds and initialises the model (train.seed) and the data order; `dp` is the data-parallel
+  // group (nullptr: this rank alone). Throws errc::invalid_input naming the key when the data
+  // does not fit the model (a token id past model.vocab_size), or when the layout needs what
+  // is not built yet (TP, PP, CP, EP or sharding over more than one rank).
+  trainer(const job_config& config, std::unique_ptr<data::document_source> documents,
+          std::shared_ptr<comm::communicator> dp = nullptr);
 
   // Runs step next_step() and moves on.
   step_result step();
@@ -48,6 +53,7 @@ class trainer {
   std::unique_ptr<data::pack_plan> plan_;
   std::shared_ptr<model::transformer> model_;
   std::unique_ptr<torch::optim::AdamW> optimizer_;
+  std::shared_ptr<comm::communicator> dp_;
   int next_step_ = 0;
 };
 
