@@ -52,6 +52,8 @@ class transformer : public torch::nn::Module {
   transformer_output forward(const torch::Tensor& tokens, const torch::Tensor& positions,
                              const torch::Tensor& segments);
   const model_config& config() const { return config_; }
+  // The ranks every MoE layer takes its router losses over (moe_block.hpp).
+  void set_router_group(const router_group& group);
 
   torch::nn::Embedding embed_tokens{nullptr};
   std::vector<std::shared_ptr<decoder_layer>> layers;

@@ -17,8 +17,9 @@ torch::Tensor within_capacity(const torch::Tensor& experts, std::int64_t num_exp
 
 }  // namespace
 
-routing route(const torch::Tensor& logits, const model_config& c) {
+routing route(const torch::Tensor& logits, const model_config& c, const router_group& group) {
   const auto num_tokens = logits.size(0), num_experts = logits.size(1);
+  const double all_tokens = double(num_tokens) * group.size;
   auto scores = c.sigmoid_router ? torch::sigmoid(logits) : torch::softmax(logits, -1);
   auto [top, chosen] = scores.topk(c.topk, -1);
   if (c.topk_norm) top = top / top.sum(-1, /*keepdim=*/true);
@@ -26,7 +27,8 @@ routing route(const torch::Tensor& logits, const model_config& c) {
   r.experts = chosen;
   r.weights = top;
   r.kept = torch::ones_like(chosen, torch::kBool);
-  auto all_assigned = torch::bincount(chosen.reshape({-1}), {}, num_experts);
+  auto all_assigned = torch::bincount(chosen.reshape({-1}), {}, num_experts).to(torch::kFloat64);
+  if (group.sum) group.sum(all_assigned);  // every rank's counts
   if (c.capacity_factor > 0) {
     const auto capacity = static_cast<std::int64_t>(std::ceil(
         c.capacity_factor * double(num_tokens * c.topk) / double(num_experts)));
@@ -37,10 +39,10 @@ routing route(const torch::Tensor& logits, const model_config& c) {
       torch::bincount(chosen.masked_select(r.kept), {}, num_experts);
   // Load balance: on probabilities (sigmoid scores normalised per token, as Megatron does).
   auto probs = c.sigmoid_router ? scores / scores.sum(-1, true) : scores;
-  const double scale = c.aux_loss_coeff * double(num_experts) /
-                       (double(num_tokens) * double(num_tokens) * double(c.topk));
+  const double scale =
+      c.aux_loss_coeff * double(num_experts) / (all_tokens * all_tokens * double(c.topk));
   r.aux_loss = (probs.sum(0) * all_assigned.to(probs.scalar_type())).sum() * scale;
-  r.z_loss = torch::logsumexp(logits, -1).pow(2).mean() * c.z_loss_coeff;
+  r.z_loss = torch::logsumexp(logits, -1).pow(2).sum() * (c.z_loss_coeff / all_tokens);
   return r;
 }
 
@@ -68,7 +70,7 @@ moe_output moe_block::forward(const torch::Tensor& x) {
   const auto router_dtype = c10::promoteTypes(x.scalar_type(), torch::kFloat32);
   auto logits =
       torch::nn::functional::linear(x.to(router_dtype), gate->weight.to(router_dtype));
-  moe_output out{torch::zeros_like(x), route(logits, config_)};
+  moe_output out{torch::zeros_like(x), route(logits, config_, group_)};
   // Group the kept assignments by expert (dropped ones sort last, under expert E).
   auto flat_expert = out.how.experts.masked_fill(out.how.kept.logical_not(), num_experts)
                          .reshape({-1});

@@ -14,6 +14,7 @@
 // Not here: expert parallelism (the experts of other ranks; engine/parallel/).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -34,8 +35,19 @@ struct routing {
   torch::Tensor z_loss;             // scalar, times its coefficient
 };
 
+// The data-parallel ranks whose tokens the router losses are taken over: the balance loss
+// uses every rank's assignment counts and the token count of all of them, and each rank
+// returns its share of both losses, so the shares (and their gradients) summed over the ranks
+// are the losses of all their tokens together, as if one rank had seen them. `sum` adds a
+// tensor over the ranks in place (a collective: every rank routes the same layers in the same
+// order); without it the losses are this rank's alone. Every rank routes as many tokens.
+struct router_group {
+  std::function<void(torch::Tensor&)> sum;
+  int size = 1;
+};
+
 // Routes by `logits` (T, E), computed in fp32 (or fp64) by the caller.
-routing route(const torch::Tensor& logits, const model_config& c);
+routing route(const torch::Tensor& logits, const model_config& c, const router_group& group = {});
 
 struct moe_output {
   torch::Tensor y;  // (T, hidden)
@@ -47,6 +59,7 @@ class moe_block : public torch::nn::Module {
   explicit moe_block(const model_config& c);
   // x is (T, hidden)
   moe_output forward(const torch::Tensor& x);
+  void set_router_group(router_group group) { group_ = std::move(group); }
 
   torch::nn::Linear gate{nullptr};
   std::vector<std::shared_ptr<swiglu>> experts;
@@ -55,6 +68,7 @@ class moe_block : public torch::nn::Module {
 
  private:
   model_config config_;
+  router_group group_;
 };
 
 }  // namespace muster::engine::model

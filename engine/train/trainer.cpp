@@ -85,6 +85,8 @@ trainer::trainer(const job_config& config, std::unique_ptr<data::document_source
   model_ = std::make_shared<model::transformer>(model::make_model_config(config.model));
   model::init_parameters(*model_, static_cast<std::uint64_t>(t.seed));
   optimizer_ = make_optimizer(*model_, t);
+  if (dp_)
+    model_->set_router_group({[dp = dp_](torch::Tensor& x) { dp->all_reduce_sum(x); }, dp_->size()});
 }
 
 step_result trainer::step() {
@@ -124,8 +126,8 @@ step_result trainer::step() {
   }
   if (dp_) sum_gradients(*dp_, *model_);
   r.loss = sum_over(dp_.get(), loss_sum) / double(std::max<std::int64_t>(label_tokens, 1));
-  r.aux_loss = sum_over(dp_.get(), r.aux_loss) / dp_size;
-  r.z_loss = sum_over(dp_.get(), r.z_loss) / dp_size;
+  r.aux_loss = sum_over(dp_.get(), r.aux_loss);  // each rank's share of the group's losses
+  r.z_loss = sum_over(dp_.get(), r.z_loss);
   r.grad_norm = torch::nn::utils::clip_grad_norm_(
       model_->parameters(), t.grad_clip > 0 ? t.grad_clip : std::numeric_limits<double>::infinity());
   optimizer_->step();

@@ -4,8 +4,8 @@
 // router losses averaged over micro-batches, clips the gradient norm and takes an AdamW step
 // at the schedule's learning rate.
 // Over several ranks it is data parallel without sharding (no_shard): each rank reads its own
-// rows, the label-token count and the gradients are summed over the ranks, and every rank takes
-// the same step; the result equals one rank reading all rows. In fp32 on the CPU. Sharding
+// rows, the label-token count, the router's expert counts and the gradients are summed over the
+// ranks, and every rank takes the same step; the result equals one rank reading all rows. In fp32 on the CPU. Sharding
 // (optim .. optim_grads_params), expert parallelism and bf16 come with engine/parallel/.
 #pragma once
 

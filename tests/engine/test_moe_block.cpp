@@ -120,3 +120,20 @@ TEST_CASE("MoE gradients match central finite differences in fp64", "[moe]") {
     }
   }
 }
+
+TEST_CASE("router losses over a group of ranks: the shares add up to the losses of all tokens",
+          "[moe]") {
+  auto c = tiny_config();
+  torch::manual_seed(6);
+  auto all = torch::randn({8, 4}, torch::kFloat64);
+  auto first = all.narrow(0, 0, 4), second = all.narrow(0, 4, 4);
+  // each "rank" learns the other's expert counts through the group's sum
+  auto counts = [&](const torch::Tensor& logits) {
+    return route(logits, c).tokens_per_expert.to(torch::kFloat64);
+  };
+  auto a = route(first, c, {[&](torch::Tensor& t) { t += counts(second); }, 2});
+  auto b = route(second, c, {[&](torch::Tensor& t) { t += counts(first); }, 2});
+  auto whole = route(all, c);
+  CHECK((a.aux_loss + b.aux_loss).item<double>() == Approx(whole.aux_loss.item<double>()).epsilon(1e-12));
+  CHECK((a.z_loss + b.z_loss).item<double>() == Approx(whole.z_loss.item<double>()).epsilon(1e-12));
+}
