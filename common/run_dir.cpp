@@ -178,6 +178,9 @@ std::filesystem::path run_paths::rank_error_file(std::int64_t rank) const {
 std::filesystem::path run_paths::rank_heartbeat_file(std::int64_t rank) const {
   return rank_file(logs_dir(), rank, ".heartbeat");
 }
+std::filesystem::path run_paths::rank_steps_file(std::int64_t rank) const {
+  return rank_file(logs_dir(), rank, ".steps");
+}
 
 void run_paths::create() const {
   for (const auto& dir : {dir_, logs_dir()}) {

@@ -5,6 +5,7 @@
 //     job.toml               the resolved job config
 //     logs/rank-<N>.log      what rank N wrote to stdout and stderr
 //     logs/rank-<N>.error.json, logs/rank-<N>.heartbeat   its error file and heartbeat file
+//     logs/rank-<N>.steps    its per-step records, which the launcher copies to the run store
 //
 // run_paths computes these paths and creates the tree; it does not open or write any file in
 // it (node_writer and run_reader do, see run_store.hpp and run_reader.hpp).
@@ -56,6 +57,8 @@ class run_paths {
   std::filesystem::path rank_error_file(std::int64_t rank) const;
   // <dir>/logs/rank-<rank>.heartbeat: the rank's MUSTER_HEARTBEAT_FILE. Same check.
   std::filesystem::path rank_heartbeat_file(std::int64_t rank) const;
+  // <dir>/logs/rank-<rank>.steps: the rank's MUSTER_STEPS_FILE (common/step_line.hpp). Same.
+  std::filesystem::path rank_steps_file(std::int64_t rank) const;
 
   // Creates <dir> and <dir>/logs (and missing parents); existing ones are fine. Throws errc::io
   // naming the directory, the system's reason, where creating stopped (a file in the way, a

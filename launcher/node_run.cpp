@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <numeric>
 #include <fstream>
 #include <thread>
 
@@ -17,6 +18,7 @@
 #include "common/run_store.hpp"
 #include "launcher/device_assignment.hpp"
 #include "launcher/run_recorder.hpp"
+#include "launcher/step_collector.hpp"
 #include "launcher/supervisor.hpp"
 #include "launcher/worker_env.hpp"
 
@@ -144,6 +146,7 @@ node_run_result run_node(const node_run_plan& plan, const store::run_paths& path
       who.local_rank = local;
       who.error_file = std::filesystem::absolute(paths.rank_error_file(rank));
       who.heartbeat_file = std::filesystem::absolute(paths.rank_heartbeat_file(rank));
+      who.steps_file = std::filesystem::absolute(paths.rank_steps_file(rank));
       who.gpu = gpus[index];
       // CPU shares only with GPUs, where a rank's CPUs should sit beside its GPU.
       specs.push_back({rank, plan.argv, worker_env(base_env, who),
@@ -168,6 +171,12 @@ node_run_result run_node(const node_run_plan& plan, const store::run_paths& path
   options.heartbeat_path = [&paths](int rank) { return paths.rank_heartbeat_file(rank); };
   options.hang_signal = config.launch.hang_dump ? SIGABRT : SIGTERM;
   options.progress_line = console_is_terminal(plan.console_fd);
+  std::vector<int> ranks(static_cast<std::size_t>(n));
+  std::iota(ranks.begin(), ranks.end(), plan.first_rank);
+  step_collector steps(
+      ranks, [&paths](int rank) { return paths.rank_steps_file(rank); },
+      [&recorder](const std::vector<store::step_record>& batch) { recorder.steps(batch); });
+  options.on_tick = [&steps] { steps.collect(); };
   if (plan.slurm_signals_workers)
     options.workers_got_it = [](pid_t sender) { return process_name(sender) == "slurmstepd"; };
   options.stop_reason = [&]() -> std::string {
@@ -193,6 +202,7 @@ node_run_result run_node(const node_run_plan& plan, const store::run_paths& path
     }
     options.stop_fd = watch ? watch->fd() : -1;
     result = supervise(make_specs(plan.restart_base + round), options);
+    steps.collect();  // what the workers wrote last
     if (watch) watch->stop();
     const bool local = result.first_failure || result.launcher_signal ||
                        (!result.stop_requested && result.exit_code() != 0);

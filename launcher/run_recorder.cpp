@@ -102,6 +102,10 @@ void run_recorder::event(std::optional<int> rank, store::severity level, std::st
   });
 }
 
+void run_recorder::steps(const std::vector<store::step_record>& batch) {
+  write([&] { db_.add_steps(batch); });
+}
+
 void run_recorder::set_state(const std::string& run_id, store::run_state state) {
   write([&] { db_.set_run_state(run_id, state, store::now_ms()); });
 }

@@ -30,6 +30,8 @@ class run_recorder {
   // An event of the run (not of one rank when rank is unset).
   void event(std::optional<int> rank, store::severity level, std::string kind, std::string text);
 
+  // Per-step records of this node's ranks, in one transaction.
+  void steps(const std::vector<store::step_record>& batch);
   // Sets the run's final state.
   void set_state(const std::string& run_id, store::run_state state);
   // The first error writing the store, when there was one.

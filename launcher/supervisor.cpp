@@ -151,6 +151,10 @@ class node_supervisor {
         if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) read_output(*owners[i]);
       if (options_.timeout_hang.count() > 0 && !stopping_) check_heartbeats();
       if (options_.progress_line && !stopping_) update_progress();
+      if (options_.on_tick && clock::now() >= next_tick_) {
+        next_tick_ = clock::now() + kProgressEvery;
+        options_.on_tick();
+      }
       if (kill_at_ && clock::now() >= *kill_at_) {
         kill_at_.reset();
         emit(supervisor_event::kind::killing, -1, -1, SIGKILL, nullptr);
@@ -208,6 +212,7 @@ class node_supervisor {
     }
     if (options_.progress_line && !stopping_ && (!next || next_progress_ < *next))
       next = std::max(next_progress_, clock::now());
+    if (options_.on_tick && (!next || next_tick_ < *next)) next = std::max(next_tick_, clock::now());
     if (drain_until && (!next || *drain_until < *next)) next = drain_until;
     if (!next) return -1;
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*next - clock::now());
@@ -367,6 +372,7 @@ class node_supervisor {
   progress_meter progress_;
   std::string progress_text_;  // the progress line on the console; empty: none drawn
   clock::time_point next_progress_{};
+  clock::time_point next_tick_{};
 };
 
 }  // namespace

@@ -86,6 +86,9 @@ struct supervise_options {
   // (progress_line.hpp), redrawn in place: for a console that is a terminal. Needs
   // heartbeat_path.
   bool progress_line = false;
+  // Called about every 250 ms while workers run (the launcher's periodic work, such as copying
+  // their step records to the store); optional.
+  std::function<void()> on_tick;
   // Stopping from outside (another node's rank failed): when stop_fd (-1 = none) becomes
   // readable, every worker is stopped as after a local first failure (SIGTERM, grace, SIGKILL)
   // and all of them are knock-ons. stop_reason() says why, for the stop_requested event.

@@ -34,6 +34,7 @@ env_map worker_env(const env_map& base, const worker_identity& who) {
   set("MUSTER_LOCAL_RANK", who.local_rank);
   set("MUSTER_WORLD_SIZE", who.world_size);
   set("MUSTER_HEARTBEAT_FILE", who.heartbeat_file.string());
+  if (!who.steps_file.empty()) set("MUSTER_STEPS_FILE", who.steps_file.string());
   if (who.gpu) set("CUDA_VISIBLE_DEVICES", *who.gpu);
   if (env.find("OMP_NUM_THREADS") == env.end())
     set("OMP_NUM_THREADS", std::max(1, who.cpus_on_node / std::max(1, who.local_world_size)));

@@ -8,6 +8,7 @@
 //   when unset: the node's CPUs over its ranks, at least 1, as torchrun sets it to 1)
 //   MUSTER_RUN_DIR, MUSTER_RUN_ID, MUSTER_RANK, MUSTER_LOCAL_RANK, MUSTER_WORLD_SIZE,
 //   MUSTER_HEARTBEAT_FILE (touch it, or write a progress line: heartbeat.hpp),
+//   MUSTER_STEPS_FILE (append a line per step: common/step_line.hpp),
 //   CUDA_VISIBLE_DEVICES (the rank's GPU, when GPUs are known)
 //
 // A pure function of its inputs: no I/O, no getenv. Not here: choosing the GPU
@@ -37,6 +38,7 @@ struct worker_identity {
   std::filesystem::path run_dir;
   std::filesystem::path error_file;     // TORCHELASTIC_ERROR_FILE
   std::filesystem::path heartbeat_file; // MUSTER_HEARTBEAT_FILE
+  std::filesystem::path steps_file;     // MUSTER_STEPS_FILE
   int restart_count = 0;
   int max_restarts = 0;
   int cpus_on_node = 1;                 // for OMP_NUM_THREADS when the user did not set it

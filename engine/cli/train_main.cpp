@@ -4,9 +4,12 @@
 //
 // Without JOB.toml it reads $MUSTER_RUN_DIR/job.toml (the launcher writes the resolved job
 // there). Each step it logs one line, writes its progress line to $MUSTER_HEARTBEAT_FILE (the
-// launcher's hang detection and progress line read it), and on a failure writes the message
+// launcher's hang detection and progress line read it), appends its record to
+// $MUSTER_STEPS_FILE (the launcher copies it to the run store), and on a failure writes the message
 // to $TORCHELASTIC_ERROR_FILE for the launcher to report. Exit codes: 0 done, 1 a failure,
 // 2 bad input.
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +19,7 @@
 #include "common/job_config.hpp"
 #include "common/error.hpp"
 #include "common/heartbeat_line.hpp"
+#include "common/step_line.hpp"
 #include "common/log.hpp"
 #include "engine/train/trainer.hpp"
 
@@ -35,6 +39,22 @@ void beat(const std::string& file, const engine::train::step_result& r, int step
   std::ofstream(temp, std::ios::trunc)
       << format_heartbeat({r.step + 1, steps, r.loss, r.tokens_per_s});
   std::filesystem::rename(temp, file);
+}
+
+// This process's resident memory (the CPU's stand-in for device memory), from /proc.
+std::int64_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  std::int64_t pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return resident * ::sysconf(_SC_PAGESIZE);
+}
+
+// The step's record for the run store, appended to $MUSTER_STEPS_FILE (the launcher copies it).
+void record(std::ofstream& steps, const engine::train::step_result& r) {
+  if (!steps.is_open()) return;
+  steps << format_step_line({0, r.step, r.loss, r.tokens, r.step_time_s, resident_bytes(),
+                             store::now_ms()});
+  steps.flush();
 }
 
 // torchelastic's error file, which the launcher reads back when this rank fails.
@@ -69,9 +89,12 @@ int train(int argc, char** argv) {
                                  world > 1 ? engine::comm::make_world() : nullptr);
   auto logger = log::get("engine");
   const auto heartbeat = env("MUSTER_HEARTBEAT_FILE");
+  std::ofstream steps;
+  if (!env("MUSTER_STEPS_FILE").empty()) steps.open(env("MUSTER_STEPS_FILE"), std::ios::app);
   while (trainer.next_step() < config.train.steps) {
     const auto r = trainer.step();
     beat(heartbeat, r, config.train.steps);
+    record(steps, r);
     logger->info("step {}/{} | loss {:.6f} | aux {:.4f} | z {:.4f} | lr {:.2e} | grad norm {:.3f} | "
                  "{:.0f} tok/s",
                  r.step + 1, config.train.steps, r.loss, r.aux_loss, r.z_loss, r.lr, r.grad_norm,

@@ -6,6 +6,7 @@
 
 #include <sstream>
 
+#include "common/run_reader.hpp"
 #include "tests/support/subprocess.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -55,6 +56,16 @@ TEST_CASE("muster run trains with muster-train and sees its progress", "[train_r
   const auto run = only_dir(dir / "runs");
   CHECK_THAT(muster::test::read_file(run / "logs" / "rank-0.heartbeat"),
              Catch::StartsWith("step=5 steps=5 loss="));
+  // every step reached the run store through the launcher
+  const auto steps = muster::store::run_reader(run).steps();
+  REQUIRE(steps.size() == 5);
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    CHECK(steps[i].rank == 0);
+    CHECK(steps[i].step == static_cast<std::int64_t>(i));
+    CHECK(steps[i].tokens == 2 * 64);
+    CHECK(steps[i].loss > 0);
+    CHECK(steps[i].mem_bytes > 1 << 20);
+  }
 }
 
 TEST_CASE("a job muster-train cannot run yet fails with its reason, reported by the launcher",

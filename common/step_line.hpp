@@ -1,0 +1,26 @@
+// One line per optimizer step that a worker appends to its steps file ($MUSTER_STEPS_FILE);
+// the node's launcher reads new lines as they come and writes them to the run store in
+// batches, so the worker never waits on SQLite:
+//
+//     step=12 loss=3.4021 tokens=512 step_time_s=0.031 mem_bytes=183500800 time_ms=1795...
+//
+// key=value words ending in a newline, in any order; `step` is required, the others default to
+// 0; other keys are ignored. A line without its newline (still being written) is not read yet.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "common/run_store_records.hpp"
+
+namespace muster {
+
+// The line for `s` (its rank is not written: the file is the rank's), newline included.
+std::string format_step_line(const store::step_record& s);
+
+// The record of one complete line (rank left 0), or std::nullopt for a line without a valid
+// step (a malformed line is skipped, never a reason to stop a run).
+std::optional<store::step_record> parse_step_line(std::string_view line);
+
+}  // namespace muster
