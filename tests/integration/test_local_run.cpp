@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "common/run_reader.hpp"
+#include "tests/support/launch_output.hpp"
 #include "tests/support/subprocess.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -41,15 +42,6 @@ std::vector<std::string> run_args(const muster::test::temp_dir& runs, int nproc,
   return args;
 }
 
-// The one run directory under `runs`.
-fs::path run_dir_of(const muster::test::temp_dir& runs) {
-  std::vector<fs::path> dirs;
-  for (const auto& e : fs::directory_iterator(runs.path()))
-    if (e.is_directory()) dirs.push_back(e.path());
-  REQUIRE(dirs.size() == 1);
-  return dirs.front();
-}
-
 // Waits until `done` holds, or fails the test after `limit`.
 template <class F>
 void wait_for(F&& done, std::chrono::milliseconds limit, const char* what) {
@@ -68,7 +60,7 @@ std::vector<pid_t> running_pids(const muster::test::temp_dir& runs, int n) {
         pids.clear();
         if (!fs::exists(runs.path()) || fs::is_empty(runs.path())) return false;
         try {
-          muster::store::run_reader reader(run_dir_of(runs));
+          muster::store::run_reader reader(muster::test::only_run_dir(runs.path()));
           for (const auto& r : reader.ranks())
             if (r.state == muster::store::rank_state::running && r.pid) pids.push_back(static_cast<pid_t>(*r.pid));
         } catch (const std::exception&) {
@@ -95,7 +87,7 @@ TEST_CASE("muster run starts N ranks with torchrun's environment and records the
   auto r = muster::test::run_process(run_args(runs, 4, {"--lines", "2"}, {"launch.tee=all"}));
   INFO("stdout: " << r.out << "\nstderr: " << r.err);
   REQUIRE(r.exit_code == 0);
-  auto dir = run_dir_of(runs);
+  auto dir = muster::test::only_run_dir(runs.path());
   const std::string run_id = dir.filename().string();
   for (int rank = 0; rank < 4; ++rank) {
     auto log = muster::test::read_file(dir / "logs" / ("rank-" + std::to_string(rank) + ".log"));
@@ -132,7 +124,7 @@ TEST_CASE("one rank exiting 3 stops the others within a second and muster exits 
   CHECK_THAT(r.err, Catch::Contains("error file: CUDA out of memory. Tried to allocate 2.00 GiB"));
   CHECK_THAT(r.err, Catch::Contains("[rank 2] rank 2: exiting with 3"));
 
-  muster::store::run_reader reader(run_dir_of(runs));
+  muster::store::run_reader reader(muster::test::only_run_dir(runs.path()));
   CHECK(reader.run()->state == muster::store::run_state::failed);
   for (const auto& rank : reader.ranks()) {
     INFO("rank " << rank.rank);
@@ -165,7 +157,7 @@ TEST_CASE("a rank killed by SIGKILL is recorded as a signal and muster exits 137
                          "60000"}));
   CHECK(r.exit_code == 128 + 9);
   CHECK_THAT(r.err, Catch::Contains("rank 1 failed first (signal 9 (SIGKILL))"));
-  muster::store::run_reader reader(run_dir_of(runs));
+  muster::store::run_reader reader(muster::test::only_run_dir(runs.path()));
   for (const auto& rank : reader.ranks())
     if (rank.rank == 1) {
       CHECK(rank.signal == 9);
@@ -184,7 +176,7 @@ TEST_CASE("a worker ignoring SIGTERM is killed after launch.kill_grace", "[local
   CHECK(r.exit_code == 5);
   CHECK(elapsed >= 1s);
   CHECK(elapsed < 3s);
-  muster::store::run_reader reader(run_dir_of(runs));
+  muster::store::run_reader reader(muster::test::only_run_dir(runs.path()));
   for (const auto& rank : reader.ranks())
     if (rank.rank == 1) CHECK(rank.signal == 9);
   bool killed = false;
@@ -207,7 +199,7 @@ TEST_CASE("SIGUSR1 to the launcher reaches every worker, SIGTERM stops them", "[
   muster::test::temp_dir runs;
   auto child = muster::test::spawn_process(run_args(runs, 3, {"--sleep-ms", "60000"}));
   running_pids(runs, 3);
-  auto dir = run_dir_of(runs);
+  auto dir = muster::test::only_run_dir(runs.path());
   // A worker handles SIGUSR1 once it runs its main(): wait for each one's first line.
   wait_for(
       [&] {
@@ -278,7 +270,7 @@ TEST_CASE("a rank that stops its heartbeat is found hung, named, and fails the j
   CHECK_THAT(r.err, Catch::Contains("muster: rank 1 is hung: SIGABRT sent; last heartbeats: "
                                     "rank 0: "));
   CHECK_THAT(r.err, Catch::Contains("rank 1 failed first (hung (no heartbeat for "));
-  muster::store::run_reader reader(run_dir_of(runs));
+  muster::store::run_reader reader(muster::test::only_run_dir(runs.path()));
   int hangs = 0;
   for (const auto& e : reader.events())
     if (e.kind == "hang") {
@@ -318,7 +310,7 @@ TEST_CASE("launch.max_restarts restarts the ranks in the same run, counting", "[
       runs, 2, {"--only-rank", "1", "--after-ms", "50", "--exit-code", "7"},
       {"launch.max_restarts=2", "launch.tee=none"}));
   CHECK(r.exit_code == 7);
-  auto dir = run_dir_of(runs);
+  auto dir = muster::test::only_run_dir(runs.path());
   auto log = muster::test::read_file(dir / "logs" / "rank-1.log");
   CHECK_THAT(log, Catch::Contains("restart 0\n"));
   CHECK_THAT(log, Catch::Contains("restart 1\n"));
@@ -337,7 +329,7 @@ TEST_CASE("the GPU policy sets the workers' environment and records why", "[loca
        "parallel.tensor=2", "parallel.sequence_parallel=true", "parallel.sharding=no_shard", "--",
        "/usr/bin/env"});
   REQUIRE(r.exit_code == 0);
-  auto dir = run_dir_of(runs);
+  auto dir = muster::test::only_run_dir(runs.path());
   CHECK_THAT(muster::test::read_file(dir / "logs" / "rank-1.log"),
              Catch::Contains("CUDA_DEVICE_MAX_CONNECTIONS=1\n"));
   muster::store::run_reader reader(dir);
@@ -368,7 +360,7 @@ TEST_CASE("a console that goes away does not stop the run", "[local_run]") {
   auto result = muster::test::wait_process(child.pid);
   CHECK(result.signal == 0);
   CHECK(result.exit_code == 0);
-  auto log = muster::test::read_file(run_dir_of(runs) / "logs" / "rank-0.log");
+  auto log = muster::test::read_file(muster::test::only_run_dir(runs.path()) / "logs" / "rank-0.log");
   CHECK_THAT(log, Catch::Contains("rank 0 line 1999\n"));
 }
 

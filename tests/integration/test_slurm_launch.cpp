@@ -95,14 +95,6 @@ std::vector<muster::test::process_result> run_step(std::uint32_t job_id, int nod
   return results;
 }
 
-fs::path only_run_dir(const fs::path& runs) {
-  std::vector<fs::path> dirs;
-  for (const auto& e : fs::directory_iterator(runs))
-    if (e.is_directory()) dirs.push_back(e.path());
-  REQUIRE(dirs.size() == 1);
-  return dirs.front();
-}
-
 // The run directory under `runs` once each of `ranks` ranks has written to its log (runs);
 // fails the test after 10 s.
 fs::path wait_for_ranks(const fs::path& runs, int ranks) {
@@ -111,7 +103,7 @@ fs::path wait_for_ranks(const fs::path& runs, int ranks) {
     REQUIRE(clock_type::now() < end);
     std::this_thread::sleep_for(20ms);
     if (!fs::exists(runs) || fs::is_empty(runs)) continue;
-    const auto dir = only_run_dir(runs);
+    const auto dir = muster::test::only_run_dir(runs);
     int started = 0;
     for (int rank = 0; rank < ranks; ++rank) {
       auto log = dir / "logs" / ("rank-" + std::to_string(rank) + ".log");
@@ -132,7 +124,7 @@ TEST_CASE("two nodes rendezvous through node 0 and start 4 ranks with global ran
     INFO("stderr: " << r.err);
     CHECK(r.exit_code == 0);
   }
-  auto dir = only_run_dir(runs.path());
+  auto dir = muster::test::only_run_dir(runs.path());
   CHECK(dir.filename() == "muster-job-" + std::to_string(job));
   std::set<int> ports;
   for (int rank = 0; rank < 4; ++rank) {
@@ -179,7 +171,7 @@ TEST_CASE("a rank failing on node 1 stops node 0's ranks within a second; both e
   CHECK_THAT(results[0].err, Catch::Contains("rank 3 on gpu-a02 failed first: exit code 3; error "
                                              "file: NCCL timeout; 2 rank(s) of this node stopped"));
   CHECK_THAT(results[1].err, Catch::Contains("rank 3 failed first (exit code 3)"));
-  muster::store::run_reader reader(only_run_dir(runs.path()));
+  muster::store::run_reader reader(muster::test::only_run_dir(runs.path()));
   auto events = reader.events();
   CHECK(has_event(events, "first_failure", "rank 3 on gpu-a02"));
   CHECK(has_event(events, "first_failure_elsewhere", "rank 3 on gpu-a02 failed first"));
@@ -225,10 +217,10 @@ TEST_CASE("without a shared run directory node 1 finds the store on the derived 
     INFO("stderr: " << r.err);
     CHECK(r.exit_code == 0);
   }
-  muster::store::run_reader node1(only_run_dir(runs1.path()));
+  muster::store::run_reader node1(muster::test::only_run_dir(runs1.path()));
   CHECK(node1.hosts() == std::vector<std::string>{"gpu-a02"});
   CHECK(has_event(node1.events(), "rendezvous", "(derived port"));
-  muster::store::run_reader node0(only_run_dir(runs0.path()));
+  muster::store::run_reader node0(muster::test::only_run_dir(runs0.path()));
   CHECK(has_event(node0.events(), "rendezvous", "2 nodes met through the store on 127.0.0.1:"));
 }
 
@@ -244,7 +236,7 @@ TEST_CASE("launch.max_restarts restarts every node together", "[launch]") {
     CHECK(r.exit_code == 7);
     CHECK_THAT(r.err, Catch::Contains("restarting the ranks (1 of 1)"));
   }
-  auto dir = only_run_dir(runs.path());
+  auto dir = muster::test::only_run_dir(runs.path());
   // rank 3's log holds both starts: restart 0, then restart 1
   auto lines = contract_lines(muster::test::read_file(dir / "logs" / "rank-3.log"));
   REQUIRE(lines.size() == 2);
@@ -331,7 +323,7 @@ TEST_CASE("one srun task per rank: each task execs its worker as that rank", "[l
     ports.insert(lines[0].port);
   }
   CHECK(ports.size() == 1);
-  muster::store::run_reader reader(only_run_dir(runs.path()));
+  muster::store::run_reader reader(muster::test::only_run_dir(runs.path()));
   CHECK(reader.ranks().size() == 4);
   CHECK(has_event(reader.events(), "exec", "rank 3 on gpu-a02 execs"));
 }

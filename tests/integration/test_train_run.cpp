@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "common/run_reader.hpp"
+#include "tests/support/launch_output.hpp"
 #include "tests/support/subprocess.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -34,14 +35,6 @@ steps = 5
 precision = "fp32"
 )";
 
-fs::path only_dir(const fs::path& runs) {
-  std::vector<fs::path> dirs;
-  for (const auto& e : fs::directory_iterator(runs))
-    if (e.is_directory()) dirs.push_back(e.path());
-  REQUIRE(dirs.size() == 1);
-  return dirs.front();
-}
-
 }  // namespace
 
 TEST_CASE("muster run trains with muster-train and sees its progress", "[train_run]") {
@@ -53,7 +46,7 @@ TEST_CASE("muster run trains with muster-train and sees its progress", "[train_r
   INFO("stdout: " << r.out << "\nstderr: " << r.err);
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.out, Catch::Contains("[rank 0] ") && Catch::Contains("step 5/5 | loss "));
-  const auto run = only_dir(dir / "runs");
+  const auto run = muster::test::only_run_dir(dir / "runs");
   CHECK_THAT(muster::test::read_file(run / "logs" / "rank-0.heartbeat"),
              Catch::StartsWith("step=5 steps=5 loss="));
   // every step reached the run store through the launcher
@@ -85,7 +78,7 @@ TEST_CASE("a job muster-train cannot run yet fails with its reason, reported by 
 // The loss of every step rank 0 logged ("step 3/20 | loss 4.123456 | ...").
 std::vector<double> logged_losses(const fs::path& runs) {
   std::vector<double> losses;
-  std::istringstream log(muster::test::read_file(only_dir(runs) / "logs" / "rank-0.log"));
+  std::istringstream log(muster::test::read_file(muster::test::only_run_dir(runs) / "logs" / "rank-0.log"));
   for (std::string line; std::getline(log, line);)
     if (auto at = line.find("| loss "); at != std::string::npos)
       losses.push_back(std::stod(line.substr(at + 7)));

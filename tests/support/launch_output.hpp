@@ -1,8 +1,10 @@
 // Reading what launched workers and launchers left behind, for the launcher's integration
-// tests: muster-test-worker's contract line, and events in a run store.
+// tests: the run directory, muster-test-worker's contract line, and events in a run store.
 #pragma once
 
 #include <cstdio>
+#include <filesystem>
+#include <stdexcept>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -10,6 +12,18 @@
 #include "common/run_store_records.hpp"
 
 namespace muster::test {
+
+// The one run directory under `runs` (a test's launcher made exactly one). Throws
+// std::runtime_error listing what is there otherwise.
+inline std::filesystem::path only_run_dir(const std::filesystem::path& runs) {
+  std::vector<std::filesystem::path> dirs;
+  for (const auto& e : std::filesystem::directory_iterator(runs))
+    if (e.is_directory()) dirs.push_back(e.path());
+  if (dirs.size() != 1)
+    throw std::runtime_error(std::to_string(dirs.size()) + " run directories under " +
+                             runs.string() + ", expected 1");
+  return dirs.front();
+}
 
 // muster-test-worker's first line: "rank R of W (local L of N, node G) master 127.0.0.1:P run
 // ID restart K".
