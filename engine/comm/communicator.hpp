@@ -8,8 +8,9 @@
 // with one c10d-style line naming the rank, the group, the op, its sequence number, its bytes,
 // the limit, and the ranks that never reached that sequence number:
 //   [rank 1/2 group world] all_reduce seq=7 bytes=4096 timed out after 2000 ms; not arrived: rank 0 (at seq 6)
-// Tensors are contiguous and on the CPU; bf16 travels as fp32 (Gloo in LibTorch 1.13 has no
-// bf16) and comes back as bf16.
+// After such an error the group is broken: end the rank (its destructor does not wait for the
+// peers that never came). Tensors are contiguous and on the CPU; bf16 travels as fp32 (Gloo in
+// LibTorch 1.13 has no bf16) and comes back as bf16.
 #pragma once
 
 #include <chrono>
@@ -55,7 +56,10 @@ std::vector<std::int64_t> exchange_counts(communicator& comm,
                                           const std::vector<std::int64_t>& send_counts);
 
 struct world_options {
-  std::chrono::milliseconds timeout{600000};  // every collective, and the first connection
+  std::chrono::milliseconds timeout{600000};          // every collective
+  std::chrono::milliseconds connect_timeout{300000};  // all ranks reaching the store and
+                                                      // connecting to each other (a rank's
+                                                      // start may lag the others' by seconds)
 };
 
 // The group of every rank of the job, from torchrun's environment (RANK, WORLD_SIZE,

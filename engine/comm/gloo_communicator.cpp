@@ -29,18 +29,28 @@ torch::Tensor on_wire(const torch::Tensor& t) {
 class gloo_group final : public communicator {
  public:
   gloo_group(c10::intrusive_ptr<c10d::Store> root, std::string name, std::vector<int> members,
-             int world_rank, std::chrono::milliseconds timeout)
+             int world_rank, const world_options& times)
       : root_(std::move(root)), name_(std::move(name)), members_(std::move(members)),
-        world_rank_(world_rank), timeout_(timeout) {
+        world_rank_(world_rank), times_(times), timeout_(times.timeout) {
     rank_ = static_cast<int>(std::find(members_.begin(), members_.end(), world_rank) -
                              members_.begin());
     MUSTER_CHECK(rank_ < static_cast<int>(members_.size()), errc::internal,
                  "rank {} is not a member of group {}", world_rank, name_);
     store_ = c10::make_intrusive<c10d::PrefixStore>("muster/" + name_, root_);
-    auto options = c10d::ProcessGroupGloo::Options::create(timeout);
+    // Connecting the group waits for every member (connect_timeout); each collective then
+    // carries its own, shorter limit in its options.
+    auto options = c10d::ProcessGroupGloo::Options::create(times.connect_timeout);
     options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
     group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, rank_, size(), options);
   }
+
+  // A group whose collective failed may still have a Gloo thread blocked on a peer that never
+  // comes; destroying it would wait for that thread. It is left to the process's exit.
+  ~gloo_group() override {
+    if (broken_) (void)group_.release();
+  }
+  gloo_group(const gloo_group&) = delete;
+  gloo_group& operator=(const gloo_group&) = delete;
 
   int rank() const override { return rank_; }
   int size() const override { return static_cast<int>(members_.size()); }
@@ -48,11 +58,13 @@ class gloo_group final : public communicator {
   std::int64_t sequence() const override { return sequence_; }
   const c10::intrusive_ptr<c10d::Store>& root() const { return root_; }
   int world_rank() const { return world_rank_; }
-  std::chrono::milliseconds timeout() const { return timeout_; }
+  const world_options& times() const { return times_; }
 
   void all_reduce_sum(torch::Tensor& t) override {
     std::vector<torch::Tensor> wire{on_wire(t)};
-    run("all_reduce", wire[0], [&] { return group_->allreduce(wire); });
+    c10d::AllreduceOptions options;
+    options.timeout = timeout_;
+    run("all_reduce", wire[0], [&] { return group_->allreduce(wire, options); });
     if (!wire[0].is_same(t)) t.copy_(wire[0]);
   }
 
@@ -60,7 +72,9 @@ class gloo_group final : public communicator {
     std::vector<torch::Tensor> in{on_wire(shard).reshape({-1})};
     std::vector<std::vector<torch::Tensor>> out(1);
     for (int r = 0; r < size(); ++r) out[0].push_back(torch::empty_like(in[0]));
-    run("all_gather", in[0], [&] { return group_->allgather(out, in); });
+    c10d::AllgatherOptions options;
+    options.timeout = timeout_;
+    run("all_gather", in[0], [&] { return group_->allgather(out, in, options); });
     return torch::cat(out[0]).to(shard.scalar_type());
   }
 
@@ -70,7 +84,10 @@ class gloo_group final : public communicator {
                  "reduce_scatter of {} elements over {} ranks", in.numel(), size());
     auto out = torch::empty_like(in);
     std::vector<std::int64_t> equal;  // empty: equal splits
-    run("reduce_scatter", in, [&] { return group_->alltoall_base(out, in, equal, equal); });
+    c10d::AllToAllOptions options;
+    options.timeout = timeout_;
+    run("reduce_scatter", in,
+        [&] { return group_->alltoall_base(out, in, equal, equal, options); });
     return out.view({size(), -1}).sum(0).to(full.scalar_type());
   }
 
@@ -87,7 +104,9 @@ class gloo_group final : public communicator {
     shape[0] = std::accumulate(recv_rows.begin(), recv_rows.end(), std::int64_t(0));
     auto out = torch::empty(shape, in.options());
     auto sends = send_rows, recvs = recv_rows;
-    run("all_to_all", in, [&] { return group_->alltoall_base(out, in, recvs, sends); });
+    c10d::AllToAllOptions options;
+    options.timeout = timeout_;
+    run("all_to_all", in, [&] { return group_->alltoall_base(out, in, recvs, sends, options); });
     return out.to(input.scalar_type());
   }
 
@@ -95,12 +114,15 @@ class gloo_group final : public communicator {
     std::vector<torch::Tensor> wire{on_wire(t)};
     c10d::BroadcastOptions options;
     options.rootRank = root;
+    options.timeout = timeout_;
     run("broadcast", wire[0], [&] { return group_->broadcast(wire, options); });
     if (!wire[0].is_same(t)) t.copy_(wire[0]);
   }
 
   void barrier() override {
-    run("barrier", torch::Tensor(), [&] { return group_->barrier(); });
+    c10d::BarrierOptions options;
+    options.timeout = timeout_;
+    run("barrier", torch::Tensor(), [&] { return group_->barrier(options); });
   }
 
  private:
@@ -112,6 +134,7 @@ class gloo_group final : public communicator {
       store_->set(fmt::format("seq/{}", rank_), bytes_of(std::to_string(seq)));
       issue()->wait(timeout_);
     } catch (const std::exception& e) {
+      broken_ = true;
       MUSTER_THROW(errc::comm, "[rank {}/{} group {}] {} seq={} bytes={} failed after at most {} ms; "
                    "not arrived: {} ({})",
                    rank_, size(), name_, op, seq, bytes, timeout_.count(), laggards(seq),
@@ -148,8 +171,10 @@ class gloo_group final : public communicator {
   std::vector<int> members_;
   int world_rank_ = 0;
   int rank_ = 0;
+  world_options times_;
   std::chrono::milliseconds timeout_;
   std::int64_t sequence_ = 0;
+  bool broken_ = false;
 };
 
 int env_int(const char* name) {
@@ -184,7 +209,7 @@ std::shared_ptr<communicator> make_world(const world_options& options) {
   store_options.isServer = rank == 0;
   store_options.numWorkers = world;
   store_options.waitWorkers = false;
-  store_options.timeout = options.timeout;
+  store_options.timeout = options.connect_timeout;
   c10::intrusive_ptr<c10d::Store> store;
   try {
     store = c10::make_intrusive<c10d::TCPStore>(addr, store_options);
@@ -194,7 +219,7 @@ std::shared_ptr<communicator> make_world(const world_options& options) {
   }
   std::vector<int> all(static_cast<std::size_t>(world));
   std::iota(all.begin(), all.end(), 0);
-  return std::make_shared<gloo_group>(store, "world", all, rank, options.timeout);
+  return std::make_shared<gloo_group>(store, "world", all, rank, options);
 }
 
 std::shared_ptr<communicator> make_group(communicator& world, const std::string& name,
@@ -203,7 +228,7 @@ std::shared_ptr<communicator> make_group(communicator& world, const std::string&
   MUSTER_CHECK(gloo && gloo->name() == "world", errc::internal,
                "make_group({}) needs the world group", name);
   return std::make_shared<gloo_group>(gloo->root(), name, ranks, gloo->world_rank(),
-                                      gloo->timeout());
+                                      gloo->times());
 }
 
 }  // namespace muster::engine::comm

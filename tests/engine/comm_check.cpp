@@ -78,7 +78,9 @@ int main(int argc, char** argv) {
     else if (a == "--timeout-ms") timeout_ms = std::atol(argv[i + 1]);
   }
   try {
-    auto world = make_world({std::chrono::milliseconds(timeout_ms)});
+    world_options times;
+    times.timeout = std::chrono::milliseconds(timeout_ms);
+    auto world = make_world(times);
     check_all(*world, stall_rank);
     if (failures) return 1;
     std::printf("comm_check: rank %d: all collectives correct\n", world->rank());

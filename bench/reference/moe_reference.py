@@ -1,0 +1,197 @@
+#!/usr/bin/python3
+"""The model muster-train trains, written in eager PyTorch (Debian's python3-torch 1.13), for
+bench/compare_train.sh: the same decoder (RMSNorm, rotary GQA attention with q/k norms, SwiGLU,
+MoE blocks with a softmax top-k router, load-balancing loss, per-expert dispatch), the same loss
+per label token, AdamW, clipping, on rows of the same width from the same text files.
+
+    moe_reference.py --layers 4 --hidden 256 ... --steps 20 --threads 2 [--data DIR]
+
+Prints one line per step: "step N tok/s X loss Y". Not a copy of muster's code: a reference
+an ML engineer would write in Python, to measure muster against.
+"""
+import argparse
+import math
+import os
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x):
+        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
+
+
+def rotary(positions, head_dim, theta=10000.0):
+    inv = theta ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+    angles = positions.double().unsqueeze(-1) * inv
+    angles = torch.cat([angles, angles], -1)
+    return angles.cos().float(), angles.sin().float()
+
+
+def apply_rotary(x, cos, sin):
+    half = x.shape[-1] // 2
+    rotated = torch.cat([-x[..., half:], x[..., :half]], -1)
+    return x * cos.unsqueeze(1) + rotated * sin.unsqueeze(1)
+
+
+class Attention(nn.Module):
+    def __init__(self, a):
+        super().__init__()
+        self.heads, self.kv, self.hd = a.heads, a.kv_heads, a.hidden // a.heads
+        self.q_proj = nn.Linear(a.hidden, self.heads * self.hd, bias=False)
+        self.k_proj = nn.Linear(a.hidden, self.kv * self.hd, bias=False)
+        self.v_proj = nn.Linear(a.hidden, self.kv * self.hd, bias=False)
+        self.o_proj = nn.Linear(self.heads * self.hd, a.hidden, bias=False)
+        self.q_norm, self.k_norm = RMSNorm(self.hd), RMSNorm(self.hd)
+
+    def forward(self, x, cos, sin, mask):
+        b, s, _ = x.shape
+        q = self.q_norm(self.q_proj(x).view(b, s, self.heads, self.hd).transpose(1, 2))
+        k = self.k_norm(self.k_proj(x).view(b, s, self.kv, self.hd).transpose(1, 2))
+        v = self.v_proj(x).view(b, s, self.kv, self.hd).transpose(1, 2)
+        q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        group = self.heads // self.kv
+        k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.hd)
+        probs = torch.softmax(scores.masked_fill(~mask, float("-inf")), -1)
+        return self.o_proj((probs @ v).transpose(1, 2).reshape(b, s, -1))
+
+
+class SwiGLU(nn.Module):
+    def __init__(self, hidden, ffn):
+        super().__init__()
+        self.gate_proj = nn.Linear(hidden, ffn, bias=False)
+        self.up_proj = nn.Linear(hidden, ffn, bias=False)
+        self.down_proj = nn.Linear(ffn, hidden, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class MoE(nn.Module):
+    def __init__(self, a):
+        super().__init__()
+        self.topk, self.num_experts, self.coeff = a.topk, a.experts, a.aux_coeff
+        self.gate = nn.Linear(a.hidden, a.experts, bias=False)
+        self.experts = nn.ModuleList(SwiGLU(a.hidden, a.moe_ffn) for _ in range(a.experts))
+
+    def forward(self, x):
+        t = x.shape[0]
+        probs = torch.softmax(self.gate(x), -1)
+        top, chosen = probs.topk(self.topk, -1)
+        top = top / top.sum(-1, keepdim=True)
+        counts = torch.bincount(chosen.flatten(), minlength=self.num_experts)
+        aux = (probs.sum(0) * counts).sum() * (self.coeff * self.num_experts / (t * t * self.topk))
+        out = torch.zeros_like(x)
+        flat = chosen.flatten()
+        order = flat.argsort(stable=True)
+        token = torch.arange(t).repeat_interleave(self.topk)[order]
+        weight = top.flatten()[order]
+        begin = 0
+        for e, n in enumerate(counts.tolist()):
+            if n == 0:
+                continue
+            idx = token[begin:begin + n]
+            out.index_add_(0, idx, self.experts[e](x[idx]) * weight[begin:begin + n, None])
+            begin += n
+        return out, aux
+
+
+class Layer(nn.Module):
+    def __init__(self, a, moe):
+        super().__init__()
+        self.input_layernorm, self.post_attention_layernorm = RMSNorm(a.hidden), RMSNorm(a.hidden)
+        self.self_attn = Attention(a)
+        self.mlp = MoE(a) if moe else SwiGLU(a.hidden, a.ffn)
+
+    def forward(self, x, cos, sin, mask):
+        h = x + self.self_attn(self.input_layernorm(x), cos, sin, mask)
+        n = self.post_attention_layernorm(h)
+        if isinstance(self.mlp, MoE):
+            y, aux = self.mlp(n.reshape(-1, n.shape[-1]))
+            return h + y.view_as(n), aux
+        return h + self.mlp(n), torch.zeros(())
+
+
+class Model(nn.Module):
+    def __init__(self, a):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(256, a.hidden)
+        self.layers = nn.ModuleList(Layer(a, i >= a.first_dense) for i in range(a.layers))
+        self.norm = RMSNorm(a.hidden)
+        self.lm_head = nn.Linear(a.hidden, 256, bias=False)
+        self.head_dim = a.hidden // a.heads
+        for name, p in self.named_parameters():
+            if not name.endswith("norm.weight"):
+                nn.init.normal_(p, 0.0, 0.02)
+
+    def forward(self, tokens):
+        b, s = tokens.shape
+        positions = torch.arange(s).expand(b, s)
+        cos, sin = rotary(positions, self.head_dim)
+        mask = torch.ones(s, s, dtype=torch.bool).tril().expand(b, 1, s, s)
+        x, aux = self.embed_tokens(tokens), torch.zeros(())
+        for layer in self.layers:
+            x, a = layer(x, cos, sin, mask)
+            aux = aux + a
+        return self.lm_head(self.norm(x)), aux
+
+
+def rows_of(folder, width):
+    data = bytearray()
+    for root, _, files in sorted(os.walk(folder)):
+        for f in sorted(files):
+            with open(os.path.join(root, f), "rb") as fh:
+                data += fh.read()
+    t = torch.tensor(list(data), dtype=torch.int64)
+    n = t.numel() // width
+    return t[: n * width].view(n, width)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    for name, default in [("layers", 4), ("hidden", 256), ("ffn", 1024), ("heads", 8),
+                          ("kv_heads", 4), ("experts", 8), ("moe_ffn", 256), ("topk", 2),
+                          ("first_dense", 1), ("seq", 256), ("micro", 4), ("steps", 20),
+                          ("threads", 1)]:
+        p.add_argument("--" + name, type=int, default=default)
+    p.add_argument("--aux_coeff", type=float, default=1e-3)
+    p.add_argument("--lr", type=float, default=3e-4)
+    p.add_argument("--data", default="/usr/share/common-licenses")
+    a = p.parse_args()
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(1234)
+    model = Model(a)
+    decay = [p for n, p in model.named_parameters() if not n.endswith("norm.weight")]
+    plain = [p for n, p in model.named_parameters() if n.endswith("norm.weight")]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
+                             {"params": plain, "weight_decay": 0.0}], lr=a.lr, betas=(0.9, 0.95))
+    rows = rows_of(a.data, a.seq)
+    for step in range(a.steps):
+        start = time.perf_counter()
+        batch = rows[(step * a.micro) % (rows.shape[0] - a.micro):][: a.micro]
+        labels = torch.roll(batch, -1, 1)
+        labels[:, -1] = -100
+        logits, aux = model(batch)
+        lm = F.cross_entropy(logits.reshape(-1, 256), labels.reshape(-1), ignore_index=-100,
+                             reduction="sum")
+        loss = lm / (labels >= 0).sum() + aux
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        elapsed = time.perf_counter() - start
+        print(f"step {step + 1} tok/s {batch.numel() / elapsed:.0f} loss "
+              f"{(lm / (labels >= 0).sum()).item():.4f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
