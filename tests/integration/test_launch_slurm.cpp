@@ -175,12 +175,7 @@ TEST_CASE("srun -N2 with one task per node: muster launch starts 4 ranks with gl
     INFO("rank " << rank);
     auto lines = contract_lines(muster::test::read_file(rank_log(dir, rank)));
     REQUIRE(lines.size() == 1);
-    CHECK(lines[0].rank == rank);
-    CHECK(lines[0].world == 4);
-    CHECK(lines[0].local == rank % 2);
-    CHECK(lines[0].local_world == 2);
-    CHECK(lines[0].node == rank / 2);
-    CHECK(lines[0].restart == 0);
+    CHECK(lines[0] == muster::test::two_nodes_of_two(rank, lines[0].port));
     ports.insert(lines[0].port);
   }
   CHECK(ports.size() == 1);

@@ -131,11 +131,7 @@ TEST_CASE("two nodes rendezvous through node 0 and start 4 ranks with global ran
     auto lines =
         contract_lines(muster::test::read_file(dir / "logs" / ("rank-" + std::to_string(rank) + ".log")));
     REQUIRE(lines.size() == 1);
-    CHECK(lines[0].rank == rank);
-    CHECK(lines[0].world == 4);
-    CHECK(lines[0].local == rank % 2);
-    CHECK(lines[0].local_world == 2);
-    CHECK(lines[0].node == rank / 2);
+    CHECK(lines[0] == muster::test::two_nodes_of_two(rank, lines[0].port));
     ports.insert(lines[0].port);
   }
   CHECK(ports.size() == 1);  // every rank has the same MASTER_PORT
@@ -315,11 +311,7 @@ TEST_CASE("one srun task per rank: each task execs its worker as that rank", "[l
     CHECK(r.exit_code == 0);
     auto lines = contract_lines(r.out);  // the worker itself wrote to srun's stdout
     REQUIRE(lines.size() == 1);
-    CHECK(lines[0].rank == task);
-    CHECK(lines[0].world == 4);
-    CHECK(lines[0].local == task % 2);
-    CHECK(lines[0].local_world == 2);
-    CHECK(lines[0].node == task / 2);
+    CHECK(lines[0] == muster::test::two_nodes_of_two(task, lines[0].port));
     ports.insert(lines[0].port);
   }
   CHECK(ports.size() == 1);

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <ostream>
 #include <stdexcept>
 #include <sstream>
 #include <string>
@@ -29,7 +30,20 @@ inline std::filesystem::path only_run_dir(const std::filesystem::path& runs) {
 // ID restart K".
 struct contract_line {
   int rank = 0, world = 0, local = 0, local_world = 0, node = 0, port = 0, restart = 0;
+  bool operator==(const contract_line&) const = default;
 };
+
+// For Catch's messages: "rank 3 of 4 (local 1 of 2, node 1) port 29500 restart 0".
+inline std::ostream& operator<<(std::ostream& out, const contract_line& c) {
+  return out << "rank " << c.rank << " of " << c.world << " (local " << c.local << " of "
+             << c.local_world << ", node " << c.node << ") port " << c.port << " restart "
+             << c.restart;
+}
+
+// What rank `rank` of 2 nodes x 2 ranks must have been told, on MASTER_PORT `port`.
+inline contract_line two_nodes_of_two(int rank, int port) {
+  return {rank, 4, rank % 2, 2, rank / 2, port, 0};
+}
 
 // Every contract line in `text` (a log or a captured stdout), in order.
 inline std::vector<contract_line> contract_lines(const std::string& text) {
