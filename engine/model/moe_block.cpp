@@ -79,10 +79,12 @@ moe_output moe_block::forward(const torch::Tensor& x) {
                       .repeat_interleave(k)
                       .index_select(0, order);
   auto weight_of = out.how.weights.reshape({-1}).index_select(0, order).to(x.scalar_type());
-  auto counts = out.how.tokens_per_expert.to(torch::kCPU);
+  // The experts' token counts, read on the host once (not one item() per expert).
+  const auto counts_tensor = out.how.tokens_per_expert.to(torch::kCPU).contiguous();
+  const auto* counts = counts_tensor.data_ptr<std::int64_t>();
   std::int64_t begin = 0;
   for (std::int64_t e = 0; e < num_experts; ++e) {
-    const auto n = counts[e].item<std::int64_t>();
+    const auto n = counts[e];
     if (n == 0) continue;
     auto tokens = token_of.narrow(0, begin, n);
     auto y = experts[static_cast<std::size_t>(e)]->forward(x.index_select(0, tokens));

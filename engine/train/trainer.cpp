@@ -29,12 +29,13 @@ std::unique_ptr<torch::optim::AdamW> make_optimizer(torch::nn::Module& m, const 
   return std::make_unique<torch::optim::AdamW>(std::move(groups));
 }
 
-// The sum over the data-parallel group of one number (itself without a group).
-double sum_over(comm::communicator* dp, double local) {
+// The sums over the data-parallel group of a few numbers, in one collective (the numbers
+// themselves without a group).
+std::vector<double> sum_over(comm::communicator* dp, std::vector<double> local) {
   if (!dp) return local;
-  auto t = torch::tensor({local}, torch::kFloat64);
+  auto t = torch::tensor(local, torch::kFloat64);
   dp->all_reduce_sum(t);
-  return t.item<double>();
+  return {t.data_ptr<double>(), t.data_ptr<double>() + t.numel()};
 }
 
 // Every gradient summed over the group, in one flat buffer (a parameter without a gradient,
@@ -111,7 +112,7 @@ step_result trainer::step() {
     label_tokens += micro.back().num_label_tokens;
     r.tokens += micro.back().num_tokens;
   }
-  label_tokens = static_cast<std::int64_t>(sum_over(dp_.get(), double(label_tokens)));
+  label_tokens = static_cast<std::int64_t>(sum_over(dp_.get(), {double(label_tokens)})[0]);
   optimizer_->zero_grad();
   double loss_sum = 0;
   for (auto& b : micro) {
@@ -125,9 +126,11 @@ step_result trainer::step() {
     r.z_loss += out.losses.z.item<double>() / t.grad_accum_steps;
   }
   if (dp_) sum_gradients(*dp_, *model_);
-  r.loss = sum_over(dp_.get(), loss_sum) / double(std::max<std::int64_t>(label_tokens, 1));
-  r.aux_loss = sum_over(dp_.get(), r.aux_loss);  // each rank's share of the group's losses
-  r.z_loss = sum_over(dp_.get(), r.z_loss);
+  // The router losses are each rank's share of the group's: their sums are the group's.
+  const auto sums = sum_over(dp_.get(), {loss_sum, r.aux_loss, r.z_loss});
+  r.loss = sums[0] / double(std::max<std::int64_t>(label_tokens, 1));
+  r.aux_loss = sums[1];
+  r.z_loss = sums[2];
   r.grad_norm = torch::nn::utils::clip_grad_norm_(
       model_->parameters(), t.grad_clip > 0 ? t.grad_clip : std::numeric_limits<double>::infinity());
   optimizer_->step();
