@@ -88,6 +88,9 @@ int train(int argc, char** argv) {
   engine::train::trainer trainer(config, std::move(documents),
                                  world > 1 ? engine::comm::make_world() : nullptr);
   auto logger = log::get("engine");
+  const auto held = trainer.held();
+  logger->info("held by this rank ({}): params {} B | grads {} B | optimizer {} B",
+               config.parallel.sharding, held.params, held.grads, held.optimizer);
   const auto heartbeat = env("MUSTER_HEARTBEAT_FILE");
   std::ofstream steps;
   if (!env("MUSTER_STEPS_FILE").empty()) steps.open(env("MUSTER_STEPS_FILE"), std::ios::app);
@@ -100,6 +103,8 @@ int train(int argc, char** argv) {
                  r.step + 1, config.train.steps, r.loss, r.aux_loss, r.z_loss, r.lr, r.grad_norm,
                  r.tokens_per_s);
   }
+  logger->info("gathered at once: at most {} B of parameters and whole gradients",
+               trainer.peak_transient_bytes());
   return 0;
 }
 

@@ -41,19 +41,29 @@ transformer::transformer(const model_config& c) : config_(c) {
         torch::nn::Linear(torch::nn::LinearOptions(c.hidden_size, c.vocab_size).bias(false)));
 }
 
+torch::Tensor transformer::embed(const torch::Tensor& tokens) { return embed_tokens(tokens); }
+
+transformer::batch_context transformer::context(const torch::Tensor& positions,
+                                                const torch::Tensor& segments,
+                                                torch::ScalarType dtype) const {
+  return {make_rotary(positions, config_.head_dim, config_.rope_theta, dtype),
+          attention_mask(segments)};
+}
+
+torch::Tensor transformer::head(const torch::Tensor& x) {
+  auto normed = norm->forward(x);
+  return lm_head ? lm_head(normed) : torch::nn::functional::linear(normed, embed_tokens->weight);
+}
+
 transformer_output transformer::forward(const torch::Tensor& tokens,
                                         const torch::Tensor& positions,
                                         const torch::Tensor& segments) {
-  auto x = embed_tokens(tokens);
-  const auto rope = make_rotary(positions, config_.head_dim, config_.rope_theta,
-                                x.scalar_type());
-  const auto mask = attention_mask(segments);
+  auto x = embed(tokens);
+  const auto ctx = context(positions, segments, x.scalar_type());
   auto zero = torch::zeros({}, x.options().dtype(torch::kFloat32));
   transformer_output out{{}, {zero, zero}};
-  for (auto& layer : layers) x = layer->forward(x, rope, mask, out.losses);
-  x = norm->forward(x);
-  out.logits = lm_head ? lm_head(x)
-                       : torch::nn::functional::linear(x, embed_tokens->weight);
+  for (auto& layer : layers) x = layer->forward(x, ctx.rope, ctx.mask, out.losses);
+  out.logits = head(x);
   return out;
 }
 

@@ -51,6 +51,17 @@ class transformer : public torch::nn::Module {
   explicit transformer(const model_config& c);
   transformer_output forward(const torch::Tensor& tokens, const torch::Tensor& positions,
                              const torch::Tensor& segments);
+  // The pieces forward() is made of, for a caller that runs the layers itself (sharding,
+  // engine/parallel/): the embedding lookup; the rotary tables and attention mask of a batch;
+  // the final norm and the output head.
+  torch::Tensor embed(const torch::Tensor& tokens);
+  struct batch_context {
+    rotary_tables rope;
+    torch::Tensor mask;
+  };
+  batch_context context(const torch::Tensor& positions, const torch::Tensor& segments,
+                        torch::ScalarType dtype) const;
+  torch::Tensor head(const torch::Tensor& x);
   const model_config& config() const { return config_; }
   // The ranks every MoE layer takes its router losses over (moe_block.hpp).
   void set_router_group(const router_group& group);

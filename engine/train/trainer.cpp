@@ -11,24 +11,6 @@
 namespace muster::engine::train {
 namespace {
 
-bool no_decay(const std::string& name) {
-  return name.ends_with("norm.weight") || name.ends_with(".bias");
-}
-
-std::unique_ptr<torch::optim::AdamW> make_optimizer(torch::nn::Module& m, const train_section& t) {
-  std::vector<torch::Tensor> decay, plain;
-  for (auto& p : m.named_parameters()) (no_decay(p.key()) ? plain : decay).push_back(p.value());
-  auto options = [&](double wd) {
-    return std::make_unique<torch::optim::AdamWOptions>(
-        torch::optim::AdamWOptions(t.lr).betas({t.adam_beta1, t.adam_beta2}).eps(t.adam_eps)
-            .weight_decay(wd));
-  };
-  std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(decay, options(t.weight_decay));
-  groups.emplace_back(plain, options(0.0));
-  return std::make_unique<torch::optim::AdamW>(std::move(groups));
-}
-
 // The sums over the data-parallel group of a few numbers, in one collective (the numbers
 // themselves without a group).
 std::vector<double> sum_over(comm::communicator* dp, std::vector<double> local) {
@@ -38,34 +20,16 @@ std::vector<double> sum_over(comm::communicator* dp, std::vector<double> local) 
   return {t.data_ptr<double>(), t.data_ptr<double>() + t.numel()};
 }
 
-// Every gradient summed over the group, in one flat buffer (a parameter without a gradient,
-// an expert no local token reached, counts as zeros).
-void sum_gradients(comm::communicator& dp, torch::nn::Module& m) {
-  std::vector<torch::Tensor> grads;
-  for (auto& p : m.parameters()) {
-    if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
-    grads.push_back(p.grad().view({-1}));
-  }
-  auto flat = torch::cat(grads);
-  dp.all_reduce_sum(flat);
-  std::int64_t at = 0;
-  for (auto& g : grads) {
-    g.copy_(flat.narrow(0, at, g.numel()));
-    at += g.numel();
-  }
-}
-
-void check_layout(const job_config& c, int dp_size) {
+void check_layout(const job_config& c) {
   const auto& p = c.parallel;
   MUSTER_CHECK(p.tensor == 1 && p.pipeline == 1 && p.context == 1 && p.expert == 1,
                errc::invalid_input,
                "muster-train runs data parallel only for now: parallel.tensor, pipeline, context "
                "and expert must be 1 (found {}, {}, {}, {})",
                p.tensor, p.pipeline, p.context, p.expert);
-  MUSTER_CHECK(dp_size == 1 || p.sharding == "no_shard", errc::invalid_input,
-               "parallel.sharding = {} over {} ranks is not built yet; use parallel.sharding = "
-               "no_shard (every rank holds the whole model)",
-               p.sharding, dp_size);
+  MUSTER_CHECK(c.train.grad_reduce_dtype == "fp32" || c.train.grad_reduce_dtype == "bf16",
+               errc::config, "train.grad_reduce_dtype = \"{}\": use fp32 or bf16",
+               c.train.grad_reduce_dtype);
 }
 
 }  // namespace
@@ -73,7 +37,7 @@ void check_layout(const job_config& c, int dp_size) {
 trainer::trainer(const job_config& config, std::unique_ptr<data::document_source> documents,
                  std::shared_ptr<comm::communicator> dp)
     : config_(config), documents_(std::move(documents)), dp_(std::move(dp)) {
-  check_layout(config, dp_ ? dp_->size() : 1);
+  check_layout(config);
   MUSTER_CHECK(documents_->vocab_size() <= config.model.vocab_size, errc::invalid_input,
                "data: {} holds token ids up to {} but model.vocab_size is {}; raise "
                "model.vocab_size (byte-level text needs 256)",
@@ -85,7 +49,10 @@ trainer::trainer(const job_config& config, std::unique_ptr<data::document_source
                                       static_cast<std::uint64_t>(t.seed)});
   model_ = std::make_shared<model::transformer>(model::make_model_config(config.model));
   model::init_parameters(*model_, static_cast<std::uint64_t>(t.seed));
-  optimizer_ = make_optimizer(*model_, t);
+  sharded_ = std::make_unique<parallel::sharded_model>(
+      model_, parallel::shard_groups{dp_, dp_, dp_}, parallel::parse_sharding(config.parallel.sharding),
+      t.grad_reduce_dtype == "bf16" ? torch::kBFloat16 : torch::kFloat32);
+  optimizer_ = std::make_unique<parallel::flat_adamw>(sharded_->units(), t);
   if (dp_)
     model_->set_router_group({[dp = dp_](torch::Tensor& x) { dp->all_reduce_sum(x); }, dp_->size()});
 }
@@ -96,8 +63,6 @@ step_result trainer::step() {
   step_result r;
   r.step = next_step_;
   r.lr = lr_at(next_step_, t);
-  for (auto& group : optimizer_->param_groups())
-    static_cast<torch::optim::AdamWOptions&>(group.options()).lr(r.lr);
 
   // Every micro-batch of the step first: the loss is divided by the step's label tokens.
   const int dp_rank = dp_ ? dp_->rank() : 0, dp_size = dp_ ? dp_->size() : 1;
@@ -113,31 +78,37 @@ step_result trainer::step() {
     r.tokens += micro.back().num_tokens;
   }
   label_tokens = static_cast<std::int64_t>(sum_over(dp_.get(), {double(label_tokens)})[0]);
-  optimizer_->zero_grad();
+  sharded_->zero_grad();
   double loss_sum = 0;
   for (auto& b : micro) {
-    auto out = model_->forward(b.tokens, b.positions, b.segments);
+    auto out = sharded_->forward(b.tokens, b.positions, b.segments);
     auto lm = model::token_loss_sum(out.logits, b.labels);
     auto loss = lm / double(std::max<std::int64_t>(label_tokens, 1)) +
                 (out.losses.aux + out.losses.z) / double(t.grad_accum_steps);
     loss.backward();
+    sharded_->finish_backward();
     loss_sum += lm.item<double>();
     r.aux_loss += out.losses.aux.item<double>() / t.grad_accum_steps;
     r.z_loss += out.losses.z.item<double>() / t.grad_accum_steps;
   }
-  if (dp_) sum_gradients(*dp_, *model_);
+  sharded_->reduce_step_gradients();
   // The router losses are each rank's share of the group's: their sums are the group's.
   const auto sums = sum_over(dp_.get(), {loss_sum, r.aux_loss, r.z_loss});
   r.loss = sums[0] / double(std::max<std::int64_t>(label_tokens, 1));
   r.aux_loss = sums[1];
   r.z_loss = sums[2];
-  r.grad_norm = torch::nn::utils::clip_grad_norm_(
-      model_->parameters(), t.grad_clip > 0 ? t.grad_clip : std::numeric_limits<double>::infinity());
-  optimizer_->step();
+  r.grad_norm = parallel::clip_grad_norm(sharded_->units(), dp_.get(), t.grad_clip);
+  optimizer_->step(r.lr);
   ++next_step_;
   r.step_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   r.tokens_per_s = double(r.tokens) / std::max(r.step_time_s, 1e-9);
   return r;
+}
+
+parallel::held_bytes trainer::held() const {
+  auto h = sharded_->held();
+  h.optimizer = optimizer_->held_bytes();
+  return h;
 }
 
 }  // namespace muster::engine::train

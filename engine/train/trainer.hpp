@@ -5,8 +5,10 @@
 // at the schedule's learning rate.
 // Over several ranks it is data parallel without sharding (no_shard): each rank reads its own
 // rows, the label-token count, the router's expert counts and the gradients are summed over the
-// ranks, and every rank takes the same step; the result equals one rank reading all rows. In fp32 on the CPU. Sharding
-// (optim .. optim_grads_params), expert parallelism and bf16 come with engine/parallel/.
+// ranks, and every rank takes the same step; the result equals one rank reading all rows. The
+// model's state is held and reduced as parallel.sharding says (engine/parallel/sharded_model.hpp):
+// every strategy gives the same steps. In fp32 on the CPU. Expert parallelism and bf16 are not
+// built yet.
 #pragma once
 
 #include <memory>
@@ -18,6 +20,8 @@
 #include "engine/data/document_source.hpp"
 #include "engine/data/pack_plan.hpp"
 #include "engine/model/decoder.hpp"
+#include "engine/parallel/flat_adamw.hpp"
+#include "engine/parallel/sharded_model.hpp"
 
 namespace muster::engine::train {
 
@@ -38,7 +42,7 @@ class trainer {
   // Builds and initialises the model (train.seed) and the data order; `dp` is the data-parallel
   // group (nullptr: this rank alone). Throws errc::invalid_input naming the key when the data
   // does not fit the model (a token id past model.vocab_size), or when the layout needs what
-  // is not built yet (TP, PP, CP, EP or sharding over more than one rank).
+  // is not built yet (TP, PP, CP, EP).
   trainer(const job_config& config, std::unique_ptr<data::document_source> documents,
           std::shared_ptr<comm::communicator> dp = nullptr);
 
@@ -46,13 +50,18 @@ class trainer {
   step_result step();
   int next_step() const { return next_step_; }
   model::transformer& model() { return *model_; }
+  // This rank's persistent parameter, gradient and optimizer bytes.
+  parallel::held_bytes held() const;
+  // Gathered parameters and whole gradients alive at once, at the most so far.
+  std::int64_t peak_transient_bytes() const { return sharded_->transient().peak; }
 
  private:
   const job_config config_;
   std::unique_ptr<data::document_source> documents_;
   std::unique_ptr<data::pack_plan> plan_;
   std::shared_ptr<model::transformer> model_;
-  std::unique_ptr<torch::optim::AdamW> optimizer_;
+  std::unique_ptr<parallel::sharded_model> sharded_;
+  std::unique_ptr<parallel::flat_adamw> optimizer_;
   std::shared_ptr<comm::communicator> dp_;
   int next_step_ = 0;
 };

@@ -171,9 +171,11 @@ void add_persistent(stage_memory& out, const stage_slice& slice, const job_sizes
   const bool params = s.shard == sharding::optim_grads_params;
   for (const shard_unit& u : slice.units) {
     const std::int64_t shard = u.shard_numel();
-    out.params_bytes += (params ? shard : u.numel) * s.pb;
-    out.grads_bytes += (grads ? shard : u.numel) * s.gb;
-    out.optimizer_bytes += (optim ? shard : u.numel) * s.ob;
+    // Whole: a sharded strategy's buffers are padded to S shards; no_shard's are not.
+    const std::int64_t whole = optim ? u.padded_numel() : u.numel;
+    out.params_bytes += (params ? shard : whole) * s.pb;
+    out.grads_bytes += (grads ? shard : whole) * s.gb;
+    out.optimizer_bytes += (optim ? shard : whole) * s.ob;
   }
 }
 
@@ -182,10 +184,10 @@ std::int64_t largest_gather_group(const stage_slice& slice) {
   std::int64_t largest = 0;
   std::size_t i = 0;
   while (i < slice.units.size()) {
-    std::int64_t group = slice.units[i].numel;
+    std::int64_t group = slice.units[i].padded_numel();
     const int layer = slice.units[i].layer;
     for (++i; layer >= 0 && i < slice.units.size() && slice.units[i].layer == layer; ++i) {
-      group += slice.units[i].numel;
+      group += slice.units[i].padded_numel();
     }
     largest = std::max(largest, group);
   }
@@ -212,6 +214,14 @@ void add_temporaries(stage_memory& out, const stage_slice& slice, const model_pa
   const std::int64_t unit = largest_gather_group(slice);
   if (s.shard == sharding::optim_grads_params) out.fsdp_buffers_bytes = unit * (2 * s.pb + s.gb);
   if (s.shard == sharding::optim_grads) out.fsdp_buffers_bytes = unit * s.gb;
+  // A tied embedding on a stage that also has the head stays whole from forward to the end of
+  // backward, beside the group being computed.
+  for (const shard_unit& u : slice.units) {
+    if (u.kind != unit_kind::embedding || !last || !config.model.tie_embeddings) continue;
+    if (s.shard == sharding::optim_grads_params)
+      out.fsdp_buffers_bytes += u.padded_numel() * (s.pb + s.gb);
+    if (s.shard == sharding::optim_grads) out.fsdp_buffers_bytes += u.padded_numel() * s.gb;
+  }
   const bool has_moe = std::any_of(slice.layers.begin(), slice.layers.end(), [&](int layer) {
     return params.moe_layers[static_cast<std::size_t>(layer)];
   });

@@ -12,7 +12,8 @@
 // V = vocab; a = 2 bytes (train.precision bf16) or 4 (fp32) per activation element.
 //
 // Persistent, summed over the stage's sharding units (model_params.hpp); a category that the
-// strategy shards takes a unit's padded shard ceil(n/S), the others its whole numel n:
+// strategy shards takes a unit's padded shard ceil(n/S), the others its whole numel n (padded to
+// S*ceil(n/S) under a sharding strategy, whose flat buffers are; what the engine holds, exactly):
 //   params     n * pb       pb = 2 (bf16) or 4 (fp32)        sharded by optim_grads_params
 //   grads      n * gb       gb = 4 (grad_reduce_dtype fp32) or 2 (bf16)   by optim_grads and up
 //   optimizer  n * ob       ob = 12 (bf16: fp32 main params 4 + Adam moments 4 + 4) or 8 (fp32)
@@ -61,7 +62,10 @@
 //   fsdp_buffers  U = the largest gather group on the stage, in per-rank numel before sharding
 //                 (one layer's dense + expert units; the embedding; the head):
 //                 optim_grads_params U*(2*pb + gb) (current and prefetched params, one unit of
-//                 unsharded grads before its reduce-scatter); optim_grads U*gb; else 0
+//                 unsharded grads before its reduce-scatter); optim_grads U*gb; else 0; units
+//                 padded to S shards. With tie_embeddings, on the stage that holds both the
+//                 embedding and the head, plus the embedding's padded numel times pb + gb
+//                 (optim_grads_params) or gb (optim_grads): it stays whole through backward.
 //   moe_dispatch  on a stage with a MoE layer: all-to-all send + receive buffers, 2*R*h*a
 //   logits        on the last stage: t*ceil(V/TP)*(a + 4) (the logits and their fp32 copy for
 //                 the loss)

@@ -132,6 +132,8 @@ struct shard_unit {
 
   // Elements of this unit one rank holds when sharded: ceil(numel / S).
   std::int64_t shard_numel() const { return (numel + shard_ranks - 1) / shard_ranks; }
+  // The unit's flat buffer whole, padded to S shards: S * ceil(numel / S).
+  std::int64_t padded_numel() const { return shard_numel() * shard_ranks; }
 };
 
 // What one rank of pipeline stage `stage` holds.

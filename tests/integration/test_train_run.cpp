@@ -6,6 +6,8 @@
 
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "common/run_reader.hpp"
 #include "tests/support/launch_output.hpp"
 #include "tests/support/subprocess.hpp"
@@ -68,11 +70,11 @@ TEST_CASE("a job muster-train cannot run yet fails with its reason, reported by 
   auto r = muster::test::run_process({kMuster, "run", (dir / "tiny.toml").string(),
                                       "launch.runs_dir=" + (dir / "runs").string(),
                                       "launch.nproc=2", "launch.tee=none",
-                                      "parallel.sharding=optim_grads_params", "--", kTrain});
+                                      "parallel.pipeline=2", "--", kTrain});
   INFO("stdout: " << r.out << "\nstderr: " << r.err);
   CHECK(r.exit_code == 2);
-  CHECK_THAT(r.err, Catch::Contains("parallel.sharding = optim_grads_params over 2 ranks is not "
-                                    "built yet; use parallel.sharding = no_shard"));
+  CHECK_THAT(r.err, Catch::Contains("muster-train runs data parallel only for now: "
+                                    "parallel.tensor, pipeline, context and expert must be 1"));
 }
 
 // The loss of every step rank 0 logged ("step 3/20 | loss 4.123456 | ...").
@@ -85,26 +87,81 @@ std::vector<double> logged_losses(const fs::path& runs) {
   return losses;
 }
 
-TEST_CASE("2 data-parallel ranks give the losses of 1 rank reading the same rows", "[train_run]") {
+TEST_CASE("2 data-parallel ranks give the losses of 1 rank reading the same rows, under every "
+          "sharding strategy", "[train_run]") {
   muster::test::temp_dir dir;
   muster::test::write_file(dir / "tiny.toml", kTinyJob);
-  auto run = [&](int nproc, int micro, const std::string& runs) {
+  auto run = [&](int nproc, int micro, const std::string& sharding) {
+    const auto runs = dir / (std::to_string(nproc) + "-" + sharding);
     auto r = muster::test::run_process(
-        {kMuster, "run", (dir / "tiny.toml").string(), "launch.runs_dir=" + (dir / runs).string(),
-         "launch.nproc=" + std::to_string(nproc), "launch.tee=none", "parallel.sharding=no_shard",
-         "train.steps=20", "train.lr=3e-3", "train.micro_batch_size=" + std::to_string(micro),
-         "model.moe_aux_loss_coeff=0.01", "model.moe_z_loss_coeff=0.001", "--", kTrain},
+        {kMuster, "run", (dir / "tiny.toml").string(), "launch.runs_dir=" + runs.string(),
+         "launch.nproc=" + std::to_string(nproc), "launch.tee=none",
+         "parallel.sharding=" + sharding, "train.steps=20", "train.lr=3e-3",
+         "train.micro_batch_size=" + std::to_string(micro), "model.moe_aux_loss_coeff=0.01",
+         "model.moe_z_loss_coeff=0.001", "--", kTrain},
         {{{"OMP_NUM_THREADS", "1"}}, {}});
     INFO("stderr: " << r.err);
     REQUIRE(r.exit_code == 0);
-    return logged_losses(dir / runs);
+    return logged_losses(runs);
   };
-  auto one = run(1, 4, "one"), two = run(2, 2, "two");
+  const auto one = run(1, 4, "no_shard");
   REQUIRE(one.size() == 20);
-  REQUIRE(two.size() == 20);
-  for (std::size_t i = 0; i < one.size(); ++i) {
-    INFO("step " << i + 1);
-    CHECK(two[i] == Approx(one[i]).epsilon(1e-5));
-  }
   CHECK(one.back() < one.front() - 1.0);
+  for (std::string sharding : {"no_shard", "optim", "optim_grads", "optim_grads_params"}) {
+    const auto two = run(2, 2, sharding);
+    REQUIRE(two.size() == 20);
+    for (std::size_t i = 0; i < one.size(); ++i) {
+      INFO(sharding << ", step " << i + 1);
+      CHECK(two[i] == Approx(one[i]).epsilon(1e-5));
+    }
+  }
+}
+
+// The first number after `key` in rank 0's log ("params 95104 B").
+std::int64_t logged_number(const fs::path& runs, const std::string& key) {
+  const auto log = muster::test::read_file(muster::test::only_run_dir(runs) / "logs" / "rank-0.log");
+  const auto at = log.find(key);
+  return at == std::string::npos ? -1 : std::stoll(log.substr(at + key.size()));
+}
+
+TEST_CASE("the planner's per-rank parameter, gradient and optimizer bytes are what muster-train "
+          "holds, and its FSDP buffers bound what it gathers", "[train_run]") {
+  muster::test::temp_dir dir;
+  muster::test::write_file(dir / "tiny.toml", kTinyJob);
+  // 3 ranks: units whose size 3 does not divide are padded, as the planner counts them
+  for (std::string sharding : {"no_shard", "optim", "optim_grads", "optim_grads_params"}) {
+    for (std::string tied : {"false", "true"}) {
+      INFO(sharding << ", tie_embeddings " << tied);
+      const std::vector<std::string> settings{"parallel.sharding=" + sharding,
+                                              "model.tie_embeddings=" + tied,
+                                              "train.precision=fp32", "train.micro_batch_size=1",
+                                              "model.num_layers=8"};
+      std::vector<std::string> plan{kMuster, "plan", (dir / "tiny.toml").string(), "--world", "3",
+                                    "--json"};
+      plan.insert(plan.end(), settings.begin(), settings.end());
+      const auto planned = muster::test::run_process(plan);
+      REQUIRE(planned.exit_code == 0);
+      const auto worst = nlohmann::json::parse(planned.out)["memory"]["worst"];
+
+      const auto runs = dir / (sharding + tied);
+      std::vector<std::string> train{kMuster, "run", (dir / "tiny.toml").string(),
+                                     "launch.runs_dir=" + runs.string(), "launch.nproc=3",
+                                     "launch.tee=none", "train.steps=2"};
+      train.insert(train.end(), settings.begin(), settings.end());
+      train.insert(train.end(), {"--", kTrain});
+      const auto r = muster::test::run_process(train, {{{"OMP_NUM_THREADS", "1"}}, {}});
+      INFO("stderr: " << r.err);
+      REQUIRE(r.exit_code == 0);
+      CHECK(logged_number(runs, "params ") == worst["params"].get<std::int64_t>());
+      CHECK(logged_number(runs, "grads ") == worst["grads"].get<std::int64_t>());
+      CHECK(logged_number(runs, "optimizer ") == worst["optimizer"].get<std::int64_t>());
+      const auto gathered = logged_number(runs, "at most ");
+      CHECK(gathered <= worst["fsdp_buffers"].get<std::int64_t>());
+      if (sharding == "optim_grads_params") {
+        // a layer at a time: its params and grads are well under half the model's params
+        CHECK(gathered > 0);
+        CHECK(gathered * 2 < worst["params"].get<std::int64_t>() * 3);
+      }
+    }
+  }
 }

@@ -1,0 +1,71 @@
+// AdamW over shards and the global gradient norm: see flat_adamw.hpp.
+#include "engine/parallel/flat_adamw.hpp"
+
+#include <cmath>
+
+namespace muster::engine::parallel {
+
+flat_adamw::flat_adamw(std::vector<flat_unit*> units, const train_section& train)
+    : units_(std::move(units)),
+      beta1_(train.adam_beta1),
+      beta2_(train.adam_beta2),
+      eps_(train.adam_eps),
+      weight_decay_(train.weight_decay) {
+  for (auto* u : units_)
+    state_.push_back({torch::zeros_like(u->shard()), torch::zeros_like(u->shard())});
+}
+
+void flat_adamw::step(double lr) {
+  torch::NoGradGuard no_grad;
+  ++steps_;
+  const double bias1 = 1 - std::pow(beta1_, double(steps_));
+  const double bias2 = 1 - std::pow(beta2_, double(steps_));
+  for (std::size_t i = 0; i < units_.size(); ++i) {
+    auto& p = units_[i]->shard();
+    const auto& g = units_[i]->shard_grad();
+    auto& [m, v] = state_[i];
+    if (weight_decay_ != 0) p.mul_(1 - lr * weight_decay_ * units_[i]->decay_mask());
+    m.mul_(beta1_).add_(g, 1 - beta1_);
+    v.mul_(beta2_).addcmul_(g, g, 1 - beta2_);
+    auto denom = (v.sqrt() / std::sqrt(bias2)).add_(eps_);
+    p.addcdiv_(m, denom, -lr / bias1);
+    units_[i]->after_update();
+  }
+}
+
+std::int64_t flat_adamw::held_bytes() const {
+  std::int64_t bytes = 0;
+  for (const auto& s : state_) bytes += s.exp_avg.nbytes() + s.exp_avg_sq.nbytes();
+  return bytes;
+}
+
+double global_grad_norm(const std::vector<flat_unit*>& units, comm::communicator* world) {
+  const int world_size = world ? world->size() : 1;
+  double mine = 0, shared = 0;  // this rank's squares; divided by the copies of each
+  bool replicated_everywhere = true;
+  for (auto* u : units) {
+    const int group = u->group() ? u->group()->size() : 1;
+    replicated_everywhere = replicated_everywhere && group == world_size && u->shard_ranks() == 1;
+    const double squares = u->shard_grad().to(torch::kFloat64).pow(2).sum().item<double>();
+    mine += squares;
+    shared += squares * double(u->shard_ranks()) / double(group);
+  }
+  // Every rank holds every gradient whole: this rank's squares are everyone's.
+  if (replicated_everywhere || !world) return std::sqrt(mine);
+  auto t = torch::tensor({shared}, torch::kFloat64);
+  world->all_reduce_sum(t);
+  return std::sqrt(t.item<double>());
+}
+
+double clip_grad_norm(const std::vector<flat_unit*>& units, comm::communicator* world,
+                      double max_norm) {
+  const double norm = global_grad_norm(units, world);
+  if (max_norm > 0) {
+    const double coeff = max_norm / (norm + 1e-6);
+    if (coeff < 1)
+      for (auto* u : units) u->shard_grad().mul_(coeff);
+  }
+  return norm;
+}
+
+}  // namespace muster::engine::parallel

@@ -1,0 +1,166 @@
+// One FSDP sharding unit: see flat_unit.hpp.
+#include "engine/parallel/flat_unit.hpp"
+
+#include "common/error.hpp"
+
+namespace muster::engine::parallel {
+namespace {
+
+bool no_decay(const std::string& name) {
+  return name.ends_with("norm.weight") || name.ends_with(".bias");
+}
+
+}  // namespace
+
+sharding parse_sharding(const std::string& value) {
+  if (value == "no_shard") return sharding::no_shard;
+  if (value == "optim") return sharding::optim;
+  if (value == "optim_grads") return sharding::optim_grads;
+  if (value == "optim_grads_params") return sharding::optim_grads_params;
+  MUSTER_THROW(errc::config,
+              "parallel.sharding = \"{}\" is not a strategy; use no_shard, optim, optim_grads or "
+              "optim_grads_params",
+              value);
+}
+
+void free_storage(const torch::Tensor& t) {
+  auto* storage = t.storage().unsafeGetStorageImpl();
+  storage->set_data_ptr_noswap(at::DataPtr(nullptr, t.device()));
+  storage->set_nbytes(0);
+}
+
+void allocate_storage(const torch::Tensor& t, std::size_t nbytes) {
+  auto* storage = t.storage().unsafeGetStorageImpl();
+  storage->set_data_ptr_noswap(storage->allocator()->allocate(nbytes));
+  storage->set_nbytes(nbytes);
+}
+
+flat_unit::flat_unit(unit_options options, std::vector<std::pair<std::string, torch::Tensor>> params)
+    : options_(std::move(options)), params_(std::move(params)) {
+  // Alone, every strategy holds the same: keep it simple.
+  if (!options_.group || options_.group->size() == 1) options_.strategy = sharding::no_shard;
+  for (auto& [name, p] : params_) {
+    MUSTER_CHECK(p.scalar_type() == torch::kFloat32 && p.is_contiguous(), errc::internal,
+                 "sharding unit {}: parameter {} must be contiguous fp32", options_.name, name);
+    offsets_.push_back(numel_);
+    numel_ += p.numel();
+  }
+  ranks_ = options_.strategy == sharding::no_shard ? 1 : options_.group->size();
+  shard_ = (numel_ + ranks_ - 1) / ranks_;
+  const auto whole = shard_ * ranks_;
+  full_params_ = torch::zeros({whole}, torch::kFloat32);
+  auto mask = torch::zeros({whole}, torch::kFloat32);
+  torch::NoGradGuard no_grad;
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    auto& [name, p] = params_[i];
+    auto view = full_params_.narrow(0, offsets_[i], p.numel()).view(p.sizes());
+    view.copy_(p);
+    p.set_data(view);
+    if (!no_decay(name)) mask.narrow(0, offsets_[i], p.numel()).fill_(1);
+  }
+  decay_mask_ = mask.narrow(0, shard_rank() * shard_, shard_).clone();
+  if (params_sharded()) {
+    shard_params_ = full_params_.narrow(0, shard_rank() * shard_, shard_).clone();
+    free_storage(full_params_);
+    gathered_ = false;
+  } else {
+    shard_params_ = full_params_.narrow(0, shard_rank() * shard_, shard_);
+  }
+  if (grads_sharded()) {
+    shard_grads_ = torch::zeros({shard_}, torch::kFloat32);
+  } else {
+    full_grads_ = torch::zeros({whole}, torch::kFloat32);
+    point_grads_at(full_grads_);
+    shard_grads_ = full_grads_.narrow(0, shard_rank() * shard_, shard_);
+  }
+}
+
+int flat_unit::shard_rank() const { return ranks_ == 1 ? 0 : options_.group->rank(); }
+
+void flat_unit::point_grads_at(const torch::Tensor& buffer) {
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    auto& p = params_[i].second;
+    p.mutable_grad() = buffer.narrow(0, offsets_[i], p.numel()).view(p.sizes());
+  }
+}
+
+void flat_unit::gather() {
+  if (gathered_) return;
+  auto whole = options_.group->all_gather(shard_params_);
+  allocate_storage(full_params_, static_cast<std::size_t>(whole.nbytes()));
+  full_params_.copy_(whole);
+  gathered_ = true;
+  count(full_params_.nbytes());
+}
+
+void flat_unit::release() {
+  if (!params_sharded() || !gathered_) return;
+  count(-full_params_.nbytes());
+  free_storage(full_params_);
+  gathered_ = false;
+}
+
+void flat_unit::begin_backward() {
+  if (!grads_sharded() || in_backward_) return;
+  full_grads_ = torch::zeros({shard_ * ranks_}, torch::kFloat32);
+  point_grads_at(full_grads_);
+  in_backward_ = true;
+  count(full_grads_.nbytes());
+}
+
+torch::Tensor flat_unit::sum_over_group(torch::Tensor whole, bool scatter) {
+  const auto wire = options_.reduce_dtype;
+  if (wire != whole.scalar_type()) whole = whole.to(wire);
+  torch::Tensor out;
+  if (scatter) {
+    out = options_.group->reduce_scatter_sum(whole);
+  } else {
+    options_.group->all_reduce_sum(whole);
+    out = whole;
+  }
+  return out.to(torch::kFloat32);
+}
+
+void flat_unit::end_backward() {
+  if (!in_backward_) return;
+  in_backward_ = false;
+  auto whole = std::move(full_grads_);
+  for (auto& [name, p] : params_) p.mutable_grad().reset();
+  full_grads_ = torch::Tensor();
+  count(-whole.nbytes());
+  if (ranks_ == 1) {
+    shard_grads_.add_(whole.narrow(0, 0, shard_));
+  } else {
+    shard_grads_.add_(sum_over_group(std::move(whole), /*scatter=*/true));
+  }
+}
+
+void flat_unit::reduce_step_gradients() {
+  if (grads_sharded() || !options_.group || options_.group->size() == 1) return;
+  if (options_.strategy == sharding::no_shard) {
+    auto sum = sum_over_group(full_grads_, /*scatter=*/false);
+    if (!sum.is_same(full_grads_)) full_grads_.copy_(sum);
+  } else {
+    shard_grads_.copy_(sum_over_group(full_grads_, /*scatter=*/true));
+  }
+}
+
+void flat_unit::zero_grad() {
+  shard_grads_.zero_();
+  if (full_grads_.defined()) full_grads_.zero_();
+}
+
+void flat_unit::after_update() {
+  if (options_.strategy != sharding::optim && options_.strategy != sharding::optim_grads) return;
+  if (ranks_ == 1) return;
+  full_params_.copy_(options_.group->all_gather(shard_params_));
+}
+
+held_bytes flat_unit::held() const {
+  held_bytes h;
+  h.params = params_sharded() ? shard_params_.nbytes() : full_params_.nbytes();
+  h.grads = grads_sharded() ? shard_grads_.nbytes() : full_grads_.nbytes();
+  return h;
+}
+
+}  // namespace muster::engine::parallel

@@ -1,0 +1,145 @@
+// One FSDP sharding unit: a set of parameters laid end to end in one flat fp32 buffer, padded
+// to a multiple of the S ranks of its shard group; shard rank r holds elements
+// [r*n/S, (r+1)*n/S) of it and the Adam state of just those. The units are the planner's
+// (launcher/plan/model_params.hpp): the embedding, each layer's non-expert tensors, each MoE
+// layer's routed experts, and the head.
+//
+// What each strategy keeps between steps, and what it reduces (gradients are sums: the loss is
+// already divided by the global token count):
+//   no_shard            params, grads, Adam state whole (S = 1); grads all-reduced at step end
+//   optim               params and grads whole, Adam state sharded; grads reduce-scattered at
+//                       step end into this rank's part of the grad buffer; the updated shards
+//                       all-gathered back into the params
+//   optim_grads         as optim, but the whole grads exist only during a unit's backward: they
+//                       are reduce-scattered into a shard-sized buffer right after it
+//   optim_grads_params  as optim_grads, and the params too: the whole buffer's storage exists
+//                       only between gather() and release() (the storage is freed, not the
+//                       tensor, so the views autograd saved in forward see the data gathered
+//                       again for backward)
+// The parameters stay the model's own tensors (leaves, as the modules hold them); only their
+// data and grads become views of the unit's buffers.
+// Not here: when to gather and reduce (unit_hooks.hpp, sharded_model.hpp), the update
+// (flat_adamw.hpp).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "engine/comm/communicator.hpp"
+
+namespace muster::engine::parallel {
+
+enum class sharding { no_shard, optim, optim_grads, optim_grads_params };
+
+// parallel.sharding's value; throws errc::config naming the key otherwise.
+sharding parse_sharding(const std::string& value);
+
+// Bytes of gathered parameters and whole gradients that exist at once, now and at most: what
+// sharding adds to a rank's memory while it computes.
+struct transient_meter {
+  std::int64_t now = 0, peak = 0;
+  void add(std::int64_t bytes) {
+    now += bytes;
+    peak = std::max(peak, now);
+  }
+};
+
+struct unit_options {
+  std::string name;  // "layers.3", "layers.3.experts", "embed_tokens", "head"
+  sharding strategy = sharding::no_shard;
+  // The ranks holding the same parameters, over which gradients are summed and (unless
+  // no_shard) the unit is sharded; null: this rank alone.
+  std::shared_ptr<comm::communicator> group;
+  torch::ScalarType reduce_dtype = torch::kFloat32;  // gradients on the wire
+  std::shared_ptr<transient_meter> meter;            // may be null
+};
+
+// Bytes of one kind of state.
+struct held_bytes {
+  std::int64_t params = 0, grads = 0, optimizer = 0;
+};
+
+class flat_unit {
+ public:
+  // `params`: (name, parameter) in order; their values move into the unit's buffer.
+  flat_unit(unit_options options, std::vector<std::pair<std::string, torch::Tensor>> params);
+  flat_unit(const flat_unit&) = delete;
+  flat_unit& operator=(const flat_unit&) = delete;
+
+  const std::string& name() const { return options_.name; }
+  sharding strategy() const { return options_.strategy; }
+  std::int64_t numel() const { return numel_; }          // n, the parameters' elements
+  std::int64_t shard_numel() const { return shard_; }    // ceil(n / S)
+  int shard_ranks() const { return ranks_; }             // S
+  const std::vector<std::pair<std::string, torch::Tensor>>& params() const { return params_; }
+
+  // The parameters usable: optim_grads_params all-gathers them; otherwise nothing.
+  void gather();
+  // optim_grads_params frees the gathered storage; otherwise nothing.
+  void release();
+  bool gathered() const { return gathered_; }
+
+  // Before the unit's backward: gradients land in a zeroed whole buffer (optim_grads and up; the
+  // other strategies keep theirs for the whole step). Idempotent within one backward.
+  void begin_backward();
+  // After the unit's backward: optim_grads and up reduce-scatter the whole buffer into the
+  // shard's gradient (adding, over micro-batches) and free it; otherwise nothing. Idempotent.
+  void end_backward();
+  // At the end of a step's backward passes: no_shard all-reduces the gradients, optim
+  // reduce-scatters them into this rank's part; the others did it in end_backward().
+  void reduce_step_gradients();
+  void zero_grad();
+
+  // This rank's shard of the parameters (fp32, flat) and its gradient: the optimizer's view.
+  torch::Tensor& shard() { return shard_params_; }
+  torch::Tensor& shard_grad() { return shard_grads_; }
+  // Per element of the shard: 1 where weight decay applies, 0 for norms and biases (and padding).
+  const torch::Tensor& decay_mask() const { return decay_mask_; }
+  // After the optimizer changed the shard: optim and optim_grads all-gather it back into the
+  // parameters.
+  void after_update();
+
+  // The group gradients are summed over (null: this rank alone).
+  std::shared_ptr<comm::communicator> group() const { return options_.group; }
+
+  // The persistent bytes (between steps) of parameters and gradients, measured on the buffers.
+  held_bytes held() const;
+
+ private:
+  bool params_sharded() const { return options_.strategy == sharding::optim_grads_params; }
+  bool grads_sharded() const {
+    return options_.strategy == sharding::optim_grads ||
+           options_.strategy == sharding::optim_grads_params;
+  }
+  int shard_rank() const;
+  torch::Tensor sum_over_group(torch::Tensor whole, bool scatter);
+  void point_grads_at(const torch::Tensor& buffer);
+  void count(std::int64_t bytes) {
+    if (options_.meter) options_.meter->add(bytes);
+  }
+
+  unit_options options_;
+  std::vector<std::pair<std::string, torch::Tensor>> params_;
+  std::vector<std::int64_t> offsets_;
+  std::int64_t numel_ = 0, shard_ = 0;
+  int ranks_ = 1;
+  torch::Tensor full_params_;   // N = S * shard_ elements; storage freed while released
+  torch::Tensor full_grads_;    // N, or undefined between backwards when grads are sharded
+  torch::Tensor shard_params_;  // view of full_params_, or its own buffer (optim_grads_params)
+  torch::Tensor shard_grads_;
+  torch::Tensor decay_mask_;
+  bool gathered_ = true, in_backward_ = false;
+};
+
+// The storage under `t` (and every view of it) freed, or allocated again with `nbytes`: how a
+// gathered buffer is dropped without invalidating the tensors that view it.
+void free_storage(const torch::Tensor& t);
+void allocate_storage(const torch::Tensor& t, std::size_t nbytes);
+
+}  // namespace muster::engine::parallel

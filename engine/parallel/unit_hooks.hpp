@@ -1,0 +1,36 @@
+// The two points in autograd's backward where a gather group (the units one layer uses, see
+// sharded_model.hpp) must act, as identity functions placed in forward:
+//   mark_outputs  on everything the group's forward returns: its backward runs before any of
+//                 the group's own backward ops (they all consume these outputs' gradients), and
+//                 gathers the group's parameters again and gives their gradients a buffer;
+//   mark_input    on the group's input: its backward runs once the group's backward ops are
+//                 done (autograd runs the ready node created last first, and every op of the
+//                 group, and each parameter's gradient accumulation, was created after this
+//                 identity), and reduces the group's gradients and releases its parameters.
+// A group whose input needs no gradient (the embedding) is finished by the caller after
+// backward instead (sharded_model::finish_backward).
+#pragma once
+
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "engine/parallel/flat_unit.hpp"
+
+namespace muster::engine::parallel {
+
+struct unit_group {
+  std::vector<flat_unit*> units;
+  bool params_in_backward = true;  // false: backward needs only the gradient buffers (embedding)
+  void gather();
+  void release();
+  void begin_backward();
+  void end_backward();
+};
+
+// `group` must outlive the backward of every graph these take part in.
+torch::autograd::variable_list mark_outputs(unit_group* group,
+                                            const torch::autograd::variable_list& outputs);
+torch::Tensor mark_input(unit_group* group, const torch::Tensor& input);
+
+}  // namespace muster::engine::parallel
