@@ -72,6 +72,11 @@ void transformer::set_router_group(const router_group& group) {
     if (layer->moe) layer->moe->set_router_group(group);
 }
 
+void transformer::set_expert_group(const expert_group& group) {
+  for (auto& layer : layers)
+    if (layer->moe) layer->moe->set_expert_group(group);
+}
+
 torch::Tensor token_loss_sum(const torch::Tensor& logits, const torch::Tensor& labels) {
   return torch::nn::functional::cross_entropy(
       logits.reshape({-1, logits.size(-1)}).to(torch::kFloat32), labels.reshape({-1}),

@@ -65,6 +65,8 @@ class transformer : public torch::nn::Module {
   const model_config& config() const { return config_; }
   // The ranks every MoE layer takes its router losses over (moe_block.hpp).
   void set_router_group(const router_group& group);
+  // The expert-parallel group every MoE layer dispatches over (model_config.ep_size > 1).
+  void set_expert_group(const expert_group& group);
 
   torch::nn::Embedding embed_tokens{nullptr};
   std::vector<std::shared_ptr<decoder_layer>> layers;

@@ -26,6 +26,9 @@ struct model_config {
   double norm_eps = 1e-6;
   // MoE
   std::int64_t num_experts = 0;          // 0: every layer dense
+  // Expert parallelism: the experts are divided over ep_size ranks, and this rank (ep_rank)
+  // builds only experts [ep_rank*E/ep_size, (ep_rank+1)*E/ep_size) of each MoE layer.
+  int ep_size = 1, ep_rank = 0;
   std::int64_t moe_ffn_hidden_size = 0;
   std::int64_t topk = 0;
   bool topk_norm = true;

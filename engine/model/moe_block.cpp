@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include "common/error.hpp"
+
 namespace muster::engine::model {
 namespace {
 
@@ -49,10 +51,12 @@ routing route(const torch::Tensor& logits, const model_config& c, const router_g
 moe_block::moe_block(const model_config& c) : config_(c) {
   gate = register_module(
       "gate", torch::nn::Linear(torch::nn::LinearOptions(c.hidden_size, c.num_experts).bias(false)));
-  auto list = register_module("experts", torch::nn::ModuleList());
-  for (std::int64_t e = 0; e < c.num_experts; ++e) {
+  const auto local = c.num_experts / c.ep_size;
+  first_expert = c.ep_rank * local;
+  auto holder = register_module("experts", std::make_shared<torch::nn::Module>());
+  for (std::int64_t e = first_expert; e < first_expert + local; ++e) {
     experts.push_back(std::make_shared<swiglu>(c.hidden_size, c.moe_ffn_hidden_size));
-    list->push_back(experts.back());
+    holder->register_module(std::to_string(e), experts.back());
   }
   if (c.shared_ffn_hidden_size > 0) {
     shared_expert = register_module(
@@ -82,21 +86,75 @@ moe_output moe_block::forward(const torch::Tensor& x) {
   // The experts' token counts, read on the host once (not one item() per expert).
   const auto counts_tensor = out.how.tokens_per_expert.to(torch::kCPU).contiguous();
   const auto* counts = counts_tensor.data_ptr<std::int64_t>();
-  std::int64_t begin = 0;
-  for (std::int64_t e = 0; e < num_experts; ++e) {
-    const auto n = counts[e];
-    if (n == 0) continue;
-    auto tokens = token_of.narrow(0, begin, n);
-    auto y = experts[static_cast<std::size_t>(e)]->forward(x.index_select(0, tokens));
-    out.y.index_add_(0, tokens, y * weight_of.narrow(0, begin, n).unsqueeze(1));
-    begin += n;
-  }
+  std::int64_t kept = 0;
+  for (std::int64_t e = 0; e < num_experts; ++e) kept += counts[e];
+  auto tokens = token_of.narrow(0, 0, kept);
+  auto rows = x.index_select(0, tokens);
+  auto y = config_.ep_size == 1
+               ? run_experts(rows, std::vector<std::int64_t>(counts, counts + num_experts))
+               : dispatch(rows, counts);
+  out.y.index_add_(0, tokens, y * weight_of.narrow(0, 0, kept).unsqueeze(1));
   if (shared_expert) {
     auto shared = shared_expert->forward(x);
     if (shared_expert_gate) shared = shared * torch::sigmoid(shared_expert_gate(x));
     out.y = out.y + shared;
   }
   return out;
+}
+
+torch::Tensor moe_block::run_experts(const torch::Tensor& x, const std::vector<std::int64_t>& rows) {
+  std::vector<torch::Tensor> ys;
+  std::int64_t begin = 0;
+  for (std::size_t e = 0; e < experts.size(); ++e) {
+    if (rows[e] == 0) continue;
+    ys.push_back(experts[e]->forward(x.narrow(0, begin, rows[e])));
+    begin += rows[e];
+  }
+  // No rows: still an output of x, so the backward of what produced x runs (a collective).
+  if (ys.empty()) return x * 0;
+  return ys.size() == 1 ? ys[0] : torch::cat(ys);
+}
+
+torch::Tensor moe_block::dispatch(const torch::Tensor& rows, const std::int64_t* counts) {
+  MUSTER_CHECK(experts_group_.all_to_all, errc::internal,
+               "a MoE block with ep_size {} has no expert group", config_.ep_size);
+  const int ep = config_.ep_size;
+  const auto local = config_.num_experts / ep;
+  std::vector<std::int64_t> send(static_cast<std::size_t>(ep), 0);
+  for (std::int64_t e = 0; e < config_.num_experts; ++e)
+    send[static_cast<std::size_t>(e / local)] += counts[e];
+  // What each rank sends to each of this rank's experts: [rank][local expert].
+  const auto theirs = experts_group_.all_to_all(
+      torch::from_blob(const_cast<std::int64_t*>(counts), {config_.num_experts, 1}, torch::kInt64)
+          .clone(),
+      std::vector<std::int64_t>(static_cast<std::size_t>(ep), local),
+      std::vector<std::int64_t>(static_cast<std::size_t>(ep), local));
+  const auto* from = theirs.data_ptr<std::int64_t>();
+  std::vector<std::int64_t> recv(static_cast<std::size_t>(ep), 0);
+  std::vector<std::int64_t> start(static_cast<std::size_t>(ep * local));  // of [rank][expert]
+  std::int64_t at = 0;
+  for (int r = 0; r < ep; ++r)
+    for (std::int64_t e = 0; e < local; ++e) {
+      start[static_cast<std::size_t>(r * local + e)] = at;
+      at += from[r * local + e];
+      recv[static_cast<std::size_t>(r)] += from[r * local + e];
+    }
+  auto arrived = experts_group_.all_to_all(rows, send, recv);  // rank-major
+  // Expert-major for the experts, and back.
+  std::vector<std::int64_t> order, per_expert(static_cast<std::size_t>(local), 0);
+  order.reserve(static_cast<std::size_t>(at));
+  for (std::int64_t e = 0; e < local; ++e)
+    for (int r = 0; r < ep; ++r) {
+      const auto n = from[r * local + e], first = start[static_cast<std::size_t>(r * local + e)];
+      for (std::int64_t i = 0; i < n; ++i) order.push_back(first + i);
+      per_expert[static_cast<std::size_t>(e)] += n;
+    }
+  std::vector<std::int64_t> inverse(order.size());
+  for (std::size_t i = 0; i < order.size(); ++i) inverse[static_cast<std::size_t>(order[i])] = std::int64_t(i);
+  const auto by_expert = torch::tensor(order, torch::kInt64);
+  const auto by_rank = torch::tensor(inverse, torch::kInt64);
+  auto y = run_experts(arrived.index_select(0, by_expert), per_expert);
+  return experts_group_.all_to_all(y.index_select(0, by_rank), recv, send);
 }
 
 }  // namespace muster::engine::model

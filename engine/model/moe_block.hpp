@@ -11,7 +11,10 @@
 // Parameters as Hugging Face's Qwen-MoE names them: gate (E x hidden: the router),
 // experts.<e>.{gate,up,down}_proj, shared_expert.{gate,up,down}_proj, shared_expert_gate
 // (1 x hidden).
-// Not here: expert parallelism (the experts of other ranks; engine/parallel/).
+// Under expert parallelism (model_config.ep_size > 1) the block holds only this rank's experts
+// (named by their global index) and sends each routed token row to the rank of its expert with an
+// all-to-all, and the expert outputs back with a second one; the collective itself comes from
+// the caller (expert_group, engine/parallel/expert_dispatch.hpp).
 #pragma once
 
 #include <functional>
@@ -46,6 +49,16 @@ struct router_group {
   int size = 1;
 };
 
+// The expert-parallel ranks: `all_to_all` sends rows (dim 0) of a tensor to the ranks of the
+// group, send[r] of them to rank r, and returns recv[r] rows from each rank in rank order,
+// differentiably (its backward is the reverse all-to-all). A collective: every rank of the group
+// dispatches the same layers in the same order.
+struct expert_group {
+  std::function<torch::Tensor(const torch::Tensor&, const std::vector<std::int64_t>&,
+                              const std::vector<std::int64_t>&)>
+      all_to_all;
+};
+
 // Routes by `logits` (T, E), computed in fp32 (or fp64) by the caller.
 routing route(const torch::Tensor& logits, const model_config& c, const router_group& group = {});
 
@@ -60,15 +73,26 @@ class moe_block : public torch::nn::Module {
   // x is (T, hidden)
   moe_output forward(const torch::Tensor& x);
   void set_router_group(router_group group) { group_ = std::move(group); }
+  // Needed when model_config.ep_size > 1.
+  void set_expert_group(expert_group group) { experts_group_ = std::move(group); }
 
   torch::nn::Linear gate{nullptr};
-  std::vector<std::shared_ptr<swiglu>> experts;
+  std::vector<std::shared_ptr<swiglu>> experts;   // this rank's: global index first_expert + i
+  std::int64_t first_expert = 0;
   std::shared_ptr<swiglu> shared_expert;          // null without one
   torch::nn::Linear shared_expert_gate{nullptr};  // null without the gate
 
  private:
+  // The routed rows through this rank's experts: `x` holds the rows in expert order (rows[e] of
+  // them for local expert e); returns the outputs in the same order.
+  torch::Tensor run_experts(const torch::Tensor& x, const std::vector<std::int64_t>& rows);
+  // The experts' outputs of `x`'s kept assignments, rows in expert order, through the
+  // expert-parallel group.
+  torch::Tensor dispatch(const torch::Tensor& rows, const std::int64_t* counts);
+
   model_config config_;
   router_group group_;
+  expert_group experts_group_;
 };
 
 }  // namespace muster::engine::model

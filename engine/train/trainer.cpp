@@ -5,6 +5,8 @@
 
 #include "common/error.hpp"
 #include "engine/model/init.hpp"
+#include "engine/parallel/expert_dispatch.hpp"
+#include "engine/parallel/process_groups.hpp"
 #include "engine/train/batch.hpp"
 #include "engine/train/lr_schedule.hpp"
 
@@ -20,24 +22,15 @@ std::vector<double> sum_over(comm::communicator* dp, std::vector<double> local) 
   return {t.data_ptr<double>(), t.data_ptr<double>() + t.numel()};
 }
 
-void check_layout(const job_config& c) {
-  const auto& p = c.parallel;
-  MUSTER_CHECK(p.tensor == 1 && p.pipeline == 1 && p.context == 1 && p.expert == 1,
-               errc::invalid_input,
-               "muster-train runs data parallel only for now: parallel.tensor, pipeline, context "
-               "and expert must be 1 (found {}, {}, {}, {})",
-               p.tensor, p.pipeline, p.context, p.expert);
-  MUSTER_CHECK(c.train.grad_reduce_dtype == "fp32" || c.train.grad_reduce_dtype == "bf16",
-               errc::config, "train.grad_reduce_dtype = \"{}\": use fp32 or bf16",
-               c.train.grad_reduce_dtype);
-}
-
 }  // namespace
 
 trainer::trainer(const job_config& config, std::unique_ptr<data::document_source> documents,
                  std::shared_ptr<comm::communicator> dp)
     : config_(config), documents_(std::move(documents)), dp_(std::move(dp)) {
-  check_layout(config);
+  MUSTER_CHECK(config.train.grad_reduce_dtype == "fp32" || config.train.grad_reduce_dtype == "bf16",
+               errc::config, "train.grad_reduce_dtype = \"{}\": use fp32 or bf16",
+               config.train.grad_reduce_dtype);
+  const auto groups = parallel::make_process_groups(config, dp_);
   MUSTER_CHECK(documents_->vocab_size() <= config.model.vocab_size, errc::invalid_input,
                "data: {} holds token ids up to {} but model.vocab_size is {}; raise "
                "model.vocab_size (byte-level text needs 256)",
@@ -47,12 +40,16 @@ trainer::trainer(const job_config& config, std::unique_ptr<data::document_source
   plan_ = std::make_unique<data::pack_plan>(
       *documents_, data::pack_options{pack ? t.max_tokens_per_pack : t.seq_length, pack,
                                       static_cast<std::uint64_t>(t.seed)});
-  model_ = std::make_shared<model::transformer>(model::make_model_config(config.model));
+  auto shape = model::make_model_config(config.model);
+  shape.ep_size = groups.ep_size;
+  shape.ep_rank = groups.ep_rank;
+  model_ = std::make_shared<model::transformer>(shape);
   model::init_parameters(*model_, static_cast<std::uint64_t>(t.seed));
   sharded_ = std::make_unique<parallel::sharded_model>(
-      model_, parallel::shard_groups{dp_, dp_, dp_}, parallel::parse_sharding(config.parallel.sharding),
+      model_, parallel::shard_groups{dp_, groups.expert_data, dp_}, parallel::parse_sharding(config.parallel.sharding),
       t.grad_reduce_dtype == "bf16" ? torch::kBFloat16 : torch::kFloat32);
   optimizer_ = std::make_unique<parallel::flat_adamw>(sharded_->units(), t);
+  if (groups.expert) model_->set_expert_group(parallel::expert_group_over(groups.expert));
   if (dp_)
     model_->set_router_group({[dp = dp_](torch::Tensor& x) { dp->all_reduce_sum(x); }, dp_->size()});
 }

@@ -7,8 +7,9 @@
 // rows, the label-token count, the router's expert counts and the gradients are summed over the
 // ranks, and every rank takes the same step; the result equals one rank reading all rows. The
 // model's state is held and reduced as parallel.sharding says (engine/parallel/sharded_model.hpp):
-// every strategy gives the same steps. In fp32 on the CPU. Expert parallelism and bf16 are not
-// built yet.
+// every strategy gives the same steps. With parallel.expert > 1 each rank holds its share of every
+// MoE layer's experts and tokens travel to them by all-to-all (engine/parallel/). In fp32 on
+// the CPU; bf16 is not built yet.
 #pragma once
 
 #include <memory>
@@ -42,7 +43,7 @@ class trainer {
   // Builds and initialises the model (train.seed) and the data order; `dp` is the data-parallel
   // group (nullptr: this rank alone). Throws errc::invalid_input naming the key when the data
   // does not fit the model (a token id past model.vocab_size), or when the layout needs what
-  // is not built yet (TP, PP, CP, EP).
+  // is not built yet (TP, PP, CP); errc::config for a layout the planner refuses.
   trainer(const job_config& config, std::unique_ptr<data::document_source> documents,
           std::shared_ptr<comm::communicator> dp = nullptr);
 

@@ -6,6 +6,7 @@
 
 #include <sstream>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "common/run_reader.hpp"
@@ -73,8 +74,8 @@ TEST_CASE("a job muster-train cannot run yet fails with its reason, reported by 
                                       "parallel.pipeline=2", "--", kTrain});
   INFO("stdout: " << r.out << "\nstderr: " << r.err);
   CHECK(r.exit_code == 2);
-  CHECK_THAT(r.err, Catch::Contains("muster-train runs data parallel only for now: "
-                                    "parallel.tensor, pipeline, context and expert must be 1"));
+  CHECK_THAT(r.err, Catch::Contains("muster-train runs data and expert parallel only for now: "
+                                    "parallel.tensor, pipeline and context must be 1"));
 }
 
 // The loss of every step rank 0 logged ("step 3/20 | loss 4.123456 | ...").
@@ -87,32 +88,42 @@ std::vector<double> logged_losses(const fs::path& runs) {
   return losses;
 }
 
-TEST_CASE("2 data-parallel ranks give the losses of 1 rank reading the same rows, under every "
-          "sharding strategy", "[train_run]") {
+TEST_CASE("data- and expert-parallel ranks give the losses of 1 rank reading the same rows, "
+          "under every sharding strategy", "[train_run]") {
   muster::test::temp_dir dir;
   muster::test::write_file(dir / "tiny.toml", kTinyJob);
-  auto run = [&](int nproc, int micro, const std::string& sharding) {
-    const auto runs = dir / (std::to_string(nproc) + "-" + sharding);
+  // The same 4 rows a step: 1 rank x 4, 2 ranks x 2 or 4 ranks x 1.
+  auto run = [&](int nproc, const std::string& sharding, int expert) {
+    const auto runs = dir / fmt::format("{}-{}-ep{}", nproc, sharding, expert);
     auto r = muster::test::run_process(
         {kMuster, "run", (dir / "tiny.toml").string(), "launch.runs_dir=" + runs.string(),
          "launch.nproc=" + std::to_string(nproc), "launch.tee=none",
-         "parallel.sharding=" + sharding, "train.steps=20", "train.lr=3e-3",
-         "train.micro_batch_size=" + std::to_string(micro), "model.moe_aux_loss_coeff=0.01",
-         "model.moe_z_loss_coeff=0.001", "--", kTrain},
+         "parallel.sharding=" + sharding, "parallel.expert=" + std::to_string(expert),
+         "train.steps=20", "train.lr=3e-3", "train.micro_batch_size=" + std::to_string(4 / nproc),
+         "model.moe_aux_loss_coeff=0.01", "model.moe_z_loss_coeff=0.001", "--", kTrain},
         {{{"OMP_NUM_THREADS", "1"}}, {}});
     INFO("stderr: " << r.err);
     REQUIRE(r.exit_code == 0);
     return logged_losses(runs);
   };
-  const auto one = run(1, 4, "no_shard");
+  const auto one = run(1, "no_shard", 1);
   REQUIRE(one.size() == 20);
   CHECK(one.back() < one.front() - 1.0);
-  for (std::string sharding : {"no_shard", "optim", "optim_grads", "optim_grads_params"}) {
-    const auto two = run(2, 2, sharding);
-    REQUIRE(two.size() == 20);
+  struct layout {
+    int nproc, expert;
+    std::string sharding;
+  };
+  const std::vector<layout> layouts{
+      {2, 1, "no_shard"},    {2, 1, "optim"},           {2, 1, "optim_grads"},
+      {2, 1, "optim_grads_params"}, {2, 2, "optim_grads_params"}, {2, 2, "no_shard"},
+      {4, 2, "optim_grads_params"},  // EP 2 x expert-data-parallel 2: experts sharded too
+  };
+  for (const auto& l : layouts) {
+    const auto other = run(l.nproc, l.sharding, l.expert);
+    REQUIRE(other.size() == 20);
     for (std::size_t i = 0; i < one.size(); ++i) {
-      INFO(sharding << ", step " << i + 1);
-      CHECK(two[i] == Approx(one[i]).epsilon(1e-5));
+      INFO(l.nproc << " ranks, EP " << l.expert << ", " << l.sharding << ", step " << i + 1);
+      CHECK(other[i] == Approx(one[i]).epsilon(1e-5));
     }
   }
 }
@@ -128,24 +139,26 @@ TEST_CASE("the planner's per-rank parameter, gradient and optimizer bytes are wh
           "holds, and its FSDP buffers bound what it gathers", "[train_run]") {
   muster::test::temp_dir dir;
   muster::test::write_file(dir / "tiny.toml", kTinyJob);
-  // 3 ranks: units whose size 3 does not divide are padded, as the planner counts them
+  // 3 ranks: units whose size 3 does not divide are padded, as the planner counts them; 4 ranks
+  // with EP 2: a rank holds half the experts, sharded over 2 expert-data-parallel ranks
   for (std::string sharding : {"no_shard", "optim", "optim_grads", "optim_grads_params"}) {
-    for (std::string tied : {"false", "true"}) {
-      INFO(sharding << ", tie_embeddings " << tied);
-      const std::vector<std::string> settings{"parallel.sharding=" + sharding,
-                                              "model.tie_embeddings=" + tied,
-                                              "train.precision=fp32", "train.micro_batch_size=1",
-                                              "model.num_layers=8"};
-      std::vector<std::string> plan{kMuster, "plan", (dir / "tiny.toml").string(), "--world", "3",
+    for (std::string variant : {"untied", "tied", "ep2"}) {
+      INFO(sharding << ", " << variant);
+      const std::string world = variant == "ep2" ? "4" : "3";
+      const std::vector<std::string> settings{
+          "parallel.sharding=" + sharding, "model.tie_embeddings=" + std::string(variant == "tied" ? "true" : "false"),
+          "parallel.expert=" + std::string(variant == "ep2" ? "2" : "1"), "train.precision=fp32",
+          "train.micro_batch_size=1", "model.num_layers=8"};
+      std::vector<std::string> plan{kMuster, "plan", (dir / "tiny.toml").string(), "--world", world,
                                     "--json"};
       plan.insert(plan.end(), settings.begin(), settings.end());
       const auto planned = muster::test::run_process(plan);
       REQUIRE(planned.exit_code == 0);
       const auto worst = nlohmann::json::parse(planned.out)["memory"]["worst"];
 
-      const auto runs = dir / (sharding + tied);
+      const auto runs = dir / (sharding + variant);
       std::vector<std::string> train{kMuster, "run", (dir / "tiny.toml").string(),
-                                     "launch.runs_dir=" + runs.string(), "launch.nproc=3",
+                                     "launch.runs_dir=" + runs.string(), "launch.nproc=" + world,
                                      "launch.tee=none", "train.steps=2"};
       train.insert(train.end(), settings.begin(), settings.end());
       train.insert(train.end(), {"--", kTrain});

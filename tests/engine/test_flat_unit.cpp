@@ -1,0 +1,57 @@
+// One sharding unit on one rank: the parameters become views of its flat buffer, their
+// gradients land in it, weight decay is masked off norms and biases; and the storage trick the
+// gathered buffers use: a view taken before the storage is freed reads what is written after it
+// is allocated again.
+#include <torch/torch.h>  // before Catch (glog's CHECK)
+
+#include <catch2/catch.hpp>
+
+#include "engine/parallel/flat_unit.hpp"
+
+using namespace muster::engine;
+
+TEST_CASE("a view keeps its storage through free_storage and allocate_storage", "[sharding]") {
+  auto whole = torch::arange(6, torch::kFloat32);
+  auto view = whole.narrow(0, 2, 3);
+  const auto bytes = static_cast<std::size_t>(whole.nbytes());
+  parallel::free_storage(whole);
+  CHECK(whole.storage().nbytes() == 0);
+  parallel::allocate_storage(whole, bytes);
+  whole.copy_(torch::arange(10, 16, torch::kFloat32));
+  CHECK(view.equal(torch::tensor({12.f, 13.f, 14.f})));
+}
+
+TEST_CASE("a unit's parameters are views of its buffer and their gradients land in its shard",
+          "[sharding]") {
+  auto linear = torch::nn::Linear(torch::nn::LinearOptions(3, 2).bias(true));
+  auto norm = torch::ones({3}, torch::requires_grad());
+  const auto weight_before = linear->weight.detach().clone();
+  parallel::unit_options options;
+  options.name = "test";
+  options.strategy = parallel::sharding::optim_grads_params;
+  parallel::flat_unit unit(options,
+                           {{"proj.weight", linear->weight},
+                            {"proj.bias", linear->bias},
+                            {"input_layernorm.weight", norm}});
+  // alone, every strategy is no_shard: one whole shard
+  CHECK(unit.strategy() == parallel::sharding::no_shard);
+  CHECK(unit.numel() == 6 + 2 + 3);
+  CHECK(unit.shard_numel() == 11);
+  CHECK(linear->weight.equal(weight_before));
+  CHECK(linear->weight.data_ptr<float>() == unit.shard().data_ptr<float>());
+  CHECK(unit.decay_mask().equal(torch::tensor({1.f, 1.f, 1.f, 1.f, 1.f, 1.f, 0.f, 0.f, 0.f, 0.f, 0.f})));
+
+  auto x = torch::ones({1, 3});
+  (linear(x * norm).sum()).backward();
+  // d/dW of sum(W x + b) is x for each row; d/db is 1; d/dnorm is the column sums of W
+  auto expected = torch::cat({torch::ones({6}), torch::ones({2}),
+                              weight_before.sum(0)});
+  CHECK(torch::allclose(unit.shard_grad(), expected));
+  unit.zero_grad();
+  CHECK(unit.shard_grad().abs().sum().item<float>() == 0);
+  {
+    torch::NoGradGuard no_grad;
+    unit.shard().add_(1);  // the optimizer moves the shard: the module sees it
+  }
+  CHECK(torch::allclose(linear->weight, weight_before + 1));
+}
