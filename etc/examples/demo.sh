@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# `make demo`: a tour of what muster does today, with the binaries in $1 (build/bin).
-# Later issues replace this with an embedded training run (`muster run`).
+# `make demo`: a tour of what muster does today, with the binaries in $1 (build/bin), ending
+# with an embedded training run: `muster run etc/examples/tiny-moe.toml` (2 ranks, EP = 2,
+# optim_grads_params) on the license texts, in a temporary runs directory.
 set -euo pipefail
 bin=${1:-build/bin}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -28,3 +29,11 @@ printf '\n$ %s\n' "$bin/muster plan $here/qwen3-30b-a3b.toml --nodes 2 --gpus-pe
   sed -n '/^memory per GPU/,$p' || true
 printf '\n$ %s\n' "$bin/muster plan $here/qwen3-30b-a3b.toml --world 16 parallel.expert=6    # exit 2"
 "$bin/muster" plan "$here/qwen3-30b-a3b.toml" --world 16 parallel.expert=6 || echo "(exit $?)"
+
+# Training: the built-in engine on 2 ranks, the loss falling within the first steps.
+runs=$(mktemp -d /tmp/muster-demo.XXXXXX)
+show "$bin/muster" plan "$here/tiny-moe.toml" --world 2
+show "$bin/muster" run "$here/tiny-moe.toml" launch.runs_dir="$runs"
+run_dir=$(ls -d "$runs"/*/)
+printf '\nthe run directory: %s\n' "$run_dir"
+ls "$run_dir" "$run_dir/logs"

@@ -2,8 +2,7 @@
 // launch.nproc ranks (one per GPU, or 2 without GPUs), torchrun's contract for the workers.
 // `muster launch JOB.toml [key=value ...] [-- COMMAND ARGS...]`: the same across the nodes of
 // a Slurm step, run by `srun --ntasks-per-node=1` (or one task per rank).
-// Without COMMAND they run the built-in worker (muster-test-worker beside this binary until the
-// engine, muster-train, exists). Exit status: the first failing rank's exit code (128 + signal
+// Without COMMAND they run the built-in engine, muster-train, installed beside this binary. Exit status: the first failing rank's exit code (128 + signal
 // when a signal ended it), 0 when every rank succeeded, 2 for bad input.
 #include <unistd.h>
 
@@ -39,7 +38,7 @@ CLI::App* add_job_verb(CLI::App& app, verb_action& run, const std::vector<std::s
       request.job_file = split.file;
       request.overrides = std::move(split.overrides);
       request.command = command;
-      request.default_worker = own_dir() / "muster-test-worker";
+      request.default_worker = own_dir() / "muster-train";
       return start(request);
     };
   });
