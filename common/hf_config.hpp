@@ -22,6 +22,7 @@
 #pragma once
 
 #include <filesystem>
+#include <string>
 
 #include "common/config_schema.hpp"
 #include "common/job_config.hpp"
@@ -35,5 +36,11 @@ namespace muster {
 // model_type (listing the known ones), a missing required field, or a field of the wrong type.
 void apply_hf_config(const std::filesystem::path& file, model_section& model,
                      config::sources& where);
+
+// The config.json of `model` as Hugging Face's Qwen3-MoE (or Qwen2-MoE, when the model has
+// attention biases and no q/k norms; Qwen3/Qwen2 for a dense model) names it, so a checkpoint
+// the engine writes loads in transformers and apply_hf_config() reads back the same sizes.
+// MLA (DeepSeek) models are not written (the engine does not train them).
+std::string hf_config_text(const model_section& model);
 
 }  // namespace muster

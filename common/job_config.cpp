@@ -165,6 +165,16 @@ const field<job_config> kSchema[] = {
           "text files or folders of them (format text), or .bin/.idx prefixes (format indexed)"),
     FIELD(data.format, "data.format",
           "text (byte-level tokens, vocabulary 256) or indexed (Megatron's MMapIndexedDataset)"),
+    FIELD(checkpoint.dir, "checkpoint.dir",
+          "where checkpoints are saved, one directory per step (step-00000100); \"\" = "
+          "<run directory>/checkpoints"),
+    FIELD(checkpoint.interval, "checkpoint.interval",
+          "save every this many steps and after the last; 0 = only when the launcher forwards "
+          "SIGUSR1 or SIGTERM"),
+    FIELD(checkpoint.load, "checkpoint.load",
+          "\"\" = resume from the newest checkpoint in checkpoint.dir when there is one; else "
+          "a checkpoint directory to start from (ours, or a Hugging Face model directory)"),
+    FIELD(checkpoint.keep, "checkpoint.keep", "newest checkpoints kept in checkpoint.dir; 0 = all"),
     FIELD(comm.nccl_ub, "comm.nccl_ub",
           "NCCL user buffers (ncclMemAlloc + ncclCommRegister) for the FSDP all-gather and "
           "reduce-scatter buffers; refused together with expandable_segments:True"),
@@ -311,6 +321,11 @@ void validate_train(const train_section& t, const config::sources& where) {
                config::place_of(where, "train.adam_beta1"));
 }
 
+void validate_checkpoint(const checkpoint_section& c, const config::sources& where) {
+  check_at_least(c.interval, 0, where, "checkpoint.interval");
+  check_at_least(c.keep, 0, where, "checkpoint.keep");
+}
+
 void validate_data(const data_section& d, const config::sources& where) {
   check_choice(d.format, {"text", "indexed"}, where, "data.format");
   MUSTER_CHECK(!d.paths.empty(), errc::config,
@@ -370,6 +385,7 @@ void validate(const job_config& c, const config::sources& where) {
   validate_model(c.model, where);
   validate_train(c.train, where);
   validate_data(c.data, where);
+  validate_checkpoint(c.checkpoint, where);
 }
 
 loaded_job_config load_job_config(const std::filesystem::path& file,

@@ -116,6 +116,14 @@ struct data_section {
   std::string format = "text";  // text (byte-level tokens) or indexed (Megatron .bin/.idx)
 };
 
+// Checkpoints of the built-in engine: Hugging Face safetensors plus our sharded optimizer state.
+struct checkpoint_section {
+  std::string dir;       // "" = <run directory>/checkpoints
+  int interval = 0;      // save every N steps and after the last; 0 = only on SIGUSR1/SIGTERM
+  std::string load;      // "" = resume from dir's newest, if any; else a checkpoint or HF model dir
+  int keep = 2;          // newest checkpoints kept in dir; 0 = all
+};
+
 // Communication settings.
 struct comm_section {
   bool nccl_ub = false;  // NCCL user buffers for the FSDP all-gather / reduce-scatter buffers
@@ -129,6 +137,7 @@ struct job_config {
   model_section model;
   train_section train;
   data_section data;
+  checkpoint_section checkpoint;
   comm_section comm;
 };
 

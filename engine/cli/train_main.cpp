@@ -10,7 +10,10 @@
 // 2 bad input.
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
+#include <cstring>
+#include <optional>
 #include <filesystem>
 #include <fstream>
 
@@ -21,9 +24,14 @@
 #include "common/heartbeat_line.hpp"
 #include "common/step_line.hpp"
 #include "common/log.hpp"
+#include "engine/checkpoint/checkpoint_io.hpp"
 #include "engine/train/trainer.hpp"
 
 namespace {
+
+// The signal that asked this rank to stop (SIGUSR1 or SIGTERM), or 0.
+volatile std::sig_atomic_t g_stop_signal = 0;
+void on_stop_signal(int signal) { g_stop_signal = signal; }
 
 using namespace muster;
 
@@ -91,10 +99,30 @@ int train(int argc, char** argv) {
   const auto held = trainer.held();
   logger->info("held by this rank ({}): params {} B | grads {} B | optimizer {} B",
                config.parallel.sharding, held.params, held.grads, held.optimizer);
+  // Checkpoints: resume from checkpoint.load, or the newest under the checkpoint directory.
+  const std::filesystem::path root =
+      !config.checkpoint.dir.empty()  ? std::filesystem::path(config.checkpoint.dir)
+      : !env("MUSTER_RUN_DIR").empty() ? std::filesystem::path(env("MUSTER_RUN_DIR")) / "checkpoints"
+                                       : std::filesystem::path("checkpoints");
+  const auto from = !config.checkpoint.load.empty()
+                        ? std::optional<std::filesystem::path>(config.checkpoint.load)
+                        : engine::checkpoint::newest_checkpoint(root);
+  if (from) {
+    trainer.load(*from);
+    logger->info("loaded checkpoint {}: continuing at step {}", from->string(),
+                 trainer.next_step() + 1);
+  }
+  std::signal(SIGUSR1, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+  auto save = [&] {
+    const auto dir = trainer.save(root, config.checkpoint.keep);
+    logger->info("saved checkpoint {} after step {}", dir.string(), trainer.next_step());
+  };
   const auto heartbeat = env("MUSTER_HEARTBEAT_FILE");
   std::ofstream steps;
   if (!env("MUSTER_STEPS_FILE").empty()) steps.open(env("MUSTER_STEPS_FILE"), std::ios::app);
   while (trainer.next_step() < config.train.steps) {
+    if (g_stop_signal != 0) trainer.request_stop();
     const auto r = trainer.step();
     beat(heartbeat, r, config.train.steps);
     record(steps, r);
@@ -102,6 +130,16 @@ int train(int argc, char** argv) {
                  "{:.0f} tok/s",
                  r.step + 1, config.train.steps, r.loss, r.aux_loss, r.z_loss, r.lr, r.grad_norm,
                  r.tokens_per_s);
+    const int interval = config.checkpoint.interval;
+    if (r.stop) {
+      // Asked to stop (Slurm's pre-timeout SIGUSR1, or SIGTERM): save, then end as signalled.
+      save();
+      const int signal = g_stop_signal != 0 ? static_cast<int>(g_stop_signal) : SIGTERM;
+      logger->info("stopping after step {} ({})", r.step + 1, strsignal(signal));
+      return 128 + signal;
+    }
+    if (interval > 0 && (trainer.next_step() % interval == 0 || trainer.next_step() == config.train.steps))
+      save();
   }
   logger->info("gathered at once: at most {} B of parameters and whole gradients",
                trainer.peak_transient_bytes());

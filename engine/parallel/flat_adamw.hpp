@@ -27,10 +27,14 @@ class flat_adamw {
   // The moments' bytes (the optimizer's persistent state on this rank).
   std::int64_t held_bytes() const;
 
- private:
+  // Per unit, the moments of its shard (for checkpoints), and the step count they are at.
   struct state {
     torch::Tensor exp_avg, exp_avg_sq;
   };
+  std::vector<state>& moments() { return state_; }
+  void set_steps_taken(std::int64_t steps) { steps_ = steps; }
+
+ private:
   std::vector<flat_unit*> units_;
   std::vector<state> state_;
   double beta1_, beta2_, eps_, weight_decay_;

@@ -156,6 +156,28 @@ void flat_unit::after_update() {
   full_params_.copy_(options_.group->all_gather(shard_params_));
 }
 
+torch::Tensor flat_unit::whole_values() {
+  if (params_sharded()) return options_.group->all_gather(shard_params_);
+  return full_params_;
+}
+
+void flat_unit::load_whole(const torch::Tensor& whole) {
+  torch::NoGradGuard no_grad;
+  const auto n = std::min<std::int64_t>(whole.numel(), shard_ * ranks_);
+  auto padded = torch::zeros({shard_ * ranks_}, torch::kFloat32);
+  padded.narrow(0, 0, n).copy_(whole.narrow(0, 0, n));
+  if (params_sharded()) {
+    shard_params_.copy_(padded.narrow(0, shard_rank() * shard_, shard_));
+  } else {
+    full_params_.copy_(padded);
+  }
+}
+
+bool flat_unit::writes(std::size_t index) const {
+  if (!options_.group) return true;
+  return static_cast<std::size_t>(options_.group->rank()) == index % options_.group->size();
+}
+
 held_bytes flat_unit::held() const {
   held_bytes h;
   h.params = params_sharded() ? shard_params_.nbytes() : full_params_.nbytes();

@@ -108,6 +108,16 @@ class flat_unit {
   // The group gradients are summed over (null: this rank alone).
   std::shared_ptr<comm::communicator> group() const { return options_.group; }
 
+  // The unit's parameters whole (flat, padded): a collective over the group when they are
+  // sharded (an all-gather into a new tensor; the unit stays as it was), else its buffer.
+  torch::Tensor whole_values();
+  // Sets the parameters from `whole` (flat, numel() or padded): this rank keeps its shard.
+  void load_whole(const torch::Tensor& whole);
+  // Whether this rank writes the unit into a checkpoint: one rank of its group, by `index`.
+  bool writes(std::size_t index) const;
+  // This rank's offset of each parameter in the flat buffer (params() order).
+  const std::vector<std::int64_t>& offsets() const { return offsets_; }
+
   // The persistent bytes (between steps) of parameters and gradients, measured on the buffers.
   held_bytes held() const;
 

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "common/error.hpp"
+#include "engine/checkpoint/checkpoint_io.hpp"
 #include "engine/model/init.hpp"
 #include "engine/parallel/expert_dispatch.hpp"
 #include "engine/parallel/process_groups.hpp"
@@ -90,7 +91,9 @@ step_result trainer::step() {
   }
   sharded_->reduce_step_gradients();
   // The router losses are each rank's share of the group's: their sums are the group's.
-  const auto sums = sum_over(dp_.get(), {loss_sum, r.aux_loss, r.z_loss});
+  const auto sums =
+      sum_over(dp_.get(), {loss_sum, r.aux_loss, r.z_loss, stop_requested_ ? 1.0 : 0.0});
+  r.stop = sums[3] > 0;
   r.loss = sums[0] / double(std::max<std::int64_t>(label_tokens, 1));
   r.aux_loss = sums[1];
   r.z_loss = sums[2];
@@ -100,6 +103,16 @@ step_result trainer::step() {
   r.step_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   r.tokens_per_s = double(r.tokens) / std::max(r.step_time_s, 1e-9);
   return r;
+}
+
+std::filesystem::path trainer::save(const std::filesystem::path& root, int keep) {
+  return checkpoint::save_checkpoint(root, next_step_, *sharded_, *optimizer_, config_, dp_.get(),
+                                     keep);
+}
+
+void trainer::load(const std::filesystem::path& dir) {
+  next_step_ = static_cast<int>(
+      checkpoint::load_checkpoint(dir, *sharded_, *optimizer_, config_, dp_.get()));
 }
 
 parallel::held_bytes trainer::held() const {

@@ -12,6 +12,7 @@
 // the CPU; bf16 is not built yet.
 #pragma once
 
+#include <filesystem>
 #include <memory>
 
 #include <torch/torch.h>
@@ -36,6 +37,7 @@ struct step_result {
   std::int64_t tokens = 0;    // tokens this rank processed in the step (padding included)
   double step_time_s = 0;
   double tokens_per_s = 0;
+  bool stop = false;          // some rank was asked to stop (request_stop) before this step's end
 };
 
 class trainer {
@@ -49,6 +51,14 @@ class trainer {
 
   // Runs step next_step() and moves on.
   step_result step();
+  // Marks this rank as asked to stop (a signal): the next step's result says so on every rank,
+  // so all of them can save the same checkpoint and end together.
+  void request_stop() { stop_requested_ = true; }
+  // A checkpoint after next_step() steps under `root` (collective); returns its directory.
+  std::filesystem::path save(const std::filesystem::path& root, int keep);
+  // Continues from checkpoint `dir` (engine/checkpoint/checkpoint_io.hpp): next_step() becomes
+  // the steps it was saved after (0 for a Hugging Face model's weights).
+  void load(const std::filesystem::path& dir);
   int next_step() const { return next_step_; }
   model::transformer& model() { return *model_; }
   // This rank's persistent parameter, gradient and optimizer bytes.
@@ -65,6 +75,7 @@ class trainer {
   std::unique_ptr<parallel::flat_adamw> optimizer_;
   std::shared_ptr<comm::communicator> dp_;
   int next_step_ = 0;
+  bool stop_requested_ = false;
 };
 
 }  // namespace muster::engine::train

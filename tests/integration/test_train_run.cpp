@@ -178,3 +178,49 @@ TEST_CASE("the planner's per-rank parameter, gradient and optimizer bytes are wh
     }
   }
 }
+
+TEST_CASE("a run resumed from its checkpoint continues the loss curve bit for bit, and the "
+          "checkpoint is in Hugging Face's layout", "[train_run]") {
+  muster::test::temp_dir dir;
+  muster::test::write_file(dir / "tiny.toml", kTinyJob);
+  const auto checkpoints = dir / "checkpoints";
+  auto run = [&](const std::string& runs, int steps, std::vector<std::string> extra) {
+    std::vector<std::string> argv{kMuster, "run", (dir / "tiny.toml").string(),
+                                  "launch.runs_dir=" + (dir / runs).string(), "launch.nproc=2",
+                                  "launch.tee=none", "parallel.expert=2",
+                                  "parallel.sharding=optim_grads_params",
+                                  "train.steps=" + std::to_string(steps)};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    const auto r = muster::test::run_process(argv, {{{"OMP_NUM_THREADS", "1"}}, {}});
+    INFO("stderr: " << r.err);
+    REQUIRE(r.exit_code == 0);
+    std::vector<double> losses;  // rank 0's, exact (the run store keeps every digit)
+    for (const auto& s : muster::store::run_reader(muster::test::only_run_dir(dir / runs)).steps())
+      if (s.rank == 0) losses.push_back(s.loss);
+    return losses;
+  };
+  const auto straight = run("straight", 20, {});
+  // 10 steps with a checkpoint after the 10th; the run ends; a new run finds it and continues
+  run("first", 10, {"checkpoint.interval=10", "checkpoint.dir=" + checkpoints.string()});
+  const auto step10 = checkpoints / "step-00000010";
+  REQUIRE(fs::exists(step10 / "model.safetensors.index.json"));
+  CHECK(fs::exists(step10 / "model-00001-of-00002.safetensors"));
+  CHECK(fs::exists(step10 / "model-00002-of-00002.safetensors"));
+  CHECK(fs::exists(step10 / "optimizer" / "rank-00001.safetensors"));
+  const auto index = nlohmann::json::parse(muster::test::read_file(step10 / "model.safetensors.index.json"));
+  // each rank wrote its own experts of the MoE layers: 4 experts x 3 tensors x 2 layers
+  int experts = 0;
+  for (const auto& [name, file] : index["weight_map"].items())
+    if (name.find(".mlp.experts.") != std::string::npos) ++experts;
+  CHECK(experts == 4 * 3 * 2);
+  CHECK(index["weight_map"]["model.embed_tokens.weight"].is_string());
+  CHECK(nlohmann::json::parse(muster::test::read_file(step10 / "config.json"))["model_type"] ==
+        "qwen3_moe");
+  const auto resumed = run("resumed", 20, {"checkpoint.dir=" + checkpoints.string()});
+  REQUIRE(straight.size() == 20);
+  REQUIRE(resumed.size() == 10);
+  for (std::size_t i = 0; i < 10; ++i) {
+    INFO("step " << i + 11);
+    CHECK(resumed[i] == straight[i + 10]);
+  }
+}
