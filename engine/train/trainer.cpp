@@ -28,9 +28,6 @@ std::vector<double> sum_over(comm::communicator* dp, std::vector<double> local) 
 trainer::trainer(const job_config& config, std::unique_ptr<data::document_source> documents,
                  std::shared_ptr<comm::communicator> dp)
     : config_(config), documents_(std::move(documents)), dp_(std::move(dp)) {
-  MUSTER_CHECK(config.train.grad_reduce_dtype == "fp32" || config.train.grad_reduce_dtype == "bf16",
-               errc::config, "train.grad_reduce_dtype = \"{}\": use fp32 or bf16",
-               config.train.grad_reduce_dtype);
   const auto groups = parallel::make_process_groups(config, dp_);
   MUSTER_CHECK(documents_->vocab_size() <= config.model.vocab_size, errc::invalid_input,
                "data: {} holds token ids up to {} but model.vocab_size is {}; raise "
