@@ -12,17 +12,6 @@ bool no_decay(const std::string& name) {
 
 }  // namespace
 
-sharding parse_sharding(const std::string& value) {
-  if (value == "no_shard") return sharding::no_shard;
-  if (value == "optim") return sharding::optim;
-  if (value == "optim_grads") return sharding::optim_grads;
-  if (value == "optim_grads_params") return sharding::optim_grads_params;
-  MUSTER_THROW(errc::config,
-              "parallel.sharding = \"{}\" is not a strategy; use no_shard, optim, optim_grads or "
-              "optim_grads_params",
-              value);
-}
-
 void free_storage(const torch::Tensor& t) {
   auto* storage = t.storage().unsafeGetStorageImpl();
   storage->set_data_ptr_noswap(at::DataPtr(nullptr, t.device()));

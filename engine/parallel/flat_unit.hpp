@@ -32,13 +32,12 @@
 #include <torch/torch.h>
 
 #include "engine/comm/communicator.hpp"
+#include "launcher/plan/sharding.hpp"
 
 namespace muster::engine::parallel {
 
-enum class sharding { no_shard, optim, optim_grads, optim_grads_params };
-
-// parallel.sharding's value; throws errc::config naming the key otherwise.
-sharding parse_sharding(const std::string& value);
+using launcher::plan::parse_sharding;
+using launcher::plan::sharding;
 
 // Bytes of gathered parameters and whole gradients that exist at once, now and at most: what
 // sharding adds to a rank's memory while it computes.

@@ -7,26 +7,15 @@
 #include <cmath>
 
 #include "common/error.hpp"
+#include "launcher/plan/sharding.hpp"
 
 namespace muster::launcher::plan {
 namespace {
 
-enum class sharding { no_shard, optim, optim_grads, optim_grads_params };
 enum class recompute { none, selective, full };
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
   return (a + b - 1) / b;
-}
-
-sharding parse_sharding(const std::string& value) {
-  if (value == "no_shard") return sharding::no_shard;
-  if (value == "optim") return sharding::optim;
-  if (value == "optim_grads") return sharding::optim_grads;
-  if (value == "optim_grads_params") return sharding::optim_grads_params;
-  MUSTER_THROW(errc::config,
-               "parallel.sharding: invalid value: {}; use no_shard, optim, optim_grads or "
-               "optim_grads_params",
-               value);
 }
 
 recompute parse_recompute(const std::string& value) {
