@@ -161,6 +161,8 @@ const field<job_config> kSchema[] = {
           "clip the global gradient norm (over all shards) to this; 0 = off"),
     FIELD(train.seed, "train.seed",
           "seed of the initial weights and the data order (the same for any parallel layout)"),
+    FIELD(train.peak_tflops, "train.peak_tflops",
+          "one rank's peak TFLOP/s for the MFU of each step; 0 = measured by a matmul at start"),
     FIELD(data.paths, "data.paths",
           "text files or folders of them (format text), or .bin/.idx prefixes (format indexed)"),
     FIELD(data.format, "data.format",
@@ -314,10 +316,11 @@ void validate_train(const train_section& t, const config::sources& where) {
                "min_lr 3e-5)",
                config::place_of(where, "train.lr"), t.lr, t.min_lr);
   MUSTER_CHECK(t.adam_beta1 >= 0 && t.adam_beta1 < 1 && t.adam_beta2 >= 0 && t.adam_beta2 < 1 &&
-                   t.adam_eps > 0 && t.weight_decay >= 0 && t.grad_clip >= 0,
+                   t.adam_eps > 0 && t.weight_decay >= 0 && t.grad_clip >= 0 &&
+                   t.peak_tflops >= 0,
                errc::config,
-               "{}: AdamW settings out of range: betas in [0, 1), eps > 0, weight_decay and "
-               "grad_clip 0 or more",
+               "{}: AdamW settings out of range: betas in [0, 1), eps > 0, weight_decay, "
+               "grad_clip and peak_tflops 0 or more",
                config::place_of(where, "train.adam_beta1"));
 }
 

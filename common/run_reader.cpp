@@ -28,7 +28,8 @@ constexpr std::string_view kRanksSql =
     "SELECT rank, host, local_rank, pid, state, exit_code, signal, updated_ms FROM ranks "
     "ORDER BY rank";
 constexpr std::string_view kStepColumns =
-    "s.rank, s.step, s.loss, s.tokens, s.step_time_s, s.mem_bytes, s.time_ms";
+    "s.rank, s.step, s.loss, s.tokens, s.step_time_s, s.mem_bytes, s.time_ms, s.aux_loss, "
+    "s.z_loss, s.grad_norm, s.lr, s.tokens_per_s, s.mfu, s.peak_mem_bytes";
 constexpr std::string_view kStepsWhere =
     "WHERE s.step BETWEEN ?1 AND ?2 AND (?3 IS NULL OR s.rank = ?3) ORDER BY s.step, s.rank";
 // One index seek per rank, thanks to the (rank, step) primary key.
@@ -38,6 +39,8 @@ constexpr std::string_view kLastStepsJoin =
 constexpr std::string_view kEventsSql =
     "SELECT time_ms, rank, severity, kind, message FROM events WHERE time_ms >= ?1 "
     "ORDER BY time_ms, id";
+constexpr std::string_view kErrorsSql =
+    "SELECT time_ms, rank, step, phase, kind, message FROM errors ORDER BY time_ms, id";
 
 // What stat(2) says of a node file; a change means a writer touched the main file.
 struct file_state {
@@ -184,7 +187,9 @@ rank_record read_rank(const node_file& node, const sqlite_stmt& s) {
 step_record read_step(const sqlite_stmt& s) {
   return step_record{s.column_int64(0),  s.column_int64(1),  s.column_double(2),
                      s.column_int64(3),  s.column_double(4), s.column_int64(5),
-                     s.column_int64(6)};
+                     s.column_int64(6),  s.column_double(7), s.column_double(8),
+                     s.column_double(9), s.column_double(10), s.column_double(11),
+                     s.column_double(12), s.column_int64(13)};
 }
 
 event_record read_event(const node_file& node, const sqlite_stmt& s) {
@@ -357,6 +362,19 @@ std::vector<event_record> run_reader::events(epoch_ms since_ms) const {
   std::stable_sort(events.begin(), events.end(),
                    [](const auto& a, const auto& b) { return a.time_ms < b.time_ms; });
   return events;
+}
+
+std::vector<error_record> run_reader::errors() const {
+  auto errors = impl_->collect<error_record>(kErrorsSql, [&](const node_file&, sqlite_stmt& s,
+                                                             auto& out) {
+    s.for_each_row("read errors", [&] {
+      out.push_back({s.column_int64(0), s.column_int64(1), s.column_optional_int64(2),
+                     s.column_text(3), s.column_text(4), s.column_text(5)});
+    });
+  });
+  std::stable_sort(errors.begin(), errors.end(),
+                   [](const auto& a, const auto& b) { return a.time_ms < b.time_ms; });
+  return errors;
 }
 
 std::string run_reader::integrity_check() const {

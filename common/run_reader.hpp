@@ -68,6 +68,8 @@ class run_reader {
   std::vector<step_record> last_steps() const;
   // The events at or after `since_ms`, ordered by time (ties: host order, then write order).
   std::vector<event_record> events(epoch_ms since_ms = 0) const;
+  // The ranks' errors (common/worker_error.hpp), ordered by time (ties: host order).
+  std::vector<error_record> errors() const;
 
   // Runs SQLite's `PRAGMA integrity_check` on every file: "ok" when all pass, else one line
   // per problem, each starting with the file's path.

@@ -42,11 +42,19 @@ ON CONFLICT (rank) DO UPDATE SET
   updated_ms = excluded.updated_ms)sql";
 
 constexpr std::string_view kAddStepSql = R"sql(
-INSERT INTO steps (rank, step, loss, tokens, step_time_s, mem_bytes, time_ms)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+INSERT INTO steps (rank, step, loss, tokens, step_time_s, mem_bytes, time_ms, aux_loss, z_loss,
+                   grad_norm, lr, tokens_per_s, mfu, peak_mem_bytes)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
 ON CONFLICT (rank, step) DO UPDATE SET
   loss = excluded.loss, tokens = excluded.tokens, step_time_s = excluded.step_time_s,
-  mem_bytes = excluded.mem_bytes, time_ms = excluded.time_ms)sql";
+  mem_bytes = excluded.mem_bytes, time_ms = excluded.time_ms, aux_loss = excluded.aux_loss,
+  z_loss = excluded.z_loss, grad_norm = excluded.grad_norm, lr = excluded.lr,
+  tokens_per_s = excluded.tokens_per_s, mfu = excluded.mfu,
+  peak_mem_bytes = excluded.peak_mem_bytes)sql";
+
+constexpr std::string_view kAddErrorSql =
+    "INSERT INTO errors (time_ms, rank, step, phase, kind, message) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
 
 constexpr std::string_view kAddEventSql =
     "INSERT INTO events (time_ms, rank, severity, kind, message) VALUES (?1, ?2, ?3, ?4, ?5)";
@@ -98,6 +106,7 @@ struct node_writer::impl {
   sqlite_stmt put_rank;
   sqlite_stmt add_step;
   sqlite_stmt add_event;
+  sqlite_stmt add_error;
 
   impl(const std::filesystem::path& file, const writer_options& options)
       : db(file, open_mode::read_write) {
@@ -109,6 +118,7 @@ struct node_writer::impl {
     put_rank = db.prepare(kPutRankSql);
     add_step = db.prepare(kAddStepSql);
     add_event = db.prepare(kAddEventSql);
+    add_error = db.prepare(kAddErrorSql);
   }
 
   void insert_step(const step_record& s) {
@@ -119,6 +129,13 @@ struct node_writer::impl {
     add_step.bind(5, s.step_time_s);
     add_step.bind(6, s.mem_bytes);
     add_step.bind(7, s.time_ms);
+    add_step.bind(8, s.aux_loss);
+    add_step.bind(9, s.z_loss);
+    add_step.bind(10, s.grad_norm);
+    add_step.bind(11, s.lr);
+    add_step.bind(12, s.tokens_per_s);
+    add_step.bind(13, s.mfu);
+    add_step.bind(14, s.peak_mem_bytes);
     // The only constraint a typed step can fail is the foreign key to its rank.
     add_step.execute(fmt::format("add step {} of rank {}", s.step, s.rank),
                      fmt::format("rank {} is not in this file: put the rank (put_rank) before "
@@ -200,6 +217,17 @@ void node_writer::add_event(const event_record& event) {
   s.bind(4, event.kind);
   s.bind(5, event.message);
   s.execute(fmt::format("add event {}", event.kind));
+}
+
+void node_writer::add_error(const error_record& error) {
+  sqlite_stmt& s = impl_->add_error;
+  s.bind(1, error.time_ms);
+  s.bind(2, error.rank);
+  s.bind(3, error.step);
+  s.bind(4, error.phase);
+  s.bind(5, error.kind);
+  s.bind(6, error.message);
+  s.execute(fmt::format("add error of rank {}", error.rank));
 }
 
 int node_writer::schema_version() const { return schema::user_version(impl_->db); }

@@ -27,7 +27,7 @@
 namespace muster::store {
 
 // The schema version this muster writes and reads (`PRAGMA user_version`).
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;
 
 struct writer_options {
   int busy_timeout_ms = 5000;   // wait this long for a lock held by another connection
@@ -61,6 +61,8 @@ class node_writer {
   void add_steps(std::span<const step_record> steps);
   // Appends an event. Events are never replaced.
   void add_event(const event_record& event);
+  // Appends a rank's error. Errors are never replaced.
+  void add_error(const error_record& error);
 
   // The schema version of the file (kSchemaVersion once opened).
   int schema_version() const;

@@ -1,4 +1,5 @@
 // Names of the run store's enums and the clock: see run_store_records.hpp.
+#include <cmath>
 #include "common/run_store_records.hpp"
 
 #include <array>
@@ -55,6 +56,18 @@ std::optional<Enum> parse(const name_table<Enum, N>& table, std::string_view tex
 epoch_ms now_ms() {
   using namespace std::chrono;
   return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+namespace {
+bool same(double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); }
+}  // namespace
+
+bool step_record::operator==(const step_record& o) const {
+  return rank == o.rank && step == o.step && same(loss, o.loss) && tokens == o.tokens &&
+         same(step_time_s, o.step_time_s) && mem_bytes == o.mem_bytes && time_ms == o.time_ms &&
+         same(aux_loss, o.aux_loss) && same(z_loss, o.z_loss) && same(grad_norm, o.grad_norm) &&
+         same(lr, o.lr) && same(tokens_per_s, o.tokens_per_s) && same(mfu, o.mfu) &&
+         peak_mem_bytes == o.peak_mem_bytes;
 }
 
 std::string_view to_string(run_state state) { return name_of(kRunStates, state); }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -30,6 +31,9 @@ std::string_view to_string(severity level);
 std::optional<run_state> parse_run_state(std::string_view text);
 std::optional<rank_state> parse_rank_state(std::string_view text);
 std::optional<severity> parse_severity(std::string_view text);
+
+// A metric a worker did not report.
+inline constexpr double kNotReported = std::numeric_limits<double>::quiet_NaN();
 
 // One training run, as its node's launcher sees it. Every node file holds at most one.
 struct run_record {
@@ -69,7 +73,16 @@ struct step_record {
   double step_time_s = 0;                    // wall time of the step, seconds
   std::int64_t mem_bytes = 0;                // peak device (or host) memory during the step
   epoch_ms time_ms = 0;                      // when the step finished
-  bool operator==(const step_record&) const = default;  // false when a loss is NaN
+  // What the built-in engine adds (NaN: not reported; the store keeps NULL).
+  double aux_loss = kNotReported;            // load-balancing loss, times its coefficient
+  double z_loss = kNotReported;              // router z-loss, times its coefficient
+  double grad_norm = kNotReported;           // global gradient norm before clipping
+  double lr = kNotReported;                  // learning rate of the step
+  double tokens_per_s = kNotReported;        // this rank's tokens / step_time_s
+  double mfu = kNotReported;                 // model FLOPs utilisation, 0..1
+  std::int64_t peak_mem_bytes = 0;           // peak device (or host RSS) memory so far; 0: none
+  // Equal when every field is, a NaN equal to a NaN (not reported, or a diverged loss).
+  bool operator==(const step_record& o) const;
 };
 
 // Something that happened: a rank started or died, a watchdog fired, a node lost contact.
@@ -80,6 +93,18 @@ struct event_record {
   std::string kind;                          // short machine-readable tag, "rank_exit"
   std::string message;                       // one line for people
   bool operator==(const event_record&) const = default;
+};
+
+// A rank's failure as its error file tells it (common/worker_error.hpp).
+struct error_record {
+  epoch_ms time_ms = 0;
+  std::int64_t rank = 0;
+  std::optional<std::int64_t> step;          // 0-based step it failed in; none before the first
+  std::string phase;                         // startup, data, forward, backward, optimizer,
+                                             // checkpoint; "" when the worker did not say
+  std::string kind;                          // exception, collective_timeout, oom, bad_input
+  std::string message;
+  bool operator==(const error_record&) const = default;
 };
 
 }  // namespace muster::store

@@ -73,8 +73,34 @@ CREATE TABLE events (
 CREATE INDEX events_by_time ON events (time_ms);
 )sql";
 
+// v2: the engine's step metrics beside the loss (router losses, gradient norm, learning rate,
+// throughput, MFU, peak memory; NULL where a worker does not report them) and the errors the
+// workers leave in their error files, with the phase and step they failed in.
+constexpr std::string_view kVersion2 = R"sql(
+ALTER TABLE steps ADD COLUMN aux_loss REAL;
+ALTER TABLE steps ADD COLUMN z_loss REAL;
+ALTER TABLE steps ADD COLUMN grad_norm REAL;
+ALTER TABLE steps ADD COLUMN lr REAL;
+ALTER TABLE steps ADD COLUMN tokens_per_s REAL;
+ALTER TABLE steps ADD COLUMN mfu REAL;
+ALTER TABLE steps ADD COLUMN peak_mem_bytes INTEGER NOT NULL DEFAULT 0;
+
+-- One row per failed rank that left an error file. step is NULL before the first step.
+CREATE TABLE errors (
+  id       INTEGER PRIMARY KEY,
+  time_ms  INTEGER NOT NULL,
+  rank     INTEGER NOT NULL,
+  step     INTEGER,
+  phase    TEXT NOT NULL,
+  kind     TEXT NOT NULL,
+  message  TEXT NOT NULL
+) STRICT;
+CREATE INDEX errors_by_time ON errors (time_ms);
+)sql";
+
 constexpr std::array kMigrations{
     migration{1, kVersion1},
+    migration{2, kVersion2},
 };
 static_assert(kMigrations.back().to_version == kCurrentVersion,
               "the last migration must produce kCurrentVersion");

@@ -3,7 +3,10 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <charconv>
+#include <cmath>
+#include <utility>
 #include <cstdlib>
 #include <sstream>
 
@@ -25,11 +28,23 @@ std::optional<double> real(std::string_view text) {
   return v;
 }
 
+// The engine's metrics, written only when reported (not NaN).
+template <class Record>
+auto optional_keys(Record& s) {
+  return std::array{std::pair{"aux_loss", &s.aux_loss},         std::pair{"z_loss", &s.z_loss},
+                    std::pair{"grad_norm", &s.grad_norm},       std::pair{"lr", &s.lr},
+                    std::pair{"tokens_per_s", &s.tokens_per_s}, std::pair{"mfu", &s.mfu}};
+}
+
 }  // namespace
 
 std::string format_step_line(const store::step_record& s) {
-  return fmt::format("step={} loss={} tokens={} step_time_s={} mem_bytes={} time_ms={}\n",
-                     s.step, s.loss, s.tokens, s.step_time_s, s.mem_bytes, s.time_ms);
+  auto line = fmt::format("step={} loss={} tokens={} step_time_s={} mem_bytes={} time_ms={}",
+                          s.step, s.loss, s.tokens, s.step_time_s, s.mem_bytes, s.time_ms);
+  for (const auto& [key, value] : optional_keys(s))
+    if (!std::isnan(*value)) line += fmt::format(" {}={}", key, *value);
+  if (s.peak_mem_bytes > 0) line += fmt::format(" peak_mem_bytes={}", s.peak_mem_bytes);
+  return line + "\n";
 }
 
 std::optional<store::step_record> parse_step_line(std::string_view line) {
@@ -56,6 +71,11 @@ std::optional<store::step_record> parse_step_line(std::string_view line) {
       s.mem_bytes = integer(value).value_or(0);
     } else if (key == "time_ms") {
       s.time_ms = integer(value).value_or(0);
+    } else if (key == "peak_mem_bytes") {
+      s.peak_mem_bytes = integer(value).value_or(0);
+    } else {
+      for (const auto& [name, field] : optional_keys(s))
+        if (key == name) *field = real(value).value_or(store::kNotReported);
     }
   }
   if (!has_step) return std::nullopt;

@@ -4,6 +4,9 @@
 //
 //     step=12 loss=3.4021 tokens=512 step_time_s=0.031 mem_bytes=183500800 time_ms=1795...
 //
+// and, from the built-in engine, aux_loss z_loss grad_norm lr tokens_per_s mfu peak_mem_bytes
+// (left out when not reported).
+//
 // key=value words ending in a newline, in any order; `step` is required, the others default to
 // 0; other keys are ignored. A line without its newline (still being written) is not read yet.
 #pragma once

@@ -5,25 +5,11 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <fstream>
-#include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "common/error.hpp"
+#include "common/worker_error.hpp"
 
 namespace muster::launcher {
-
-std::optional<std::string> read_error_file(const std::filesystem::path& file) {
-  std::ifstream in(file);
-  if (!in) return std::nullopt;
-  std::stringstream text;
-  text << in.rdbuf();
-  auto json = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (json.is_discarded()) return text.str().substr(0, 2000);
-  auto message = json.value("message", nlohmann::json());
-  if (message.is_object()) message = message.value("message", nlohmann::json());
-  return message.is_string() ? message.get<std::string>() : json.dump();
-}
 
 template <class F>
 void run_recorder::write(F&& f) {
@@ -115,8 +101,22 @@ void run_recorder::on_exit(const rank_exit& x) {
                : x.knock_on ? store::rank_state::killed
                             : store::rank_state::failed;
   put_rank(x.rank, x.pid, state, &x);
+  std::optional<worker_error> error;
+  if (x.failed()) error = read_worker_error(paths_.rank_error_file(x.rank));
+  if (error) {
+    write([&] {
+      db_.add_error({error->time_ms > 0 ? error->time_ms : store::now_ms(), x.rank, error->step,
+                     error->phase, error->kind, error->message});
+    });
+  }
   if (x.first_failure) {
-    first_error_ = read_error_file(paths_.rank_error_file(x.rank));
+    first_error_.reset();
+    if (error) {
+      first_error_ = error->message;
+      if (!error->phase.empty())
+        *first_error_ += error->step ? fmt::format(" (in {} of step {})", error->phase, *error->step + 1)
+                                     : fmt::format(" (in {})", error->phase);
+    }
     std::string text = fmt::format("rank {} on {} (pid {}) failed first: {}", x.rank, host_,
                                    x.pid, x.describe());
     if (first_error_) text += fmt::format("; error file: {}", *first_error_);

@@ -16,10 +16,6 @@
 
 namespace muster::launcher {
 
-// The message of a torchelastic error file ({"message": {"message": ...}} or {"message": ...}),
-// the start of the file when it is not JSON; nothing when it is missing.
-std::optional<std::string> read_error_file(const std::filesystem::path& file);
-
 class run_recorder {
  public:
   // Ranks first_rank .. on `host` write to `db`; their files are under paths.

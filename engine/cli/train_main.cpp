@@ -23,6 +23,7 @@
 #include "common/error.hpp"
 #include "common/heartbeat_line.hpp"
 #include "common/step_line.hpp"
+#include "common/worker_error.hpp"
 #include "common/log.hpp"
 #include "engine/checkpoint/checkpoint_io.hpp"
 #include "engine/train/trainer.hpp"
@@ -49,33 +50,68 @@ void beat(const std::string& file, const engine::train::step_result& r, int step
   std::filesystem::rename(temp, file);
 }
 
-// This process's resident memory (the CPU's stand-in for device memory), from /proc.
-std::int64_t resident_bytes() {
-  std::ifstream statm("/proc/self/statm");
-  std::int64_t pages = 0, resident = 0;
-  statm >> pages >> resident;
-  return resident * ::sysconf(_SC_PAGESIZE);
+// This process's resident memory now and at its peak (the CPU's stand-in for device memory).
+std::pair<std::int64_t, std::int64_t> resident_bytes() {
+  std::ifstream status("/proc/self/status");
+  std::int64_t now = 0, peak = 0;
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) now = std::stoll(line.substr(6)) * 1024;
+    if (line.rfind("VmHWM:", 0) == 0) peak = std::stoll(line.substr(6)) * 1024;
+  }
+  return {now, peak};
 }
 
-// The step's record for the run store, appended to $MUSTER_STEPS_FILE (the launcher copies it).
+// The step's record for the run store, appended to $MUSTER_STEPS_FILE (the launcher copies it
+// in batches, so the step never waits on SQLite).
 void record(std::ofstream& steps, const engine::train::step_result& r) {
   if (!steps.is_open()) return;
-  steps << format_step_line({0, r.step, r.loss, r.tokens, r.step_time_s, resident_bytes(),
-                             store::now_ms()});
+  const auto [rss, peak] = resident_bytes();
+  store::step_record s{0, r.step, r.loss, r.tokens, r.step_time_s, rss, store::now_ms()};
+  s.aux_loss = r.aux_loss;
+  s.z_loss = r.z_loss;
+  s.grad_norm = r.grad_norm;
+  s.lr = r.lr;
+  s.tokens_per_s = r.tokens_per_s;
+  s.mfu = r.mfu;
+  s.peak_mem_bytes = peak;
+  steps << format_step_line(s);
   steps.flush();
 }
 
-// torchelastic's error file, which the launcher reads back when this rank fails.
-void write_error_file(const std::string& message) {
-  const auto file = env("TORCHELASTIC_ERROR_FILE");
-  if (file.empty()) return;
-  std::string escaped;
-  for (char c : message) {
-    if (c == '"' || c == '\\') escaped += '\\';
-    escaped += c == '\n' ? ' ' : c;
+// What kind of failure an exception is, for the run store's errors (common/worker_error.hpp).
+std::string kind_of(const std::exception& e) {
+  const std::string_view what = e.what();
+  if (dynamic_cast<const std::bad_alloc*>(&e) || what.find("out of memory") != what.npos ||
+      what.find("can't allocate memory") != what.npos)
+    return "oom";
+  if (const auto* m = dynamic_cast<const muster::error*>(&e)) {
+    if (m->category() == errc::config || m->category() == errc::invalid_input) return "bad_input";
+    if (m->category() == errc::comm)
+      return what.find("imed out") != what.npos || what.find("timeout") != what.npos
+                 ? "collective_timeout"
+                 : "collective_error";
   }
-  std::ofstream(file) << R"({"message": {"message": ")" << escaped << R"(", "extraInfo": {}}})";
+  return "exception";
 }
+
+// Whether this rank's error file is written (the first failure's, with its phase, wins).
+bool g_error_written = false;
+
+// torchelastic's error file with the phase and step, which the launcher reads back and records
+// when this rank fails. Without a trainer: a failure at startup.
+void write_error_file(const std::exception& e, const engine::train::trainer* trainer) {
+  const auto file = env("TORCHELASTIC_ERROR_FILE");
+  if (file.empty() || g_error_written) return;
+  worker_error w{e.what(), "startup", kind_of(e), std::nullopt, store::now_ms()};
+  if (trainer) {
+    w.phase = trainer->phase();
+    w.step = trainer->next_step();
+  }
+  std::ofstream(file) << format_worker_error(w);
+  g_error_written = true;
+}
+
+int run(engine::train::trainer& trainer, const job_config& config);
 
 int train(int argc, char** argv) {
   std::filesystem::path job_file;
@@ -95,7 +131,20 @@ int train(int argc, char** argv) {
   auto documents = engine::data::open_documents(config.data.format, paths);
   engine::train::trainer trainer(config, std::move(documents),
                                  world > 1 ? engine::comm::make_world() : nullptr);
+  try {
+    return run(trainer, config);
+  } catch (const std::exception& e) {
+    write_error_file(e, &trainer);
+    throw;
+  }
+}
+
+// Loads a checkpoint when there is one, then trains to train.steps, saving as configured.
+int run(engine::train::trainer& trainer, const job_config& config) {
   auto logger = log::get("engine");
+  logger->info("MFU of {:.3g} training FLOPs per token against {:.3g} TFLOP/s per rank ({})",
+               trainer.flops_per_token(), trainer.peak_tflops(),
+               config.train.peak_tflops > 0 ? "train.peak_tflops" : "measured fp32 matmul");
   const auto held = trainer.held();
   logger->info("held by this rank ({}): params {} B | grads {} B | optimizer {} B",
                config.parallel.sharding, held.params, held.grads, held.optimizer);
@@ -127,9 +176,9 @@ int train(int argc, char** argv) {
     beat(heartbeat, r, config.train.steps);
     record(steps, r);
     logger->info("step {}/{} | loss {:.6f} | aux {:.4f} | z {:.4f} | lr {:.2e} | grad norm {:.3f} | "
-                 "{:.0f} tok/s",
+                 "{:.0f} tok/s | MFU {:.1f}%",
                  r.step + 1, config.train.steps, r.loss, r.aux_loss, r.z_loss, r.lr, r.grad_norm,
-                 r.tokens_per_s);
+                 r.tokens_per_s, 100 * r.mfu);
     const int interval = config.checkpoint.interval;
     if (r.stop) {
       // Asked to stop (Slurm's pre-timeout SIGUSR1, or SIGTERM): save, then end as signalled.
@@ -153,11 +202,11 @@ int main(int argc, char** argv) {
     return train(argc, argv);
   } catch (const muster::error& e) {
     fmt::print(stderr, "muster-train: {}\n", e.what());
-    write_error_file(e.what());
+    write_error_file(e, nullptr);
     return e.category() == muster::errc::config || e.category() == muster::errc::invalid_input ? 2 : 1;
   } catch (const std::exception& e) {
     fmt::print(stderr, "muster-train: {}\n", e.what());
-    write_error_file(e.what());
+    write_error_file(e, nullptr);
     return 1;
   }
 }

@@ -9,6 +9,8 @@
 #include "engine/parallel/expert_dispatch.hpp"
 #include "engine/parallel/process_groups.hpp"
 #include "engine/train/batch.hpp"
+#include "engine/train/device_peak.hpp"
+#include "launcher/plan/model_params.hpp"
 #include "engine/train/lr_schedule.hpp"
 
 namespace muster::engine::train {
@@ -50,6 +52,11 @@ trainer::trainer(const job_config& config, std::unique_ptr<data::document_source
   if (groups.expert) model_->set_expert_group(parallel::expert_group_over(groups.expert));
   if (dp_)
     model_->set_router_group({[dp = dp_](torch::Tensor& x) { dp->all_reduce_sum(x); }, dp_->size()});
+  flops_per_token_ = double(launcher::plan::train_flops_per_token(launcher::plan::make_model_params(config.model),
+                                                        config.model,
+                                                        pack ? t.max_tokens_per_pack : t.seq_length));
+  peak_tflops_ = t.peak_tflops > 0 ? t.peak_tflops : measured_matmul_tflops(torch::kFloat32);
+  phase_ = "data";
 }
 
 step_result trainer::step() {
@@ -62,6 +69,7 @@ step_result trainer::step() {
   // Every micro-batch of the step first: the loss is divided by the step's label tokens.
   const int dp_rank = dp_ ? dp_->rank() : 0, dp_size = dp_ ? dp_->size() : 1;
   const data::batch_shape shape{t.micro_batch_size, t.grad_accum_steps, dp_size};
+  phase_ = "data";
   std::vector<batch> micro;
   std::int64_t label_tokens = 0;
   for (int m = 0; m < t.grad_accum_steps; ++m) {
@@ -76,16 +84,19 @@ step_result trainer::step() {
   sharded_->zero_grad();
   double loss_sum = 0;
   for (auto& b : micro) {
+    phase_ = "forward";
     auto out = sharded_->forward(b.tokens, b.positions, b.segments);
     auto lm = model::token_loss_sum(out.logits, b.labels);
     auto loss = lm / double(std::max<std::int64_t>(label_tokens, 1)) +
                 (out.losses.aux + out.losses.z) / double(t.grad_accum_steps);
+    phase_ = "backward";
     loss.backward();
     sharded_->finish_backward();
     loss_sum += lm.item<double>();
     r.aux_loss += out.losses.aux.item<double>() / t.grad_accum_steps;
     r.z_loss += out.losses.z.item<double>() / t.grad_accum_steps;
   }
+  phase_ = "optimizer";
   sharded_->reduce_step_gradients();
   // The router losses are each rank's share of the group's: their sums are the group's.
   const auto sums =
@@ -99,17 +110,24 @@ step_result trainer::step() {
   ++next_step_;
   r.step_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   r.tokens_per_s = double(r.tokens) / std::max(r.step_time_s, 1e-9);
+  r.mfu = r.tokens_per_s * flops_per_token_ / (peak_tflops_ * 1e12);
+  phase_ = "data";
   return r;
 }
 
 std::filesystem::path trainer::save(const std::filesystem::path& root, int keep) {
-  return checkpoint::save_checkpoint(root, next_step_, *sharded_, *optimizer_, config_, dp_.get(),
-                                     keep);
+  phase_ = "checkpoint";
+  auto dir = checkpoint::save_checkpoint(root, next_step_, *sharded_, *optimizer_, config_,
+                                         dp_.get(), keep);
+  phase_ = "data";
+  return dir;
 }
 
 void trainer::load(const std::filesystem::path& dir) {
+  phase_ = "checkpoint";
   next_step_ = static_cast<int>(
       checkpoint::load_checkpoint(dir, *sharded_, *optimizer_, config_, dp_.get()));
+  phase_ = "data";
 }
 
 parallel::held_bytes trainer::held() const {

@@ -37,6 +37,7 @@ struct step_result {
   std::int64_t tokens = 0;    // tokens this rank processed in the step (padding included)
   double step_time_s = 0;
   double tokens_per_s = 0;
+  double mfu = 0;             // model FLOPs (planner's count, no recompute) / step time / peak
   bool stop = false;          // some rank was asked to stop (request_stop) before this step's end
 };
 
@@ -60,6 +61,12 @@ class trainer {
   // the steps it was saved after (0 for a Hugging Face model's weights).
   void load(const std::filesystem::path& dir);
   int next_step() const { return next_step_; }
+  // What this rank is doing, for its error record: startup, data, forward, backward,
+  // optimizer or checkpoint (the phase an exception escaped from).
+  const char* phase() const { return phase_; }
+  // Training FLOPs per token (launcher/plan/model_params.hpp) and the peak MFU is taken of.
+  double flops_per_token() const { return flops_per_token_; }
+  double peak_tflops() const { return peak_tflops_; }
   model::transformer& model() { return *model_; }
   // This rank's persistent parameter, gradient and optimizer bytes.
   parallel::held_bytes held() const;
@@ -76,6 +83,9 @@ class trainer {
   std::shared_ptr<comm::communicator> dp_;
   int next_step_ = 0;
   bool stop_requested_ = false;
+  const char* phase_ = "startup";
+  double flops_per_token_ = 0;
+  double peak_tflops_ = 0;
 };
 
 }  // namespace muster::engine::train

@@ -124,6 +124,63 @@ TEST_CASE("every record type round-trips through a node file", "[run_store]") {
   CHECK(run_reader(fx.paths.dir()).run() == bare);
 }
 
+TEST_CASE("the engine's step metrics and the ranks' errors round-trip", "[run_store]") {
+  run_fixture fx;
+  step_record full = sample_step(1, 4);
+  full.aux_loss = 0.012;
+  full.z_loss = 0.0;
+  full.grad_norm = 1.75;
+  full.lr = 3e-4;
+  full.tokens_per_s = 1850.5;
+  full.mfu = 0.31;
+  full.peak_mem_bytes = 1ll << 31;
+  error_record in_backward{900, 1, 4, "backward", "collective_timeout", "[rank 1/2] ... timed out"};
+  error_record at_start{800, 0, std::nullopt, "startup", "bad_input", "data: bad"};
+  {
+    node_writer writer = fx.writer("a");
+    writer.put_rank(sample_rank(1, "a"));
+    writer.add_steps(std::vector{full, sample_step(1, 5)});
+    writer.add_error(in_backward);
+    writer.add_error(at_start);
+  }
+  run_reader reader(fx.paths.dir());
+  auto steps = reader.steps();
+  REQUIRE(steps.size() == 2);
+  CHECK(steps[0] == full);
+  CHECK(std::isnan(steps[1].mfu));  // not reported: NULL in the file, NaN when read
+  CHECK(steps[1] == sample_step(1, 5));
+  CHECK(reader.errors() == std::vector{at_start, in_backward});
+}
+
+TEST_CASE("a version 1 node file is migrated, keeping its steps", "[run_store]") {
+  run_fixture fx;
+  const fs::path file = fx.paths.node_db("a");
+  {
+    node_writer writer(file);
+    writer.put_rank(sample_rank(0, "a"));
+    writer.add_step(sample_step(0, 3));
+  }
+  {
+    // Take the file back to version 1 (SQLite 3.35+ drops columns).
+    sqlite_db db(file, open_mode::read_write);
+    db.exec("DROP TABLE errors; ALTER TABLE steps DROP COLUMN aux_loss; "
+            "ALTER TABLE steps DROP COLUMN z_loss; ALTER TABLE steps DROP COLUMN grad_norm; "
+            "ALTER TABLE steps DROP COLUMN lr; ALTER TABLE steps DROP COLUMN tokens_per_s; "
+            "ALTER TABLE steps DROP COLUMN mfu; ALTER TABLE steps DROP COLUMN peak_mem_bytes; "
+            "PRAGMA user_version = 1",
+            "test: make a version 1 file");
+  }
+  {
+    node_writer writer(file);
+    CHECK(writer.schema_version() == kSchemaVersion);
+    writer.add_error({5, 0, 3, "forward", "oom", "out of memory"});
+  }
+  run_reader reader(fx.paths.dir());
+  REQUIRE(reader.steps().size() == 1);
+  CHECK(reader.steps()[0] == sample_step(0, 3));
+  CHECK(reader.errors().size() == 1);
+}
+
 TEST_CASE("putting a rank again replaces the earlier record", "[run_store]") {
   run_fixture fx;
   node_writer writer = fx.writer("a");

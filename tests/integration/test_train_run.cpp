@@ -61,7 +61,16 @@ TEST_CASE("muster run trains with muster-train and sees its progress", "[train_r
     CHECK(steps[i].tokens == 2 * 64);
     CHECK(steps[i].loss > 0);
     CHECK(steps[i].mem_bytes > 1 << 20);
+    // the engine's own metrics, beside the loss
+    CHECK(steps[i].aux_loss > 0);
+    CHECK(steps[i].z_loss == 0);  // model.moe_z_loss_coeff is 0
+    CHECK(steps[i].grad_norm > 0);
+    CHECK(steps[i].tokens_per_s > 0);
+    CHECK(steps[i].mfu > 0);
+    CHECK(steps[i].mfu < 1);
+    CHECK(steps[i].peak_mem_bytes >= steps[i].mem_bytes);
   }
+  CHECK(steps[4].lr > 0);
 }
 
 TEST_CASE("a job muster-train cannot run yet fails with its reason, reported by the launcher",
@@ -76,6 +85,35 @@ TEST_CASE("a job muster-train cannot run yet fails with its reason, reported by 
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err, Catch::Contains("muster-train runs data and expert parallel only for now: "
                                     "parallel.tensor, pipeline and context must be 1"));
+  // each rank's error is in the run store, with the phase it failed in
+  const auto errors = muster::store::run_reader(muster::test::only_run_dir(dir / "runs")).errors();
+  REQUIRE(errors.size() == 2);
+  for (const auto& e : errors) {
+    CHECK(e.phase == "startup");
+    CHECK(e.kind == "bad_input");
+    CHECK_FALSE(e.step);
+    CHECK_THAT(e.message, Catch::Contains("parallel.tensor, pipeline and context must be 1"));
+  }
+}
+
+TEST_CASE("a rank that fails loading its checkpoint records the phase and step in the run store",
+          "[train_run]") {
+  muster::test::temp_dir dir;
+  muster::test::write_file(dir / "tiny.toml", kTinyJob);
+  auto r = muster::test::run_process({kMuster, "run", (dir / "tiny.toml").string(),
+                                      "launch.runs_dir=" + (dir / "runs").string(),
+                                      "launch.nproc=1", "launch.tee=none",
+                                      "checkpoint.load=" + (dir / "no-such-step").string(), "--",
+                                      kTrain});
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  CHECK(r.exit_code != 0);
+  CHECK_THAT(r.err, Catch::Contains("(in checkpoint of step 1)"));
+  const auto errors = muster::store::run_reader(muster::test::only_run_dir(dir / "runs")).errors();
+  REQUIRE(errors.size() == 1);
+  CHECK(errors[0].rank == 0);
+  CHECK(errors[0].phase == "checkpoint");
+  CHECK(errors[0].step == 0);
+  CHECK_THAT(errors[0].message, Catch::Contains("no-such-step"));
 }
 
 // The loss of every step rank 0 logged ("step 3/20 | loss 4.123456 | ...").

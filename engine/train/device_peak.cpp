@@ -1,0 +1,26 @@
+// Measuring the matmul peak: see device_peak.hpp.
+#include "engine/train/device_peak.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+namespace muster::engine::train {
+
+double measured_matmul_tflops(torch::Dtype dtype) {
+  torch::NoGradGuard no_grad;
+  constexpr std::int64_t n = 768;
+  auto a = torch::randn({n, n}).to(dtype), b = torch::randn({n, n}).to(dtype);
+  auto c = torch::mm(a, b);  // warm-up: thread pool, packing buffers
+  double best = 0;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+  for (int i = 0; i < 3 || std::chrono::steady_clock::now() < until; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    torch::mm_out(c, a, b);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    best = std::max(best, 2.0 * n * n * n / std::max(s, 1e-9));
+    if (i > 50) break;
+  }
+  return best / 1e12;
+}
+
+}  // namespace muster::engine::train
