@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include "engine/model/recompute.hpp"
+
 namespace muster::engine::model {
 
 torch::Tensor attention_mask(const torch::Tensor& segments) {
@@ -15,7 +17,8 @@ torch::Tensor attention_mask(const torch::Tensor& segments) {
 }
 
 attention::attention(const model_config& c)
-    : num_heads_(c.num_heads), num_kv_heads_(c.num_kv_heads), head_dim_(c.head_dim) {
+    : num_heads_(c.num_heads), num_kv_heads_(c.num_kv_heads), head_dim_(c.head_dim),
+      recompute_core_(c.recompute_attention_core) {
   auto linear = [&](std::int64_t in, std::int64_t out, bool bias) {
     return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
   };
@@ -45,16 +48,20 @@ torch::Tensor attention::forward(const torch::Tensor& x, const rotary_tables& ro
   }
   q = apply_rotary(q, rope);
   k = apply_rotary(k, rope);
-  // Query head h reads key/value head h / (heads / kv_heads), as Hugging Face's repeat_kv.
+  // Query head h reads key/value head h / group, as Hugging Face's repeat_kv, without copying
+  // k and v: the group's query heads are stacked along the rows of one matmul per kv head.
   const auto group = num_heads_ / num_kv_heads_;
-  if (group > 1) {
-    k = k.repeat_interleave(group, /*dim=*/1);
-    v = v.repeat_interleave(group, /*dim=*/1);
-  }
-  auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(double(head_dim_));
-  scores = scores.masked_fill(mask.logical_not(), -std::numeric_limits<double>::infinity());
-  auto probs = torch::softmax(scores, -1, torch::kFloat32).to(q.scalar_type());
-  auto out = torch::matmul(probs, v);  // (b, heads, s, hd)
+  auto core = [mask, group, batch, seq, kv = num_kv_heads_, hd = head_dim_,
+               scale = 1.0 / std::sqrt(double(head_dim_))](
+                  const torch::autograd::variable_list& qkv) -> torch::autograd::variable_list {
+    auto q = qkv[0].reshape({batch, kv, group * seq, hd});
+    auto scores = torch::matmul(q, qkv[1].transpose(-2, -1)).view({batch, kv * group, seq, seq});
+    scores = (scores * scale).masked_fill(mask.logical_not(), -std::numeric_limits<double>::infinity());
+    auto probs = torch::softmax(scores, -1, torch::kFloat32).to(q.scalar_type());
+    auto out = torch::matmul(probs.view({batch, kv, group * seq, seq}), qkv[2]);
+    return {out.view({batch, kv * group, seq, hd})};  // (b, heads, s, hd)
+  };
+  auto out = recompute_core_ ? recompute(core, {q, k, v})[0] : core({q, k, v})[0];
   return o_proj(out.transpose(1, 2).reshape({batch, seq, num_heads_ * head_dim_}));
 }
 

@@ -4,7 +4,8 @@
 // Parameters as Hugging Face names them: q_proj (heads*head_dim x hidden), k_proj, v_proj
 // (kv_heads*head_dim x hidden; biases with attention_bias), o_proj (hidden x heads*head_dim),
 // q_norm, k_norm (head_dim).
-// Not here: selective recompute of the attention core (the train loop wraps it).
+// With model_config::recompute_attention_core (train.recompute = selective) the core (scores,
+// probabilities, their product with v) is recomputed in backward (model/recompute.hpp).
 #pragma once
 
 #include <memory>
@@ -33,6 +34,7 @@ class attention : public torch::nn::Module {
 
  private:
   std::int64_t num_heads_, num_kv_heads_, head_dim_;
+  bool recompute_core_;  // train.recompute = selective
 };
 
 }  // namespace muster::engine::model

@@ -39,6 +39,7 @@ struct model_config {
   std::int64_t shared_ffn_hidden_size = 0;
   bool shared_expert_gate = false;
   std::vector<bool> moe_layers;          // per layer: an MoE block instead of a dense MLP
+  bool recompute_attention_core = false; // train.recompute = selective (model/recompute.hpp)
 };
 
 // The engine's model from a validated job file section. Throws errc::invalid_input naming the

@@ -71,9 +71,13 @@ moe_block::moe_block(const model_config& c) : config_(c) {
 moe_output moe_block::forward(const torch::Tensor& x) {
   const auto num_tokens = x.size(0), k = config_.topk, num_experts = config_.num_experts;
   // The router runs in fp32 at least (bf16 logits would flip close top-k choices).
+  // Under bf16 autocast too: the router's linear is kept out of it.
   const auto router_dtype = c10::promoteTypes(x.scalar_type(), torch::kFloat32);
-  auto logits =
-      torch::nn::functional::linear(x.to(router_dtype), gate->weight.to(router_dtype));
+  torch::Tensor logits;
+  {
+    c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
+    logits = torch::nn::functional::linear(x.to(router_dtype), gate->weight.to(router_dtype));
+  }
   moe_output out{torch::zeros_like(x), route(logits, config_, group_)};
   // Group the kept assignments by expert (dropped ones sort last, under expert E).
   auto flat_expert = out.how.experts.masked_fill(out.how.kept.logical_not(), num_experts)

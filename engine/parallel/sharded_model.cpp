@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include "engine/model/recompute.hpp"
+
 namespace muster::engine::parallel {
 namespace {
 
@@ -54,15 +56,22 @@ model::transformer_output sharded_model::forward(const torch::Tensor& tokens,
     auto& group = layers_[i];
     x = mark_input(&group, x);
     group.gather();
-    model::moe_losses losses{zero, zero};
-    x = layer.forward(x, ctx.rope, ctx.mask, losses);
+    // The layer's output and, for an MoE layer, its router losses; all new tensors (what
+    // recompute needs of them).
+    auto run_layer = [&layer, rope = ctx.rope, mask = ctx.mask](
+                         const torch::autograd::variable_list& in) -> torch::autograd::variable_list {
+      auto none = torch::zeros({}, in[0].options().dtype(torch::kFloat32));
+      model::moe_losses losses{none, none + 0};
+      auto y = layer.forward(in[0], rope, mask, losses);
+      if (!layer.moe) return {y};
+      return {y, losses.aux, losses.z};
+    };
+    auto outs = recompute_layers_ ? model::recompute(run_layer, {x}) : run_layer({x});
+    auto marked = mark_outputs(&group, outs);
+    x = marked[0];
     if (layer.moe) {
-      auto marked = mark_outputs(&group, {x, losses.aux, losses.z});
-      x = marked[0];
       out.losses.aux = out.losses.aux + marked[1];
       out.losses.z = out.losses.z + marked[2];
-    } else {
-      x = mark_outputs(&group, {x})[0];
     }
     group.release();
   }

@@ -39,6 +39,11 @@ class sharded_model {
   sharded_model(std::shared_ptr<model::transformer> model, shard_groups groups,
                 sharding strategy, torch::ScalarType reduce_dtype = torch::kFloat32);
 
+  // train.recompute = full: each decoder layer keeps only its input for backward and runs its
+  // forward again there (model/recompute.hpp), inside its gather, so the layer's parameters are
+  // gathered once for both.
+  void set_recompute_layers(bool on) { recompute_layers_ = on; }
+
   model::transformer_output forward(const torch::Tensor& tokens, const torch::Tensor& positions,
                                     const torch::Tensor& segments);
   // After each micro-batch's backward: what autograd did not reach (the embedding).
@@ -62,6 +67,7 @@ class sharded_model {
   std::deque<flat_unit> units_;       // stable addresses: the groups point into it
   std::deque<unit_group> layers_;     // one per decoder layer
   unit_group embedding_, head_;
+  bool recompute_layers_ = false;
   bool tied_ = false;
 };
 

@@ -5,6 +5,7 @@
 
 #include "common/error.hpp"
 #include "engine/checkpoint/checkpoint_io.hpp"
+#include "engine/model/autocast_scope.hpp"
 #include "engine/model/init.hpp"
 #include "engine/parallel/expert_dispatch.hpp"
 #include "engine/parallel/process_groups.hpp"
@@ -43,11 +44,13 @@ trainer::trainer(const job_config& config, std::unique_ptr<data::document_source
   auto shape = model::make_model_config(config.model);
   shape.ep_size = groups.ep_size;
   shape.ep_rank = groups.ep_rank;
+  shape.recompute_attention_core = t.recompute == "selective";
   model_ = std::make_shared<model::transformer>(shape);
   model::init_parameters(*model_, static_cast<std::uint64_t>(t.seed));
   sharded_ = std::make_unique<parallel::sharded_model>(
       model_, parallel::shard_groups{dp_, groups.expert_data, dp_}, parallel::parse_sharding(config.parallel.sharding),
       t.grad_reduce_dtype == "bf16" ? torch::kBFloat16 : torch::kFloat32);
+  sharded_->set_recompute_layers(t.recompute == "full");
   optimizer_ = std::make_unique<parallel::flat_adamw>(sharded_->units(), t);
   if (groups.expert) model_->set_expert_group(parallel::expert_group_over(groups.expert));
   if (dp_)
@@ -85,7 +88,11 @@ step_result trainer::step() {
   double loss_sum = 0;
   for (auto& b : micro) {
     phase_ = "forward";
-    auto out = sharded_->forward(b.tokens, b.positions, b.segments);
+    model::transformer_output out;
+    {
+      model::autocast_scope mixed(model::autocast_state::bf16(t.precision == "bf16"));
+      out = sharded_->forward(b.tokens, b.positions, b.segments);
+    }
     auto lm = model::token_loss_sum(out.logits, b.labels);
     auto loss = lm / double(std::max<std::int64_t>(label_tokens, 1)) +
                 (out.losses.aux + out.losses.z) / double(t.grad_accum_steps);

@@ -8,8 +8,10 @@
 // ranks, and every rank takes the same step; the result equals one rank reading all rows. The
 // model's state is held and reduced as parallel.sharding says (engine/parallel/sharded_model.hpp):
 // every strategy gives the same steps. With parallel.expert > 1 each rank holds its share of every
-// MoE layer's experts and tokens travel to them by all-to-all (engine/parallel/). In fp32 on
-// the CPU; bf16 is not built yet.
+// MoE layer's experts and tokens travel to them by all-to-all (engine/parallel/).
+// train.precision = bf16 runs the forward under bf16 autocast with fp32 main weights
+// (model/autocast_scope.hpp); train.recompute = selective or full recomputes the attention core
+// or whole layers in backward (model/recompute.hpp).
 #pragma once
 
 #include <filesystem>

@@ -127,18 +127,20 @@ std::vector<double> logged_losses(const fs::path& runs) {
 }
 
 TEST_CASE("data- and expert-parallel ranks give the losses of 1 rank reading the same rows, "
-          "under every sharding strategy", "[train_run]") {
+          "under every sharding strategy and recompute mode", "[train_run]") {
   muster::test::temp_dir dir;
   muster::test::write_file(dir / "tiny.toml", kTinyJob);
   // The same 4 rows a step: 1 rank x 4, 2 ranks x 2 or 4 ranks x 1.
-  auto run = [&](int nproc, const std::string& sharding, int expert) {
-    const auto runs = dir / fmt::format("{}-{}-ep{}", nproc, sharding, expert);
+  auto run = [&](int nproc, const std::string& sharding, int expert,
+                 const std::string& recompute = "none") {
+    const auto runs = dir / fmt::format("{}-{}-ep{}-{}", nproc, sharding, expert, recompute);
     auto r = muster::test::run_process(
         {kMuster, "run", (dir / "tiny.toml").string(), "launch.runs_dir=" + runs.string(),
          "launch.nproc=" + std::to_string(nproc), "launch.tee=none",
          "parallel.sharding=" + sharding, "parallel.expert=" + std::to_string(expert),
          "train.steps=20", "train.lr=3e-3", "train.micro_batch_size=" + std::to_string(4 / nproc),
-         "model.moe_aux_loss_coeff=0.01", "model.moe_z_loss_coeff=0.001", "--", kTrain},
+         "model.moe_aux_loss_coeff=0.01", "model.moe_z_loss_coeff=0.001",
+         "train.recompute=" + recompute, "--", kTrain},
         {{{"OMP_NUM_THREADS", "1"}}, {}});
     INFO("stderr: " << r.err);
     REQUIRE(r.exit_code == 0);
@@ -149,18 +151,22 @@ TEST_CASE("data- and expert-parallel ranks give the losses of 1 rank reading the
   CHECK(one.back() < one.front() - 1.0);
   struct layout {
     int nproc, expert;
-    std::string sharding;
+    std::string sharding, recompute = "none";
   };
   const std::vector<layout> layouts{
       {2, 1, "no_shard"},    {2, 1, "optim"},           {2, 1, "optim_grads"},
       {2, 1, "optim_grads_params"}, {2, 2, "optim_grads_params"}, {2, 2, "no_shard"},
       {4, 2, "optim_grads_params"},  // EP 2 x expert-data-parallel 2: experts sharded too
+      // recompute: layers run again in backward, inside their gather, all-to-all included
+      {1, 1, "no_shard", "selective"}, {1, 1, "no_shard", "full"},
+      {2, 2, "optim_grads_params", "full"}, {2, 2, "optim_grads_params", "selective"},
   };
   for (const auto& l : layouts) {
-    const auto other = run(l.nproc, l.sharding, l.expert);
+    const auto other = run(l.nproc, l.sharding, l.expert, l.recompute);
     REQUIRE(other.size() == 20);
     for (std::size_t i = 0; i < one.size(); ++i) {
-      INFO(l.nproc << " ranks, EP " << l.expert << ", " << l.sharding << ", step " << i + 1);
+      INFO(l.nproc << " ranks, EP " << l.expert << ", " << l.sharding << ", recompute "
+                   << l.recompute << ", step " << i + 1);
       CHECK(other[i] == Approx(one[i]).epsilon(1e-5));
     }
   }
