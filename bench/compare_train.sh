@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
 # bench/compare_train.sh BUILD_DIR: muster-train against the same model in eager PyTorch
 # (bench/reference/moe_reference.py on Debian's python3-torch 1.13), side by side in one run:
-# one rank, the same sizes (4 layers, hidden 256, 8 experts top-2, rows of 256 bytes of the
-# license texts, 4 rows a step), the same number of threads, fp32 on the CPU. Reports the
-# median tokens/s of steps 4..STEPS of each and their ratio.
-# Target (issue 5): muster at least 1.3x the Python reference.
+# the same sizes (4 layers, hidden 256, 8 experts top-2, rows of 256 bytes of the license
+# texts, 4 rows a step per rank), fp32 on the CPU, THREADS threads per rank (default 1):
+#   1 rank:  muster-train alone against the script;
+#   2 ranks: `muster run` (data parallel, no_shard, Gloo) against the script data parallel over
+#            Gloo (one flat all_reduce of the gradients a step), both on loopback.
+# Each is run ROUNDS times (default 2) alternating muster and Python; reported: the best of the
+# rounds' medians of tokens/s per rank over steps 4..STEPS, and their ratio. Also what
+# reporting each step to the launcher (heartbeat, run-store line) costs muster's step.
+# Target (issue 5): muster at least 1.3x the Python reference; reporting under 1% of a step.
 set -euo pipefail
 build=${1:?usage: bench/compare_train.sh BUILD_DIR}
 here=$(cd "$(dirname "$0")" && pwd)
-threads=${THREADS:-$(nproc)}
+threads=${THREADS:-1}
+rounds=${ROUNDS:-2}
 steps=${STEPS:-20}
 python=/usr/bin/python3
 if ! "$python" -c 'import torch' 2>/dev/null; then
@@ -39,12 +45,38 @@ TOML
 
 # The median of the numbers on stdin.
 median() { sort -n | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+# The larger of two numbers.
+best() { awk -v a="$1" -v b="$2" 'BEGIN {print (a > b) ? a : b}'; }
+# Tokens/s of rank 0's steps 4.. in a muster-train log.
+muster_tps() { grep -o '| [0-9]* tok/s' "$1" | awk '{print $2}' | tail -n +4 | median; }
+python_tps() { awk '{print $4}' "$1" | tail -n +4 | median; }
 
-OMP_NUM_THREADS=$threads "$build/bin/muster-train" "$work/job.toml" > "$work/muster.log" 2>&1
-muster=$(grep -o '| [0-9]* tok/s' "$work/muster.log" | awk '{print $2}' | tail -n +4 | median)
-"$python" "$here/reference/moe_reference.py" --threads "$threads" --steps "$steps" > "$work/python.log"
-python_tps=$(awk '{print $4}' "$work/python.log" | tail -n +4 | median)
+one_muster=0 one_python=0 two_muster=0 two_python=0
+for ((round = 1; round <= rounds; ++round)); do
+  OMP_NUM_THREADS=$threads "$build/bin/muster-train" "$work/job.toml" > "$work/muster.log" 2>&1
+  one_muster=$(best "$one_muster" "$(muster_tps "$work/muster.log")")
+  "$python" "$here/reference/moe_reference.py" --threads "$threads" --steps "$steps" > "$work/python.log"
+  one_python=$(best "$one_python" "$(python_tps "$work/python.log")")
 
-printf '%-40s %10s %10s %12s\n' "1 rank, $threads thread(s), median" muster python muster/python
-printf '%-40s %10.0f %10.0f %12.2f\n' "tokens/s (4 x 256 tokens a step)" "$muster" "$python_tps" \
-  "$(awk -v m="$muster" -v p="$python_tps" 'BEGIN {print m / p}')"
+  rm -rf "$work/runs"
+  OMP_NUM_THREADS=$threads "$build/bin/muster" run "$work/job.toml" launch.nproc=2 \
+    launch.tee=none parallel.sharding=no_shard "launch.runs_dir=$work/runs" > /dev/null 2>&1
+  two_muster=$(best "$two_muster" "$(muster_tps "$work"/runs/*/logs/rank-0.log)")
+  report=$(grep -o 'run-store line): .*' "$work"/runs/*/logs/rank-0.log | sed 's/run-store line): //')
+  port=$((20000 + RANDOM % 20000))
+  for rank in 1 0; do
+    MASTER_ADDR=127.0.0.1 MASTER_PORT=$port WORLD_SIZE=2 RANK=$rank \
+      "$python" "$here/reference/moe_reference.py" --threads "$threads" --steps "$steps" \
+      > "$work/python-$rank.log" &
+  done
+  wait
+  two_python=$(best "$two_python" "$(python_tps "$work/python-0.log")")
+done
+
+ratio() { awk -v m="$1" -v p="$2" 'BEGIN {print m / p}'; }
+printf '%-44s %10s %10s %12s\n' "$threads thread(s) a rank, tokens/s per rank" muster python muster/python
+printf '%-44s %10.0f %10.0f %12.2f\n' "1 rank (4 x 256 tokens a step)" "$one_muster" "$one_python" \
+  "$(ratio "$one_muster" "$one_python")"
+printf '%-44s %10.0f %10.0f %12.2f\n' "2 ranks, data parallel (4 x 256 each)" "$two_muster" \
+  "$two_python" "$(ratio "$two_muster" "$two_python")"
+echo "muster's reporting to the launcher (rank 0 of the last 2-rank run): $report"

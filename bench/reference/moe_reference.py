@@ -6,7 +6,11 @@ per label token, AdamW, clipping, on rows of the same width from the same text f
 
     moe_reference.py --layers 4 --hidden 256 ... --steps 20 --threads 2 [--data DIR]
 
-Prints one line per step: "step N tok/s X loss Y". Not a copy of muster's code: a reference
+Prints one line per step: "step N tok/s X loss Y" (X: this rank's tokens per second). With
+WORLD_SIZE > 1 in the environment (and RANK, MASTER_ADDR, MASTER_PORT) it is data parallel over
+Gloo: each rank reads its own rows and the gradients are summed in one flat all_reduce a step
+(what DDP does in buckets, without its bookkeeping for experts a step left unused); rank 0
+prints. Not a copy of muster's code: a reference
 an ML engineer would write in Python, to measure muster against.
 """
 import argparse
@@ -174,10 +178,17 @@ def main():
     plain = [p for n, p in model.named_parameters() if n.endswith("norm.weight")]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
                              {"params": plain, "weight_decay": 0.0}], lr=a.lr, betas=(0.9, 0.95))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    if world > 1:
+        import torch.distributed as dist
+        dist.init_process_group("gloo", rank=rank, world_size=world)
+    params = list(model.parameters())
     rows = rows_of(a.data, a.seq)
     for step in range(a.steps):
         start = time.perf_counter()
-        batch = rows[(step * a.micro) % (rows.shape[0] - a.micro):][: a.micro]
+        first = ((step * world + rank) * a.micro) % (rows.shape[0] - a.micro)
+        batch = rows[first:][: a.micro]
         labels = torch.roll(batch, -1, 1)
         labels[:, -1] = -100
         logits, aux = model(batch)
@@ -186,9 +197,18 @@ def main():
         loss = lm / (labels >= 0).sum() + aux
         opt.zero_grad()
         loss.backward()
+        if world > 1:
+            grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+            flat = torch._utils._flatten_dense_tensors(grads)
+            dist.all_reduce(flat)
+            flat /= world
+            for p, g in zip(params, torch._utils._unflatten_dense_tensors(flat, grads)):
+                p.grad = g
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         elapsed = time.perf_counter() - start
+        if rank != 0:
+            continue
         print(f"step {step + 1} tok/s {batch.numel() / elapsed:.0f} loss "
               f"{(lm / (labels >= 0).sum()).item():.4f}", flush=True)
 

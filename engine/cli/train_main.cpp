@@ -8,7 +8,11 @@
 // $MUSTER_STEPS_FILE (the launcher copies it to the run store), and on a failure writes the message
 // to $TORCHELASTIC_ERROR_FILE for the launcher to report. Exit codes: 0 done, 1 a failure,
 // 2 bad input.
+#include <malloc.h>
 #include <unistd.h>
+
+#include <chrono>
+#include <limits>
 
 #include <csignal>
 #include <cstdlib>
@@ -124,6 +128,10 @@ int train(int argc, char** argv) {
   if (job_file.empty() && !env("MUSTER_RUN_DIR").empty())
     job_file = std::filesystem::path(env("MUSTER_RUN_DIR")) / "job.toml";
   const auto config = load_job_config(job_file, overrides).config;
+  // Freed activations stay in the heap for the next step instead of going back to the kernel
+  // and faulting in again, zeroed (about a tenth of a CPU step at 4 x 256 tokens).
+  ::mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  ::mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
   log::setup(config.log.level);
   const auto world = env("WORLD_SIZE").empty() ? 1 : std::stoi(env("WORLD_SIZE"));
   if (!env("OMP_NUM_THREADS").empty()) torch::set_num_threads(std::stoi(env("OMP_NUM_THREADS")));
@@ -167,14 +175,22 @@ int run(engine::train::trainer& trainer, const job_config& config) {
     const auto dir = trainer.save(root, config.checkpoint.keep);
     logger->info("saved checkpoint {} after step {}", dir.string(), trainer.next_step());
   };
+  // What reporting a step costs the step (the heartbeat and the run-store line; the launcher
+  // stores the lines from another process), against the steps' own time.
+  double report_s = 0, steps_s = 0;
+  int reported = 0;
   const auto heartbeat = env("MUSTER_HEARTBEAT_FILE");
   std::ofstream steps;
   if (!env("MUSTER_STEPS_FILE").empty()) steps.open(env("MUSTER_STEPS_FILE"), std::ios::app);
   while (trainer.next_step() < config.train.steps) {
     if (g_stop_signal != 0) trainer.request_stop();
     const auto r = trainer.step();
+    const auto report_start = std::chrono::steady_clock::now();
     beat(heartbeat, r, config.train.steps);
     record(steps, r);
+    report_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - report_start).count();
+    steps_s += r.step_time_s;
+    ++reported;
     logger->info("step {}/{} | loss {:.6f} | aux {:.4f} | z {:.4f} | lr {:.2e} | grad norm {:.3f} | "
                  "{:.0f} tok/s | MFU {:.1f}%",
                  r.step + 1, config.train.steps, r.loss, r.aux_loss, r.z_loss, r.lr, r.grad_norm,
@@ -192,6 +208,10 @@ int run(engine::train::trainer& trainer, const job_config& config) {
   }
   logger->info("gathered at once: at most {} B of parameters and whole gradients",
                trainer.peak_transient_bytes());
+  if (reported > 0)
+    logger->info("reporting to the launcher (heartbeat, run-store line): {:.1f} us a step, "
+                 "{:.3f}% of the mean step time",
+                 1e6 * report_s / reported, 100 * report_s / std::max(steps_s, 1e-9));
   return 0;
 }
 
