@@ -1,6 +1,8 @@
 // The decoder-only transformer: see decoder.hpp.
 #include "engine/model/decoder.hpp"
 
+#include "engine/model/param_storage.hpp"
+
 namespace muster::engine::model {
 
 decoder_layer::decoder_layer(const model_config& c, std::int64_t index) {
@@ -28,17 +30,26 @@ torch::Tensor decoder_layer::forward(const torch::Tensor& x, const rotary_tables
 }
 
 transformer::transformer(const model_config& c) : config_(c) {
+  auto place = [&](torch::nn::Module& m) {
+    if (!c.shapes_only) return;
+    for (auto& p : m.parameters()) free_storage(p);
+  };
   embed_tokens = register_module("embed_tokens", torch::nn::Embedding(c.vocab_size, c.hidden_size));
+  place(*embed_tokens);
   auto list = register_module("layers", torch::nn::ModuleList());
   for (std::int64_t i = 0; i < c.num_layers; ++i) {
     layers.push_back(std::make_shared<decoder_layer>(c, i));
+    place(*layers.back());
     list->push_back(layers.back());
   }
   norm = register_module("norm", std::make_shared<rms_norm>(c.hidden_size, c.norm_eps));
-  if (!c.tie_embeddings)
+  place(*norm);
+  if (!c.tie_embeddings) {
     lm_head = register_module(
         "lm_head",
         torch::nn::Linear(torch::nn::LinearOptions(c.hidden_size, c.vocab_size).bias(false)));
+    place(*lm_head);
+  }
 }
 
 torch::Tensor transformer::embed(const torch::Tensor& tokens) { return embed_tokens(tokens); }

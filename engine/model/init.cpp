@@ -22,21 +22,21 @@ std::uint64_t parameter_seed(std::uint64_t seed, std::string_view name) {
   return z ^ (z >> 31);
 }
 
-void init_parameters(torch::nn::Module& module, std::uint64_t seed, double std) {
+void init_parameter(std::string_view name, torch::Tensor& whole, std::uint64_t seed, double std) {
   torch::NoGradGuard no_grad;
-  for (auto& item : module.named_parameters()) {
-    const std::string& name = item.key();
-    auto& p = item.value();
-    if (ends_with(name, "norm.weight")) {
-      p.fill_(1.0);
-    } else if (ends_with(name, ".bias")) {
-      p.zero_();
-    } else {
-      // drawn on the CPU in fp32, so the values do not depend on the device or dtype
-      auto gen = at::make_generator<at::CPUGeneratorImpl>(parameter_seed(seed, name));
-      p.copy_(torch::empty(p.sizes(), torch::kFloat32).normal_(0.0, std, gen));
-    }
+  if (ends_with(name, "norm.weight")) {
+    whole.fill_(1.0);
+  } else if (ends_with(name, ".bias")) {
+    whole.zero_();
+  } else {
+    // drawn on the CPU in fp32, so the values do not depend on the device or dtype
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(parameter_seed(seed, name));
+    whole.copy_(torch::empty(whole.sizes(), torch::kFloat32).normal_(0.0, std, gen));
   }
+}
+
+void init_parameters(torch::nn::Module& module, std::uint64_t seed, double std) {
+  for (auto& item : module.named_parameters()) init_parameter(item.key(), item.value(), seed, std);
 }
 
 }  // namespace muster::engine::model

@@ -40,6 +40,11 @@ struct model_config {
   bool shared_expert_gate = false;
   std::vector<bool> moe_layers;          // per layer: an MoE block instead of a dense MLP
   bool recompute_attention_core = false; // train.recompute = selective (model/recompute.hpp)
+  // Parameters as shapes without memory (what PyTorch's meta device is for; LibTorch 1.13 cannot
+  // turn a meta parameter into a CPU one in place, so they are CPU tensors whose storage is
+  // dropped). Each piece drops its storage as soon as it is built, so building holds at most
+  // one layer; the sharding units materialise this rank's shards (engine/parallel/flat_unit).
+  bool shapes_only = false;
 };
 
 // The engine's model from a validated job file section. Throws errc::invalid_input naming the

@@ -1,6 +1,8 @@
 // One FSDP sharding unit: see flat_unit.hpp.
 #include "engine/parallel/flat_unit.hpp"
 
+#include <algorithm>
+
 #include "common/error.hpp"
 
 namespace muster::engine::parallel {
@@ -12,18 +14,6 @@ bool no_decay(const std::string& name) {
 
 }  // namespace
 
-void free_storage(const torch::Tensor& t) {
-  auto* storage = t.storage().unsafeGetStorageImpl();
-  storage->set_data_ptr_noswap(at::DataPtr(nullptr, t.device()));
-  storage->set_nbytes(0);
-}
-
-void allocate_storage(const torch::Tensor& t, std::size_t nbytes) {
-  auto* storage = t.storage().unsafeGetStorageImpl();
-  storage->set_data_ptr_noswap(storage->allocator()->allocate(nbytes));
-  storage->set_nbytes(nbytes);
-}
-
 flat_unit::flat_unit(unit_options options, std::vector<std::pair<std::string, torch::Tensor>> params)
     : options_(std::move(options)), params_(std::move(params)) {
   // Alone, every strategy holds the same: keep it simple.
@@ -31,29 +21,49 @@ flat_unit::flat_unit(unit_options options, std::vector<std::pair<std::string, to
   for (auto& [name, p] : params_) {
     MUSTER_CHECK(p.scalar_type() == torch::kFloat32 && p.is_contiguous(), errc::internal,
                  "sharding unit {}: parameter {} must be contiguous fp32", options_.name, name);
+    MUSTER_CHECK(model::materialised(p) || options_.init, errc::internal,
+                 "sharding unit {}: parameter {} has no values and nothing initialises it",
+                 options_.name, name);
     offsets_.push_back(numel_);
     numel_ += p.numel();
   }
   ranks_ = options_.strategy == sharding::no_shard ? 1 : options_.group->size();
   shard_ = (numel_ + ranks_ - 1) / ranks_;
   const auto whole = shard_ * ranks_;
-  full_params_ = torch::zeros({whole}, torch::kFloat32);
-  auto mask = torch::zeros({whole}, torch::kFloat32);
+  const auto first = shard_rank() * shard_;
+  // Sharded parameters: only this rank's shard is ever written (the whole buffer is address
+  // space until gathered); else the whole buffer.
+  full_params_ = params_sharded() ? torch::empty({whole}, torch::kFloat32)
+                                  : torch::zeros({whole}, torch::kFloat32);
+  if (params_sharded()) shard_params_ = torch::zeros({shard_}, torch::kFloat32);
+  auto mask = torch::zeros({shard_}, torch::kFloat32);
   torch::NoGradGuard no_grad;
   for (std::size_t i = 0; i < params_.size(); ++i) {
     auto& [name, p] = params_[i];
-    auto view = full_params_.narrow(0, offsets_[i], p.numel()).view(p.sizes());
-    view.copy_(p);
-    p.set_data(view);
-    if (!no_decay(name)) mask.narrow(0, offsets_[i], p.numel()).fill_(1);
+    torch::Tensor value = p;
+    if (!model::materialised(p)) {
+      value = torch::empty(p.sizes(), torch::kFloat32);  // one parameter at a time
+      options_.init(name, value);
+    }
+    // The part of [offset, offset + numel) in [first, first + shard).
+    const auto begin = std::max(offsets_[i], first);
+    const auto end = std::min(offsets_[i] + p.numel(), first + shard_);
+    if (params_sharded()) {
+      if (begin < end)
+        shard_params_.narrow(0, begin - first, end - begin)
+            .copy_(value.reshape({-1}).narrow(0, begin - offsets_[i], end - begin));
+    } else {
+      full_params_.narrow(0, offsets_[i], p.numel()).view(p.sizes()).copy_(value);
+    }
+    p.set_data(full_params_.narrow(0, offsets_[i], p.numel()).view(p.sizes()));
+    if (!no_decay(name) && begin < end) mask.narrow(0, begin - first, end - begin).fill_(1);
   }
-  decay_mask_ = mask.narrow(0, shard_rank() * shard_, shard_).clone();
+  decay_mask_ = mask;
   if (params_sharded()) {
-    shard_params_ = full_params_.narrow(0, shard_rank() * shard_, shard_).clone();
-    free_storage(full_params_);
+    model::free_storage(full_params_);
     gathered_ = false;
   } else {
-    shard_params_ = full_params_.narrow(0, shard_rank() * shard_, shard_);
+    shard_params_ = full_params_.narrow(0, first, shard_);
   }
   if (grads_sharded()) {
     shard_grads_ = torch::zeros({shard_}, torch::kFloat32);
@@ -76,7 +86,7 @@ void flat_unit::point_grads_at(const torch::Tensor& buffer) {
 void flat_unit::gather() {
   if (gathered_) return;
   auto whole = options_.group->all_gather(shard_params_);
-  allocate_storage(full_params_, static_cast<std::size_t>(whole.nbytes()));
+  model::allocate_storage(full_params_, static_cast<std::size_t>(whole.nbytes()));
   full_params_.copy_(whole);
   gathered_ = true;
   count(full_params_.nbytes());
@@ -85,7 +95,7 @@ void flat_unit::gather() {
 void flat_unit::release() {
   if (!params_sharded() || !gathered_) return;
   count(-full_params_.nbytes());
-  free_storage(full_params_);
+  model::free_storage(full_params_);
   gathered_ = false;
 }
 

@@ -24,12 +24,15 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <torch/torch.h>
+
+#include "engine/model/param_storage.hpp"
 
 #include "engine/comm/communicator.hpp"
 #include "launcher/plan/sharding.hpp"
@@ -57,6 +60,9 @@ struct unit_options {
   std::shared_ptr<comm::communicator> group;
   torch::ScalarType reduce_dtype = torch::kFloat32;  // gradients on the wire
   std::shared_ptr<transient_meter> meter;            // may be null
+  // For parameters without values (model_config::shapes_only): fills one whole parameter with
+  // its initial values; the unit keeps what falls in this rank's shard (model/init.hpp).
+  std::function<void(const std::string& name, torch::Tensor& whole)> init;
 };
 
 // Bytes of one kind of state.
@@ -145,10 +151,5 @@ class flat_unit {
   torch::Tensor decay_mask_;
   bool gathered_ = true, in_backward_ = false;
 };
-
-// The storage under `t` (and every view of it) freed, or allocated again with `nbytes`: how a
-// gathered buffer is dropped without invalidating the tensors that view it.
-void free_storage(const torch::Tensor& t);
-void allocate_storage(const torch::Tensor& t, std::size_t nbytes);
 
 }  // namespace muster::engine::parallel

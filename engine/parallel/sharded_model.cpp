@@ -13,12 +13,13 @@ using named = std::vector<std::pair<std::string, torch::Tensor>>;
 }  // namespace
 
 sharded_model::sharded_model(std::shared_ptr<model::transformer> model, shard_groups groups,
-                             sharding strategy, torch::ScalarType reduce_dtype)
+                             sharding strategy, torch::ScalarType reduce_dtype,
+                             std::function<void(const std::string&, torch::Tensor&)> init)
     : model_(std::move(model)), groups_(std::move(groups)) {
   tied_ = !model_->lm_head;
   auto add = [&](std::string name, std::shared_ptr<comm::communicator> group, named params) {
     units_.emplace_back(unit_options{std::move(name), strategy, std::move(group), reduce_dtype,
-                                     meter_},
+                                     meter_, init},
                         std::move(params));
     return &units_.back();
   };

@@ -36,8 +36,10 @@ struct shard_groups {
 
 class sharded_model {
  public:
+  // `init` fills parameters the model holds on the meta device (see unit_options::init).
   sharded_model(std::shared_ptr<model::transformer> model, shard_groups groups,
-                sharding strategy, torch::ScalarType reduce_dtype = torch::kFloat32);
+                sharding strategy, torch::ScalarType reduce_dtype = torch::kFloat32,
+                std::function<void(const std::string&, torch::Tensor&)> init = nullptr);
 
   // train.recompute = full: each decoder layer keeps only its input for backward and runs its
   // forward again there (model/recompute.hpp), inside its gather, so the layer's parameters are

@@ -45,11 +45,16 @@ trainer::trainer(const job_config& config, std::unique_ptr<data::document_source
   shape.ep_size = groups.ep_size;
   shape.ep_rank = groups.ep_rank;
   shape.recompute_attention_core = t.recompute == "selective";
+  // Built without memory; each unit then materialises this rank's shard of it.
+  shape.shapes_only = true;
   model_ = std::make_shared<model::transformer>(shape);
-  model::init_parameters(*model_, static_cast<std::uint64_t>(t.seed));
   sharded_ = std::make_unique<parallel::sharded_model>(
-      model_, parallel::shard_groups{dp_, groups.expert_data, dp_}, parallel::parse_sharding(config.parallel.sharding),
-      t.grad_reduce_dtype == "bf16" ? torch::kBFloat16 : torch::kFloat32);
+      model_, parallel::shard_groups{dp_, groups.expert_data, dp_},
+      parallel::parse_sharding(config.parallel.sharding),
+      t.grad_reduce_dtype == "bf16" ? torch::kBFloat16 : torch::kFloat32,
+      [seed = static_cast<std::uint64_t>(t.seed)](const std::string& name, torch::Tensor& whole) {
+        model::init_parameter(name, whole, seed);
+      });
   sharded_->set_recompute_layers(t.recompute == "full");
   optimizer_ = std::make_unique<parallel::flat_adamw>(sharded_->units(), t);
   if (groups.expert) model_->set_expert_group(parallel::expert_group_over(groups.expert));

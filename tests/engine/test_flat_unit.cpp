@@ -1,12 +1,15 @@
 // One sharding unit on one rank: the parameters become views of its flat buffer, their
 // gradients land in it, weight decay is masked off norms and biases; and the storage trick the
 // gathered buffers use: a view taken before the storage is freed reads what is written after it
-// is allocated again.
+// is allocated again; and a unit materialising parameters built as shapes only.
 #include <torch/torch.h>  // before Catch (glog's CHECK)
 
 #include <catch2/catch.hpp>
 
+#include "engine/model/decoder.hpp"
+#include "engine/model/init.hpp"
 #include "engine/parallel/flat_unit.hpp"
+#include "tests/engine/model_fixtures.hpp"
 
 using namespace muster::engine;
 
@@ -14,9 +17,9 @@ TEST_CASE("a view keeps its storage through free_storage and allocate_storage", 
   auto whole = torch::arange(6, torch::kFloat32);
   auto view = whole.narrow(0, 2, 3);
   const auto bytes = static_cast<std::size_t>(whole.nbytes());
-  parallel::free_storage(whole);
+  model::free_storage(whole);
   CHECK(whole.storage().nbytes() == 0);
-  parallel::allocate_storage(whole, bytes);
+  model::allocate_storage(whole, bytes);
   whole.copy_(torch::arange(10, 16, torch::kFloat32));
   CHECK(view.equal(torch::tensor({12.f, 13.f, 14.f})));
 }
@@ -54,4 +57,30 @@ TEST_CASE("a unit's parameters are views of its buffer and their gradients land 
     unit.shard().add_(1);  // the optimizer moves the shard: the module sees it
   }
   CHECK(torch::allclose(linear->weight, weight_before + 1));
+}
+
+TEST_CASE("a unit built from parameters without values holds the values init_parameters gives",
+          "[sharding]") {
+  auto c = muster::test::tiny_config();
+  auto real = std::make_shared<model::decoder_layer>(c, 0);
+  model::init_parameters(*real, 9);
+  auto meta = std::make_shared<model::decoder_layer>(c, 0);
+  std::vector<std::pair<std::string, torch::Tensor>> params;
+  for (auto& p : meta->named_parameters()) {
+    model::free_storage(p.value());
+    CHECK_FALSE(model::materialised(p.value()));
+    params.emplace_back(p.key(), p.value());
+  }
+  parallel::unit_options options;
+  options.name = "layers.0";
+  options.init = [](const std::string& name, torch::Tensor& whole) {
+    model::init_parameter(name, whole, 9);
+  };
+  parallel::flat_unit unit(options, std::move(params));
+  const auto want = real->named_parameters(), got = meta->named_parameters();
+  for (const auto& p : want) {
+    INFO(p.key());
+    CHECK(model::materialised(got[p.key()]));
+    CHECK(got[p.key()].equal(p.value()));
+  }
 }

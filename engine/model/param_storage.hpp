@@ -1,0 +1,19 @@
+// Tensors whose storage comes and goes while the tensor (and every view of it) stays: how a
+// gathered FSDP buffer is dropped without invalidating the views autograd saved, and how a
+// model is built as shapes only (model_config::shapes_only) before its shards are materialised.
+#pragma once
+
+#include <cstddef>
+
+#include <torch/torch.h>
+
+namespace muster::engine::model {
+
+// The storage under `t` (and every view of it) freed, or allocated again with `nbytes`.
+void free_storage(const torch::Tensor& t);
+void allocate_storage(const torch::Tensor& t, std::size_t nbytes);
+
+// Whether `t` has memory for its elements (false after free_storage).
+bool materialised(const torch::Tensor& t);
+
+}  // namespace muster::engine::model
