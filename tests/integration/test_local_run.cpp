@@ -410,7 +410,7 @@ class small_disk {
 
 }  // namespace
 
-TEST_CASE("a full disk: one clear line before anything starts; mid-run the ranks go on",
+TEST_CASE("a full disk: one clear line before anything starts, mid-run the ranks go on",
           "[local_run]") {
   {
     small_disk disk("64k");

@@ -150,7 +150,7 @@ TEST_CASE("two nodes rendezvous through node 0 and start 4 ranks with global ran
   }
 }
 
-TEST_CASE("a rank failing on node 1 stops node 0's ranks within a second; both exit 3",
+TEST_CASE("a rank failing on node 1 stops node 0's ranks within a second, both exit 3",
           "[launch]") {
   muster::test::temp_dir runs;
   auto start = clock_type::now();

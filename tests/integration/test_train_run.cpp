@@ -4,7 +4,12 @@
 // engine cannot run yet fails with its own message, which the launcher reports back.
 #include <catch2/catch.hpp>
 
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
 #include <sstream>
+#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -267,4 +272,71 @@ TEST_CASE("a run resumed from its checkpoint continues the loss curve bit for bi
     INFO("step " << i + 11);
     CHECK(resumed[i] == straight[i + 10]);
   }
+}
+
+// The steps of the checkpoints under `root` (step-00000012 -> 12), ascending.
+std::vector<int> checkpoint_steps(const fs::path& root) {
+  std::vector<int> steps;
+  std::error_code missing;
+  for (const auto& e : fs::directory_iterator(root, missing))
+    if (const auto name = e.path().filename().string();
+        name.rfind("step-", 0) == 0 && name.find('.') == std::string::npos)
+      steps.push_back(std::stoi(name.substr(5)));
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+TEST_CASE("SIGUSR1 to the launcher makes every rank save the same step and stop, and the next run "
+          "resumes there", "[train_run]") {
+  muster::test::temp_dir dir;
+  muster::test::write_file(dir / "tiny.toml", kTinyJob);
+  const auto checkpoints = dir / "checkpoints";
+  const std::vector<std::string> common{
+      "launch.nproc=2", "launch.tee=none", "parallel.expert=2",
+      "parallel.sharding=optim_grads_params", "checkpoint.dir=" + checkpoints.string()};
+  std::vector<std::string> argv{kMuster, "run", (dir / "tiny.toml").string(),
+                                "launch.runs_dir=" + (dir / "first").string(), "train.steps=100000"};
+  argv.insert(argv.end(), common.begin(), common.end());
+  const pid_t launcher =
+      muster::test::spawn_logged(argv, {{{"OMP_NUM_THREADS", "1"}}, {}}, dir / "first.log");
+  // Wait for a few steps of rank 1, then signal the launcher (as Slurm's --signal=B:USR1 does).
+  bool trained = false;
+  for (int i = 0; i < 600 && !trained; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::error_code none_yet;
+    for (const auto& run : fs::directory_iterator(dir / "first", none_yet)) {
+      const auto file = run.path() / "logs" / "rank-1.heartbeat";
+      const auto beat = fs::exists(file) ? muster::test::read_file(file) : std::string();
+      trained = trained || beat.rfind("step=3 ", 0) == 0 || beat.rfind("step=4 ", 0) == 0 ||
+                beat.rfind("step=5", 0) == 0;
+    }
+  }
+  if (!trained) ::kill(launcher, SIGKILL);
+  REQUIRE(trained);
+  ::kill(launcher, SIGUSR1);
+  const auto ended = muster::test::wait_process(launcher);
+  INFO("launcher log: " << muster::test::read_file(dir / "first.log"));
+  CHECK(ended.exit_code != 0);  // stopped before train.steps, as signalled
+  const auto saved = checkpoint_steps(checkpoints);
+  REQUIRE(saved.size() == 1);
+  const int step = saved[0];
+  CHECK(step >= 3);
+  const auto run_dir = muster::test::only_run_dir(dir / "first");
+  for (int rank : {0, 1}) {
+    const auto log = muster::test::read_file(run_dir / "logs" / fmt::format("rank-{}.log", rank));
+    CHECK_THAT(log, Catch::Contains(fmt::format("saved checkpoint {}", (checkpoints / fmt::format("step-{:08d}", step)).string())));
+    CHECK_THAT(log, Catch::Contains(fmt::format("stopping after step {}", step)));
+  }
+  CHECK(fs::exists(checkpoints / fmt::format("step-{:08d}", step) / "model-00002-of-00002.safetensors"));
+
+  // The next run picks the checkpoint up and goes on from the step after it.
+  argv = {kMuster, "run", (dir / "tiny.toml").string(),
+          "launch.runs_dir=" + (dir / "second").string(), "train.steps=" + std::to_string(step + 2)};
+  argv.insert(argv.end(), common.begin(), common.end());
+  const auto r = muster::test::run_process(argv, {{{"OMP_NUM_THREADS", "1"}}, {}});
+  INFO("stderr: " << r.err);
+  REQUIRE(r.exit_code == 0);
+  const auto steps = muster::store::run_reader(muster::test::only_run_dir(dir / "second")).steps();
+  REQUIRE(steps.size() == 4);  // 2 steps x 2 ranks
+  CHECK(steps.front().step == step);
 }

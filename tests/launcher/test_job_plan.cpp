@@ -129,7 +129,7 @@ TEST_CASE("a tensor-parallel group wider than a node is warned about", "[job_pla
   }));
 }
 
-TEST_CASE("a plan that fits proposes nothing; one that does not ranks the guides' changes",
+TEST_CASE("a plan that fits proposes nothing, one that does not ranks the guides' changes",
           "[job_plan]") {
   auto fits = make(qwen3({"parallel.expert=8", "parallel.expert_tensor=1"}), 16);
   CHECK(fits.fits());

@@ -83,7 +83,7 @@ TEST_CASE("a join stops when told to (a signal)", "[rendezvous]") {
   CHECK_THAT(text, Catch::Contains("stopped by a signal"));
 }
 
-TEST_CASE("the first failure published stands; later ones get it back", "[rendezvous]") {
+TEST_CASE("the first failure published stands, later ones get it back", "[rendezvous]") {
   auto store = std::make_shared<memory_store>();
   node_group a(store, 0, kHosts), b(store, 1, kHosts);
   CHECK_FALSE(a.failure(0));
@@ -97,7 +97,7 @@ TEST_CASE("the first failure published stands; later ones get it back", "[rendez
   CHECK_FALSE(a.failure(1));  // each start (round) has its own
 }
 
-TEST_CASE("end_round waits for every node; a node that never ends is named", "[rendezvous]") {
+TEST_CASE("end_round waits for every node, a node that never ends is named", "[rendezvous]") {
   auto store = std::make_shared<memory_store>();
   auto late = std::async(std::launch::async, [store] {
     std::this_thread::sleep_for(50ms);

@@ -52,7 +52,7 @@ TEST_CASE("a user's OMP_NUM_THREADS is kept, and there is always at least one", 
   CHECK(worker_env({{"OMP_NUM_THREADS", "6"}}, who).at("OMP_NUM_THREADS") == "6");
 }
 
-TEST_CASE("a rank's GPU becomes its CUDA_VISIBLE_DEVICES; without one it is left alone",
+TEST_CASE("a rank's GPU becomes its CUDA_VISIBLE_DEVICES, without one it is left alone",
           "[worker_env]") {
   worker_identity who;
   who.gpu = "5";
