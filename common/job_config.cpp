@@ -180,6 +180,9 @@ const field<job_config> kSchema[] = {
     FIELD(comm.nccl_ub, "comm.nccl_ub",
           "NCCL user buffers (ncclMemAlloc + ncclCommRegister) for the FSDP all-gather and "
           "reduce-scatter buffers; refused together with expandable_segments:True"),
+    FIELD(comm.timeout, "comm.timeout",
+          "seconds a collective waits for every rank before the rank fails, naming the ranks "
+          "that never arrived (torch's process-group timeout)"),
     FIELD(log.level, "log.level",
           "log level: trace, debug, info, warn, error, critical or off (MUSTER_LOG_LEVEL wins)"),
 };
@@ -329,6 +332,10 @@ void validate_checkpoint(const checkpoint_section& c, const config::sources& whe
   check_at_least(c.keep, 0, where, "checkpoint.keep");
 }
 
+void validate_comm(const comm_section& c, const config::sources& where) {
+  check_at_least(c.timeout, 1, where, "comm.timeout");
+}
+
 void validate_data(const data_section& d, const config::sources& where) {
   check_choice(d.format, {"text", "indexed"}, where, "data.format");
   MUSTER_CHECK(!d.paths.empty(), errc::config,
@@ -389,6 +396,7 @@ void validate(const job_config& c, const config::sources& where) {
   validate_train(c.train, where);
   validate_data(c.data, where);
   validate_checkpoint(c.checkpoint, where);
+  validate_comm(c.comm, where);
 }
 
 loaded_job_config load_job_config(const std::filesystem::path& file,

@@ -128,6 +128,7 @@ struct checkpoint_section {
 // Communication settings.
 struct comm_section {
   bool nccl_ub = false;  // NCCL user buffers for the FSDP all-gather / reduce-scatter buffers
+  int timeout = 600;     // seconds a collective may wait for the other ranks (NCCL/Gloo timeout)
 };
 
 struct job_config {

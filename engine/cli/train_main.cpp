@@ -117,6 +117,15 @@ void write_error_file(const std::exception& e, const engine::train::trainer* tra
 
 int run(engine::train::trainer& trainer, const job_config& config);
 
+// The collectives' timeout from comm.timeout; connecting waits as long as the launcher's
+// rendezvous does.
+engine::comm::world_options world_options_of(const job_config& config) {
+  engine::comm::world_options o;
+  o.timeout = std::chrono::seconds(config.comm.timeout);
+  o.connect_timeout = std::chrono::seconds(std::max(config.launch.timeout_rendezvous, config.comm.timeout));
+  return o;
+}
+
 int train(int argc, char** argv) {
   std::filesystem::path job_file;
   std::vector<std::string> overrides;
@@ -138,7 +147,7 @@ int train(int argc, char** argv) {
   std::vector<std::filesystem::path> paths(config.data.paths.begin(), config.data.paths.end());
   auto documents = engine::data::open_documents(config.data.format, paths);
   engine::train::trainer trainer(config, std::move(documents),
-                                 world > 1 ? engine::comm::make_world() : nullptr);
+                                 world > 1 ? engine::comm::make_world(world_options_of(config)) : nullptr);
   try {
     return run(trainer, config);
   } catch (const std::exception& e) {
