@@ -37,3 +37,4 @@ show "$bin/muster" run "$here/tiny-moe.toml" launch.runs_dir="$runs"
 run_dir=$(ls -d "$runs"/*/)
 printf '\nthe run directory: %s\n' "$run_dir"
 ls "$run_dir" "$run_dir/logs"
+show "$bin/muster" status --runs-dir "$runs" "$(basename "$run_dir")"

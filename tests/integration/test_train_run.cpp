@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -76,6 +77,31 @@ TEST_CASE("muster run trains with muster-train and sees its progress", "[train_r
     CHECK(steps[i].peak_mem_bytes >= steps[i].mem_bytes);
   }
   CHECK(steps[4].lr > 0);
+
+  // muster status: the runs of the directory, the run, and all of it as JSON
+  const auto id = run.filename().string();
+  const auto list = muster::test::run_process({kMuster, "status", "--runs-dir", (dir / "runs").string()});
+  REQUIRE(list.exit_code == 0);
+  CHECK_THAT(list.out, Catch::Contains(id) && Catch::Contains("succeeded"));
+  const auto text = muster::test::run_process(
+      {kMuster, "status", "--runs-dir", (dir / "runs").string(), id.substr(0, 12)});
+  INFO("status: " << text.out << text.err);
+  REQUIRE(text.exit_code == 0);
+  CHECK_THAT(text.out, Catch::Contains("step 5 of 5 | loss ") && Catch::Contains("MFU ") &&
+                           Catch::Contains("tp 1 cp 1 dp 1 pp 1 | etp 1 ep 1 edp 1"));
+  const auto json = muster::test::run_process({kMuster, "status", run.string(), "--json"});
+  REQUIRE(json.exit_code == 0);
+  const auto status = nlohmann::json::parse(json.out);
+  CHECK(status["run"]["state"] == "succeeded");
+  CHECK(status["steps_done"] == 5);
+  CHECK(status["history"].size() == 5);
+  CHECK(status["history"][4]["step"] == 5);
+  CHECK(status["ranks"][0]["state"] == "succeeded");
+  CHECK(status["ranks"][0]["laggard"] == false);
+  const auto missing = muster::test::run_process(
+      {kMuster, "status", "--runs-dir", (dir / "runs").string(), "no-such-run"});
+  CHECK(missing.exit_code == 2);
+  CHECK_THAT(missing.err, Catch::Contains("no run directory, run id or Slurm job id"));
 }
 
 TEST_CASE("a job muster-train cannot run yet fails with its reason, reported by the launcher",
@@ -339,4 +365,51 @@ TEST_CASE("SIGUSR1 to the launcher makes every rank save the same step and stop,
   const auto steps = muster::store::run_reader(muster::test::only_run_dir(dir / "second")).steps();
   REQUIRE(steps.size() == 4);  // 2 steps x 2 ranks
   CHECK(steps.front().step == step);
+}
+
+TEST_CASE("a rank stuck mid-run makes the others' collective time out, recorded with its phase "
+          "and step", "[train_run]") {
+  muster::test::temp_dir dir;
+  muster::test::write_file(dir / "tiny.toml", kTinyJob);
+  const pid_t launcher = muster::test::spawn_logged(
+      {kMuster, "run", (dir / "tiny.toml").string(), "launch.runs_dir=" + (dir / "runs").string(),
+       "launch.nproc=2", "launch.tee=none", "launch.kill_grace=2", "comm.timeout=3",
+       "train.steps=100000", "--", kTrain},
+      {{{"OMP_NUM_THREADS", "1"}}, {}}, dir / "launcher.log");
+  // Rank 1 stops (SIGSTOP: a stuck process, as a hung GPU or a paused VM leaves it) after a
+  // few steps; rank 0 waits for it in its next collective.
+  std::optional<pid_t> stuck;
+  for (int i = 0; i < 600 && !stuck; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::error_code none_yet;
+    for (const auto& run : fs::directory_iterator(dir / "runs", none_yet)) {
+      const auto file = run.path() / "logs" / "rank-1.heartbeat";
+      const auto beat = fs::exists(file) ? muster::test::read_file(file) : std::string();
+      if (beat.rfind("step=", 0) != 0 || std::stoi(beat.substr(5)) < 3) continue;
+      for (const auto& r : muster::store::run_reader(run.path()).ranks())
+        if (r.rank == 1 && r.pid) stuck = static_cast<pid_t>(*r.pid);
+    }
+  }
+  if (!stuck) ::kill(launcher, SIGKILL);
+  REQUIRE(stuck);
+  ::kill(*stuck, SIGSTOP);
+  const auto ended = muster::test::wait_process(launcher);
+  ::kill(*stuck, SIGKILL);  // in case the launcher left it (it should not have)
+  INFO("launcher log: " << muster::test::read_file(dir / "launcher.log"));
+  CHECK(ended.exit_code != 0);
+  const auto errors = muster::store::run_reader(muster::test::only_run_dir(dir / "runs")).errors();
+  REQUIRE_FALSE(errors.empty());
+  const auto& e = errors.front();
+  CHECK(e.rank == 0);
+  CHECK(e.kind == "collective_timeout");
+  CHECK((e.phase == "forward" || e.phase == "backward" || e.phase == "optimizer" ||
+         e.phase == "data"));
+  REQUIRE(e.step);
+  CHECK(*e.step >= 3);
+  CHECK_THAT(e.message, Catch::Contains("not arrived: ") && Catch::Contains("3000 ms"));
+  // and muster status shows it
+  const auto status = muster::test::run_process(
+      {kMuster, "status", muster::test::only_run_dir(dir / "runs").string()});
+  CHECK_THAT(status.out, Catch::Contains("error     rank 0, step ") &&
+                             Catch::Contains("(collective_timeout)"));
 }

@@ -1,0 +1,68 @@
+// `muster status [RUN] [--json] [--watch] [--runs-dir DIR]`: the runs of a runs directory, or
+// one run (a run id or the start of one, a run directory, or a Slurm job id): its state,
+// layout, progress, each rank's last step and heartbeat (laggards marked), restarts, the first
+// failure and the ranks' errors. Reads the run store read-only, while the run goes on or after.
+#include <chrono>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "common/job_config.hpp"
+#include "launcher/cli/verbs.hpp"
+#include "launcher/status/status_output.hpp"
+
+namespace muster::cli {
+namespace {
+
+struct status_options {
+  std::string run;
+  std::string runs_dir = launch_section{}.runs_dir;
+  bool json = false;
+  double watch = 0;  // seconds between refreshes; 0 = once
+};
+
+bool ended(const launcher::status::run_status& s) {
+  return s.run && s.run->state != store::run_state::running &&
+         s.run->state != store::run_state::created;
+}
+
+int show(const status_options& o) {
+  namespace st = launcher::status;
+  if (o.run.empty()) {
+    const auto runs = st::list_runs(o.runs_dir);
+    fmt::print("{}", o.json ? st::runs_json(runs, store::now_ms()) : st::runs_text(runs, store::now_ms()));
+    return kExitOk;
+  }
+  const auto dir = st::find_run(o.run, o.runs_dir);
+  for (;;) {
+    const auto now = store::now_ms();
+    const auto s = st::read_run_status(dir, now);
+    if (o.watch > 0 && !o.json) fmt::print("\x1b[H\x1b[2J");  // clear the terminal
+    fmt::print("{}", o.json ? st::status_json(s, now) : st::status_text(s, now));
+    if (o.watch <= 0 || ended(s)) return kExitOk;
+    std::fflush(stdout);
+    std::this_thread::sleep_for(std::chrono::duration<double>(o.watch));
+  }
+}
+
+}  // namespace
+
+void add_status_verbs(CLI::App& app, verb_action& run) {
+  auto o = std::make_shared<status_options>();
+  auto* sub = app.add_subcommand(
+      "status", "the runs of the runs directory, or one run: state, layout, progress, each "
+                "rank's last step and heartbeat (laggards marked), restarts, the first failure");
+  sub->add_option("run", o->run, "a run id (or its start), a run directory or a Slurm job id");
+  sub->add_option("--runs-dir", o->runs_dir, "where the runs are (launch.runs_dir)")
+      ->capture_default_str();
+  sub->add_flag("--json", o->json, "everything as JSON, with the per-step history of each rank");
+  sub->add_option("--watch", o->watch, "refresh every SECONDS until the run ends")
+      ->expected(0, 1)
+      ->default_str("2");
+  sub->callback([o, &run] {
+    run = [o] { return show(*o); };
+  });
+  sub->footer("example: muster status --runs-dir ./muster-runs tiny-moe");
+}
+
+}  // namespace muster::cli

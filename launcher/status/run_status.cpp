@@ -1,0 +1,154 @@
+// Reading a run's status from its directory: see run_status.hpp.
+#include "launcher/status/run_status.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+
+#include "common/error.hpp"
+#include "common/job_config.hpp"
+#include "common/run_dir.hpp"
+#include "common/run_reader.hpp"
+#include "launcher/plan/layout_resolve.hpp"
+
+namespace muster::launcher::status {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::optional<double> age_of(const fs::path& file, store::epoch_ms now) {
+  std::error_code ec;
+  const auto mtime = fs::last_write_time(file, ec);
+  if (ec) return std::nullopt;
+  const auto when = std::chrono::time_point_cast<std::chrono::milliseconds>(
+      std::chrono::file_clock::to_sys(mtime));
+  return std::max(0.0, double(now - when.time_since_epoch().count()) / 1000.0);
+}
+
+// "tp 1 cp 1 dp 2 pp 1 | etp 1 ep 2 edp 1 | optim_grads_params", and train.steps, from the
+// run's job.toml; nothing when it cannot be read (a run started by an older muster).
+void read_job(const store::run_paths& paths, std::int64_t world, run_status& s) {
+  try {
+    const auto loaded = load_job_config(paths.job_config(), {});
+    s.steps_planned = loaded.config.train.steps;
+    if (world <= 0) return;
+    const auto l = plan::resolve_layout(loaded.config.parallel,
+                                        plan::world_size{static_cast<int>(world), "the run"},
+                                        loaded.where);
+    s.layout = fmt::format("tp {} cp {} dp {} pp {} | etp {} ep {} edp {} | {}", l.tp(), l.cp(),
+                           l.dp(), l.pp(), l.etp(), l.ep(), l.edp(),
+                           loaded.config.parallel.sharding);
+  } catch (const error&) {
+  }
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+bool has_node_files(const fs::path& dir) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (!store::node_db_host(e.path()).empty()) return true;
+  return false;
+}
+
+}  // namespace
+
+run_status read_run_status(const fs::path& dir, store::epoch_ms now) {
+  run_status s;
+  s.dir = dir;
+  const store::run_paths paths(dir);
+  store::run_reader reader(dir);
+  s.run = reader.run();
+  s.history = reader.steps();
+  s.errors = reader.errors();
+  for (const auto& e : reader.events()) {
+    if (e.kind == "restart" || e.kind == "requeue") ++s.restarts;
+    if (e.kind == "first_failure" && !s.first_failure) s.first_failure = e;
+  }
+  std::map<std::int64_t, store::step_record> last;
+  for (const auto& step : reader.last_steps()) last[step.rank] = step;
+  std::int64_t newest = -1, complete = -1;
+  for (const auto& [rank, step] : last) {
+    newest = std::max(newest, step.step);
+    complete = complete < 0 ? step.step : std::min(complete, step.step);
+  }
+  s.steps_done = newest + 1;
+  read_job(paths, s.run ? s.run->world_size : static_cast<std::int64_t>(last.size()), s);
+
+  // The run at its newest complete step.
+  double loss = 0, mfu = 0;
+  int losses = 0, mfus = 0;
+  std::vector<double> step_times;
+  for (const auto& step : s.history) {
+    step_times.push_back(step.step_time_s);
+    if (step.step != complete) continue;
+    s.tokens_per_s += step.step_time_s > 0 ? double(step.tokens) / step.step_time_s : 0;
+    if (!std::isnan(step.loss)) loss += step.loss, ++losses;
+    if (!std::isnan(step.mfu)) mfu += step.mfu, ++mfus;
+  }
+  if (losses > 0) s.loss = loss / losses;
+  if (mfus > 0) s.mfu = mfu / mfus;
+
+  const double stale_s = std::max(60.0, 5 * median(step_times));
+  for (const auto& rank : reader.ranks()) {
+    rank_status r{rank, std::nullopt, age_of(paths.rank_heartbeat_file(rank.rank), now), false};
+    if (auto it = last.find(rank.rank); it != last.end()) r.last = it->second;
+    if (rank.state == store::rank_state::running) {
+      const auto behind = newest - (r.last ? r.last->step : -1);
+      r.laggard = (newest >= 0 && behind >= 2) || (r.heartbeat_age_s && *r.heartbeat_age_s > stale_s);
+    }
+    s.ranks.push_back(std::move(r));
+  }
+  return s;
+}
+
+std::vector<run_entry> list_runs(const fs::path& runs_dir) {
+  std::vector<run_entry> runs;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(runs_dir, ec)) {
+    if (!e.is_directory() || !has_node_files(e.path())) continue;
+    try {
+      store::run_reader reader(e.path());
+      auto run = reader.run();
+      if (!run) continue;
+      std::int64_t newest = -1;
+      for (const auto& step : reader.last_steps()) newest = std::max(newest, step.step);
+      runs.push_back({e.path(), std::move(*run), newest + 1});
+    } catch (const error&) {
+      // a directory that cannot be read is left out of the list
+    }
+  }
+  std::sort(runs.begin(), runs.end(), [](const run_entry& a, const run_entry& b) {
+    return a.run.created_ms > b.run.created_ms;
+  });
+  return runs;
+}
+
+fs::path find_run(const std::string& what, const fs::path& runs_dir) {
+  std::error_code ec;
+  if (fs::is_directory(what, ec) && has_node_files(what)) return fs::absolute(what);
+  if (what.find('/') == std::string::npos && !what.empty()) {
+    if (fs::is_directory(runs_dir / what, ec)) return runs_dir / what;
+    const auto runs = list_runs(runs_dir);
+    std::vector<fs::path> matches;
+    for (const auto& r : runs)
+      if (r.run.run_id.rfind(what, 0) == 0 || (r.run.slurm_job_id && *r.run.slurm_job_id == what))
+        matches.push_back(r.dir);
+    if (matches.size() == 1) return matches[0];
+    MUSTER_CHECK(matches.size() < 2, errc::invalid_input,
+                 "muster status {}: {} runs in {} match (newest {}); give more of the run id",
+                 what, matches.size(), runs_dir.string(), matches.front().filename().string());
+  }
+  MUSTER_THROW(errc::invalid_input,
+               "muster status {}: no run directory, run id or Slurm job id of that name in {}; "
+               "`muster status --runs-dir DIR` lists the runs of DIR (launch.runs_dir)",
+               what, runs_dir.string());
+}
+
+}  // namespace muster::launcher::status

@@ -1,0 +1,62 @@
+// What `muster status` knows of a run, read from its directory alone: the run store's node
+// files (read-only, merged; common/run_reader.hpp), the ranks' heartbeat files and the resolved
+// job.toml. Works while the run goes on (the writers keep writing) and after it ended.
+// Not here: printing it (status_text.cpp, status_json.cpp), finding a run (find_run below).
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/run_store_records.hpp"
+
+namespace muster::launcher::status {
+
+struct rank_status {
+  store::rank_record rank;
+  std::optional<store::step_record> last;  // its newest step
+  std::optional<double> heartbeat_age_s;   // since its heartbeat file last changed
+  bool laggard = false;                    // running, and behind the others (see read_run_status)
+};
+
+struct run_status {
+  std::filesystem::path dir;
+  std::optional<store::run_record> run;  // none: no launcher has written the store yet
+  std::string layout;                    // "tp 1 cp 1 dp 2 pp 1 | etp 1 ep 2 edp 1 | sharding ..."
+  std::int64_t steps_planned = 0;        // train.steps of the job (0 when job.toml is unreadable)
+  std::int64_t steps_done = 0;           // the highest step any rank finished, counted from 1
+  // At the newest step every rank that reports steps has finished:
+  std::optional<double> loss;            // mean over the ranks (each rank's loss is the global one)
+  double tokens_per_s = 0;               // summed over the ranks
+  std::optional<double> mfu;             // mean over the ranks that report it
+  std::vector<rank_status> ranks;
+  int restarts = 0;                      // restarts of the ranks (launch.max_restarts), requeues
+  std::optional<store::event_record> first_failure;
+  std::vector<store::error_record> errors;
+  std::vector<store::step_record> history;  // every step of every rank, by (step, rank)
+};
+
+// Reads run `dir` as of `now`. A running rank is a laggard when its newest step is 2 or more
+// behind the newest of any rank, or when its heartbeat is older than the larger of 60 s and
+// 5 step times (the median step time). Throws errc::store / errc::io when the store cannot be
+// read.
+run_status read_run_status(const std::filesystem::path& dir, store::epoch_ms now);
+
+// One run of a runs directory, for the list.
+struct run_entry {
+  std::filesystem::path dir;
+  store::run_record run;
+  std::int64_t steps_done = 0;
+};
+
+// The runs under `runs_dir` (directories holding node files), newest first. A directory that
+// cannot be read is skipped.
+std::vector<run_entry> list_runs(const std::filesystem::path& runs_dir);
+
+// The run directory `what` names: a directory path, a run id under `runs_dir` (or the start of
+// one, when only one matches), or a Slurm job id that one run records. Throws
+// errc::invalid_input naming what was looked for, where, and what there is.
+std::filesystem::path find_run(const std::string& what, const std::filesystem::path& runs_dir);
+
+}  // namespace muster::launcher::status

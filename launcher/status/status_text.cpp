@@ -1,0 +1,91 @@
+// `muster status` for people: see status_output.hpp.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <iterator>
+
+#include "launcher/status/status_output.hpp"
+
+namespace muster::launcher::status {
+namespace {
+
+template <class... Args>
+void put(std::string& out, fmt::format_string<Args...> format, Args&&... args) {
+  fmt::format_to(std::back_inserter(out), format, std::forward<Args>(args)...);
+}
+
+double seconds_since(store::epoch_ms when, store::epoch_ms now) {
+  return std::max(0.0, double(now - when) / 1000.0);
+}
+
+std::string number(double v, const char* format) {
+  return std::isnan(v) ? "-" : fmt::format(fmt::runtime(format), v);
+}
+
+}  // namespace
+
+std::string age_text(double s) {
+  if (s < 120) return fmt::format("{:.0f} s", s);
+  if (s < 7200) return fmt::format("{:.0f} min", s / 60);
+  if (s < 172800) return fmt::format("{:.0f} h", s / 3600);
+  return fmt::format("{:.0f} d", s / 86400);
+}
+
+std::string status_text(const run_status& s, store::epoch_ms now) {
+  std::string out;
+  if (!s.run) {
+    put(out, "run       {}: no launcher has recorded it yet\n", s.dir.string());
+    return out;
+  }
+  const auto& r = *s.run;
+  put(out, "run       {}  ({}, updated {} ago)\n", r.run_id, store::to_string(r.state),
+       age_text(seconds_since(r.updated_ms, now)));
+  put(out, "job       {}: {} rank(s) on {} node(s){}; started {} ago\n", r.name, r.world_size,
+       r.num_nodes, r.slurm_job_id ? ", Slurm job " + *r.slurm_job_id : "",
+       age_text(seconds_since(r.created_ms, now)));
+  if (!s.layout.empty()) put(out, "layout    {}\n", s.layout);
+  put(out, "progress  step {}{}", s.steps_done,
+       s.steps_planned > 0 ? fmt::format(" of {}", s.steps_planned) : "");
+  if (s.loss) put(out, " | loss {:.4f}", *s.loss);
+  if (s.tokens_per_s > 0) put(out, " | {:.0f} tok/s", s.tokens_per_s);
+  if (s.mfu) put(out, " | MFU {:.1f}%", 100 * *s.mfu);
+  put(out, "\nrestarts  {}\n", s.restarts);
+  put(out, "\n{:>5}  {:<16} {:<10} {:>7} {:>10} {:>9} {:>10}\n", "rank", "host", "state", "step",
+      "loss", "tok/s", "heartbeat");
+  for (const auto& rank : s.ranks) {
+    const auto& last = rank.last;
+    std::string exit;
+    if (rank.rank.signal) exit = fmt::format("signal {}", *rank.rank.signal);
+    else if (rank.rank.exit_code && *rank.rank.exit_code != 0)
+      exit = fmt::format("exit {}", *rank.rank.exit_code);
+    std::string row = fmt::format("{:>5}  {:<16} {:<10} {:>7} {:>10} {:>9} {:>10}  {}{}", rank.rank.rank, rank.rank.host,
+         store::to_string(rank.rank.state), last ? std::to_string(last->step + 1) : "-",
+         last ? number(last->loss, "{:.4f}") : "-",
+         last && last->step_time_s > 0 ? fmt::format("{:.0f}", double(last->tokens) / last->step_time_s)
+                                       : "-",
+         rank.heartbeat_age_s ? age_text(*rank.heartbeat_age_s) + " ago" : "-",
+         rank.laggard ? "<- behind " : "", exit);
+    out += row.substr(0, row.find_last_not_of(' ') + 1) + "\n";
+  }
+  if (s.first_failure) put(out, "\nfirst failure: {}\n", s.first_failure->message);
+  for (const auto& e : s.errors) {
+    put(out, "error     rank {}{}{}{}: {}\n", e.rank, e.step ? fmt::format(", step {}", *e.step + 1) : "",
+         e.phase.empty() ? "" : ", in " + e.phase, e.kind.empty() ? "" : " (" + e.kind + ")",
+         e.message.substr(0, 400));
+  }
+  return out;
+}
+
+std::string runs_text(const std::vector<run_entry>& runs, store::epoch_ms now) {
+  std::string out;
+  if (runs.empty()) return "no runs\n";
+  fmt::format_to(std::back_inserter(out), "{:<48} {:<10} {:>6} {:>6} {:>10}\n", "run", "state",
+                 "ranks", "steps", "updated");
+  for (const auto& e : runs)
+    fmt::format_to(std::back_inserter(out), "{:<48} {:<10} {:>6} {:>6} {:>10}\n", e.run.run_id,
+                   store::to_string(e.run.state), e.run.world_size, e.steps_done,
+                   age_text(seconds_since(e.run.updated_ms, now)) + " ago");
+  return out;
+}
+
+}  // namespace muster::launcher::status

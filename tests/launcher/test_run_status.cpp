@@ -1,0 +1,64 @@
+// `muster status`'s reading of a run (launcher/status/run_status.hpp), on run stores written by
+// the real node writer: progress at the newest complete step, laggards, restarts, failures.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+
+#include "common/run_dir.hpp"
+#include "common/run_store.hpp"
+#include "launcher/status/run_status.hpp"
+#include "launcher/status/status_output.hpp"
+#include "tests/support/temp_dir.hpp"
+
+using namespace muster;
+using namespace muster::launcher::status;
+
+namespace {
+
+store::step_record step(std::int64_t rank, std::int64_t n, double loss) {
+  store::step_record s{rank, n, loss, 1000, 0.5, 1 << 20, 1000 + n};
+  s.mfu = 0.25;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("a rank two steps behind the others is a laggard, progress is the newest complete step",
+          "[status]") {
+  test::temp_dir tmp;
+  store::run_paths paths(tmp.path(), "job-20261122-100000-abcd");
+  paths.create();
+  const auto now = store::now_ms();
+  {
+    store::node_writer db(paths.node_db("node-a"));
+    db.put_run({paths.run_id(), "job", store::run_state::running, now - 60000, now - 1000, 3, 1,
+                "4242", paths.job_config().string(), ""});
+    for (int r = 0; r < 3; ++r)
+      db.put_rank({r, "node-a", r, 100 + r, store::rank_state::running, std::nullopt,
+                   std::nullopt, now});
+    for (int n = 0; n < 6; ++n) {
+      db.add_step(step(0, n, 3.0 - 0.1 * n));
+      db.add_step(step(1, n, 3.0 - 0.1 * n));
+      if (n < 4) db.add_step(step(2, n, 3.0 - 0.1 * n));
+    }
+    db.add_event({now - 5000, std::nullopt, store::severity::warn, "restart", "restart 1 of 2"});
+  }
+  std::ofstream(paths.job_config()) << "[train]\nsteps = 10\n";
+  const auto s = read_run_status(paths.dir(), now);
+  CHECK(s.steps_done == 6);
+  CHECK(s.steps_planned == 10);
+  REQUIRE(s.loss);
+  CHECK(*s.loss == Approx(2.7));  // step 4 (index 3): the newest every rank finished
+  CHECK(s.tokens_per_s == Approx(3 * 2000.0));
+  CHECK(s.restarts == 1);
+  REQUIRE(s.ranks.size() == 3);
+  CHECK_FALSE(s.ranks[0].laggard);
+  CHECK_FALSE(s.ranks[1].laggard);
+  CHECK(s.ranks[2].laggard);
+  CHECK(s.layout == "tp 1 cp 1 dp 3 pp 1 | etp 1 ep 1 edp 3 | optim_grads_params");
+  const auto text = status_text(s, now);
+  CHECK_THAT(text, Catch::Contains("step 6 of 10 | loss 2.7000") && Catch::Contains("<- behind"));
+  // the Slurm job id finds it too
+  CHECK(find_run("4242", tmp.path()) == paths.dir());
+  CHECK(list_runs(tmp.path()).size() == 1);
+}
