@@ -163,6 +163,9 @@ const field<job_config> kSchema[] = {
           "seed of the initial weights and the data order (the same for any parallel layout)"),
     FIELD(train.peak_tflops, "train.peak_tflops",
           "one rank's peak TFLOP/s for the MFU of each step; 0 = measured by a matmul at start"),
+    FIELD(train.deterministic, "train.deterministic",
+          "only deterministic kernels: a run repeats bit for bit, and an op without a "
+          "deterministic kernel fails naming itself (torch.use_deterministic_algorithms)"),
     FIELD(data.paths, "data.paths",
           "text files or folders of them (format text), or .bin/.idx prefixes (format indexed)"),
     FIELD(data.format, "data.format",

@@ -109,6 +109,7 @@ struct train_section {
   double grad_clip = 1.0;               // clip the global gradient norm to this; 0 = off
   std::int64_t seed = 1234;             // initialisation and data order
   double peak_tflops = 0;               // one rank's device peak for MFU; 0 = measured at start
+  bool deterministic = false;           // only deterministic kernels (a nondeterministic one fails)
 };
 
 // The training data.

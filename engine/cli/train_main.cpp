@@ -83,6 +83,20 @@ void record(std::ofstream& steps, const engine::train::step_result& r) {
 }
 
 // What kind of failure an exception is, for the run store's errors (common/worker_error.hpp).
+std::string kind_of(const std::exception& e);
+
+// The message of an exception for people: LibTorch's without its C++ backtrace, and an
+// out-of-memory one with what to change.
+std::string message_of(const std::exception& e) {
+  const auto* c10 = dynamic_cast<const c10::Error*>(&e);
+  std::string text = c10 ? c10->what_without_backtrace() : e.what();
+  if (kind_of(e) == "oom")
+    text += "; this rank ran out of memory: `muster plan JOB.toml` shows what each rank holds; "
+            "shard more (parallel.sharding = \"optim_grads_params\"), add ranks, or lower "
+            "train.micro_batch_size / set train.recompute";
+  return text;
+}
+
 std::string kind_of(const std::exception& e) {
   const std::string_view what = e.what();
   if (dynamic_cast<const std::bad_alloc*>(&e) || what.find("out of memory") != what.npos ||
@@ -106,7 +120,7 @@ bool g_error_written = false;
 void write_error_file(const std::exception& e, const engine::train::trainer* trainer) {
   const auto file = env("TORCHELASTIC_ERROR_FILE");
   if (file.empty() || g_error_written) return;
-  worker_error w{e.what(), "startup", kind_of(e), std::nullopt, store::now_ms()};
+  worker_error w{message_of(e), "startup", kind_of(e), std::nullopt, store::now_ms()};
   if (trainer) {
     w.phase = trainer->phase();
     w.step = trainer->next_step();
@@ -234,7 +248,7 @@ int main(int argc, char** argv) {
     write_error_file(e, nullptr);
     return e.category() == muster::errc::config || e.category() == muster::errc::invalid_input ? 2 : 1;
   } catch (const std::exception& e) {
-    fmt::print(stderr, "muster-train: {}\n", e.what());
+    fmt::print(stderr, "muster-train: {}\n", message_of(e));
     write_error_file(e, nullptr);
     return 1;
   }

@@ -2,6 +2,7 @@
 #include "engine/train/trainer.hpp"
 
 #include <chrono>
+#include <cstdlib>
 
 #include "common/error.hpp"
 #include "engine/checkpoint/checkpoint_io.hpp"
@@ -31,6 +32,11 @@ std::vector<double> sum_over(comm::communicator* dp, std::vector<double> local) 
 trainer::trainer(const job_config& config, std::unique_ptr<data::document_source> documents,
                  std::shared_ptr<comm::communicator> dp)
     : config_(config), documents_(std::move(documents)), dp_(std::move(dp)) {
+  if (config.train.deterministic) {
+    // cuBLAS is deterministic only with a fixed workspace, set before its first use.
+    ::setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
+    at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
+  }
   const auto groups = parallel::make_process_groups(config, dp_);
   MUSTER_CHECK(documents_->vocab_size() <= config.model.vocab_size, errc::invalid_input,
                "data: {} holds token ids up to {} but model.vocab_size is {}; raise "

@@ -11,7 +11,8 @@
 // MoE layer's experts and tokens travel to them by all-to-all (engine/parallel/).
 // train.precision = bf16 runs the forward under bf16 autocast with fp32 main weights
 // (model/autocast_scope.hpp); train.recompute = selective or full recomputes the attention core
-// or whole layers in backward (model/recompute.hpp).
+// or whole layers in backward (model/recompute.hpp); train.deterministic turns on PyTorch's
+// deterministic algorithms (and cuBLAS's fixed workspace).
 #pragma once
 
 #include <filesystem>

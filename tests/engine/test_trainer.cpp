@@ -94,3 +94,14 @@ TEST_CASE("bf16 autocast trains like fp32, with fp32 main weights, the same in e
   t.step();
   for (const auto& p : t.model().parameters()) CHECK(p.scalar_type() == torch::kFloat32);
 }
+
+TEST_CASE("deterministic mode turns on PyTorch's deterministic algorithms and repeats bit for bit",
+          "[train]") {
+  torch::set_num_threads(2);
+  auto c = tiny_job();
+  c.train.deterministic = true;
+  const auto a = losses(c, 5), b = losses(c, 5);
+  CHECK(at::globalContext().deterministicAlgorithms());
+  CHECK(a == b);
+  at::globalContext().setDeterministicAlgorithms(false, false);
+}

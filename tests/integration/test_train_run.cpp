@@ -147,6 +147,27 @@ TEST_CASE("a rank that fails loading its checkpoint records the phase and step i
   CHECK_THAT(errors[0].message, Catch::Contains("no-such-step"));
 }
 
+TEST_CASE("a rank out of memory records an oom error saying what to change, without a C++ "
+          "backtrace", "[train_run]") {
+  muster::test::temp_dir dir;
+  muster::test::write_file(dir / "tiny.toml", kTinyJob);
+  // one dense layer whose MLP alone is 128 GB: more than this machine holds or will promise
+  auto r = muster::test::run_process(
+      {kMuster, "run", (dir / "tiny.toml").string(), "launch.runs_dir=" + (dir / "runs").string(),
+       "launch.nproc=1", "launch.tee=none", "model.num_layers=1", "model.num_experts=0",
+       "model.hidden_size=8192", "model.num_attention_heads=64", "model.num_query_groups=8",
+       "model.ffn_hidden_size=4000000", "--", kTrain});
+  INFO("stderr: " << r.err);
+  CHECK(r.exit_code == 1);
+  const auto errors = muster::store::run_reader(muster::test::only_run_dir(dir / "runs")).errors();
+  REQUIRE(errors.size() == 1);
+  CHECK(errors[0].kind == "oom");
+  CHECK(errors[0].phase == "startup");
+  CHECK_THAT(errors[0].message, Catch::Contains("can't allocate memory") &&
+                                    Catch::Contains("muster plan JOB.toml") &&
+                                    !Catch::Contains("frame #"));
+}
+
 // The loss of every step rank 0 logged ("step 3/20 | loss 4.123456 | ...").
 std::vector<double> logged_losses(const fs::path& runs) {
   std::vector<double> losses;
