@@ -51,6 +51,9 @@ best() { awk -v a="$1" -v b="$2" 'BEGIN {print (a > b) ? a : b}'; }
 muster_tps() { grep -o '| [0-9]* tok/s' "$1" | awk '{print $2}' | tail -n +4 | median; }
 python_tps() { awk '{print $4}' "$1" | tail -n +4 | median; }
 
+# The same threads for both, BLAS's included: OpenBLAS reads OMP_NUM_THREADS (and would use every
+# core otherwise, whatever torch.set_num_threads says).
+export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
 one_muster=0 one_python=0 two_muster=0 two_python=0
 for ((round = 1; round <= rounds; ++round)); do
   OMP_NUM_THREADS=$threads "$build/bin/muster-train" "$work/job.toml" > "$work/muster.log" 2>&1

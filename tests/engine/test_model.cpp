@@ -6,6 +6,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <cmath>
+
 #include "common/error.hpp"
 #include "engine/model/decoder.hpp"
 #include "engine/model/init.hpp"
@@ -133,4 +135,41 @@ TEST_CASE("a tiny MoE model learns a repeating sequence", "[model]") {
   }
   CHECK(first > 3.0);  // about log(32) at the start
   CHECK(last < 0.2);
+}
+
+TEST_CASE("attention over long rows, scored in causal blocks, equals attention over the whole "
+          "row, values and gradients", "[model]") {
+  auto c = tiny_config();  // 4 heads over 2 kv heads
+  attention attn(c);
+  init_parameters(attn, 5, 0.2);
+  attn.to(torch::kFloat64);
+  const std::int64_t seq = 200;  // blocks of 64, 64, 64 and 8 rows
+  auto segments = torch::cat({torch::zeros({1, 90}, torch::kInt64), torch::ones({1, 110}, torch::kInt64)}, 1)
+                      .repeat({2, 1});
+  auto positions = torch::cat({torch::arange(90), torch::arange(110)}).unsqueeze(0).repeat({2, 1});
+  const auto rope = make_rotary(positions, c.head_dim, c.rope_theta, torch::kFloat64);
+  const auto mask = attention_mask(segments);
+  torch::manual_seed(4);
+  auto x = torch::randn({2, seq, c.hidden_size}, torch::kFloat64).requires_grad_(true);
+  auto y = attn.forward(x, rope, mask);
+  auto grad_out = torch::randn_like(y);
+  auto dx = torch::autograd::grad({y}, {x}, {grad_out})[0];
+
+  // The reference: every head scores the whole row, repeat_kv as Hugging Face writes it.
+  auto x2 = x.detach().requires_grad_(true);
+  auto heads = [&](const torch::Tensor& t, std::int64_t n) {
+    return t.view({2, seq, n, c.head_dim}).transpose(1, 2);
+  };
+  auto q = apply_rotary(attn.q_norm->forward(heads(attn.q_proj(x2), c.num_heads)), rope);
+  auto k = apply_rotary(attn.k_norm->forward(heads(attn.k_proj(x2), c.num_kv_heads)), rope);
+  auto v = heads(attn.v_proj(x2), c.num_kv_heads);
+  const auto group = c.num_heads / c.num_kv_heads;
+  k = k.repeat_interleave(group, 1);
+  v = v.repeat_interleave(group, 1);
+  auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(double(c.head_dim));
+  auto probs = torch::softmax(scores.masked_fill(mask.logical_not(), -INFINITY), -1);
+  auto ref = attn.o_proj(torch::matmul(probs, v).transpose(1, 2).reshape({2, seq, -1}));
+  auto dx2 = torch::autograd::grad({ref}, {x2}, {grad_out})[0];
+  CHECK(torch::allclose(y, ref, 1e-10, 1e-12));
+  CHECK(torch::allclose(dx, dx2, 1e-10, 1e-12));
 }
