@@ -321,6 +321,22 @@ TEST_CASE("a run resumed from its checkpoint continues the loss curve bit for bi
   }
 }
 
+// The run directory under `runs` once its rank 1 has done `steps` steps (its heartbeat says so),
+// or nothing after 60 s.
+std::optional<fs::path> wait_for_steps(const fs::path& runs, int steps) {
+  for (int i = 0; i < 600; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::error_code none_yet;
+    for (const auto& run : fs::directory_iterator(runs, none_yet)) {
+      const auto file = run.path() / "logs" / "rank-1.heartbeat";
+      const auto beat = fs::exists(file) ? muster::test::read_file(file) : std::string();
+      if (beat.rfind("step=", 0) == 0 && beat.back() == '\n' && std::stoi(beat.substr(5)) >= steps)
+        return run.path();
+    }
+  }
+  return std::nullopt;
+}
+
 // The steps of the checkpoints under `root` (step-00000012 -> 12), ascending.
 std::vector<int> checkpoint_steps(const fs::path& root) {
   std::vector<int> steps;
@@ -347,17 +363,7 @@ TEST_CASE("SIGUSR1 to the launcher makes every rank save the same step and stop,
   const pid_t launcher =
       muster::test::spawn_logged(argv, {{{"OMP_NUM_THREADS", "1"}}, {}}, dir / "first.log");
   // Wait for a few steps of rank 1, then signal the launcher (as Slurm's --signal=B:USR1 does).
-  bool trained = false;
-  for (int i = 0; i < 600 && !trained; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    std::error_code none_yet;
-    for (const auto& run : fs::directory_iterator(dir / "first", none_yet)) {
-      const auto file = run.path() / "logs" / "rank-1.heartbeat";
-      const auto beat = fs::exists(file) ? muster::test::read_file(file) : std::string();
-      trained = trained || beat.rfind("step=3 ", 0) == 0 || beat.rfind("step=4 ", 0) == 0 ||
-                beat.rfind("step=5", 0) == 0;
-    }
-  }
+  const bool trained = wait_for_steps(dir / "first", 3).has_value();
   if (!trained) ::kill(launcher, SIGKILL);
   REQUIRE(trained);
   ::kill(launcher, SIGUSR1);
@@ -400,17 +406,9 @@ TEST_CASE("a rank stuck mid-run makes the others' collective time out, recorded 
   // Rank 1 stops (SIGSTOP: a stuck process, as a hung GPU or a paused VM leaves it) after a
   // few steps; rank 0 waits for it in its next collective.
   std::optional<pid_t> stuck;
-  for (int i = 0; i < 600 && !stuck; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    std::error_code none_yet;
-    for (const auto& run : fs::directory_iterator(dir / "runs", none_yet)) {
-      const auto file = run.path() / "logs" / "rank-1.heartbeat";
-      const auto beat = fs::exists(file) ? muster::test::read_file(file) : std::string();
-      if (beat.rfind("step=", 0) != 0 || std::stoi(beat.substr(5)) < 3) continue;
-      for (const auto& r : muster::store::run_reader(run.path()).ranks())
-        if (r.rank == 1 && r.pid) stuck = static_cast<pid_t>(*r.pid);
-    }
-  }
+  if (const auto run = wait_for_steps(dir / "runs", 3))
+    for (const auto& r : muster::store::run_reader(*run).ranks())
+      if (r.rank == 1 && r.pid) stuck = static_cast<pid_t>(*r.pid);
   if (!stuck) ::kill(launcher, SIGKILL);
   REQUIRE(stuck);
   ::kill(*stuck, SIGSTOP);
