@@ -83,20 +83,6 @@ void record(std::ofstream& steps, const engine::train::step_result& r) {
 }
 
 // What kind of failure an exception is, for the run store's errors (common/worker_error.hpp).
-std::string kind_of(const std::exception& e);
-
-// The message of an exception for people: LibTorch's without its C++ backtrace, and an
-// out-of-memory one with what to change.
-std::string message_of(const std::exception& e) {
-  const auto* c10 = dynamic_cast<const c10::Error*>(&e);
-  std::string text = c10 ? c10->what_without_backtrace() : e.what();
-  if (kind_of(e) == "oom")
-    text += "; this rank ran out of memory: `muster plan JOB.toml` shows what each rank holds; "
-            "shard more (parallel.sharding = \"optim_grads_params\"), add ranks, or lower "
-            "train.micro_batch_size / set train.recompute";
-  return text;
-}
-
 std::string kind_of(const std::exception& e) {
   const std::string_view what = e.what();
   if (dynamic_cast<const std::bad_alloc*>(&e) || what.find("out of memory") != what.npos ||
@@ -110,6 +96,18 @@ std::string kind_of(const std::exception& e) {
                  : "collective_error";
   }
   return "exception";
+}
+
+// The message of an exception for people: LibTorch's without its C++ backtrace, and an
+// out-of-memory one with what to change.
+std::string message_of(const std::exception& e) {
+  const auto* c10 = dynamic_cast<const c10::Error*>(&e);
+  std::string text = c10 ? c10->what_without_backtrace() : e.what();
+  if (kind_of(e) == "oom")
+    text += "; this rank ran out of memory: `muster plan JOB.toml` shows what each rank holds; "
+            "shard more (parallel.sharding = \"optim_grads_params\"), add ranks, or lower "
+            "train.micro_batch_size / set train.recompute";
+  return text;
 }
 
 // Whether this rank's error file is written (the first failure's, with its phase, wins).

@@ -40,20 +40,21 @@ flat_unit::flat_unit(unit_options options, std::vector<std::pair<std::string, to
   torch::NoGradGuard no_grad;
   for (std::size_t i = 0; i < params_.size(); ++i) {
     auto& [name, p] = params_[i];
-    torch::Tensor value = p;
-    if (!model::materialised(p)) {
-      value = torch::empty(p.sizes(), torch::kFloat32);  // one parameter at a time
-      options_.init(name, value);
-    }
     // The part of [offset, offset + numel) in [first, first + shard).
     const auto begin = std::max(offsets_[i], first);
     const auto end = std::min(offsets_[i] + p.numel(), first + shard_);
-    if (params_sharded()) {
-      if (begin < end)
+    // Another rank's shard alone: nothing of this parameter is drawn or copied here.
+    if (!params_sharded() || begin < end) {
+      torch::Tensor value = p;
+      if (!model::materialised(p)) {
+        value = torch::empty(p.sizes(), torch::kFloat32);  // one parameter at a time
+        options_.init(name, value);
+      }
+      if (params_sharded())
         shard_params_.narrow(0, begin - first, end - begin)
             .copy_(value.reshape({-1}).narrow(0, begin - offsets_[i], end - begin));
-    } else {
-      full_params_.narrow(0, offsets_[i], p.numel()).view(p.sizes()).copy_(value);
+      else
+        full_params_.narrow(0, offsets_[i], p.numel()).view(p.sizes()).copy_(value);
     }
     p.set_data(full_params_.narrow(0, offsets_[i], p.numel()).view(p.sizes()));
     if (!no_decay(name) && begin < end) mask.narrow(0, begin - first, end - begin).fill_(1);
@@ -70,7 +71,7 @@ flat_unit::flat_unit(unit_options options, std::vector<std::pair<std::string, to
   } else {
     full_grads_ = torch::zeros({whole}, torch::kFloat32);
     point_grads_at(full_grads_);
-    shard_grads_ = full_grads_.narrow(0, shard_rank() * shard_, shard_);
+    shard_grads_ = full_grads_.narrow(0, first, shard_);
   }
 }
 

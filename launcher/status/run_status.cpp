@@ -51,10 +51,11 @@ double median(std::vector<double> v) {
 }
 
 bool has_node_files(const fs::path& dir) {
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec))
-    if (!store::node_db_host(e.path()).empty()) return true;
-  return false;
+  try {
+    return !store::run_paths(dir).node_dbs().empty();
+  } catch (const error&) {
+    return false;  // not a run directory (an unsafe name, or not listable)
+  }
 }
 
 }  // namespace
@@ -71,8 +72,9 @@ run_status read_run_status(const fs::path& dir, store::epoch_ms now) {
     if (e.kind == "restart" || e.kind == "requeue") ++s.restarts;
     if (e.kind == "first_failure" && !s.first_failure) s.first_failure = e;
   }
+  // Each rank's newest step (history is ordered by step).
   std::map<std::int64_t, store::step_record> last;
-  for (const auto& step : reader.last_steps()) last[step.rank] = step;
+  for (const auto& step : s.history) last[step.rank] = step;
   std::int64_t newest = -1, complete = -1;
   for (const auto& [rank, step] : last) {
     newest = std::max(newest, step.step);
