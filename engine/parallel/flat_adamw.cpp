@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include "engine/ops/optimizer_ops.hpp"
+
 namespace muster::engine::parallel {
 
 flat_adamw::flat_adamw(std::vector<flat_unit*> units, const train_section& train)
@@ -18,17 +20,11 @@ flat_adamw::flat_adamw(std::vector<flat_unit*> units, const train_section& train
 void flat_adamw::step(double lr) {
   torch::NoGradGuard no_grad;
   ++steps_;
-  const double bias1 = 1 - std::pow(beta1_, double(steps_));
-  const double bias2 = 1 - std::pow(beta2_, double(steps_));
+  const kernels::adamw_scalars scalars{lr, beta1_, beta2_, eps_, weight_decay_, steps_};
   for (std::size_t i = 0; i < units_.size(); ++i) {
-    auto& p = units_[i]->shard();
-    const auto& g = units_[i]->shard_grad();
     auto& [m, v] = state_[i];
-    if (weight_decay_ != 0) p.mul_(1 - lr * weight_decay_ * units_[i]->decay_mask());
-    m.mul_(beta1_).add_(g, 1 - beta1_);
-    v.mul_(beta2_).addcmul_(g, g, 1 - beta2_);
-    auto denom = (v.sqrt() / std::sqrt(bias2)).add_(eps_);
-    p.addcdiv_(m, denom, -lr / bias1);
+    ops::adamw_update(scalars, units_[i]->shard(), units_[i]->shard_grad(), m, v,
+                      weight_decay_ != 0 ? units_[i]->decay_mask() : torch::Tensor());
     units_[i]->after_update();
   }
 }
@@ -46,7 +42,7 @@ double global_grad_norm(const std::vector<flat_unit*>& units, comm::communicator
   for (auto* u : units) {
     const int group = u->group() ? u->group()->size() : 1;
     replicated_everywhere = replicated_everywhere && group == world_size && u->shard_ranks() == 1;
-    const double squares = u->shard_grad().to(torch::kFloat64).pow(2).sum().item<double>();
+    const double squares = ops::sum_of_squares(u->shard_grad());
     mine += squares;
     shared += squares * double(u->shard_ranks()) / double(group);
   }

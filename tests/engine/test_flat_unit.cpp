@@ -8,6 +8,7 @@
 
 #include "engine/model/decoder.hpp"
 #include "engine/model/init.hpp"
+#include "engine/parallel/flat_adamw.hpp"
 #include "engine/parallel/flat_unit.hpp"
 #include "tests/engine/model_fixtures.hpp"
 
@@ -82,5 +83,42 @@ TEST_CASE("a unit built from parameters without values holds the values init_par
     INFO(p.key());
     CHECK(model::materialised(got[p.key()]));
     CHECK(got[p.key()].equal(p.value()));
+  }
+}
+
+TEST_CASE("flat_adamw over a unit follows torch::optim::AdamW, norms undecayed", "[sharding]") {
+  torch::manual_seed(3);
+  auto weight = torch::randn({70, 33}), norm = torch::randn({33});
+  auto ref_weight = weight.clone().requires_grad_(true), ref_norm = norm.clone().requires_grad_(true);
+  weight.requires_grad_(true);
+  norm.requires_grad_(true);
+  parallel::unit_options options;
+  options.name = "test";
+  parallel::flat_unit unit(options, {{"proj.weight", weight}, {"input_layernorm.weight", norm}});
+  muster::train_section train;
+  train.adam_beta2 = 0.95;
+  parallel::flat_adamw adam({&unit}, train);
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(std::vector<torch::Tensor>{ref_weight},
+                      std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(1e-2)
+                          .betas({0.9, 0.95}).eps(1e-8).weight_decay(0.1)));
+  groups.emplace_back(std::vector<torch::Tensor>{ref_norm},
+                      std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(1e-2)
+                          .betas({0.9, 0.95}).eps(1e-8).weight_decay(0.0)));
+  torch::optim::AdamW reference(std::move(groups));
+  for (int step = 0; step < 3; ++step) {
+    unit.zero_grad();
+    reference.zero_grad();
+    auto x = torch::randn({5, 70});
+    (x.matmul(weight) * norm).pow(2).sum().backward();
+    (x.matmul(ref_weight) * ref_norm).pow(2).sum().backward();
+    // the global norm, as torch.nn.utils.clip_grad_norm_ computes it
+    const double ref_norm_of_grads =
+        torch::cat({ref_weight.grad().reshape({-1}), ref_norm.grad()}).norm().item<double>();
+    CHECK(parallel::global_grad_norm({&unit}, nullptr) == Approx(ref_norm_of_grads).epsilon(1e-6));
+    adam.step(1e-2);
+    reference.step();
+    CHECK(torch::allclose(weight, ref_weight, 1e-5, 1e-6));
+    CHECK(torch::allclose(norm, ref_norm, 1e-5, 1e-6));
   }
 }

@@ -1,0 +1,58 @@
+// Tensor adapters over the optimizer kernels: see optimizer_ops.hpp.
+#include "engine/ops/optimizer_ops.hpp"
+
+#include <ATen/Parallel.h>
+
+#include "common/error.hpp"
+
+namespace muster::engine::ops {
+namespace {
+
+// Elements per task when a buffer is split over threads (small buffers stay on one).
+constexpr std::int64_t kGrain = 1 << 16;
+
+void check_flat(const torch::Tensor& t, const char* what, std::int64_t numel) {
+  MUSTER_CHECK(t.defined() && t.device().is_cpu() && t.scalar_type() == torch::kFloat32 &&
+                   t.is_contiguous() && t.numel() == numel,
+               errc::internal, "optimizer kernel: {} must be a contiguous fp32 CPU tensor of {} "
+               "elements", what, numel);
+}
+
+}  // namespace
+
+void adamw_update(const kernels::adamw_scalars& s, torch::Tensor& param, const torch::Tensor& grad,
+                  torch::Tensor& exp_avg, torch::Tensor& exp_avg_sq, const torch::Tensor& decay_mask) {
+  const auto n = param.numel();
+  check_flat(param, "param", n);
+  check_flat(grad, "grad", n);
+  check_flat(exp_avg, "exp_avg", n);
+  check_flat(exp_avg_sq, "exp_avg_sq", n);
+  if (decay_mask.defined()) check_flat(decay_mask, "decay_mask", n);
+  float* p = param.data_ptr<float>();
+  const float* g = grad.data_ptr<float>();
+  float* m = exp_avg.data_ptr<float>();
+  float* v = exp_avg_sq.data_ptr<float>();
+  const float* mask = decay_mask.defined() ? decay_mask.data_ptr<float>() : nullptr;
+  at::parallel_for(0, n, kGrain, [&](std::int64_t begin, std::int64_t end) {
+    kernels::cpu::adamw_update(s, p + begin, g + begin, m + begin, v + begin,
+                               mask ? mask + begin : nullptr, end - begin);
+  });
+}
+
+double sum_of_squares(const torch::Tensor& x) {
+  check_flat(x, "x", x.numel());
+  const float* data = x.data_ptr<float>();
+  // Chunks of a fixed size summed in order: the same bits whatever the number of threads.
+  const auto n = x.numel(), chunks = (n + kGrain - 1) / kGrain;
+  std::vector<double> partial(static_cast<std::size_t>(chunks), 0.0);
+  at::parallel_for(0, chunks, 1, [&](std::int64_t begin, std::int64_t end) {
+    for (auto c = begin; c < end; ++c)
+      partial[static_cast<std::size_t>(c)] =
+          kernels::cpu::sum_of_squares(data + c * kGrain, std::min(kGrain, n - c * kGrain));
+  });
+  double sum = 0;
+  for (double p : partial) sum += p;
+  return sum;
+}
+
+}  // namespace muster::engine::ops

@@ -1,0 +1,19 @@
+// Tensor adapters over the optimizer kernels (kernels/include/muster/kernels/optimizer.hpp):
+// check the tensors, split the buffer over LibTorch's intra-op threads, call the CPU kernel.
+// Tensors: contiguous fp32 on the CPU, the same numel (the CUDA path comes with issue 9).
+#pragma once
+
+#include <torch/torch.h>
+
+#include "muster/kernels/optimizer.hpp"
+
+namespace muster::engine::ops {
+
+// One AdamW step over flat buffers, in place; `decay_mask` undefined: no weight decay.
+void adamw_update(const kernels::adamw_scalars& s, torch::Tensor& param, const torch::Tensor& grad,
+                  torch::Tensor& exp_avg, torch::Tensor& exp_avg_sq, const torch::Tensor& decay_mask);
+
+// The sum of the squares of `x`'s elements, in fp64.
+double sum_of_squares(const torch::Tensor& x);
+
+}  // namespace muster::engine::ops
