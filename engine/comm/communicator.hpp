@@ -23,6 +23,15 @@
 
 namespace muster::engine::comm {
 
+// A collective started on this rank and not yet waited for (c10d's Work).
+class pending_collective {
+ public:
+  virtual ~pending_collective() = default;
+  // Blocks until the collective is done on this rank, at most the group's timeout; throws as
+  // the blocking calls do. Once it returned, the result is in the tensor the call was given.
+  virtual void wait() = 0;
+};
+
 class communicator {
  public:
   virtual ~communicator() = default;
@@ -34,6 +43,11 @@ class communicator {
 
   // Sums `t` over the group, in place. Same shape on every rank.
   virtual void all_reduce_sum(torch::Tensor& t) = 0;
+  // The same, started and left running (on the backend's threads) while the caller goes on:
+  // `t` must stay alive and be neither read nor written until wait() returned. Started in the
+  // same order on every rank, like every collective; a handle destroyed unwaited leaves the
+  // collective running and its tensor in use.
+  virtual std::unique_ptr<pending_collective> all_reduce_sum_async(torch::Tensor& t) = 0;
   // Every rank's `shard` (same numel everywhere), flattened and concatenated in rank order.
   virtual torch::Tensor all_gather(const torch::Tensor& shard) = 0;
   // `full` (same numel everywhere, divisible by size()) summed over the group; returns this

@@ -5,6 +5,7 @@
 // bf16 travels as fp32. Before each collective a rank writes its sequence number to the group's
 // store ("seq/<rank>"), so a timeout can name the ranks that never got there.
 #include <cstdlib>
+#include <functional>
 #include <numeric>
 
 #include <fmt/format.h>
@@ -60,12 +61,16 @@ class gloo_group final : public communicator {
   int world_rank() const { return world_rank_; }
   const world_options& times() const { return times_; }
 
-  void all_reduce_sum(torch::Tensor& t) override {
+  void all_reduce_sum(torch::Tensor& t) override { all_reduce_sum_async(t)->wait(); }
+
+  std::unique_ptr<pending_collective> all_reduce_sum_async(torch::Tensor& t) override {
     std::vector<torch::Tensor> wire{on_wire(t)};
     c10d::AllreduceOptions options;
     options.timeout = timeout_;
-    run("all_reduce", wire[0], [&] { return group_->allreduce(wire, options); });
-    if (!wire[0].is_same(t)) t.copy_(wire[0]);
+    auto started = start("all_reduce", wire[0], [&] { return group_->allreduce(wire, options); });
+    return std::make_unique<pending>(this, std::move(started), [t, wire]() mutable {
+      if (!wire[0].is_same(t)) t.copy_(wire[0]);
+    });
   }
 
   torch::Tensor all_gather(const torch::Tensor& shard) override {
@@ -126,20 +131,66 @@ class gloo_group final : public communicator {
   }
 
  private:
+  // A collective issued to Gloo: what its error line needs.
+  struct started {
+    const char* op;
+    std::int64_t seq, bytes;
+    c10::intrusive_ptr<c10d::Work> work;  // null: issuing it failed (error set)
+    std::string error;
+  };
+
+  class pending final : public pending_collective {
+   public:
+    pending(gloo_group* group, started s, std::function<void()> done)
+        : group_(group), started_(std::move(s)), done_(std::move(done)) {}
+    void wait() override {
+      if (waited_) return;
+      waited_ = true;
+      group_->finish(started_);
+      done_();
+    }
+
+   private:
+    gloo_group* group_;
+    started started_;
+    std::function<void()> done_;
+    bool waited_ = false;
+  };
+
+  // Records the sequence number in the store (for laggards()) and issues the collective.
+  template <class Issue>
+  started start(const char* op, const torch::Tensor& data, Issue issue) {
+    started s{op, sequence_++, data.defined() ? data.numel() * data.element_size() : 0, {}, {}};
+    try {
+      store_->set(fmt::format("seq/{}", rank_), bytes_of(std::to_string(s.seq)));
+      s.work = issue();
+    } catch (const std::exception& e) {
+      s.error = first_line(e.what());
+    }
+    return s;
+  }
+
+  // Waits for a started collective; throws the c10d-style line when it failed or timed out.
+  void finish(const started& s) {
+    std::string error = s.error;
+    if (s.work) {
+      try {
+        s.work->wait(timeout_);
+      } catch (const std::exception& e) {
+        error = first_line(e.what());
+      }
+    }
+    if (error.empty()) return;
+    broken_ = true;
+    MUSTER_THROW(errc::comm, "[rank {}/{} group {}] {} seq={} bytes={} failed after at most {} ms; "
+                 "not arrived: {} ({})",
+                 rank_, size(), name_, s.op, s.seq, s.bytes, timeout_.count(), laggards(s.seq),
+                 error);
+  }
+
   template <class Issue>
   void run(const char* op, const torch::Tensor& data, Issue issue) {
-    const auto seq = sequence_++;
-    const auto bytes = data.defined() ? data.numel() * data.element_size() : 0;
-    try {
-      store_->set(fmt::format("seq/{}", rank_), bytes_of(std::to_string(seq)));
-      issue()->wait(timeout_);
-    } catch (const std::exception& e) {
-      broken_ = true;
-      MUSTER_THROW(errc::comm, "[rank {}/{} group {}] {} seq={} bytes={} failed after at most {} ms; "
-                   "not arrived: {} ({})",
-                   rank_, size(), name_, op, seq, bytes, timeout_.count(), laggards(seq),
-                   first_line(e.what()));
-    }
+    finish(start(op, data, issue));
   }
 
   // The ranks that never reached sequence number `seq`, with where they are.

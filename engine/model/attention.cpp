@@ -3,15 +3,10 @@
 
 #include <cmath>
 
+#include "engine/model/causal_attention.hpp"
 #include "engine/model/recompute.hpp"
 
 namespace muster::engine::model {
-namespace {
-
-// Query rows per causal block (see attention::forward).
-constexpr std::int64_t kCausalBlock = 64;
-
-}  // namespace
 
 torch::Tensor attention_mask(const torch::Tensor& segments) {
   const auto seq = segments.size(1);
@@ -54,34 +49,8 @@ torch::Tensor attention::forward(const torch::Tensor& x, const rotary_tables& ro
   }
   q = apply_rotary(q, rope);
   k = apply_rotary(k, rope);
-  // Query head h reads key/value head h / group, as Hugging Face's repeat_kv, without copying
-  // k and v: the group's query heads are stacked along the rows of one matmul per kv head.
-  // Causal: queries go in blocks, and a block is scored only against the keys up to its last
-  // position, which skips about half of the scores, softmax and their backward at long rows.
-  const auto group = num_heads_ / num_kv_heads_;
-  auto core = [mask, group, batch, seq, kv = num_kv_heads_, hd = head_dim_,
-               scale = 1.0 / std::sqrt(double(head_dim_))](
-                  const torch::autograd::variable_list& qkv) -> torch::autograd::variable_list {
-    const std::int64_t block = seq >= 2 * kCausalBlock ? kCausalBlock : seq;
-    auto q = qkv[0].view({batch, kv, group, seq, hd});
-    std::vector<torch::Tensor> outs;
-    for (std::int64_t first = 0; first < seq; first += block) {
-      const auto rows = std::min(block, seq - first), keys = first + rows;
-      auto qb = q.narrow(3, first, rows).reshape({batch, kv, group * rows, hd});
-      auto scores = torch::matmul(qb, qkv[1].narrow(2, 0, keys).transpose(-2, -1))
-                        .view({batch, kv * group, rows, keys});
-      const auto allowed = mask.narrow(2, first, rows).narrow(3, 0, keys);
-      scores = (scores * scale).masked_fill(allowed.logical_not(),
-                                            -std::numeric_limits<double>::infinity());
-      // softmax in fp32 at least (bf16 scores lose the small probabilities)
-      auto probs = torch::softmax(scores, -1, c10::promoteTypes(scores.scalar_type(), torch::kFloat32))
-                       .to(qb.scalar_type());
-      outs.push_back(torch::matmul(probs.view({batch, kv, group * rows, keys}),
-                                   qkv[2].narrow(2, 0, keys))
-                         .view({batch, kv, group, rows, hd}));
-    }
-    auto out = outs.size() == 1 ? outs[0] : torch::cat(outs, 3);
-    return {out.view({batch, kv * group, seq, hd})};  // (b, heads, s, hd)
+  auto core = [mask](const torch::autograd::variable_list& qkv) -> torch::autograd::variable_list {
+    return {causal_attention(qkv[0], qkv[1], qkv[2], mask)};  // (b, heads, s, hd)
   };
   auto out = recompute_core_ ? recompute(core, {q, k, v})[0] : core({q, k, v})[0];
   return o_proj(out.transpose(1, 2).reshape({batch, seq, num_heads_ * head_dim_}));

@@ -108,12 +108,11 @@ moe_output moe_block::forward(const torch::Tensor& x) {
 
 torch::Tensor moe_block::run_experts(const torch::Tensor& x, const std::vector<std::int64_t>& rows) {
   std::vector<torch::Tensor> ys;
-  std::int64_t begin = 0;
-  for (std::size_t e = 0; e < experts.size(); ++e) {
-    if (rows[e] == 0) continue;
-    ys.push_back(experts[e]->forward(x.narrow(0, begin, rows[e])));
-    begin += rows[e];
-  }
+  // One split: its backward is one cat of the experts' gradients (a narrow per expert would
+  // give each a zeroed gradient the size of x, then add them up).
+  const auto pieces = x.split_with_sizes(rows);
+  for (std::size_t e = 0; e < experts.size(); ++e)
+    if (rows[e] != 0) ys.push_back(experts[e]->forward(pieces[e]));
   // No rows: still an output of x, so the backward of what produced x runs (a collective).
   if (ys.empty()) return x * 0;
   return ys.size() == 1 ? ys[0] : torch::cat(ys);

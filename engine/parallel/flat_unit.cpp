@@ -108,20 +108,21 @@ void flat_unit::begin_backward() {
   count(full_grads_.nbytes());
 }
 
-torch::Tensor flat_unit::sum_over_group(torch::Tensor whole, bool scatter) {
+torch::Tensor flat_unit::reduce_scatter(torch::Tensor whole) {
   const auto wire = options_.reduce_dtype;
   if (wire != whole.scalar_type()) whole = whole.to(wire);
-  torch::Tensor out;
-  if (scatter) {
-    out = options_.group->reduce_scatter_sum(whole);
-  } else {
-    options_.group->all_reduce_sum(whole);
-    out = whole;
-  }
-  return out.to(torch::kFloat32);
+  return options_.group->reduce_scatter_sum(whole).to(torch::kFloat32);
+}
+
+void flat_unit::start_all_reduce() {
+  if (all_reduce_ || !options_.group || options_.group->size() == 1) return;
+  const auto wire = options_.reduce_dtype;
+  wire_grads_ = wire == full_grads_.scalar_type() ? full_grads_ : full_grads_.to(wire);
+  all_reduce_ = options_.group->all_reduce_sum_async(wire_grads_);
 }
 
 void flat_unit::end_backward() {
+  if (options_.strategy == sharding::no_shard && last_backward_) start_all_reduce();
   if (!in_backward_) return;
   in_backward_ = false;
   auto whole = std::move(full_grads_);
@@ -131,22 +132,25 @@ void flat_unit::end_backward() {
   if (ranks_ == 1) {
     shard_grads_.add_(whole.narrow(0, 0, shard_));
   } else {
-    shard_grads_.add_(sum_over_group(std::move(whole), /*scatter=*/true));
+    shard_grads_.add_(reduce_scatter(std::move(whole)));
   }
 }
 
 void flat_unit::reduce_step_gradients() {
   if (grads_sharded() || !options_.group || options_.group->size() == 1) return;
   if (options_.strategy == sharding::no_shard) {
-    auto sum = sum_over_group(full_grads_, /*scatter=*/false);
-    if (!sum.is_same(full_grads_)) full_grads_.copy_(sum);
+    start_all_reduce();
+    all_reduce_->wait();
+    all_reduce_.reset();
+    if (!wire_grads_.is_same(full_grads_)) full_grads_.copy_(wire_grads_);
+    wire_grads_ = torch::Tensor();
   } else {
-    shard_grads_.copy_(sum_over_group(full_grads_, /*scatter=*/true));
+    shard_grads_.copy_(reduce_scatter(full_grads_));
   }
 }
 
 void flat_unit::zero_grad() {
-  shard_grads_.zero_();
+  if (grads_sharded()) shard_grads_.zero_();  // else a part of full_grads_
   if (full_grads_.defined()) full_grads_.zero_();
 }
 

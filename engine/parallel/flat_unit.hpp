@@ -94,10 +94,15 @@ class flat_unit {
   // other strategies keep theirs for the whole step). Idempotent within one backward.
   void begin_backward();
   // After the unit's backward: optim_grads and up reduce-scatter the whole buffer into the
-  // shard's gradient (adding, over micro-batches) and free it; otherwise nothing. Idempotent.
+  // shard's gradient (adding, over micro-batches) and free it; no_shard, after the step's last
+  // backward (set_last_backward), starts the all_reduce of its gradients and leaves it running
+  // while the backward of the units below goes on; otherwise nothing. Idempotent.
   void end_backward();
-  // At the end of a step's backward passes: no_shard all-reduces the gradients, optim
-  // reduce-scatters them into this rank's part; the others did it in end_backward().
+  // Whether the coming backward is the step's last (its last micro-batch).
+  void set_last_backward(bool last) { last_backward_ = last; }
+  // At the end of a step's backward passes: no_shard finishes the all_reduce of the gradients
+  // (starting it if end_backward did not), optim reduce-scatters them into this rank's part;
+  // the others did it in end_backward().
   void reduce_step_gradients();
   void zero_grad();
 
@@ -133,7 +138,9 @@ class flat_unit {
            options_.strategy == sharding::optim_grads_params;
   }
   int shard_rank() const;
-  torch::Tensor sum_over_group(torch::Tensor whole, bool scatter);
+  // `whole` summed over the group in reduce_dtype; this rank's part, fp32.
+  torch::Tensor reduce_scatter(torch::Tensor whole);
+  void start_all_reduce();
   void point_grads_at(const torch::Tensor& buffer);
   void count(std::int64_t bytes) {
     if (options_.meter) options_.meter->add(bytes);
@@ -149,7 +156,11 @@ class flat_unit {
   torch::Tensor shard_params_;  // view of full_params_, or its own buffer (optim_grads_params)
   torch::Tensor shard_grads_;
   torch::Tensor decay_mask_;
-  bool gathered_ = true, in_backward_ = false;
+  bool gathered_ = true, in_backward_ = false, last_backward_ = false;
+  // no_shard: the all_reduce of the step's gradients in flight, over wire_grads_ (full_grads_
+  // itself, or its copy in reduce_dtype).
+  std::unique_ptr<comm::pending_collective> all_reduce_;
+  torch::Tensor wire_grads_;
 };
 
 }  // namespace muster::engine::parallel

@@ -94,6 +94,10 @@ void sharded_model::finish_backward() {
   embedding_.release();
 }
 
+void sharded_model::set_last_micro_batch(bool last) {
+  for (auto& u : units_) u.set_last_backward(last);
+}
+
 void sharded_model::reduce_step_gradients() {
   for (auto& u : units_) u.reduce_step_gradients();
 }

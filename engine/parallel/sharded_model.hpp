@@ -48,6 +48,9 @@ class sharded_model {
 
   model::transformer_output forward(const torch::Tensor& tokens, const torch::Tensor& positions,
                                     const torch::Tensor& segments);
+  // Before each micro-batch: whether its backward is the step's last (no_shard then starts each
+  // unit's all_reduce as soon as the unit's backward is done, overlapping the rest).
+  void set_last_micro_batch(bool last);
   // After each micro-batch's backward: what autograd did not reach (the embedding).
   void finish_backward();
   // After the step's last backward: no_shard and optim reduce their whole gradients.

@@ -97,7 +97,9 @@ step_result trainer::step() {
   label_tokens = static_cast<std::int64_t>(sum_over(dp_.get(), {double(label_tokens)})[0]);
   sharded_->zero_grad();
   double loss_sum = 0;
-  for (auto& b : micro) {
+  for (std::size_t m = 0; m < micro.size(); ++m) {
+    const auto& b = micro[m];
+    sharded_->set_last_micro_batch(m + 1 == micro.size());
     phase_ = "forward";
     model::transformer_output out;
     {

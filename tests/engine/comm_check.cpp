@@ -2,7 +2,7 @@
 // collective of engine/comm against what it must give (values encode the sending rank), prints
 // "comm_check: rank R: all collectives correct" and exits 0, or names what was wrong and
 // exits 1.
-//   --stall-rank R   rank R sleeps instead of joining the third all_reduce (the others time out)
+//   --stall-rank R   rank R sleeps instead of joining the all_gather (the others time out)
 //   --timeout-ms N   the collectives' timeout (default 30000)
 #include <torch/torch.h>
 
@@ -36,6 +36,21 @@ void check_all(communicator& c, int stall_rank) {
   c.all_reduce_sum(b);
   expect(b.scalar_type() == torch::kBFloat16 && torch::all(b == sum_1_to_n).item<bool>(),
          "all_reduce bf16");
+  // Two all_reduces left running while a blocking collective goes on, waited for out of order;
+  // bf16 comes back as bf16.
+  auto a1 = torch::full({100000}, double(r + 1), torch::kFloat32);
+  auto a2 = torch::full({16}, double(2 * (r + 1)), torch::kBFloat16);
+  auto first = c.all_reduce_sum_async(a1);
+  auto second = c.all_reduce_sum_async(a2);
+  auto between = torch::full({4}, double(r + 1), torch::kFloat32);
+  c.all_reduce_sum(between);
+  second->wait();
+  first->wait();
+  first->wait();  // a second wait is a no-op
+  expect(torch::all(a1 == sum_1_to_n).item<bool>() && torch::all(between == sum_1_to_n).item<bool>(),
+         "all_reduce_sum_async fp32");
+  expect(a2.scalar_type() == torch::kBFloat16 && torch::all(a2 == 2 * sum_1_to_n).item<bool>(),
+         "all_reduce_sum_async bf16");
   if (r == stall_rank) std::this_thread::sleep_for(std::chrono::seconds(60));
   auto g = c.all_gather(torch::full({3}, double(r), torch::kFloat32));
   expect(g.numel() == 3 * n && g[3 * (n - 1)].item<float>() == float(n - 1), "all_gather");

@@ -43,6 +43,22 @@ TEST_CASE("rotary positions: a query-key product depends only on their distance"
   CHECK(dot(0, 0) == Approx((q * k).sum().item<double>()));  // position 0 is no rotation
 }
 
+TEST_CASE("rotary positions: values and gradients equal Hugging Face's rotate_half formula",
+          "[model]") {
+  torch::manual_seed(2);
+  auto x = torch::randn({2, 3, 5, 8}, torch::kFloat64).requires_grad_(true);
+  const auto rope = make_rotary(torch::arange(5).repeat({2, 1}) * 3, 8, 10000.0, torch::kFloat64);
+  auto y = apply_rotary(x, rope);
+  auto grad_out = torch::randn_like(y);
+  auto dx = torch::autograd::grad({y}, {x}, {grad_out})[0];
+  auto x2 = x.detach().requires_grad_(true);
+  auto rotated = torch::cat({-x2.narrow(-1, 4, 4), x2.narrow(-1, 0, 4)}, -1);
+  auto ref = x2 * rope.cos.unsqueeze(1) + rotated * rope.sin.unsqueeze(1);
+  auto dx2 = torch::autograd::grad({ref}, {x2}, {grad_out})[0];
+  CHECK(torch::allclose(y, ref, 1e-12, 1e-14));
+  CHECK(torch::allclose(dx, dx2, 1e-12, 1e-14));
+}
+
 TEST_CASE("the attention mask is causal and stays inside each document", "[model]") {
   auto mask = attention_mask(row({0, 0, 1, 1}))[0][0];
   auto expected = torch::tensor({{1, 0, 0, 0}, {1, 1, 0, 0}, {0, 0, 1, 0}, {0, 0, 1, 1}}).to(torch::kBool);
