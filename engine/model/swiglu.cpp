@@ -1,6 +1,8 @@
 // SwiGLU: see swiglu.hpp.
 #include "engine/model/swiglu.hpp"
 
+#include "engine/ops/swiglu_op.hpp"
+
 namespace muster::engine::model {
 
 namespace {
@@ -16,7 +18,7 @@ swiglu::swiglu(std::int64_t hidden, std::int64_t ffn) {
 }
 
 torch::Tensor swiglu::forward(const torch::Tensor& x) {
-  return down_proj(torch::silu(gate_proj(x)) * up_proj(x));
+  return down_proj(ops::swiglu(gate_proj(x), up_proj(x)));
 }
 
 }  // namespace muster::engine::model

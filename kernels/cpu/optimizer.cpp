@@ -4,9 +4,11 @@
 
 #include <cmath>
 
+#include "vector_targets.hpp"
+
 namespace muster::kernels::cpu {
 
-void adamw_update(const adamw_scalars& s, float* __restrict param, const float* __restrict grad,
+MUSTER_VECTOR_CLONES void adamw_update(const adamw_scalars& s, float* __restrict param, const float* __restrict grad,
                   float* __restrict exp_avg, float* __restrict exp_avg_sq,
                   const float* __restrict decay_mask, std::int64_t n) {
   const float beta1 = float(s.beta1), beta2 = float(s.beta2), eps = float(s.eps);
@@ -32,7 +34,7 @@ void adamw_update(const adamw_scalars& s, float* __restrict param, const float* 
   }
 }
 
-double sum_of_squares(const float* __restrict x, std::int64_t n) {
+MUSTER_VECTOR_CLONES double sum_of_squares(const float* __restrict x, std::int64_t n) {
   // Eight running sums (a fixed order, and independent lanes the compiler can vectorize).
   constexpr int kLanes = 8;
   double lane[kLanes] = {};

@@ -11,6 +11,7 @@
 #include "common/error.hpp"
 #include "engine/model/decoder.hpp"
 #include "engine/model/init.hpp"
+#include "engine/ops/swiglu_op.hpp"
 #include "tests/engine/model_fixtures.hpp"
 
 using namespace muster::engine::model;
@@ -57,6 +58,27 @@ TEST_CASE("rotary positions: values and gradients equal Hugging Face's rotate_ha
   auto dx2 = torch::autograd::grad({ref}, {x2}, {grad_out})[0];
   CHECK(torch::allclose(y, ref, 1e-12, 1e-14));
   CHECK(torch::allclose(dx, dx2, 1e-12, 1e-14));
+}
+
+TEST_CASE("SwiGLU through the fused kernel: values and gradients equal silu(gate) * up",
+          "[model]") {
+  torch::manual_seed(6);
+  auto gate = (torch::randn({37, 19}) * 4).requires_grad_(true);
+  auto up = torch::randn({37, 19}).requires_grad_(true);
+  auto y = muster::engine::ops::swiglu(gate, up);
+  auto grad_out = torch::randn_like(y);
+  auto grads = torch::autograd::grad({y}, {gate, up}, {grad_out});
+  auto gate2 = gate.detach().to(torch::kFloat64).requires_grad_(true);
+  auto up2 = up.detach().to(torch::kFloat64).requires_grad_(true);
+  auto ref = torch::silu(gate2) * up2;
+  auto ref_grads = torch::autograd::grad({ref}, {gate2, up2}, {grad_out.to(torch::kFloat64)});
+  CHECK(torch::allclose(y.to(torch::kFloat64), ref, 1e-5, 1e-6));
+  CHECK(torch::allclose(grads[0].to(torch::kFloat64), ref_grads[0], 1e-5, 1e-6));
+  CHECK(torch::allclose(grads[1].to(torch::kFloat64), ref_grads[1], 1e-5, 1e-6));
+  // bf16 (no kernel yet) takes torch's ops, the same values
+  auto half = muster::engine::ops::swiglu(gate.detach().to(torch::kBFloat16), up.detach().to(torch::kBFloat16));
+  CHECK(half.scalar_type() == torch::kBFloat16);
+  CHECK(torch::allclose(half.to(torch::kFloat64), ref.detach(), 0.05, 0.05));
 }
 
 TEST_CASE("the attention mask is causal and stays inside each document", "[model]") {

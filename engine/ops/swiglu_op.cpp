@@ -1,0 +1,59 @@
+// silu(gate) * up over the SwiGLU kernel: see swiglu_op.hpp.
+#include "engine/ops/swiglu_op.hpp"
+
+#include <ATen/Parallel.h>
+
+#include "muster/kernels/swiglu.hpp"
+
+namespace muster::engine::ops {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// Elements per task when a tensor is split over threads.
+constexpr std::int64_t kGrain = 1 << 15;
+
+struct swiglu_function : torch::autograd::Function<swiglu_function> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& gate,
+                               const torch::Tensor& up) {
+    ctx->save_for_backward({gate, up});
+    auto out = torch::empty_like(gate);
+    const float *a = gate.data_ptr<float>(), *b = up.data_ptr<float>();
+    float* y = out.data_ptr<float>();
+    at::parallel_for(0, gate.numel(), kGrain, [&](std::int64_t begin, std::int64_t end) {
+      kernels::cpu::swiglu_forward(a + begin, b + begin, y + begin, end - begin);
+    });
+    return out;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto& gate = saved[0];
+    const auto& up = saved[1];
+    const auto grad_out = grads[0].contiguous();
+    auto grad_gate = torch::empty_like(gate), grad_up = torch::empty_like(up);
+    const float *a = gate.data_ptr<float>(), *b = up.data_ptr<float>(), *g = grad_out.data_ptr<float>();
+    float *da = grad_gate.data_ptr<float>(), *db = grad_up.data_ptr<float>();
+    at::parallel_for(0, gate.numel(), kGrain, [&](std::int64_t begin, std::int64_t end) {
+      kernels::cpu::swiglu_backward(a + begin, b + begin, g + begin, da + begin, db + begin,
+                                    end - begin);
+    });
+    return {grad_gate, grad_up};
+  }
+};
+
+bool kernel_takes(const torch::Tensor& gate, const torch::Tensor& up) {
+  auto fits = [](const torch::Tensor& t) {
+    return t.device().is_cpu() && t.scalar_type() == torch::kFloat32 && t.is_contiguous();
+  };
+  return fits(gate) && fits(up) && gate.sizes() == up.sizes();
+}
+
+}  // namespace
+
+torch::Tensor swiglu(const torch::Tensor& gate, const torch::Tensor& up) {
+  if (!kernel_takes(gate, up)) return torch::silu(gate) * up;
+  return swiglu_function::apply(gate, up);
+}
+
+}  // namespace muster::engine::ops

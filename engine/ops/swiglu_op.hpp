@@ -1,0 +1,15 @@
+// silu(gate) * up as one autograd function over the SwiGLU kernel
+// (kernels/include/muster/kernels/swiglu.hpp): one pass forward, one backward, and only gate
+// and up kept for the backward. Contiguous fp32 CPU tensors of one shape take the kernel
+// (split over LibTorch's intra-op threads); anything else (bf16, CUDA until issue 9) takes
+// torch's silu and product.
+#pragma once
+
+#include <torch/torch.h>
+
+namespace muster::engine::ops {
+
+// gate and up are (..., ffn), the same shape; returns silu(gate) * up.
+torch::Tensor swiglu(const torch::Tensor& gate, const torch::Tensor& up);
+
+}  // namespace muster::engine::ops

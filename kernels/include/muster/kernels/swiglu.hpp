@@ -1,0 +1,19 @@
+// The SwiGLU activation of a gated MLP, out = silu(gate) * up with silu(x) = x * sigmoid(x),
+// and its backward, elementwise in one pass (torch's ops take one pass and a temporary each:
+// silu, the product, and three in the backward). Raw pointers and counts; no CUDA or torch
+// types. The cpu:: functions work on any range, so a caller may split a buffer over threads.
+#pragma once
+
+#include <cstdint>
+
+namespace muster::kernels::cpu {
+
+// out[i] = silu(gate[i]) * up[i], i < n (fp32; exp to about 2 ulp).
+void swiglu_forward(const float* gate, const float* up, float* out, std::int64_t n);
+
+// Given grad_out = dL/dout: grad_gate = grad_out * up * silu'(gate), grad_up = grad_out *
+// silu(gate), where silu'(x) = s * (1 + x * (1 - s)) and s = sigmoid(x).
+void swiglu_backward(const float* gate, const float* up, const float* grad_out, float* grad_gate,
+                     float* grad_up, std::int64_t n);
+
+}  // namespace muster::kernels::cpu
