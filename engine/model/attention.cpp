@@ -36,19 +36,17 @@ attention::attention(const model_config& c)
 torch::Tensor attention::forward(const torch::Tensor& x, const rotary_tables& rope,
                                  const torch::Tensor& mask) {
   const auto batch = x.size(0), seq = x.size(1);
-  // (b, s, heads * hd) -> (b, heads, s, hd)
-  auto heads = [&](const torch::Tensor& t, std::int64_t n) {
-    return t.view({batch, seq, n, head_dim_}).transpose(1, 2);
-  };
-  auto q = heads(q_proj(x), num_heads_);
-  auto k = heads(k_proj(x), num_kv_heads_);
-  auto v = heads(v_proj(x), num_kv_heads_);
+  // (b, s, heads * hd) -> (b, s, heads, hd), where each head's vector is contiguous (the
+  // q/k norms run over it), then (b, heads, s, hd)
+  auto q = q_proj(x).view({batch, seq, num_heads_, head_dim_});
+  auto k = k_proj(x).view({batch, seq, num_kv_heads_, head_dim_});
+  auto v = v_proj(x).view({batch, seq, num_kv_heads_, head_dim_}).transpose(1, 2);
   if (q_norm) {
     q = q_norm->forward(q);
     k = k_norm->forward(k);
   }
-  q = apply_rotary(q, rope);
-  k = apply_rotary(k, rope);
+  q = apply_rotary(q.transpose(1, 2), rope);
+  k = apply_rotary(k.transpose(1, 2), rope);
   auto core = [mask](const torch::autograd::variable_list& qkv) -> torch::autograd::variable_list {
     return {causal_attention(qkv[0], qkv[1], qkv[2], mask)};  // (b, heads, s, hd)
   };

@@ -1,6 +1,8 @@
 // RMSNorm: see rms_norm.hpp.
 #include "engine/model/rms_norm.hpp"
 
+#include "engine/ops/rms_norm_op.hpp"
+
 namespace muster::engine::model {
 
 rms_norm::rms_norm(std::int64_t dim, double eps) : eps_(eps) {
@@ -8,9 +10,7 @@ rms_norm::rms_norm(std::int64_t dim, double eps) : eps_(eps) {
 }
 
 torch::Tensor rms_norm::forward(const torch::Tensor& x) {
-  auto x32 = x.to(torch::kFloat32);
-  auto normed = x32 * torch::rsqrt(x32.pow(2).mean(-1, /*keepdim=*/true) + eps_);
-  return weight * normed.to(x.scalar_type());
+  return ops::rms_norm(x, weight, eps_);
 }
 
 }  // namespace muster::engine::model

@@ -11,6 +11,7 @@
 #include "common/error.hpp"
 #include "engine/model/decoder.hpp"
 #include "engine/model/init.hpp"
+#include "engine/ops/rms_norm_op.hpp"
 #include "engine/ops/swiglu_op.hpp"
 #include "tests/engine/model_fixtures.hpp"
 
@@ -78,6 +79,25 @@ TEST_CASE("SwiGLU through the fused kernel: values and gradients equal silu(gate
   // bf16 (no kernel yet) takes torch's ops, the same values
   auto half = muster::engine::ops::swiglu(gate.detach().to(torch::kBFloat16), up.detach().to(torch::kBFloat16));
   CHECK(half.scalar_type() == torch::kBFloat16);
+  CHECK(torch::allclose(half.to(torch::kFloat64), ref.detach(), 0.05, 0.05));
+}
+
+TEST_CASE("RMSNorm through the kernel: values and gradients equal torch's formula, bf16 "
+          "through torch's ops", "[model]") {
+  torch::manual_seed(8);
+  auto x = torch::randn({3, 300, 40}).requires_grad_(true);  // two row blocks of the backward
+  auto w = torch::randn({40}).requires_grad_(true);
+  auto y = muster::engine::ops::rms_norm(x, w, 1e-6);
+  auto grad_out = torch::randn_like(y);
+  auto grads = torch::autograd::grad({y}, {x, w}, {grad_out});
+  auto x2 = x.detach().to(torch::kFloat64).requires_grad_(true);
+  auto w2 = w.detach().to(torch::kFloat64).requires_grad_(true);
+  auto ref = w2 * x2 * torch::rsqrt(x2.pow(2).mean(-1, true) + 1e-6);
+  auto ref_grads = torch::autograd::grad({ref}, {x2, w2}, {grad_out.to(torch::kFloat64)});
+  CHECK(torch::allclose(y.to(torch::kFloat64), ref, 1e-5, 1e-5));
+  CHECK(torch::allclose(grads[0].to(torch::kFloat64), ref_grads[0], 1e-4, 1e-5));
+  CHECK(torch::allclose(grads[1].to(torch::kFloat64), ref_grads[1], 1e-4, 1e-4));
+  auto half = muster::engine::ops::rms_norm(x.detach().to(torch::kBFloat16), w.detach(), 1e-6);
   CHECK(torch::allclose(half.to(torch::kFloat64), ref.detach(), 0.05, 0.05));
 }
 

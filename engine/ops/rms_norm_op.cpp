@@ -1,0 +1,74 @@
+// RMSNorm over the kernel: see rms_norm_op.hpp.
+#include "engine/ops/rms_norm_op.hpp"
+
+#include <ATen/Parallel.h>
+
+#include "muster/kernels/rms_norm.hpp"
+
+namespace muster::engine::ops {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// Rows per task; the weight's gradient is summed per block of rows, then over blocks in order
+// (the same bits whatever the number of threads).
+constexpr std::int64_t kRowBlock = 256;
+
+struct rms_norm_function : torch::autograd::Function<rms_norm_function> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& weight, double eps) {
+    const auto dim = x.size(-1), rows = x.numel() / dim;
+    auto y = torch::empty_like(x);
+    auto rstd = torch::empty({rows}, x.options());
+    const float *px = x.data_ptr<float>(), *pw = weight.data_ptr<float>();
+    float *py = y.data_ptr<float>(), *pr = rstd.data_ptr<float>();
+    at::parallel_for(0, rows, kRowBlock, [&](std::int64_t begin, std::int64_t end) {
+      kernels::cpu::rms_norm_forward(px + begin * dim, pw, float(eps), end - begin, dim,
+                                     py + begin * dim, pr + begin);
+    });
+    ctx->save_for_backward({x, weight, rstd});
+    return y;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto& x = saved[0];
+    const auto& weight = saved[1];
+    const auto& rstd = saved[2];
+    const auto grad_y = grads[0].contiguous();
+    const auto dim = x.size(-1), rows = x.numel() / dim;
+    const auto blocks = (rows + kRowBlock - 1) / kRowBlock;
+    auto grad_x = torch::empty_like(x);
+    auto partial_w = torch::zeros({blocks, dim}, weight.options());
+    const float *px = x.data_ptr<float>(), *pw = weight.data_ptr<float>(),
+                *pr = rstd.data_ptr<float>(), *pg = grad_y.data_ptr<float>();
+    float *pdx = grad_x.data_ptr<float>(), *pdw = partial_w.data_ptr<float>();
+    at::parallel_for(0, blocks, 1, [&](std::int64_t first, std::int64_t last) {
+      for (auto b = first; b < last; ++b) {
+        const auto begin = b * kRowBlock, n = std::min(kRowBlock, rows - begin);
+        kernels::cpu::rms_norm_backward(px + begin * dim, pw, pr + begin, pg + begin * dim, n,
+                                        dim, pdx + begin * dim, pdw + b * dim);
+      }
+    });
+    return {grad_x, blocks == 1 ? partial_w[0] : partial_w.sum(0), torch::Tensor()};
+  }
+};
+
+bool kernel_takes(const torch::Tensor& x, const torch::Tensor& weight) {
+  auto fits = [](const torch::Tensor& t) {
+    return t.device().is_cpu() && t.scalar_type() == torch::kFloat32 && t.is_contiguous();
+  };
+  return fits(x) && fits(weight) && x.dim() >= 1 && x.size(-1) == weight.numel() &&
+         x.numel() > 0;
+}
+
+}  // namespace
+
+torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
+  if (kernel_takes(x, weight)) return rms_norm_function::apply(x, weight, eps);
+  auto x32 = x.to(torch::kFloat32);
+  auto normed = x32 * torch::rsqrt(x32.pow(2).mean(-1, /*keepdim=*/true) + eps);
+  return weight * normed.to(x.scalar_type());
+}
+
+}  // namespace muster::engine::ops

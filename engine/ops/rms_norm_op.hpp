@@ -1,0 +1,15 @@
+// RMSNorm as one autograd function over the RMSNorm kernel
+// (kernels/include/muster/kernels/rms_norm.hpp): x, the weight and one fp32 per row kept for
+// the backward. Contiguous fp32 CPU x and weight take the kernel (rows split over LibTorch's
+// intra-op threads); anything else (bf16, CUDA until issue 9) takes torch's ops.
+#pragma once
+
+#include <torch/torch.h>
+
+namespace muster::engine::ops {
+
+// x is (..., dim), weight (dim); returns weight * x / sqrt(mean(x^2, -1) + eps) in x's dtype
+// (computed in fp32).
+torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
+
+}  // namespace muster::engine::ops

@@ -1,0 +1,66 @@
+// RMSNorm on the CPU: see include/muster/kernels/rms_norm.hpp.
+#include "muster/kernels/rms_norm.hpp"
+
+#include <cmath>
+
+#include "vector_targets.hpp"
+
+namespace muster::kernels::cpu {
+namespace {
+
+constexpr int kLanes = 8;
+
+// sum over i < n of a[i] * b[i], in eight running sums (vectorizable, a fixed order).
+inline float dot(const float* __restrict a, const float* __restrict b, std::int64_t n) {
+  float lane[kLanes] = {};
+  std::int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int j = 0; j < kLanes; ++j) lane[j] += a[i + j] * b[i + j];
+  for (int j = 0; i < n; ++i, ++j) lane[j] += a[i] * b[i];
+  float sum = 0;
+  for (float l : lane) sum += l;
+  return sum;
+}
+
+}  // namespace
+
+MUSTER_VECTOR_CLONES void rms_norm_forward(const float* __restrict x, const float* __restrict w,
+                                           float eps, std::int64_t rows, std::int64_t dim,
+                                           float* __restrict y, float* __restrict rstd) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * dim;
+    float* yr = y + r * dim;
+    const float s = 1.0f / std::sqrt(dot(xr, xr, dim) / float(dim) + eps);
+    rstd[r] = s;
+    for (std::int64_t i = 0; i < dim; ++i) yr[i] = w[i] * (xr[i] * s);
+  }
+}
+
+MUSTER_VECTOR_CLONES void rms_norm_backward(const float* __restrict x, const float* __restrict w,
+                                            const float* __restrict rstd,
+                                            const float* __restrict grad_y, std::int64_t rows,
+                                            std::int64_t dim, float* __restrict grad_x,
+                                            float* __restrict grad_w) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * dim;
+    const float* gr = grad_y + r * dim;
+    float* dxr = grad_x + r * dim;
+    const float s = rstd[r];
+    // mean(gw * xh) = s * sum(g * w * x) / dim
+    float lane[kLanes] = {};
+    std::int64_t i = 0;
+    for (; i + kLanes <= dim; i += kLanes)
+      for (int j = 0; j < kLanes; ++j) lane[j] += gr[i + j] * w[i + j] * xr[i + j];
+    for (int j = 0; i < dim; ++i, ++j) lane[j] += gr[i] * w[i] * xr[i];
+    float sum = 0;
+    for (float l : lane) sum += l;
+    const float mean = s * sum / float(dim);
+    for (std::int64_t k = 0; k < dim; ++k) {
+      const float xh = xr[k] * s;
+      dxr[k] = s * (gr[k] * w[k] - xh * mean);
+      grad_w[k] += gr[k] * xh;
+    }
+  }
+}
+
+}  // namespace muster::kernels::cpu

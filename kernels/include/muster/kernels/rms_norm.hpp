@@ -1,0 +1,21 @@
+// RMSNorm over the last dimension, y = w * (x / sqrt(mean(x^2) + eps)), and its backward, one
+// pass over a row each way (torch's ops take seven passes and temporaries forward and more
+// backward). Raw pointers and counts; no CUDA or torch types. Rows are independent, so a
+// caller may split them over threads (grad_w is accumulated for that).
+#pragma once
+
+#include <cstdint>
+
+namespace muster::kernels::cpu {
+
+// x and y are (rows, dim), w is (dim), rstd is (rows): 1 / sqrt(mean(x^2) + eps) per row, kept
+// for the backward. fp32, sums in fp32 over eight lanes.
+void rms_norm_forward(const float* x, const float* w, float eps, std::int64_t rows,
+                      std::int64_t dim, float* y, float* rstd);
+
+// Given grad_y (rows, dim): grad_x (rows, dim) = rstd * (gw - xh * mean(gw * xh)) with
+// gw = grad_y * w and xh = x * rstd; grad_w (dim) += the sum over rows of grad_y * xh.
+void rms_norm_backward(const float* x, const float* w, const float* rstd, const float* grad_y,
+                       std::int64_t rows, std::int64_t dim, float* grad_x, float* grad_w);
+
+}  // namespace muster::kernels::cpu
