@@ -24,6 +24,22 @@ torch::Tensor query_block(const torch::Tensor& q5, std::int64_t first, std::int6
   return q5.narrow(3, first, rows).reshape({s[0], s[1], s[2] * rows, s[4]});
 }
 
+// -inf where `blocked` (b, 1, rows, >= keys) is true, in a block's scores (b, heads, rows, keys)
+// for query rows [first, first + rows). The keys before `first` are masked only when some pair
+// there crosses a document (on the CPU, where asking is cheap; packed long documents seldom do);
+// the keys of the block's own rows always (the causal triangle).
+void mask_block(torch::Tensor& scores, const torch::Tensor& blocked, std::int64_t first) {
+  const auto rows = scores.size(2);
+  const auto minus_inf = -std::numeric_limits<double>::infinity();
+  if (first == 0 || !scores.is_cpu()) {
+    scores.masked_fill_(blocked.narrow(3, 0, first + rows), minus_inf);
+    return;
+  }
+  scores.narrow(3, first, rows).masked_fill_(blocked.narrow(3, first, rows), minus_inf);
+  const auto earlier = blocked.narrow(3, 0, first);
+  if (earlier.any().item<bool>()) scores.narrow(3, 0, first).masked_fill_(earlier, minus_inf);
+}
+
 // The dtype the products run in: autocast's for q's device where it is on, else q, k and v's.
 torch::ScalarType compute_dtype(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
   if (q.is_cpu() && at::autocast::is_cpu_enabled()) return at::autocast::get_autocast_cpu_dtype();
@@ -53,8 +69,7 @@ struct causal_attention_function : torch::autograd::Function<causal_attention_fu
       auto keys_k = k_rows.narrow(2, 0, keys), keys_v = v_rows.narrow(2, 0, keys);
       auto scores = torch::matmul(query_block(scaled, first, rows), keys_k.transpose(-2, -1))
                         .view({batch, kv * group, rows, keys});
-      scores.masked_fill_(blocked.narrow(2, first, rows).narrow(3, 0, keys),
-                          -std::numeric_limits<double>::infinity());
+      mask_block(scores, blocked.narrow(2, first, rows), first);
       // softmax in fp32 at least (bf16 scores lose the small probabilities); kept for backward
       auto probs = torch::softmax(scores, -1, c10::promoteTypes(scores.scalar_type(), torch::kFloat32));
       saved.push_back(probs);
