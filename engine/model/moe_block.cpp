@@ -19,7 +19,8 @@ torch::Tensor within_capacity(const torch::Tensor& experts, std::int64_t num_exp
 
 }  // namespace
 
-routing route(const torch::Tensor& logits, const model_config& c, const router_group& group) {
+routing route(const torch::Tensor& logits, const model_config& c, const router_group& group,
+              bool defer_balance_loss) {
   const auto num_tokens = logits.size(0), num_experts = logits.size(1);
   const double all_tokens = double(num_tokens) * group.size;
   auto scores = c.sigmoid_router ? torch::sigmoid(logits) : torch::softmax(logits, -1);
@@ -30,7 +31,7 @@ routing route(const torch::Tensor& logits, const model_config& c, const router_g
   r.weights = top;
   r.kept = torch::ones_like(chosen, torch::kBool);
   auto all_assigned = torch::bincount(chosen.reshape({-1}), {}, num_experts).to(torch::kFloat64);
-  if (group.sum) group.sum(all_assigned);  // every rank's counts
+  if (group.start_sum) r.counts_summed = group.start_sum(all_assigned);  // every rank's counts
   if (c.capacity_factor > 0) {
     const auto capacity = static_cast<std::int64_t>(std::ceil(
         c.capacity_factor * double(num_tokens * c.topk) / double(num_experts)));
@@ -43,9 +44,19 @@ routing route(const torch::Tensor& logits, const model_config& c, const router_g
   auto probs = c.sigmoid_router ? scores / scores.sum(-1, true) : scores;
   const double scale =
       c.aux_loss_coeff * double(num_experts) / (all_tokens * all_tokens * double(c.topk));
-  r.aux_loss = (probs.sum(0) * all_assigned.to(probs.scalar_type())).sum() * scale;
+  r.probs_sum = probs.sum(0);
+  r.assigned = all_assigned;
+  r.aux_scale = scale;
   r.z_loss = torch::logsumexp(logits, -1).pow(2).sum() * (c.z_loss_coeff / all_tokens);
+  if (!defer_balance_loss) finish_balance_loss(r);
   return r;
+}
+
+void finish_balance_loss(routing& r) {
+  if (r.aux_loss.defined()) return;
+  if (r.counts_summed) r.counts_summed();
+  r.counts_summed = nullptr;
+  r.aux_loss = (r.probs_sum * r.assigned.to(r.probs_sum.scalar_type())).sum() * r.aux_scale;
 }
 
 moe_block::moe_block(const model_config& c) : config_(c) {
@@ -78,7 +89,8 @@ moe_output moe_block::forward(const torch::Tensor& x) {
     c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
     logits = torch::nn::functional::linear(x.to(router_dtype), gate->weight.to(router_dtype));
   }
-  moe_output out{torch::zeros_like(x), route(logits, config_, group_)};
+  // The balance loss is finished at the end, after the experts ran while the counts travelled.
+  moe_output out{torch::zeros_like(x), route(logits, config_, group_, /*defer_balance_loss=*/true)};
   // Group the kept assignments by expert (dropped ones sort last, under expert E).
   auto flat_expert = out.how.experts.masked_fill(out.how.kept.logical_not(), num_experts)
                          .reshape({-1});
@@ -103,6 +115,7 @@ moe_output moe_block::forward(const torch::Tensor& x) {
     if (shared_expert_gate) shared = shared * torch::sigmoid(shared_expert_gate(x));
     out.y = out.y + shared;
   }
+  finish_balance_loss(out.how);
   return out;
 }
 

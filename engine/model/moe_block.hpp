@@ -34,8 +34,14 @@ struct routing {
   torch::Tensor weights;            // (T, k) fp32: their combine weights
   torch::Tensor kept;               // (T, k) bool: false for an assignment over capacity
   torch::Tensor tokens_per_expert;  // (E) int64: assignments each expert takes (kept ones)
-  torch::Tensor aux_loss;           // scalar, times its coefficient
+  torch::Tensor aux_loss;           // scalar, times its coefficient (see finish_balance_loss)
   torch::Tensor z_loss;             // scalar, times its coefficient
+  // The balance loss's parts while every rank's counts are still being summed: aux_loss is
+  // sum(probs_sum * assigned) * aux_scale once `counts_summed` returned.
+  std::function<void()> counts_summed;
+  torch::Tensor probs_sum;  // (E), with its gradient
+  torch::Tensor assigned;   // (E) fp64, summed over the group in place
+  double aux_scale = 0;
 };
 
 // The data-parallel ranks whose tokens the router losses are taken over: the balance loss
@@ -44,8 +50,11 @@ struct routing {
 // are the losses of all their tokens together, as if one rank had seen them. `sum` adds a
 // tensor over the ranks in place (a collective: every rank routes the same layers in the same
 // order); without it the losses are this rank's alone. Every rank routes as many tokens.
+// `start_sum` starts adding a tensor over the ranks in place and returns what waits for it, so
+// a rank computes its experts while the counts travel, and the ranks do not wait for each
+// other at every router.
 struct router_group {
-  std::function<void(torch::Tensor&)> sum;
+  std::function<std::function<void()>(torch::Tensor&)> start_sum;
   int size = 1;
 };
 
@@ -59,8 +68,13 @@ struct expert_group {
       all_to_all;
 };
 
-// Routes by `logits` (T, E), computed in fp32 (or fp64) by the caller.
-routing route(const torch::Tensor& logits, const model_config& c, const router_group& group = {});
+// Routes by `logits` (T, E), computed in fp32 (or fp64) by the caller. With
+// `defer_balance_loss` the group's sum of the counts is left running and aux_loss undefined
+// until finish_balance_loss().
+routing route(const torch::Tensor& logits, const model_config& c, const router_group& group = {},
+              bool defer_balance_loss = false);
+// Waits for the counts of every rank and sets r.aux_loss; a no-op once it is set.
+void finish_balance_loss(routing& r);
 
 struct moe_output {
   torch::Tensor y;  // (T, hidden)

@@ -65,7 +65,12 @@ trainer::trainer(const job_config& config, std::unique_ptr<data::document_source
   optimizer_ = std::make_unique<parallel::flat_adamw>(sharded_->units(), t);
   if (groups.expert) model_->set_expert_group(parallel::expert_group_over(groups.expert));
   if (dp_)
-    model_->set_router_group({[dp = dp_](torch::Tensor& x) { dp->all_reduce_sum(x); }, dp_->size()});
+    model_->set_router_group({[dp = dp_](torch::Tensor& x) -> std::function<void()> {
+                                std::shared_ptr<comm::pending_collective> sum =
+                                    dp->all_reduce_sum_async(x);
+                                return [sum] { sum->wait(); };
+                              },
+                              dp_->size()});
   flops_per_token_ = double(launcher::plan::train_flops_per_token(launcher::plan::make_model_params(config.model),
                                                         config.model,
                                                         pack ? t.max_tokens_per_pack : t.seq_length));
@@ -94,7 +99,10 @@ step_result trainer::step() {
     label_tokens += micro.back().num_label_tokens;
     r.tokens += micro.back().num_tokens;
   }
-  label_tokens = static_cast<std::int64_t>(sum_over(dp_.get(), {double(label_tokens)})[0]);
+  // The step's label tokens over the group, summed while the first forward runs (the loss
+  // needs them only after it), so the ranks do not wait for each other here.
+  auto label_count = torch::tensor({double(label_tokens)}, torch::kFloat64);
+  auto label_sum = dp_ ? dp_->all_reduce_sum_async(label_count) : nullptr;
   sharded_->zero_grad();
   double loss_sum = 0;
   for (std::size_t m = 0; m < micro.size(); ++m) {
@@ -106,6 +114,11 @@ step_result trainer::step() {
       model::autocast_scope mixed(model::autocast_state::bf16(t.precision == "bf16"));
       out = sharded_->forward(b.tokens, b.positions, b.segments);
     }
+    if (label_sum) {
+      label_sum->wait();
+      label_sum.reset();
+    }
+    label_tokens = static_cast<std::int64_t>(label_count.item<double>());
     auto lm = model::token_loss_sum(out.logits, b.labels);
     auto loss = lm / double(std::max<std::int64_t>(label_tokens, 1)) +
                 (out.losses.aux + out.losses.z) / double(t.grad_accum_steps);
