@@ -5,6 +5,7 @@
 // bf16 travels as fp32. Before each collective a rank writes its sequence number to the group's
 // store ("seq/<rank>"), so a timeout can name the ranks that never got there.
 #include <cstdlib>
+#include <exception>
 #include <functional>
 #include <numeric>
 
@@ -143,11 +144,18 @@ class gloo_group final : public communicator {
    public:
     pending(gloo_group* group, started s, std::function<void()> done)
         : group_(group), started_(std::move(s)), done_(std::move(done)) {}
+    // A failed collective fails every wait, not only the first.
     void wait() override {
+      if (failure_) std::rethrow_exception(failure_);
       if (waited_) return;
-      waited_ = true;
-      group_->finish(started_);
+      try {
+        group_->finish(started_);
+      } catch (...) {
+        failure_ = std::current_exception();
+        throw;
+      }
       done_();
+      waited_ = true;
     }
 
    private:
@@ -155,6 +163,7 @@ class gloo_group final : public communicator {
     started started_;
     std::function<void()> done_;
     bool waited_ = false;
+    std::exception_ptr failure_;
   };
 
   // Records the sequence number in the store (for laggards()) and issues the collective.

@@ -83,6 +83,7 @@ struct causal_attention_function : torch::autograd::Function<causal_attention_fu
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
     const auto saved = ctx->get_saved_variables();
     const auto& scaled = saved[0];
     const auto& k = saved[1];

@@ -47,12 +47,11 @@ struct routing {
 // The data-parallel ranks whose tokens the router losses are taken over: the balance loss
 // uses every rank's assignment counts and the token count of all of them, and each rank
 // returns its share of both losses, so the shares (and their gradients) summed over the ranks
-// are the losses of all their tokens together, as if one rank had seen them. `sum` adds a
-// tensor over the ranks in place (a collective: every rank routes the same layers in the same
-// order); without it the losses are this rank's alone. Every rank routes as many tokens.
-// `start_sum` starts adding a tensor over the ranks in place and returns what waits for it, so
-// a rank computes its experts while the counts travel, and the ranks do not wait for each
-// other at every router.
+// are the losses of all their tokens together, as if one rank had seen them. `start_sum`
+// starts adding a tensor over the ranks in place and returns what waits for it (a collective:
+// every rank routes the same layers in the same order), so a rank computes its experts while
+// the counts travel and the ranks do not wait for each other at every router; without it the
+// losses are this rank's alone. Every rank routes as many tokens.
 struct router_group {
   std::function<std::function<void()>(torch::Tensor&)> start_sum;
   int size = 1;

@@ -8,8 +8,8 @@
 
 namespace muster::engine::ops {
 
-// x is (..., dim), weight (dim); returns weight * x / sqrt(mean(x^2, -1) + eps) in x's dtype
-// (computed in fp32).
+// x is (..., dim), weight (dim); returns weight * x / sqrt(mean(x^2, -1) + eps), computed in
+// fp32, in the dtype of weight times x (fp32 for a bf16 x with fp32 weights).
 torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
 
 }  // namespace muster::engine::ops

@@ -140,8 +140,8 @@ void flat_unit::reduce_step_gradients() {
   if (grads_sharded() || !options_.group || options_.group->size() == 1) return;
   if (options_.strategy == sharding::no_shard) {
     start_all_reduce();
-    all_reduce_->wait();
-    all_reduce_.reset();
+    const auto pending = std::move(all_reduce_);  // gone even when the wait throws
+    pending->wait();
     if (!wire_grads_.is_same(full_grads_)) full_grads_.copy_(wire_grads_);
     wire_grads_ = torch::Tensor();
   } else {

@@ -14,10 +14,11 @@ namespace muster::kernels::cpu {
 namespace {
 
 // e^x for fp32 x in [-87.3, 88], within about 2 ulp; 0 below (e^-87.3 is about the smallest
-// normal fp32), e^88 above (2^n would need an exponent of 128).
+// normal fp32), e^88 above (2^n would need an exponent of 128), NaN for NaN.
 inline float exp_approx(float x) {
+  const float input = x;
   const bool underflow = x < -87.3f;
-  x = std::min(std::max(x, -87.3f), 88.0f);
+  x = std::min(88.0f, std::max(-87.3f, x));  // in this order NaN clamps too (no NaN reaches the int)
   // x = n * ln2 + r, |r| <= ln2 / 2; n rounded to nearest by the 1.5 * 2^23 trick.
   const float shifter = 12582912.0f;
   const float n = (x * 1.44269504088896341f + shifter) - shifter;
@@ -31,7 +32,8 @@ inline float exp_approx(float x) {
   const float y = p * r * r + r + 1.0f;
   // 2^n from its exponent bits
   const auto bits = static_cast<std::int32_t>(n + 127.0f) << 23;
-  return underflow ? 0.0f : y * std::bit_cast<float>(bits);
+  const float e = underflow ? 0.0f : y * std::bit_cast<float>(bits);
+  return input != input ? input : e;
 }
 
 // 1 / (1 + e^-x), from e = e^-|x| (never overflows): 1 / (1 + e) for x >= 0, e / (1 + e) below.

@@ -61,3 +61,16 @@ TEST_CASE("swiglu_backward gives silu's derivative times up, and silu for up", "
     REQUIRE(da[i] == Approx(double(g[i]) * b[i] * s * (1 + a[i] * (1 - s))).epsilon(5e-6).margin(std::max(1e-6 * terms, 1e-30)));
   }
 }
+
+TEST_CASE("swiglu passes NaN through", "[kernels]") {
+  const float nan = std::nanf("");
+  std::vector<float> a{nan, 1.0f, nan}, b{1.0f, nan, 2.0f}, out(3), g{1.0f, 1.0f, 1.0f}, da(3), db(3);
+  cpu::swiglu_forward(a.data(), b.data(), out.data(), 3);
+  cpu::swiglu_backward(a.data(), b.data(), g.data(), da.data(), db.data(), 3);
+  for (int i = 0; i < 3; ++i) {
+    CHECK(std::isnan(out[i]));
+    CHECK(std::isnan(da[i]));
+  }
+  CHECK(std::isnan(db[0]));
+  CHECK(db[1] == Approx(1.0 / (1.0 + std::exp(-1.0))));  // silu(1); up's NaN does not enter
+}
