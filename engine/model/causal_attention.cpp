@@ -48,7 +48,8 @@ torch::ScalarType compute_dtype(const torch::Tensor& q, const torch::Tensor& k, 
 }
 
 struct causal_attention_function : torch::autograd::Function<causal_attention_function> {
-  // q is (b, kv, group, s, hd), k and v (b, kv, s, hd); returns (b, kv, group, s, hd).
+  // q is (b, kv, group, s, hd), k and v (b, kv, s, hd); returns (b, s, kv, group, hd): the
+  // layout o_proj reads as (b, s, heads * hd) without a copy.
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q,
                                const torch::Tensor& k, const torch::Tensor& v,
                                const torch::Tensor& allowed) {
@@ -58,10 +59,13 @@ struct causal_attention_function : torch::autograd::Function<causal_attention_fu
     // kept out of the ops below, so the backward computes as the forward did).
     const auto dtype = compute_dtype(q, k, v);
     c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
-    const auto scaled = (q.to(dtype) * scale).contiguous();  // the scale on q: hd columns, not keys
+    // the scale on q (hd columns, not keys), into a contiguous copy in one pass
+    auto scaled = torch::empty(q.sizes(), q.options().dtype(dtype));
+    at::mul_out(scaled, q, torch::scalar_tensor(scale, torch::kFloat64));
     const auto k_rows = k.to(dtype).contiguous(), v_rows = v.to(dtype).contiguous();
     const auto blocked = allowed.logical_not();
-    auto out = torch::empty_like(scaled);
+    auto out_tokens = torch::empty({batch, seq, kv, group, q.size(4)}, scaled.options());
+    auto out = out_tokens.permute({0, 2, 3, 1, 4});  // (b, kv, group, s, hd)
     variable_list saved{scaled, k_rows, v_rows};
     const auto rows_per_block = block_rows(seq);
     for (std::int64_t first = 0; first < seq; first += rows_per_block) {
@@ -79,7 +83,7 @@ struct causal_attention_function : torch::autograd::Function<causal_attention_fu
     }
     ctx->save_for_backward(saved);
     ctx->saved_data["scale"] = scale;
-    return out;
+    return out_tokens;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -91,7 +95,7 @@ struct causal_attention_function : torch::autograd::Function<causal_attention_fu
     const double scale = ctx->saved_data["scale"].toDouble();
     const auto batch = scaled.size(0), kv = scaled.size(1), group = scaled.size(2),
                seq = scaled.size(3);
-    const auto grad_out = grads[0].contiguous();
+    const auto grad_out = grads[0].permute({0, 2, 3, 1, 4});  // (b, kv, group, s, hd)
     auto dq = torch::empty_like(scaled);
     auto dk = torch::zeros_like(k), dv = torch::zeros_like(v);  // contiguous, as saved
     const auto rows_per_block = block_rows(seq);
@@ -125,8 +129,8 @@ torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
   const auto batch = q.size(0), heads = q.size(1), seq = q.size(2), hd = q.size(3);
   const auto kv = k.size(1);
   auto q5 = q.reshape({batch, kv, heads / kv, seq, hd});
-  auto out = causal_attention_function::apply(q5, k, v, allowed);
-  return out.view({batch, heads, seq, hd});
+  auto out = causal_attention_function::apply(q5, k, v, allowed);  // (b, s, kv, group, hd)
+  return out.view({batch, seq, heads, hd}).transpose(1, 2);
 }
 
 }  // namespace muster::engine::model

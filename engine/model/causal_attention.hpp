@@ -17,7 +17,8 @@ namespace muster::engine::model {
 // repeat_kv, without copying k and v). `allowed` is (batch, 1, seq, seq) bool from
 // attention_mask(). Scores are scaled by 1/sqrt(head_dim); softmax runs in fp32 at least.
 // Returns (batch, heads, seq, head_dim) in the dtype the products run in: autocast's where it
-// is on, else q, k and v's promoted.
+// is on, else q, k and v's promoted; a transposed view of (batch, seq, heads, head_dim) memory,
+// so the output projection reads it without a copy.
 torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
                                const torch::Tensor& v, const torch::Tensor& allowed);
 
