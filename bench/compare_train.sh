@@ -56,13 +56,13 @@ python_tps() { awk '{print $4}' "$1" | tail -n +4 | median; }
 export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
 one_muster=0 one_python=0 two_muster=0 two_python=0
 for ((round = 1; round <= rounds; ++round)); do
-  OMP_NUM_THREADS=$threads "$build/bin/muster-train" "$work/job.toml" > "$work/muster.log" 2>&1
+  "$build/bin/muster-train" "$work/job.toml" > "$work/muster.log" 2>&1
   one_muster=$(best "$one_muster" "$(muster_tps "$work/muster.log")")
   "$python" "$here/reference/moe_reference.py" --threads "$threads" --steps "$steps" > "$work/python.log"
   one_python=$(best "$one_python" "$(python_tps "$work/python.log")")
 
   rm -rf "$work/runs"
-  OMP_NUM_THREADS=$threads "$build/bin/muster" run "$work/job.toml" launch.nproc=2 \
+  "$build/bin/muster" run "$work/job.toml" launch.nproc=2 \
     launch.tee=none parallel.sharding=no_shard "launch.runs_dir=$work/runs" > /dev/null 2>&1
   two_muster=$(best "$two_muster" "$(muster_tps "$work"/runs/*/logs/rank-0.log)")
   report=$(grep -o 'run-store line): .*' "$work"/runs/*/logs/rank-0.log | sed 's/run-store line): //')

@@ -1,8 +1,6 @@
 // Grouped-query attention: see attention.hpp.
 #include "engine/model/attention.hpp"
 
-#include <cmath>
-
 #include "engine/model/causal_attention.hpp"
 #include "engine/model/recompute.hpp"
 

@@ -4,6 +4,7 @@
 #include <ATen/Parallel.h>
 
 #include "common/error.hpp"
+#include "engine/ops/kernel_tensors.hpp"
 
 namespace muster::engine::ops {
 namespace {
@@ -12,8 +13,7 @@ namespace {
 constexpr std::int64_t kGrain = 1 << 16;
 
 void check_flat(const torch::Tensor& t, const char* what, std::int64_t numel) {
-  MUSTER_CHECK(t.defined() && t.device().is_cpu() && t.scalar_type() == torch::kFloat32 &&
-                   t.is_contiguous() && t.numel() == numel,
+  MUSTER_CHECK(cpu_kernel_takes(t) && t.numel() == numel,
                errc::internal, "optimizer kernel: {} must be a contiguous fp32 CPU tensor of {} "
                "elements", what, numel);
 }

@@ -3,6 +3,7 @@
 
 #include <ATen/Parallel.h>
 
+#include "engine/ops/kernel_tensors.hpp"
 #include "muster/kernels/rms_norm.hpp"
 
 namespace muster::engine::ops {
@@ -55,11 +56,8 @@ struct rms_norm_function : torch::autograd::Function<rms_norm_function> {
 };
 
 bool kernel_takes(const torch::Tensor& x, const torch::Tensor& weight) {
-  auto fits = [](const torch::Tensor& t) {
-    return t.device().is_cpu() && t.scalar_type() == torch::kFloat32 && t.is_contiguous();
-  };
-  return fits(x) && fits(weight) && x.dim() >= 1 && x.size(-1) == weight.numel() &&
-         x.numel() > 0;
+  return cpu_kernel_takes(x) && cpu_kernel_takes(weight) && x.dim() >= 1 &&
+         x.size(-1) == weight.numel() && x.numel() > 0;
 }
 
 }  // namespace

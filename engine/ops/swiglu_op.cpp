@@ -3,6 +3,7 @@
 
 #include <ATen/Parallel.h>
 
+#include "engine/ops/kernel_tensors.hpp"
 #include "muster/kernels/swiglu.hpp"
 
 namespace muster::engine::ops {
@@ -43,10 +44,7 @@ struct swiglu_function : torch::autograd::Function<swiglu_function> {
 };
 
 bool kernel_takes(const torch::Tensor& gate, const torch::Tensor& up) {
-  auto fits = [](const torch::Tensor& t) {
-    return t.device().is_cpu() && t.scalar_type() == torch::kFloat32 && t.is_contiguous();
-  };
-  return fits(gate) && fits(up) && gate.sizes() == up.sizes();
+  return cpu_kernel_takes(gate) && cpu_kernel_takes(up) && gate.sizes() == up.sizes();
 }
 
 }  // namespace

@@ -114,11 +114,11 @@ step_result trainer::step() {
       model::autocast_scope mixed(model::autocast_state::bf16(t.precision == "bf16"));
       out = sharded_->forward(b.tokens, b.positions, b.segments);
     }
-    if (label_sum) {
+    if (label_sum) {  // the first micro-batch: the group's count, once
       label_sum->wait();
       label_sum.reset();
+      label_tokens = static_cast<std::int64_t>(label_count.item<double>());
     }
-    label_tokens = static_cast<std::int64_t>(label_count.item<double>());
     auto lm = model::token_loss_sum(out.logits, b.labels);
     auto loss = lm / double(std::max<std::int64_t>(label_tokens, 1)) +
                 (out.losses.aux + out.losses.z) / double(t.grad_accum_steps);
