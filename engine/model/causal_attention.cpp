@@ -6,14 +6,16 @@
 
 #include <ATen/autocast_mode.h>
 
+#include "engine/ops/causal_attention_op.hpp"
+#include "muster/kernels/causal_attention.hpp"
+
 namespace muster::engine::model {
 namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// Query rows per causal block (32 was slower at 256-token rows: smaller matmuls).
-constexpr std::int64_t kCausalBlock = 64;
+using kernels::cpu::kCausalBlock;  // the kernel's blocks, so both paths skip the same scores
 
 // Rows per block for a row of `seq` tokens: one block when blocking saves nothing.
 std::int64_t block_rows(std::int64_t seq) { return seq >= 2 * kCausalBlock ? kCausalBlock : seq; }
@@ -128,6 +130,13 @@ torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
                                const torch::Tensor& v, const torch::Tensor& allowed) {
   const auto batch = q.size(0), heads = q.size(1), seq = q.size(2), hd = q.size(3);
   const auto kv = k.size(1);
+  // fp32 on the CPU: the kernel, given token-major q, k and v (the projections' layout)
+  const auto q_tokens = q.transpose(1, 2), k_tokens = k.transpose(1, 2), v_tokens = v.transpose(1, 2);
+  if (compute_dtype(q, k, v) == torch::kFloat32 &&
+      ops::causal_attention_cpu_takes(q_tokens, k_tokens, v_tokens)) {
+    if (const auto keys = ops::causal_key_ranges(allowed))
+      return ops::causal_attention_cpu(q_tokens, k_tokens, v_tokens, *keys).transpose(1, 2);
+  }
   auto q5 = q.reshape({batch, kv, heads / kv, seq, hd});
   auto out = causal_attention_function::apply(q5, k, v, allowed);  // (b, s, kv, group, hd)
   return out.view({batch, seq, heads, hd}).transpose(1, 2);

@@ -3,34 +3,17 @@
 
 #include <cmath>
 
+#include "lane_sums.hpp"
 #include "vector_targets.hpp"
 
 namespace muster::kernels::cpu {
-namespace {
-
-constexpr int kLanes = 8;
-
-// sum over i < n of a[i] * b[i], in eight running sums (vectorizable, a fixed order).
-inline float dot(const float* __restrict a, const float* __restrict b, std::int64_t n) {
-  float lane[kLanes] = {};
-  std::int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int j = 0; j < kLanes; ++j) lane[j] += a[i + j] * b[i + j];
-  for (int j = 0; i < n; ++i, ++j) lane[j] += a[i] * b[i];
-  float sum = 0;
-  for (float l : lane) sum += l;
-  return sum;
-}
-
-}  // namespace
-
 MUSTER_VECTOR_CLONES void rms_norm_forward(const float* __restrict x, const float* __restrict w,
                                            float eps, std::int64_t rows, std::int64_t dim,
                                            float* __restrict y, float* __restrict rstd) {
   for (std::int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * dim;
     float* yr = y + r * dim;
-    const float s = 1.0f / std::sqrt(dot(xr, xr, dim) / float(dim) + eps);
+    const float s = 1.0f / std::sqrt(dot_lanes(xr, xr, dim) / float(dim) + eps);
     rstd[r] = s;
     for (std::int64_t i = 0; i < dim; ++i) yr[i] = w[i] * (xr[i] * s);
   }

@@ -11,6 +11,7 @@
 #include "common/error.hpp"
 #include "engine/model/decoder.hpp"
 #include "engine/model/init.hpp"
+#include "engine/ops/causal_attention_op.hpp"
 #include "engine/ops/rms_norm_op.hpp"
 #include "engine/ops/swiglu_op.hpp"
 #include "tests/engine/model_fixtures.hpp"
@@ -195,31 +196,36 @@ TEST_CASE("a tiny MoE model learns a repeating sequence", "[model]") {
   CHECK(last < 0.2);
 }
 
-TEST_CASE("attention over long rows, scored in causal blocks, equals attention over the whole "
-          "row, values and gradients", "[model]") {
+namespace {
+
+// Blocked attention (in `dtype`: fp64 takes torch's ops, fp32 on the CPU the kernel) against
+// every head scoring the whole row in fp64, repeat_kv as Hugging Face writes it: the outputs
+// and the input's gradient agree within rtol/atol.
+void check_blocked_attention(torch::Dtype dtype, double rtol, double atol) {
   auto c = tiny_config();  // 4 heads over 2 kv heads
   attention attn(c);
   init_parameters(attn, 5, 0.2);
-  attn.to(torch::kFloat64);
+  attn.to(dtype);
   const std::int64_t seq = 200;  // blocks of 64, 64, 64 and 8 rows
   auto segments = torch::cat({torch::zeros({1, 90}, torch::kInt64), torch::ones({1, 110}, torch::kInt64)}, 1)
                       .repeat({2, 1});
   auto positions = torch::cat({torch::arange(90), torch::arange(110)}).unsqueeze(0).repeat({2, 1});
-  const auto rope = make_rotary(positions, c.head_dim, c.rope_theta, torch::kFloat64);
+  const auto rope = make_rotary(positions, c.head_dim, c.rope_theta, dtype);
   const auto mask = attention_mask(segments);
   torch::manual_seed(4);
-  auto x = torch::randn({2, seq, c.hidden_size}, torch::kFloat64).requires_grad_(true);
+  auto x = torch::randn({2, seq, c.hidden_size}, torch::kFloat64).to(dtype).requires_grad_(true);
   auto y = attn.forward(x, rope, mask);
   auto grad_out = torch::randn_like(y);
   auto dx = torch::autograd::grad({y}, {x}, {grad_out})[0];
 
-  // The reference: every head scores the whole row, repeat_kv as Hugging Face writes it.
-  auto x2 = x.detach().requires_grad_(true);
+  attn.to(torch::kFloat64);
+  const auto rope64 = make_rotary(positions, c.head_dim, c.rope_theta, torch::kFloat64);
+  auto x2 = x.detach().to(torch::kFloat64).requires_grad_(true);
   auto heads = [&](const torch::Tensor& t, std::int64_t n) {
     return t.view({2, seq, n, c.head_dim}).transpose(1, 2);
   };
-  auto q = apply_rotary(attn.q_norm->forward(heads(attn.q_proj(x2), c.num_heads)), rope);
-  auto k = apply_rotary(attn.k_norm->forward(heads(attn.k_proj(x2), c.num_kv_heads)), rope);
+  auto q = apply_rotary(attn.q_norm->forward(heads(attn.q_proj(x2), c.num_heads)), rope64);
+  auto k = apply_rotary(attn.k_norm->forward(heads(attn.k_proj(x2), c.num_kv_heads)), rope64);
   auto v = heads(attn.v_proj(x2), c.num_kv_heads);
   const auto group = c.num_heads / c.num_kv_heads;
   k = k.repeat_interleave(group, 1);
@@ -227,7 +233,30 @@ TEST_CASE("attention over long rows, scored in causal blocks, equals attention o
   auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(double(c.head_dim));
   auto probs = torch::softmax(scores.masked_fill(mask.logical_not(), -INFINITY), -1);
   auto ref = attn.o_proj(torch::matmul(probs, v).transpose(1, 2).reshape({2, seq, -1}));
-  auto dx2 = torch::autograd::grad({ref}, {x2}, {grad_out})[0];
-  CHECK(torch::allclose(y, ref, 1e-10, 1e-12));
-  CHECK(torch::allclose(dx, dx2, 1e-10, 1e-12));
+  auto dx2 = torch::autograd::grad({ref}, {x2}, {grad_out.to(torch::kFloat64)})[0];
+  CHECK(torch::allclose(y.to(torch::kFloat64), ref, rtol, atol));
+  CHECK(torch::allclose(dx.to(torch::kFloat64), dx2, rtol, atol));
+}
+
+}  // namespace
+
+TEST_CASE("attention over long rows, scored in causal blocks, equals attention over the whole "
+          "row, values and gradients", "[model]") {
+  check_blocked_attention(torch::kFloat64, 1e-10, 1e-12);
+}
+
+TEST_CASE("fp32 attention on the CPU (the kernel) equals attention over the whole row in fp64",
+          "[model]") {
+  check_blocked_attention(torch::kFloat32, 1e-4, 1e-5);
+}
+
+TEST_CASE("the kernel's key ranges come from causal masks inside documents, and only from those",
+          "[model]") {
+  const auto first = muster::engine::ops::causal_key_ranges(attention_mask(row({0, 0, 1, 1, 1})));
+  REQUIRE(first.has_value());
+  CHECK(torch::equal(*first, torch::tensor({0, 0, 2, 2, 2}, torch::kInt64).unsqueeze(0)));
+  // a document id that comes back after another: its keys are no longer one range
+  CHECK_FALSE(muster::engine::ops::causal_key_ranges(attention_mask(row({0, 1, 0}))).has_value());
+  // a mask that looks ahead
+  CHECK_FALSE(muster::engine::ops::causal_key_ranges(torch::ones({1, 1, 3, 3}, torch::kBool)).has_value());
 }
