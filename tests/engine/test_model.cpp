@@ -260,3 +260,31 @@ TEST_CASE("the kernel's key ranges come from causal masks inside documents, and 
   // a mask that looks ahead
   CHECK_FALSE(muster::engine::ops::causal_key_ranges(torch::ones({1, 1, 3, 3}, torch::kBool)).has_value());
 }
+
+TEST_CASE("fp32 attention on the CPU gives the same bits with its rows split over threads",
+          "[model]") {
+  auto c = tiny_config();
+  attention attn(c);
+  init_parameters(attn, 7, 0.2);
+  const std::int64_t batch = 4, seq = 150;
+  const auto segments = torch::cat({torch::zeros({batch, 70}, torch::kInt64), torch::ones({batch, 80}, torch::kInt64)}, 1);
+  const auto positions = torch::cat({torch::arange(70), torch::arange(80)}).unsqueeze(0).repeat({batch, 1});
+  const auto rope = make_rotary(positions, c.head_dim, c.rope_theta, torch::kFloat32);
+  const auto mask = attention_mask(segments);
+  torch::manual_seed(3);
+  const auto x = torch::randn({batch, seq, c.hidden_size});
+  const auto grad_out = torch::randn({batch, seq, c.hidden_size});
+  auto run = [&](int threads) {
+    const int before = torch::get_num_threads();
+    torch::set_num_threads(threads);
+    auto xi = x.clone().requires_grad_(true);
+    auto y = attn.forward(xi, rope, mask);
+    auto dx = torch::autograd::grad({y}, {xi}, {grad_out})[0];
+    torch::set_num_threads(before);
+    return std::make_pair(y.detach(), dx);
+  };
+  const auto [y1, dx1] = run(1);
+  const auto [y4, dx4] = run(4);
+  CHECK(torch::equal(y1, y4));
+  CHECK(torch::equal(dx1, dx4));
+}
