@@ -23,7 +23,7 @@ test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 test-asan: deps
-	cmake -S . -B $(BUILD_ASAN) -DMUSTER_SANITIZE=ON -DMUSTER_CUDA=OFF -DMUSTER_BUILD_BENCH=OFF $(CMAKE_ARGS)
+	cmake -S . -B $(BUILD_ASAN) -DMUSTER_SANITIZE=ON -DMUSTER_CUDA=OFF -DMUSTER_BUILD_BENCH=OFF -DMUSTER_GEMM=blas $(CMAKE_ARGS)
 	cmake --build $(BUILD_ASAN) -j $(JOBS)
 	cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS)

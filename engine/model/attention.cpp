@@ -2,6 +2,7 @@
 #include "engine/model/attention.hpp"
 
 #include "engine/model/causal_attention.hpp"
+#include "engine/ops/linear_op.hpp"
 #include "engine/model/recompute.hpp"
 
 namespace muster::engine::model {
@@ -36,9 +37,9 @@ torch::Tensor attention::forward(const torch::Tensor& x, const rotary_tables& ro
   const auto batch = x.size(0), seq = x.size(1);
   // (b, s, heads * hd) -> (b, s, heads, hd), where each head's vector is contiguous (the
   // q/k norms run over it), then (b, heads, s, hd)
-  auto q = q_proj(x).view({batch, seq, num_heads_, head_dim_});
-  auto k = k_proj(x).view({batch, seq, num_kv_heads_, head_dim_});
-  auto v = v_proj(x).view({batch, seq, num_kv_heads_, head_dim_}).transpose(1, 2);
+  auto q = ops::linear(x, q_proj).view({batch, seq, num_heads_, head_dim_});
+  auto k = ops::linear(x, k_proj).view({batch, seq, num_kv_heads_, head_dim_});
+  auto v = ops::linear(x, v_proj).view({batch, seq, num_kv_heads_, head_dim_}).transpose(1, 2);
   if (q_norm) {
     q = q_norm->forward(q);
     k = k_norm->forward(k);
@@ -49,7 +50,7 @@ torch::Tensor attention::forward(const torch::Tensor& x, const rotary_tables& ro
     return {causal_attention(qkv[0], qkv[1], qkv[2], mask)};  // (b, heads, s, hd)
   };
   auto out = recompute_core_ ? recompute(core, {q, k, v})[0] : core({q, k, v})[0];
-  return o_proj(out.transpose(1, 2).reshape({batch, seq, num_heads_ * head_dim_}));
+  return ops::linear(out.transpose(1, 2).reshape({batch, seq, num_heads_ * head_dim_}), o_proj);
 }
 
 }  // namespace muster::engine::model

@@ -2,6 +2,7 @@
 #include "engine/model/decoder.hpp"
 
 #include "engine/model/param_storage.hpp"
+#include "engine/ops/linear_op.hpp"
 
 namespace muster::engine::model {
 
@@ -63,7 +64,7 @@ transformer::batch_context transformer::context(const torch::Tensor& positions,
 
 torch::Tensor transformer::head(const torch::Tensor& x) {
   auto normed = norm->forward(x);
-  return lm_head ? lm_head(normed) : torch::nn::functional::linear(normed, embed_tokens->weight);
+  return lm_head ? ops::linear(normed, lm_head) : ops::linear(normed, embed_tokens->weight);
 }
 
 transformer_output transformer::forward(const torch::Tensor& tokens,

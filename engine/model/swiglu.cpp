@@ -1,6 +1,7 @@
 // SwiGLU: see swiglu.hpp.
 #include "engine/model/swiglu.hpp"
 
+#include "engine/ops/linear_op.hpp"
 #include "engine/ops/swiglu_op.hpp"
 
 namespace muster::engine::model {
@@ -18,7 +19,7 @@ swiglu::swiglu(std::int64_t hidden, std::int64_t ffn) {
 }
 
 torch::Tensor swiglu::forward(const torch::Tensor& x) {
-  return down_proj(ops::swiglu(gate_proj(x), up_proj(x)));
+  return ops::linear(ops::swiglu(ops::linear(x, gate_proj), ops::linear(x, up_proj)), down_proj);
 }
 
 }  // namespace muster::engine::model

@@ -34,9 +34,10 @@ struct row_split {
     auto one = d;
     one.batch = 1;
     for (std::int64_t b = 0; b < d.batch; ++b)
-      probs_at.push_back(probs_at.back() + kernels::cpu::causal_attention_saved_floats(one, keys + b * d.seq));
+      probs_at.push_back(probs_at.back() +
+                         kernels::cpu::causal_attention_saved_floats(one, keys + b * d.seq));
   }
-  std::int64_t query_floats() const { return d.seq * d.heads * d.head_dim; }  // a row of q
+  std::int64_t query_floats() const { return d.seq * d.heads * d.head_dim; }   // a row of q
   std::int64_t key_floats() const { return d.seq * d.kv_heads * d.head_dim; }  // a row of k
   // f(first row, dims of the rows) on each thread's rows
   template <class F>
@@ -50,9 +51,8 @@ struct row_split {
 };
 
 struct causal_attention_function : torch::autograd::Function<causal_attention_function> {
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q,
-                               const torch::Tensor& k, const torch::Tensor& v,
-                               const torch::Tensor& first_key) {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v, const torch::Tensor& first_key) {
     const row_split rows(dims_of(q, k), first_key);
     const float scale = float(1.0 / std::sqrt(double(rows.d.head_dim)));
     auto probs = torch::empty({rows.probs_at.back()}, q.options());
@@ -61,8 +61,9 @@ struct causal_attention_function : torch::autograd::Function<causal_attention_fu
     float *po = out.data_ptr<float>(), *pp = probs.data_ptr<float>();
     rows.run([&](std::int64_t b, const attention_dims& part) {
       const auto qo = b * rows.query_floats(), ko = b * rows.key_floats();
-      kernels::cpu::causal_attention_forward(part, pq + qo, pk + ko, pv + ko, rows.keys + b * part.seq,
-                                             scale, po + qo, pp + rows.probs_at[b]);
+      kernels::cpu::causal_attention_forward(part, pq + qo, pk + ko, pv + ko,
+                                             rows.keys + b * part.seq, scale, po + qo,
+                                             pp + rows.probs_at[b]);
     });
     ctx->save_for_backward({q, k, v, first_key, probs});
     ctx->saved_data["scale"] = double(scale);
@@ -71,19 +72,22 @@ struct causal_attention_function : torch::autograd::Function<causal_attention_fu
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const auto &q = saved[0], &k = saved[1], &v = saved[2], &first_key = saved[3], &probs = saved[4];
+    const auto &q = saved[0], &k = saved[1], &v = saved[2], &first_key = saved[3],
+               &probs = saved[4];
     const auto grad_out = grads[0].contiguous();
-    auto grad_q = torch::empty_like(q), grad_k = torch::empty_like(k), grad_v = torch::empty_like(v);
+    auto grad_q = torch::empty_like(q), grad_k = torch::empty_like(k),
+         grad_v = torch::empty_like(v);
     const row_split rows(dims_of(q, k), first_key);
     const float scale = float(ctx->saved_data["scale"].toDouble());
     const float *pq = q.data_ptr<float>(), *pk = k.data_ptr<float>(), *pv = v.data_ptr<float>();
     const float *pp = probs.data_ptr<float>(), *pg = grad_out.data_ptr<float>();
-    float *dq = grad_q.data_ptr<float>(), *dk = grad_k.data_ptr<float>(), *dv = grad_v.data_ptr<float>();
+    float *dq = grad_q.data_ptr<float>(), *dk = grad_k.data_ptr<float>(),
+          *dv = grad_v.data_ptr<float>();
     rows.run([&](std::int64_t b, const attention_dims& part) {
       const auto qo = b * rows.query_floats(), ko = b * rows.key_floats();
-      kernels::cpu::causal_attention_backward(part, pq + qo, pk + ko, pv + ko, rows.keys + b * part.seq,
-                                              scale, pp + rows.probs_at[b], pg + qo, dq + qo,
-                                              dk + ko, dv + ko);
+      kernels::cpu::causal_attention_backward(
+          part, pq + qo, pk + ko, pv + ko, rows.keys + b * part.seq, scale, pp + rows.probs_at[b],
+          pg + qo, dq + qo, dk + ko, dv + ko);
     });
     return {grad_q, grad_k, grad_v, torch::Tensor()};
   }

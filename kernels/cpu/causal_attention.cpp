@@ -1,11 +1,10 @@
 // Causal attention on the CPU: see include/muster/kernels/causal_attention.hpp.
 // Per (row, kv head, block of positions): the block's query rows of every head in the kv
 // head's group are packed (and scaled) into one (group * rows, head_dim) matrix, so each
-// product is one sgemm over the block's keys, read in place from k and v (a row stride of
+// product is one gemm over the block's keys, read in place from k and v (a row stride of
 // kv_heads * head_dim); results are scattered back to the token-major layout.
 #include "muster/kernels/causal_attention.hpp"
-
-#include <cblas.h>
+#include "muster/kernels/gemm.hpp"
 
 #include <algorithm>
 #include <vector>
@@ -23,7 +22,9 @@ struct block {
   std::int64_t first, rows, key0, keys;
 };
 
-std::int64_t block_rows(std::int64_t seq) { return seq >= 2 * kCausalBlock ? kCausalBlock : seq; }
+std::int64_t block_rows(std::int64_t seq) {
+  return seq >= 2 * kCausalBlock ? kCausalBlock : seq;
+}
 
 // Calls f(block) for each block of a row, given the row's first_key.
 template <class F>
@@ -36,8 +37,6 @@ void for_each_block(std::int64_t seq, const std::int64_t* first_key, F&& f) {
   }
 }
 
-int as_int(std::int64_t n) { return static_cast<int>(n); }
-
 // The layout arithmetic of one (batch row, kv head): where a position's heads and keys are.
 struct head_group {
   const attention_dims& d;
@@ -48,12 +47,15 @@ struct head_group {
     return ((b * d.seq + pos) * d.heads + kv * group() + g) * d.head_dim;
   }
   // the first float of this kv head at position `pos` (k, v and their grads)
-  std::int64_t key(std::int64_t pos) const { return ((b * d.seq + pos) * d.kv_heads + kv) * d.head_dim; }
+  std::int64_t key(std::int64_t pos) const {
+    return ((b * d.seq + pos) * d.kv_heads + kv) * d.head_dim;
+  }
   std::int64_t key_stride() const { return d.kv_heads * d.head_dim; }
 };
 
 // packed[(g * rows + r) * hd + c] = scale * src[query(first + r, g) + c]
-void pack_queries(const head_group& h, const block& blk, const float* src, float scale, float* packed) {
+void pack_queries(const head_group& h, const block& blk, const float* src, float scale,
+                  float* packed) {
   const auto hd = h.d.head_dim;
   for (std::int64_t g = 0; g < h.group(); ++g)
     for (std::int64_t r = 0; r < blk.rows; ++r) {
@@ -126,14 +128,12 @@ void causal_attention_forward(const attention_dims& d, const float* q, const flo
         probs += m * blk.keys;
         pack_queries(h, blk, q, scale, packed.data());
         // scores (m, keys) = packed (m, hd) . k[key0 ..]^T
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, as_int(m), as_int(blk.keys), as_int(hd),
-                    1.0f, packed.data(), as_int(hd), k + h.key(blk.key0), as_int(h.key_stride()),
-                    0.0f, p, as_int(blk.keys));
+        gemm(false, true, m, blk.keys, hd, 1.0f, packed.data(), hd, k + h.key(blk.key0),
+             h.key_stride(), 0.0f, p, blk.keys);
         block_softmax(h, blk, keys_of, p);
         // out (m, hd) = probs (m, keys) . v[key0 ..]
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, as_int(m), as_int(hd), as_int(blk.keys),
-                    1.0f, p, as_int(blk.keys), v + h.key(blk.key0), as_int(h.key_stride()), 0.0f,
-                    result.data(), as_int(hd));
+        gemm(false, false, m, hd, blk.keys, 1.0f, p, blk.keys, v + h.key(blk.key0), h.key_stride(),
+             0.0f, result.data(), hd);
         unpack_queries(h, blk, result.data(), out);
       }
     });
@@ -152,30 +152,30 @@ void causal_attention_backward(const attention_dims& d, const float* q, const fl
   for (std::int64_t b = 0; b < d.batch; ++b) {
     for_each_block(d.seq, first_key + b * d.seq, [&](const block& blk) {
       const auto m = group * blk.rows;
-      const int ld = as_int(blk.keys);
+      const auto ld = blk.keys;
       for (std::int64_t kv = 0; kv < d.kv_heads; ++kv) {
         const head_group h{d, b, kv};
         const float* p = probs;
         probs += m * blk.keys;
-        const int stride = as_int(h.key_stride());
+        const auto stride = h.key_stride();
         pack_queries(h, blk, q, scale, packed_q.data());
         pack_queries(h, blk, grad_out, 1.0f, packed_g.data());
         // grad_v[key0 ..] += probs^T (keys, m) . grad_out (m, hd)
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ld, as_int(hd), as_int(m), 1.0f, p, ld,
-                    packed_g.data(), as_int(hd), 1.0f, grad_v + h.key(blk.key0), stride);
+        gemm(true, false, ld, hd, m, 1.0f, p, ld, packed_g.data(), hd, 1.0f,
+             grad_v + h.key(blk.key0), stride);
         // grad_probs (m, keys) = grad_out (m, hd) . v[key0 ..]^T, then grad_scores in place
         float* ds = grad_scores.data();
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, as_int(m), ld, as_int(hd), 1.0f,
-                    packed_g.data(), as_int(hd), v + h.key(blk.key0), stride, 0.0f, ds, ld);
+        gemm(false, true, m, ld, hd, 1.0f, packed_g.data(), hd, v + h.key(blk.key0), stride, 0.0f,
+             ds, ld);
         for (std::int64_t row = 0; row < m; ++row)
           softmax_backward_row(p + row * blk.keys, ds + row * blk.keys, blk.keys);
         // grad_q (m, hd) = scale * grad_scores (m, keys) . k[key0 ..]
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, as_int(m), as_int(hd), ld, scale, ds,
-                    ld, k + h.key(blk.key0), stride, 0.0f, result.data(), as_int(hd));
+        gemm(false, false, m, hd, ld, scale, ds, ld, k + h.key(blk.key0), stride, 0.0f,
+             result.data(), hd);
         unpack_queries(h, blk, result.data(), grad_q);
         // grad_k[key0 ..] += grad_scores^T (keys, m) . (scale * q) (m, hd)
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ld, as_int(hd), as_int(m), 1.0f, ds, ld,
-                    packed_q.data(), as_int(hd), 1.0f, grad_k + h.key(blk.key0), stride);
+        gemm(true, false, ld, hd, m, 1.0f, ds, ld, packed_q.data(), hd, 1.0f,
+             grad_k + h.key(blk.key0), stride);
       }
     });
   }

@@ -12,6 +12,7 @@
 #include "engine/model/decoder.hpp"
 #include "engine/model/init.hpp"
 #include "engine/ops/causal_attention_op.hpp"
+#include "engine/ops/linear_op.hpp"
 #include "engine/ops/rms_norm_op.hpp"
 #include "engine/ops/swiglu_op.hpp"
 #include "tests/engine/model_fixtures.hpp"
@@ -81,6 +82,38 @@ TEST_CASE("SwiGLU through the fused kernel: values and gradients equal silu(gate
   auto half = muster::engine::ops::swiglu(gate.detach().to(torch::kBFloat16), up.detach().to(torch::kBFloat16));
   CHECK(half.scalar_type() == torch::kBFloat16);
   CHECK(torch::allclose(half.to(torch::kFloat64), ref.detach(), 0.05, 0.05));
+}
+
+TEST_CASE("linear through the kernels' gemm: values and gradients equal x W^T over two uses, "
+          "with bias and in bf16 through torch's linear", "[model]") {
+  torch::manual_seed(7);
+  auto x = torch::randn({3, 29, 40}).requires_grad_(true);  // (..., in) rows
+  auto w = torch::randn({17, 40}).requires_grad_(true);
+  auto y = muster::engine::ops::linear(x, w);
+  auto y2 = muster::engine::ops::linear(x.narrow(1, 0, 5), w);  // a second use of w
+  auto g = torch::randn_like(y), g2 = torch::randn_like(y2);
+  auto grads = torch::autograd::grad({y, y2}, {x, w}, {g, g2});
+  auto x64 = x.detach().to(torch::kFloat64).requires_grad_(true);
+  auto w64 = w.detach().to(torch::kFloat64).requires_grad_(true);
+  auto ref = torch::matmul(x64, w64.t());
+  auto ref2 = torch::matmul(x64.narrow(1, 0, 5), w64.t());
+  auto ref_grads = torch::autograd::grad({ref, ref2}, {x64, w64},
+                                         {g.to(torch::kFloat64), g2.to(torch::kFloat64)});
+  CHECK(y.sizes() == torch::IntArrayRef({3, 29, 17}));
+  CHECK(torch::allclose(y.to(torch::kFloat64), ref, 1e-5, 1e-5));
+  CHECK(torch::allclose(grads[0].to(torch::kFloat64), ref_grads[0], 1e-5, 1e-5));
+  CHECK(torch::allclose(grads[1].to(torch::kFloat64), ref_grads[1], 1e-5, 1e-4));
+  // no rows (an expert that got no tokens): an empty output and a zero weight gradient
+  auto none = torch::zeros({0, 40}).requires_grad_(true);
+  auto empty = muster::engine::ops::linear(none, w);
+  CHECK(empty.sizes() == torch::IntArrayRef({0, 17}));
+  auto empty_grads = torch::autograd::grad({empty.sum()}, {w});
+  CHECK(torch::equal(empty_grads[0], torch::zeros_like(w)));
+  // with a bias, and in bf16: torch's linear
+  auto b = torch::randn({17});
+  CHECK(torch::allclose(muster::engine::ops::linear(x, w, b), torch::nn::functional::linear(x, w, b)));
+  auto half = muster::engine::ops::linear(x.detach().to(torch::kBFloat16), w.detach().to(torch::kBFloat16));
+  CHECK(half.scalar_type() == torch::kBFloat16);
 }
 
 TEST_CASE("RMSNorm through the kernel: values and gradients equal torch's formula, bf16 "

@@ -22,7 +22,8 @@ std::vector<float> draws(std::size_t n, std::uint32_t seed) {
 }
 
 // first_key of rows whose documents start at `starts` (each list begins with 0)
-std::vector<std::int64_t> key_ranges(std::int64_t seq, const std::vector<std::vector<std::int64_t>>& starts) {
+std::vector<std::int64_t> key_ranges(std::int64_t seq,
+                                     const std::vector<std::vector<std::int64_t>>& starts) {
   std::vector<std::int64_t> first;
   for (const auto& row : starts)
     for (std::int64_t i = 0, doc = 0; i < seq; ++i) {
@@ -68,7 +69,8 @@ struct reference {
           const auto p = probs(q, k, b, i, h);
           const auto lo = first[b * d.seq + i];
           for (auto j = lo; j <= i; ++j)
-            for (std::int64_t c = 0; c < d.head_dim; ++c) out[qi(b, i, h) + c] += p[j - lo] * v[ki(b, j, h) + c];
+            for (std::int64_t c = 0; c < d.head_dim; ++c)
+              out[qi(b, i, h) + c] += p[j - lo] * v[ki(b, j, h) + c];
         }
     return out;
   }
@@ -106,7 +108,9 @@ struct reference {
   }
 };
 
-std::vector<double> widen(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+std::vector<double> widen(const std::vector<float>& v) {
+  return {v.begin(), v.end()};
+}
 
 void check_close(const std::vector<float>& got, const std::vector<double>& want, double tol) {
   REQUIRE(got.size() == want.size());
@@ -123,7 +127,8 @@ void check_against_reference(const cpu::attention_dims& d, const std::vector<std
   const auto q = draws(nq, 1), k = draws(nk, 2), v = draws(nk, 3), g = draws(nq, 4);
   const float scale = float(1 / std::sqrt(double(d.head_dim)));
   std::vector<float> out(nq), probs(cpu::causal_attention_saved_floats(d, first.data()));
-  cpu::causal_attention_forward(d, q.data(), k.data(), v.data(), first.data(), scale, out.data(), probs.data());
+  cpu::causal_attention_forward(d, q.data(), k.data(), v.data(), first.data(), scale, out.data(),
+                                probs.data());
   const reference ref{d, first};
   check_close(out, ref.forward(widen(q), widen(k), widen(v)), 2e-5);
 
@@ -139,11 +144,13 @@ void check_against_reference(const cpu::attention_dims& d, const std::vector<std
 
 }  // namespace
 
-TEST_CASE("the fp64 attention reference's backward matches central finite differences", "[kernels]") {
+TEST_CASE("the fp64 attention reference's backward matches central finite differences",
+          "[kernels]") {
   const cpu::attention_dims d{1, 9, 4, 2, 4};
   const reference ref{d, key_ranges(9, {{0, 4}})};
   const auto nq = std::size_t(9 * 4 * 4), nk = std::size_t(9 * 2 * 4);
-  auto q = widen(draws(nq, 5)), k = widen(draws(nk, 6)), v = widen(draws(nk, 7)), g = widen(draws(nq, 8));
+  auto q = widen(draws(nq, 5)), k = widen(draws(nk, 6)), v = widen(draws(nk, 7)),
+       g = widen(draws(nq, 8));
   std::vector<double> dq, dk, dv;
   ref.backward(q, k, v, g, dq, dk, dv);
   auto loss = [&] {

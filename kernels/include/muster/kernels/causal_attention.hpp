@@ -4,7 +4,7 @@
 // Query rows go in blocks of kCausalBlock positions, all the query heads of one kv head
 // together, and a block is scored only against the keys its rows may see: from the first
 // document start among its rows to its last position (about half of a long row's scores, more
-// where documents are short). The products are BLAS sgemm calls on those blocks; the softmax
+// where documents are short). The products are gemm() calls (gemm.hpp) on those blocks; the softmax
 // and its backward are one pass over a row each. The probabilities are kept for the backward
 // (not flash attention), in blocks: causal_attention_saved_floats() says how many.
 #pragma once
