@@ -10,6 +10,7 @@
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "common/run_dir.hpp"
+#include "launcher/launch_policy.hpp"
 #include "launcher/local_gpus.hpp"
 #include "launcher/master_port.hpp"
 #include "launcher/node_run.hpp"
@@ -57,8 +58,7 @@ local_run_result run_local(const job_request& request) {
   plan_request.gpus_per_node = plan.world_size;
   auto layout = plan::make_plan(config, loaded.where, plan_request).layout;  // or stop here
   plan.base_env = process_env();
-  plan.policy = decide_gpu_policy(
-      {layout.tp(), layout.cp(), config.parallel.sharding, config.comm.nccl_ub, plan.base_env});
+  plan.policy = decide_launch_policy(config, layout, plan.num_gpus, plan.base_env);
   plan.argv = worker_argv(request.command, request.default_worker, plan.base_env);
   plan.host = short_hostname();
   plan.master_addr = config.launch.master_addr.empty() ? "127.0.0.1" : config.launch.master_addr;

@@ -15,8 +15,8 @@
 #include "common/log.hpp"
 #include "common/run_dir.hpp"
 #include "common/run_store.hpp"
-#include "common/gpu_policy.hpp"
 #include "launcher/device_assignment.hpp"
+#include "launcher/launch_policy.hpp"
 #include "launcher/local_gpus.hpp"
 #include "launcher/local_run.hpp"
 #include "launcher/master_port.hpp"
@@ -262,8 +262,7 @@ int run_slurm_launch(const job_request& request) {
                       : fmt::format("{} nodes x {} ranks", step.num_nodes, local)};
   plan_request.gpus_per_node = local;
   const auto layout = plan::make_plan(config, loaded.where, plan_request).layout;
-  const auto policy = decide_gpu_policy(
-      {layout.tp(), layout.cp(), config.parallel.sharding, config.comm.nccl_ub, env});
+  const auto policy = decide_launch_policy(config, layout, num_gpus, env);
   auto argv = worker_argv(request.command, request.default_worker, env);
 
   store::run_paths paths(config.launch.runs_dir, run_id_of(config, step));

@@ -1,0 +1,22 @@
+// The GPU environment policy as the launcher applies it in-process (common/gpu_policy.hpp; the
+// node daemon serves the same library): the inputs from the job file, its layout and this node,
+// the settings it overrides logged as warnings, a refused combination thrown before any worker
+// starts.
+#pragma once
+
+#include <vector>
+
+#include "common/gpu_policy.hpp"
+#include "common/job_config.hpp"
+#include "launcher/plan/layout.hpp"
+
+namespace muster::launcher {
+
+// The environment decisions for the workers of a job on this node (`gpus` it sees, `env` the
+// environment they inherit). Throws errc::config naming the rule and the fix when the job's
+// settings cannot work together.
+std::vector<gpu_policy_decision> decide_launch_policy(const job_config& config,
+                                                      const plan::layout& layout, int gpus,
+                                                      const env_vars& env);
+
+}  // namespace muster::launcher
