@@ -1,5 +1,6 @@
 // The GPU environment policy as the launcher applies it in-process (common/gpu_policy.hpp; the
-// node daemon serves the same library): the inputs from the job file, its layout and this node,
+// node daemon serves the same library): the inputs from the job file, its layout and this node
+// (its GPUs, and its interfaces and HCAs from sysfs),
 // the settings it overrides logged as warnings, a refused combination thrown before any worker
 // starts.
 #pragma once
