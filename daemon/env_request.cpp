@@ -1,0 +1,123 @@
+// The `env` request: see env_request.hpp.
+#include "daemon/env_request.hpp"
+
+#include <fmt/format.h>
+
+#include "daemon/router.hpp"
+
+namespace muster::daemon {
+namespace {
+
+using nlohmann::json;
+
+const char* type_name(const json& v) {
+  return v.type_name();
+}
+
+// `object`'s keys must all be in `known`.
+void only_keys(const json& object, const char* where,
+               std::initializer_list<std::string_view> known) {
+  for (const auto& [key, value] : object.items())
+    if (std::find(known.begin(), known.end(), key) == known.end())
+      throw bad_request(fmt::format("{}: unknown field \"{}\"", where, key));
+}
+
+const json* field(const json& object, const char* key) {
+  auto it = object.find(key);
+  return it == object.end() ? nullptr : &*it;
+}
+
+const json& object_field(const json& object, const char* key, const char* where) {
+  static const json empty = json::object();
+  const json* v = field(object, key);
+  if (!v) return empty;
+  if (!v->is_object())
+    throw bad_request(fmt::format("{}.{}: expected an object, got {}", where, key, type_name(*v)));
+  return *v;
+}
+
+void read(const json& object, const char* key, const char* where, int& out) {
+  if (const json* v = field(object, key)) {
+    if (!v->is_number_integer() || v->get<long long>() < 1 || v->get<long long>() > 1'000'000)
+      throw bad_request(
+          fmt::format("{}.{}: expected a whole number from 1, got {}", where, key, v->dump()));
+    out = v->get<int>();
+  }
+}
+
+void read(const json& object, const char* key, const char* where, bool& out) {
+  if (const json* v = field(object, key)) {
+    if (!v->is_boolean())
+      throw bad_request(
+          fmt::format("{}.{}: expected true or false, got {}", where, key, v->dump()));
+    out = v->get<bool>();
+  }
+}
+
+void read(const json& object, const char* key, const char* where, std::string& out) {
+  if (const json* v = field(object, key)) {
+    if (!v->is_string())
+      throw bad_request(fmt::format("{}.{}: expected a string, got {}", where, key, type_name(*v)));
+    out = v->get<std::string>();
+  }
+}
+
+json decision_json(const gpu_policy_decision& d) {
+  json j = {{"variable", d.variable}, {"rule", d.rule}, {"reason", d.reason}};
+  if (d.value) j["value"] = *d.value;
+  return j;
+}
+
+}  // namespace
+
+gpu_policy_input parse_env_request(const json& request, const node_context& node) {
+  only_keys(request, "request", {"version", "request", "job", "env"});
+  gpu_policy_input in;
+  const json& job = object_field(request, "job", "request");
+  only_keys(
+      job, "job",
+      {"tp", "cp", "ep", "sharding", "torch_version", "memory_tight", "dump_dir", "features"});
+  read(job, "tp", "job", in.tp);
+  read(job, "cp", "job", in.cp);
+  read(job, "ep", "job", in.ep);
+  read(job, "sharding", "job", in.sharding);
+  if (in.sharding != "no_shard" && in.sharding != "optim" && in.sharding != "optim_grads" &&
+      in.sharding != "optim_grads_params")
+    throw bad_request(
+        fmt::format("job.sharding: \"{}\" is not one of no_shard, optim, "
+                    "optim_grads, optim_grads_params",
+                    in.sharding));
+  read(job, "torch_version", "job", in.torch_version);
+  read(job, "memory_tight", "job", in.memory_tight);
+  read(job, "dump_dir", "job", in.dump_dir);
+  const json& features = object_field(job, "features", "job");
+  only_keys(features, "job.features",
+            {"nccl_ub", "fsdp_double_buffer", "tp_comm_overlap", "ep_comm_overlap",
+             "expandable_segments", "cuda_graphs"});
+  read(features, "nccl_ub", "job.features", in.nccl_ub);
+  read(features, "fsdp_double_buffer", "job.features", in.fsdp_double_buffer);
+  read(features, "tp_comm_overlap", "job.features", in.tp_comm_overlap);
+  read(features, "ep_comm_overlap", "job.features", in.ep_comm_overlap);
+  read(features, "expandable_segments", "job.features", in.expandable_segments);
+  read(features, "cuda_graphs", "job.features", in.cuda_graphs);
+  for (const auto& [name, value] : object_field(request, "env", "request").items()) {
+    if (!value.is_string())
+      throw bad_request(fmt::format("env.{}: expected a string, got {}", name, type_name(value)));
+    in.env[name] = value.get<std::string>();
+  }
+  in.node = node.node;
+  in.site = node.site;
+  return in;
+}
+
+json env_reply(const gpu_policy_result& result) {
+  json set = json::array(), unset = json::array(), settings = json::array(), errors = json::array();
+  for (const auto& d : result.env) (d.value ? set : unset).push_back(decision_json(d));
+  for (const auto& s : result.settings)
+    settings.push_back(
+        {{"setting", s.setting}, {"value", s.value}, {"rule", s.rule}, {"reason", s.reason}});
+  for (const auto& e : result.errors) errors.push_back({{"rule", e.rule}, {"message", e.message}});
+  return {{"set", set}, {"unset", unset}, {"settings", settings}, {"errors", errors}};
+}
+
+}  // namespace muster::daemon

@@ -1,0 +1,31 @@
+// musterd's router: one request line in, one reply line out (protocol.hpp), no I/O, nothing
+// thrown: a request it cannot serve gets an error reply naming what was wrong. The server's
+// sessions call it for every line; tests call it directly.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "common/gpu_policy.hpp"
+
+namespace muster::daemon {
+
+// What the router knows of its node: facts probed at start (or described in the config) and the
+// site's policy settings. Replaced as a whole on SIGHUP.
+struct node_context {
+  gpu_node_facts node;
+  gpu_site_policy site;
+};
+
+class router {
+ public:
+  explicit router(node_context context) : context_(std::move(context)) {}
+
+  // The reply to one request line (without its newline), itself without a newline.
+  std::string handle(std::string_view line) const;
+
+ private:
+  node_context context_;
+};
+
+}  // namespace muster::daemon
