@@ -12,13 +12,6 @@ namespace {
 
 using nlohmann::json;
 
-std::string error_reply(std::string_view code, std::string_view message) {
-  return json{{"version", kProtocolVersion},
-              {"ok", false},
-              {"error", {{"code", code}, {"message", message}}}}
-      .dump(-1, ' ', false, json::error_handler_t::replace);
-}
-
 std::string ok_reply(json fields) {
   fields["version"] = kProtocolVersion;
   fields["ok"] = true;
@@ -26,6 +19,13 @@ std::string ok_reply(json fields) {
 }
 
 }  // namespace
+
+std::string error_reply(std::string_view code, std::string_view message) {
+  return json{{"version", kProtocolVersion},
+              {"ok", false},
+              {"error", {{"code", code}, {"message", message}}}}
+      .dump(-1, ' ', false, json::error_handler_t::replace);
+}
 
 std::string router::handle(std::string_view line) const {
   if (line.size() > kMaxRequestBytes)

@@ -17,6 +17,9 @@ struct node_context {
   gpu_site_policy site;
 };
 
+// An error reply (protocol.hpp) with its stable code and one line for people.
+std::string error_reply(std::string_view code, std::string_view message);
+
 class router {
  public:
   explicit router(node_context context) : context_(std::move(context)) {}

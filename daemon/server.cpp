@@ -1,0 +1,144 @@
+// musterd's server: see server.hpp.
+#include "daemon/server.hpp"
+
+#include <grp.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <csignal>
+
+#include "common/error.hpp"
+#include "common/log.hpp"
+#include "daemon/session.hpp"
+#include "daemon/systemd_notify.hpp"
+
+namespace muster::daemon {
+
+namespace asio = boost::asio;
+using stream = asio::local::stream_protocol;
+
+namespace {
+
+// Whether a daemon answers on `path` now.
+bool someone_listens(const std::filesystem::path& path) {
+  asio::io_context io;
+  stream::socket probe(io);
+  boost::system::error_code ec;
+  probe.connect(stream::endpoint(path.string()), ec);
+  return !ec;
+}
+
+// Makes way for the socket: its directory exists, and a stale socket file of a dead daemon goes.
+void prepare_path(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
+  if (!std::filesystem::exists(path, ec)) return;
+  MUSTER_CHECK(std::filesystem::is_socket(path, ec), errc::config,
+               "{} exists and is not a socket: give musterd another --socket path, or remove the "
+               "file",
+               path.string());
+  MUSTER_CHECK(!someone_listens(path), errc::config,
+               "another musterd is already serving {}: stop it first (systemctl stop musterd), "
+               "or give this one another --socket path",
+               path.string());
+  std::filesystem::remove(path, ec);
+}
+
+void set_access(const server_options& o) {
+  const auto path = o.socket_path.string();
+  MUSTER_CHECK(::chmod(path.c_str(), o.mode) == 0, errc::io, "chmod {:o} {}: {}", o.mode, path,
+               std::strerror(errno));
+  if (o.group.empty()) return;
+  const ::group* g = ::getgrnam(o.group.c_str());
+  if (!g) {
+    log::get("daemon")->warn(
+        "group {} does not exist: {} keeps the daemon's group (create it "
+        "with groupadd --system {})",
+        o.group, path, o.group);
+    return;
+  }
+  MUSTER_CHECK(::chown(path.c_str(), static_cast<uid_t>(-1), g->gr_gid) == 0, errc::io,
+               "chown :{} {}: {}", o.group, path, std::strerror(errno));
+}
+
+peer credentials_of(stream::socket& s) {
+  ::ucred cred{};
+  ::socklen_t size = sizeof cred;
+  if (::getsockopt(s.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &size) != 0) return {};
+  return {cred.pid, cred.uid, cred.gid};
+}
+
+}  // namespace
+
+server::server(server_options options, std::shared_ptr<const router> first, reload_fn reload)
+    : options_(std::move(options)),
+      router_(std::move(first)),
+      reload_(std::move(reload)),
+      signals_(io_, SIGTERM, SIGINT, SIGHUP),
+      acceptor_(io_) {
+  prepare_path(options_.socket_path);
+  boost::system::error_code ec;
+  acceptor_.open(stream(), ec);
+  if (!ec) acceptor_.bind(stream::endpoint(options_.socket_path.string()), ec);
+  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  MUSTER_CHECK(!ec, errc::io, "musterd cannot listen on {}: {}", options_.socket_path.string(),
+               ec.message());
+  set_access(options_);
+}
+
+server::~server() {
+  std::error_code ec;
+  std::filesystem::remove(options_.socket_path, ec);
+}
+
+void server::run() {
+  accept();
+  wait_signal();
+  asio::steady_timer watchdog(io_);
+  std::function<void()> ping = [&] {
+    const auto interval = watchdog_interval();
+    if (!interval) return;
+    notify("WATCHDOG=1");
+    watchdog.expires_after(*interval);
+    watchdog.async_wait([&](const boost::system::error_code& ec) {
+      if (!ec) ping();
+    });
+  };
+  ping();
+  log::get("daemon")->info("listening on {}", options_.socket_path.string());
+  notify("READY=1");
+  io_.run();
+  notify("STOPPING=1");
+}
+
+void server::accept() {
+  acceptor_.async_accept([this](const boost::system::error_code& ec, stream::socket s) {
+    if (ec == asio::error::operation_aborted) return;
+    if (!ec) {
+      const auto who = credentials_of(s);
+      std::make_shared<session>(
+          std::move(s), who, [this] { return router_; }, options_.request_deadline)
+          ->start();
+    }
+    accept();
+  });
+}
+
+void server::wait_signal() {
+  signals_.async_wait([this](const boost::system::error_code& ec, int signal) {
+    if (ec) return;
+    if (signal == SIGHUP) {
+      if (auto next = reload_ ? reload_() : nullptr) {
+        router_ = std::move(next);
+        log::get("daemon")->info("SIGHUP: configuration reloaded");
+      }
+      wait_signal();
+      return;
+    }
+    log::get("daemon")->info("{}: stopping", strsignal(signal));
+    io_.stop();
+  });
+}
+
+}  // namespace muster::daemon

@@ -1,0 +1,271 @@
+// musterd started for real on a temporary socket: readiness through a real sd_notify socket,
+// env requests, malformed and oversize lines, slow and vanishing clients, many clients at once,
+// a second daemon on the same socket, and a clean stop on SIGTERM.
+#include <catch2/catch.hpp>
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <atomic>
+#include "daemon/protocol.hpp"
+
+#include "tests/support/subprocess.hpp"
+#include "tests/support/temp_dir.hpp"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::string kMusterd = std::string(MUSTER_BIN_DIR) + "/musterd";
+
+sockaddr_un address_of(const fs::path& path) {
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  const auto s = path.string();
+  REQUIRE(s.size() < sizeof a.sun_path);
+  std::copy(s.begin(), s.end(), a.sun_path);
+  return a;
+}
+
+// A client of the daemon: one connection, lines out, lines in.
+class client {
+ public:
+  explicit client(const fs::path& socket) : fd_(::socket(AF_UNIX, SOCK_STREAM, 0)) {
+    const auto a = address_of(socket);
+    REQUIRE(::connect(fd_, reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0);
+  }
+  ~client() { close(); }
+  void close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+  void send(const std::string& bytes) {
+    REQUIRE(::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) == ssize_t(bytes.size()));
+  }
+  // The next line, or "" when the daemon closed the connection first (or `wait` passed).
+  std::string line(std::chrono::milliseconds wait = 5000ms) {
+    const auto until = std::chrono::steady_clock::now() + wait;
+    while (true) {
+      if (auto nl = pending_.find('\n'); nl != std::string::npos) {
+        auto l = pending_.substr(0, nl);
+        pending_.erase(0, nl + 1);
+        return l;
+      }
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          until - std::chrono::steady_clock::now());
+      pollfd p{fd_, POLLIN, 0};
+      if (left.count() <= 0 || ::poll(&p, 1, int(left.count())) <= 0) return "";
+      char buf[4096];
+      const auto n = ::recv(fd_, buf, sizeof buf, 0);
+      if (n <= 0) return "";
+      pending_.append(buf, std::size_t(n));
+    }
+  }
+  json ask(const std::string& request) {
+    send(request + "\n");
+    const auto reply = line();
+    INFO(request);
+    REQUIRE(!reply.empty());
+    return json::parse(reply);
+  }
+  // Whether the daemon has closed this connection (reads nothing more within `wait`).
+  bool closed_by_daemon(std::chrono::milliseconds wait) {
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, int(wait.count())) <= 0) return false;
+    char c;
+    return ::recv(fd_, &c, 1, 0) <= 0;  // 0, or ECONNRESET when it left our bytes unread
+  }
+
+ private:
+  int fd_;
+  std::string pending_;
+};
+
+// A datagram socket standing in for systemd's NOTIFY_SOCKET.
+class notify_socket {
+ public:
+  explicit notify_socket(const fs::path& path)
+      : path_(path), fd_(::socket(AF_UNIX, SOCK_DGRAM, 0)) {
+    const auto a = address_of(path);
+    REQUIRE(::bind(fd_, reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0);
+  }
+  ~notify_socket() { ::close(fd_); }
+  // Datagrams until one contains `state`; false when none does within `wait`.
+  bool wait_for(const std::string& state, std::chrono::milliseconds wait = 10000ms) {
+    const auto until = std::chrono::steady_clock::now() + wait;
+    while (std::chrono::steady_clock::now() < until) {
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 100) <= 0) continue;
+      char buf[512];
+      const auto n = ::recv(fd_, buf, sizeof buf, 0);
+      if (n > 0 && std::string(buf, std::size_t(n)).find(state) != std::string::npos) return true;
+    }
+    return false;
+  }
+  std::string path() const { return path_.string(); }
+
+ private:
+  fs::path path_;
+  int fd_;
+};
+
+// musterd on a temporary socket, ready (READY=1 seen) when constructed, stopped at the end.
+struct running_daemon {
+  muster::test::temp_dir dir{"musterd"};
+  fs::path socket = dir / "run/musterd.sock";
+  notify_socket notify{dir / "notify"};
+  pid_t pid = -1;
+
+  explicit running_daemon(std::vector<std::string> extra = {}) {
+    std::vector<std::string> argv = {kMusterd, "--socket", socket.string()};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    muster::test::env_change env;
+    env.set["NOTIFY_SOCKET"] = notify.path();
+    pid = muster::test::spawn_logged(argv, env, dir / "musterd.log");
+    REQUIRE(notify.wait_for("READY=1"));
+  }
+  ~running_daemon() {
+    if (pid > 0) {
+      ::kill(pid, SIGTERM);
+      muster::test::wait_process(pid);
+    }
+  }
+  std::string log() const { return muster::test::read_file(dir / "musterd.log"); }
+};
+
+}  // namespace
+
+TEST_CASE("musterd tells systemd it is ready, answers env requests, and stops cleanly on SIGTERM",
+          "[musterd]") {
+  running_daemon d;
+  struct stat st {};
+  REQUIRE(::stat(d.socket.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0660);
+  client c(d.socket);
+  const auto reply = c.ask(R"({"version": 1, "request": "env", "job": {"tp": 2}})");
+  CHECK(reply["ok"] == true);
+  REQUIRE(reply["set"].size() >= 1);
+  CHECK(reply["set"][0]["variable"] == "CUDA_DEVICE_MAX_CONNECTIONS");
+  CHECK(reply["set"][0]["rule"] == "cuda-max-connections-tp-cp");
+  // the same connection serves the next request
+  CHECK(c.ask(R"({"version": 1, "request": "env"})")["ok"] == true);
+
+  ::kill(d.pid, SIGTERM);
+  const auto end = muster::test::wait_process(d.pid);
+  d.pid = -1;
+  CHECK(end.exit_code == 0);
+  CHECK(d.notify.wait_for("STOPPING=1"));
+  CHECK_FALSE(fs::exists(d.socket));
+  CHECK_THAT(d.log(), Catch::Contains("listening on " + d.socket.string()));
+}
+
+TEST_CASE("musterd answers a malformed line with an error and keeps the connection", "[musterd]") {
+  running_daemon d;
+  client c(d.socket);
+  auto reply = c.ask("{this is not json");
+  CHECK(reply["ok"] == false);
+  CHECK(reply["error"]["code"] == "bad_json");
+  reply = c.ask(R"({"version": 7, "request": "env"})");
+  CHECK(reply["error"]["code"] == "unsupported_version");
+  CHECK(c.ask(R"({"version": 1, "request": "env"})")["ok"] == true);
+}
+
+TEST_CASE("musterd refuses an oversize line, says so, and closes that connection only",
+          "[musterd]") {
+  running_daemon d;
+  client big(d.socket);
+  big.send(std::string(muster::daemon::kMaxRequestBytes + 100, 'x'));  // no newline needed
+  const auto reply = json::parse(big.line());
+  CHECK(reply["error"]["code"] == "too_large");
+  CHECK(big.closed_by_daemon(2000ms));
+  client next(d.socket);
+  CHECK(next.ask(R"({"version": 1, "request": "env"})")["ok"] == true);
+}
+
+TEST_CASE(
+    "musterd closes a client that sends no full line within the deadline, and serves "
+    "others meanwhile",
+    "[musterd]") {
+  running_daemon d({"--request-timeout-ms", "300"});
+  client slow(d.socket);
+  slow.send(R"({"version": 1, "req)");
+  client quick(d.socket);
+  CHECK(quick.ask(R"({"version": 1, "request": "env"})")["ok"] == true);
+  CHECK(slow.closed_by_daemon(3000ms));
+}
+
+TEST_CASE("a client that goes away mid-request does not disturb musterd", "[musterd]") {
+  running_daemon d;
+  for (int i = 0; i < 20; ++i) {
+    client gone(d.socket);
+    gone.send(R"({"version": 1, "request": "env", "job": {"tp":)");
+    gone.close();
+  }
+  {
+    client asked_and_gone(d.socket);  // sends a whole request and leaves before the reply
+    asked_and_gone.send(std::string(R"({"version": 1, "request": "env"})") + "\n");
+  }
+  client c(d.socket);
+  CHECK(c.ask(R"({"version": 1, "request": "env"})")["ok"] == true);
+}
+
+TEST_CASE("musterd serves many clients at once", "[musterd]") {
+  running_daemon d;
+  std::vector<std::thread> clients;
+  std::atomic<int> answered{0};
+  for (int t = 0; t < 16; ++t)
+    clients.emplace_back([&] {
+      client c(d.socket);
+      for (int i = 0; i < 50; ++i) {
+        c.send(std::string(R"({"version": 1, "request": "env", "job": {"cp": 2}})") + "\n");
+        const auto reply = json::parse(c.line(), nullptr, false);
+        if (reply.is_object() && reply["ok"] == true) ++answered;
+      }
+    });
+  for (auto& t : clients) t.join();
+  CHECK(answered == 16 * 50);
+}
+
+TEST_CASE("a second musterd on a served socket is refused, naming the path and the fix",
+          "[musterd]") {
+  running_daemon d;
+  const auto second = muster::test::run_process({kMusterd, "--socket", d.socket.string()});
+  CHECK(second.exit_code == 2);
+  CHECK_THAT(second.err,
+             Catch::Contains("another musterd is already serving " + d.socket.string()));
+  CHECK(client(d.socket).ask(R"({"version": 1, "request": "env"})")["ok"] == true);
+}
+
+TEST_CASE("musterd replaces the stale socket file of a daemon that died", "[musterd]") {
+  muster::test::temp_dir dir("musterd");
+  const auto socket = dir / "musterd.sock";
+  {
+    // a socket file nobody listens on, as a killed daemon leaves it
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    const auto a = address_of(socket);
+    REQUIRE(::bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0);
+    ::close(fd);
+  }
+  REQUIRE(fs::exists(socket));
+  notify_socket notify(dir / "notify");
+  muster::test::env_change env;
+  env.set["NOTIFY_SOCKET"] = notify.path();
+  const pid_t pid =
+      muster::test::spawn_logged({kMusterd, "--socket", socket.string()}, env, dir / "log");
+  REQUIRE(notify.wait_for("READY=1"));
+  CHECK(client(socket).ask(R"({"version": 1, "request": "env"})")["ok"] == true);
+  ::kill(pid, SIGTERM);
+  CHECK(muster::test::wait_process(pid).exit_code == 0);
+}
