@@ -1,25 +1,56 @@
-// musterd: the node daemon. main() only wires the parts together: options, the node's facts,
-// the router, the server; errors become one line on stderr and exit code 2 (bad input) or 1.
+// musterd: the node daemon. main() only wires the parts together: the configuration (with the
+// command line's overrides), the router over the node's facts, the server; errors become one
+// line on stderr and exit code 2 (bad options, configuration or socket path) or 1.
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <optional>
 
 #include "common/error.hpp"
 #include "common/log.hpp"
-#include "common/node_network.hpp"
+#include "daemon/daemon_config.hpp"
 #include "daemon/server.hpp"
 #include "muster/version.hpp"
 
 namespace {
 
-// What musterd knows of its node at start. GPUs come from NVML (not built yet: none here).
-muster::daemon::node_context probe_node() {
-  muster::daemon::node_context c;
-  auto network = muster::probe_node_network();
-  c.node.interfaces = std::move(network.interfaces);
-  c.node.ib_hcas = std::move(network.ib_hcas);
-  return c;
+using namespace muster::daemon;
+
+// The command line's overrides of the configuration's [daemon] section.
+struct overrides {
+  std::optional<std::string> socket, mode, group;
+  std::optional<int> request_timeout_ms;
+  void apply(daemon_config& c) const {
+    if (socket) c.daemon.socket = *socket;
+    if (mode) c.daemon.mode = *mode;
+    if (group) c.daemon.group = *group;
+    if (request_timeout_ms) c.daemon.request_timeout_ms = *request_timeout_ms;
+  }
+};
+
+int serve(const std::string& config_file, bool required, const overrides& given) {
+  const auto adjust = [&given](daemon_config& c) { given.apply(c); };
+  const auto config = load_daemon_config(config_file, required, adjust);
+  server_options options;
+  options.socket_path = config.daemon.socket;
+  options.mode = socket_mode(config);
+  options.group = config.daemon.group;
+  options.request_deadline = std::chrono::milliseconds(config.daemon.request_timeout_ms);
+  // SIGHUP: the file again; a bad one keeps what runs ([daemon] changes need a restart)
+  auto reload = [&]() -> std::shared_ptr<const router> {
+    try {
+      auto next = load_daemon_config(config_file, required, adjust);
+      return std::make_shared<const router>(node_context_of(next));
+    } catch (const std::exception& e) {
+      muster::log::get("daemon")->warn("SIGHUP: {} not loaded, the running configuration stays: {}",
+                                       config_file, e.what());
+      return nullptr;
+    }
+  };
+  server s(options, std::make_shared<const router>(node_context_of(config)), reload);
+  s.run();
+  return 0;
 }
 
 }  // namespace
@@ -27,33 +58,33 @@ muster::daemon::node_context probe_node() {
 int main(int argc, char** argv) {
   CLI::App app{
       "musterd: muster's node daemon (GPU environment policy, preflight, node records)\n"
-      "exit codes: 0 stopped by SIGTERM/SIGINT, 1 failed, 2 bad options or socket path",
+      "exit codes: 0 stopped by SIGTERM/SIGINT (or --check-config passed), 1 failed, "
+      "2 bad options, configuration or socket path",
       "musterd"};
   app.set_version_flag("--version",
                        fmt::format("musterd {} (git {})", muster::kVersion, muster::kGitCommit));
-  muster::daemon::server_options options;
-  std::string socket = options.socket_path.string(), mode = "0660";
-  int deadline_ms = static_cast<int>(options.request_deadline.count());
-  app.add_option("--socket", socket, "the unix socket to serve")->capture_default_str();
-  app.add_option("--mode", mode, "the socket file's mode, octal")->capture_default_str();
-  app.add_option("--group", options.group, "the socket file's group (e.g. muster)");
-  app.add_option("--request-timeout-ms", deadline_ms,
-                 "how long a client may take to send a full request line")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 3'600'000));
+  std::string config_file = kDefaultConfig;
+  bool check_only = false;
+  overrides given;
+  auto* config_opt =
+      app.add_option("--config", config_file, "the configuration file")->capture_default_str();
+  app.add_flag("--check-config", check_only, "load and check the configuration, print it, exit");
+  app.add_option("--socket", given.socket, "overrides daemon.socket");
+  app.add_option("--mode", given.mode, "overrides daemon.mode (octal)");
+  app.add_option("--group", given.group, "overrides daemon.group");
+  app.add_option("--request-timeout-ms", given.request_timeout_ms,
+                 "overrides daemon.request_timeout_ms");
   CLI11_PARSE(app, argc, argv);
+  // the default file may be absent (the defaults then); a file named on the command line may not
+  const bool required = config_opt->count() > 0;
   try {
     muster::log::setup();
-    options.socket_path = socket;
-    std::size_t used = 0;
-    options.mode = static_cast<unsigned>(std::stoul(mode, &used, 8));
-    MUSTER_CHECK(used == mode.size() && options.mode <= 0777, muster::errc::invalid_input,
-                 "--mode {}: expected an octal file mode such as 0660", mode);
-    options.request_deadline = std::chrono::milliseconds(deadline_ms);
-    auto first = std::make_shared<const muster::daemon::router>(probe_node());
-    muster::daemon::server server(options, std::move(first), nullptr);
-    server.run();
-    return 0;
+    if (check_only) {
+      fmt::print("{}", to_toml(load_daemon_config(config_file, required,
+                                                  [&given](daemon_config& c) { given.apply(c); })));
+      return 0;
+    }
+    return serve(config_file, required, given);
   } catch (const muster::error& e) {
     fmt::print(stderr, "musterd: {}\n", e.what());
     const bool bad_input =
@@ -61,6 +92,6 @@ int main(int argc, char** argv) {
     return bad_input ? 2 : 1;
   } catch (const std::exception& e) {
     fmt::print(stderr, "musterd: {}\n", e.what());
-    return e.what() == std::string_view("stoul") ? 2 : 1;
+    return 1;
   }
 }

@@ -128,7 +128,11 @@ struct running_daemon {
   notify_socket notify{dir / "notify"};
   pid_t pid = -1;
 
-  explicit running_daemon(std::vector<std::string> extra = {}) {
+  explicit running_daemon(std::vector<std::string> extra = {}, const std::string& config = "") {
+    if (!config.empty()) {
+      muster::test::write_file(dir / "musterd.toml", config);
+      extra.insert(extra.end(), {"--config", (dir / "musterd.toml").string()});
+    }
     std::vector<std::string> argv = {kMusterd, "--socket", socket.string()};
     argv.insert(argv.end(), extra.begin(), extra.end());
     muster::test::env_change env;
@@ -268,4 +272,90 @@ TEST_CASE("musterd replaces the stale socket file of a daemon that died", "[must
   CHECK(client(socket).ask(R"({"version": 1, "request": "env"})")["ok"] == true);
   ::kill(pid, SIGTERM);
   CHECK(muster::test::wait_process(pid).exit_code == 0);
+}
+
+namespace {
+
+// The value musterd sets `variable` to for a plain GPU job, "" when it sets none.
+std::string set_value(client& c, const std::string& variable) {
+  const auto reply = c.ask(R"({"version": 1, "request": "env"})");
+  for (const auto& d : reply["set"])
+    if (d["variable"] == variable) return d["value"];
+  return "";
+}
+
+const char* kGpuNode = R"([node]
+gpus = 8
+compute_major = 9
+interfaces = ["eth0", "ib0"]
+ib_hcas = ["mlx5_0"]
+)";
+
+}  // namespace
+
+TEST_CASE("musterd takes the node's facts and the site's policy from its configuration",
+          "[musterd]") {
+  running_daemon d({}, std::string(kGpuNode) + "[policy]\nnvls_off = true\ntrace_buffer = 64\n");
+  client c(d.socket);
+  CHECK(set_value(c, "NCCL_SOCKET_IFNAME") == "=eth0,ib0");
+  CHECK(set_value(c, "NCCL_IB_HCA") == "=mlx5_0");
+  CHECK(set_value(c, "NCCL_NVLS_ENABLE") == "0");
+  CHECK(set_value(c, "TORCH_NCCL_TRACE_BUFFER_SIZE") == "64");
+}
+
+TEST_CASE("SIGHUP reloads a good configuration and keeps the running one over a bad file",
+          "[musterd]") {
+  running_daemon d({}, kGpuNode);
+  client c(d.socket);
+  REQUIRE(set_value(c, "NCCL_NVLS_ENABLE").empty());
+  muster::test::write_file(d.dir / "musterd.toml",
+                           std::string(kGpuNode) + "[policy]\nnvls_off = true\n");
+  ::kill(d.pid, SIGHUP);
+  auto until = std::chrono::steady_clock::now() + 10s;
+  while (set_value(c, "NCCL_NVLS_ENABLE") != "0" && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(20ms);
+  CHECK(set_value(c, "NCCL_NVLS_ENABLE") == "0");
+
+  muster::test::write_file(d.dir / "musterd.toml", "[policy]\nnvls_off = maybe\n");
+  ::kill(d.pid, SIGHUP);
+  until = std::chrono::steady_clock::now() + 10s;
+  while (d.log().find("not loaded, the running configuration stays") == std::string::npos &&
+         std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(20ms);
+  CHECK_THAT(d.log(), Catch::Contains("musterd.toml:2:"));  // the bad line, named
+  CHECK(set_value(c, "NCCL_NVLS_ENABLE") == "0");           // still the good configuration
+  CHECK(set_value(c, "NCCL_SOCKET_IFNAME") == "=eth0,ib0");
+}
+
+TEST_CASE("musterd --check-config prints the configuration, or names the bad line", "[musterd]") {
+  muster::test::temp_dir dir("musterd");
+  muster::test::write_file(dir / "good.toml", "[policy]\ntrace_buffer = 10\n");
+  auto good = muster::test::run_process({kMusterd, "--config", (dir / "good.toml").string(),
+                                         "--check-config", "--socket", "/tmp/x.sock"});
+  CHECK(good.exit_code == 0);
+  CHECK_THAT(good.out, Catch::Contains("trace_buffer = 10\n"));
+  CHECK_THAT(good.out, Catch::Contains("socket = \"/tmp/x.sock\""));
+  muster::test::write_file(dir / "bad.toml", "[daemon]\nmode = \"rw\"\n");
+  auto bad = muster::test::run_process(
+      {kMusterd, "--config", (dir / "bad.toml").string(), "--check-config"});
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.err, Catch::Contains("daemon.mode: \"rw\" is not an octal file mode"));
+  auto missing = muster::test::run_process(
+      {kMusterd, "--config", (dir / "none.toml").string(), "--check-config"});
+  CHECK(missing.exit_code == 2);
+  CHECK_THAT(missing.err, Catch::Contains("none.toml"));
+}
+
+TEST_CASE("etc/musterd.toml holds every key at its default", "[musterd]") {
+  const auto example = muster::test::read_file(fs::path(MUSTER_SOURCE_DIR) / "etc/musterd.toml");
+  const auto defaults = muster::test::run_process(
+      {kMusterd, "--config", std::string(MUSTER_SOURCE_DIR) + "/etc/musterd.toml",
+       "--check-config"});
+  REQUIRE(defaults.exit_code == 0);
+  CHECK_THAT(example, Catch::Contains(defaults.out));
+  muster::test::temp_dir dir("musterd");
+  muster::test::write_file(dir / "empty.toml", "");
+  const auto builtin = muster::test::run_process(
+      {kMusterd, "--config", (dir / "empty.toml").string(), "--check-config"});
+  CHECK(builtin.out == defaults.out);
 }

@@ -1,0 +1,104 @@
+// musterd's configuration: see daemon_config.hpp.
+#include "daemon/daemon_config.hpp"
+
+#include <fmt/format.h>
+
+#include "common/config_load.hpp"
+#include "common/error.hpp"
+#include "common/node_network.hpp"
+
+namespace muster::daemon {
+namespace {
+
+#define FIELD(member, key, doc) MUSTER_CONFIG_FIELD(daemon_config, member, key, doc)
+const config::field<daemon_config> kSchema[] = {
+    FIELD(daemon.socket, "daemon.socket", "the unix socket musterd serves"),
+    FIELD(daemon.mode, "daemon.mode", "the socket file's mode, octal"),
+    FIELD(daemon.group, "daemon.group",
+          "the socket file's group: its members may ask for job-step environments"),
+    FIELD(daemon.request_timeout_ms, "daemon.request_timeout_ms",
+          "how long a client may take to send a full request line, in milliseconds"),
+    FIELD(daemon.state_dir, "daemon.state_dir", "where the node store (musterd.db) lives"),
+    FIELD(policy.nvls_off, "policy.nvls_off",
+          "turn NVLink SHARP off for every job step (NCCL_NVLS_ENABLE=0)"),
+    FIELD(policy.trace_buffer, "policy.trace_buffer",
+          "collectives each rank keeps for the NCCL flight-recorder dump"),
+    FIELD(node.gpus, "node.gpus", "GPUs on this node; -1 probes them (NVML)"),
+    FIELD(node.compute_major, "node.compute_major",
+          "the GPUs' compute capability major (9 Hopper, 10 Blackwell); 0 probes it"),
+    FIELD(node.interfaces, "node.interfaces",
+          "network interfaces NCCL may use; empty probes those up in /sys/class/net"),
+    FIELD(node.ib_hcas, "node.ib_hcas",
+          "InfiniBand/RoCE HCAs NCCL may use; empty probes those active in /sys/class/infiniband"),
+};
+#undef FIELD
+
+void validate(const daemon_config& c, const config::sources& where) {
+  using config::place_of;
+  (void)socket_mode(c);
+  MUSTER_CHECK(!c.daemon.socket.empty(), errc::config,
+               "{}: daemon.socket: empty; give a path "
+               "such as \"/run/muster/musterd.sock\"",
+               place_of(where, "daemon.socket"));
+  MUSTER_CHECK(c.daemon.request_timeout_ms >= 1 && c.daemon.request_timeout_ms <= 3'600'000,
+               errc::config, "{}: daemon.request_timeout_ms: {} is not between 1 and 3600000",
+               place_of(where, "daemon.request_timeout_ms"), c.daemon.request_timeout_ms);
+  MUSTER_CHECK(c.policy.trace_buffer >= 0, errc::config,
+               "{}: policy.trace_buffer: {} is negative; 2000 is the usual value",
+               place_of(where, "policy.trace_buffer"), c.policy.trace_buffer);
+  MUSTER_CHECK(c.node.gpus >= -1, errc::config, "{}: node.gpus: {}; use -1 to probe, or 0 and up",
+               place_of(where, "node.gpus"), c.node.gpus);
+  MUSTER_CHECK(c.node.compute_major >= 0, errc::config,
+               "{}: node.compute_major: {}; use 0 to probe, or 7 and up",
+               place_of(where, "node.compute_major"), c.node.compute_major);
+}
+
+}  // namespace
+
+std::span<const config::field<daemon_config>> daemon_config_schema() {
+  return kSchema;
+}
+
+unsigned socket_mode(const daemon_config& c) {
+  const auto& mode = c.daemon.mode;
+  const bool octal =
+      !mode.empty() && mode.size() <= 4 && mode.find_first_not_of("01234567") == std::string::npos;
+  MUSTER_CHECK(octal, errc::config, "daemon.mode: \"{}\" is not an octal file mode; use \"0660\"",
+               mode);
+  return static_cast<unsigned>(std::stoul(mode, nullptr, 8));
+}
+
+daemon_config load_daemon_config(const std::filesystem::path& file, bool required,
+                                 const std::function<void(daemon_config&)>& adjust) {
+  daemon_config c;
+  config::sources where;
+  auto fields = config::bind_fields(c, daemon_config_schema());
+  std::error_code ec;
+  if (required || std::filesystem::exists(file, ec)) config::load_file(file, fields, where);
+  if (adjust) adjust(c);
+  validate(c, where);
+  return c;
+}
+
+node_context node_context_of(const daemon_config& c) {
+  node_context n;
+  n.node.gpus = std::max(c.node.gpus, 0);  // NVML probing comes later: none found until then
+  n.node.compute_major = c.node.compute_major;
+  n.node.interfaces = c.node.interfaces;
+  n.node.ib_hcas = c.node.ib_hcas;
+  if (n.node.interfaces.empty() || n.node.ib_hcas.empty()) {
+    auto probed = probe_node_network();
+    if (n.node.interfaces.empty()) n.node.interfaces = std::move(probed.interfaces);
+    if (n.node.ib_hcas.empty()) n.node.ib_hcas = std::move(probed.ib_hcas);
+  }
+  n.site.nvls_off = c.policy.nvls_off;
+  n.site.trace_buffer = c.policy.trace_buffer;
+  return n;
+}
+
+std::string to_toml(const daemon_config& c) {
+  daemon_config copy = c;
+  return config::to_toml(config::bind_fields(copy, daemon_config_schema()), true);
+}
+
+}  // namespace muster::daemon
