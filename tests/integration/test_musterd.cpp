@@ -359,3 +359,27 @@ TEST_CASE("etc/musterd.toml holds every key at its default", "[musterd]") {
       {kMusterd, "--config", (dir / "empty.toml").string(), "--check-config"});
   CHECK(builtin.out == defaults.out);
 }
+
+TEST_CASE("etc/systemd/musterd.service passes systemd-analyze verify", "[musterd]") {
+  if (::access("/usr/bin/systemd-analyze", X_OK) != 0) {
+    WARN("SKIPPED: systemd-analyze is not installed");
+    return;
+  }
+  // the unit as installed, with ExecStart on this build's musterd (verify checks it exists)
+  auto unit = muster::test::read_file(fs::path(MUSTER_SOURCE_DIR) / "etc/systemd/musterd.service");
+  const std::string installed = "/usr/bin/musterd";
+  REQUIRE(unit.find("ExecStart=" + installed) != std::string::npos);
+  unit.replace(unit.find(installed), installed.size(), kMusterd);
+  for (const char* key : {"Type=notify", "WatchdogSec=", "RuntimeDirectory=muster",
+                          "StateDirectory=muster", "Restart=on-failure", "ExecReload="})
+    CHECK_THAT(unit, Catch::Contains(key));
+  CHECK_THAT(unit, !Catch::Contains("\nPrivateDevices="));  // it must see /dev/nvidia*
+  muster::test::temp_dir dir("musterd");
+  muster::test::write_file(dir / "musterd.service", unit);
+  // --man=no: the man page comes with the packages (issue 10)
+  const auto verify = muster::test::run_process(
+      {"/usr/bin/systemd-analyze", "verify", "--man=no", (dir / "musterd.service").string()});
+  INFO(verify.err);
+  CHECK(verify.exit_code == 0);
+  CHECK(verify.err.find("musterd.service") == std::string::npos);  // no complaint about it
+}
