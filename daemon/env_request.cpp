@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "daemon/json_text.hpp"
 #include "daemon/router.hpp"
 
 namespace muster::daemon {
@@ -62,12 +63,6 @@ void read(const json& object, const char* key, const char* where, std::string& o
   }
 }
 
-json decision_json(const gpu_policy_decision& d) {
-  json j = {{"variable", d.variable}, {"rule", d.rule}, {"reason", d.reason}};
-  if (d.value) j["value"] = *d.value;
-  return j;
-}
-
 }  // namespace
 
 gpu_policy_input parse_env_request(const json& request, const node_context& node) {
@@ -110,14 +105,61 @@ gpu_policy_input parse_env_request(const json& request, const node_context& node
   return in;
 }
 
-json env_reply(const gpu_policy_result& result) {
-  json set = json::array(), unset = json::array(), settings = json::array(), errors = json::array();
-  for (const auto& d : result.env) (d.value ? set : unset).push_back(decision_json(d));
-  for (const auto& s : result.settings)
-    settings.push_back(
-        {{"setting", s.setting}, {"value", s.value}, {"rule", s.rule}, {"reason", s.reason}});
-  for (const auto& e : result.errors) errors.push_back({{"rule", e.rule}, {"message", e.message}});
-  return {{"set", set}, {"unset", unset}, {"settings", settings}, {"errors", errors}};
+std::string env_reply(const gpu_policy_result& result) {
+  std::string out;
+  out.reserve(2048);
+  // one list: its items, each an object of the fields `write` appends
+  auto list = [&out](std::string_view key, const auto& items, auto write) {
+    append_json_string(out, key);
+    out += ":[";
+    bool first = true;
+    for (const auto& item : items) {
+      if (!write(item, first)) continue;
+      out += '}';
+      first = false;
+    }
+    out += ']';
+  };
+  auto decisions = [&](bool with_value) {
+    return [&out, with_value](const gpu_policy_decision& d, bool first) {
+      if (d.value.has_value() != with_value) return false;
+      out += first ? "{" : ",{";
+      append_json_field(out, "variable", d.variable);
+      if (d.value) {
+        out += ',';
+        append_json_field(out, "value", *d.value);
+      }
+      out += ',';
+      append_json_field(out, "rule", d.rule);
+      out += ',';
+      append_json_field(out, "reason", d.reason);
+      return true;
+    };
+  };
+  list("set", result.env, decisions(true));
+  out += ',';
+  list("unset", result.env, decisions(false));
+  out += ',';
+  list("settings", result.settings, [&out](const gpu_policy_setting& s, bool first) {
+    out += first ? "{" : ",{";
+    append_json_field(out, "setting", s.setting);
+    out += ',';
+    append_json_field(out, "value", s.value);
+    out += ',';
+    append_json_field(out, "rule", s.rule);
+    out += ',';
+    append_json_field(out, "reason", s.reason);
+    return true;
+  });
+  out += ',';
+  list("errors", result.errors, [&out](const gpu_policy_error& e, bool first) {
+    out += first ? "{" : ",{";
+    append_json_field(out, "rule", e.rule);
+    out += ',';
+    append_json_field(out, "message", e.message);
+    return true;
+  });
+  return out;
 }
 
 }  // namespace muster::daemon

@@ -34,7 +34,8 @@ struct bad_request : std::runtime_error {
 // The policy input of an `env` request on this node.
 gpu_policy_input parse_env_request(const nlohmann::json& request, const node_context& node);
 
-// The reply's fields for a policy result.
-nlohmann::json env_reply(const gpu_policy_result& result);
+// The reply's fields for a policy result, as JSON object members: "set":[...],"unset":[...],
+// "settings":[...],"errors":[...].
+std::string env_reply(const gpu_policy_result& result);
 
 }  // namespace muster::daemon

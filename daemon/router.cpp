@@ -12,10 +12,9 @@ namespace {
 
 using nlohmann::json;
 
-std::string ok_reply(json fields) {
-  fields["version"] = kProtocolVersion;
-  fields["ok"] = true;
-  return fields.dump(-1, ' ', false, json::error_handler_t::replace);
+// {"version":1,"ok":true,<fields>}
+std::string ok_reply(const std::string& fields) {
+  return fmt::format(R"({{"version":{},"ok":true,{}}})", kProtocolVersion, fields);
 }
 
 }  // namespace

@@ -174,3 +174,15 @@ TEST_CASE("the router survives random and mutated request lines", "[router]") {
     REQUIRE(reply["ok"].is_boolean());
   }
 }
+
+TEST_CASE(
+    "user values with quotes, backslashes and control characters come back intact in "
+    "the reply",
+    "[router]") {
+  const auto reply = ask(gpu_node(), R"({"version": 1, "request": "env",
+      "env": {"CUDA_DEVICE_ORDER": "odd \"order\" \\ with\ttab\nand é"}})");
+  const auto* order = find_variable(reply["set"], "CUDA_DEVICE_ORDER");
+  REQUIRE(order);
+  CHECK_THAT((*order)["reason"].get<std::string>(),
+             Catch::EndsWith("; was odd \"order\" \\ with\ttab\nand é"));
+}
