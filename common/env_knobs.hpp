@@ -17,10 +17,15 @@ struct env_knob {
 };
 
 inline constexpr std::string_view kEnvLogLevel = "MUSTER_LOG_LEVEL";
+inline constexpr std::string_view kEnvDaemonSocket = "MUSTER_DAEMON_SOCKET";
 
 inline constexpr env_knob kEnvKnobs[] = {
-    {kEnvLogLevel, "level of every muster logger (trace, debug, info, warn, error, critical, off); "
-                   "wins over log.level in the config"},
+    {kEnvLogLevel,
+     "level of every muster logger (trace, debug, info, warn, error, critical, off); "
+     "wins over log.level in the config"},
+    {kEnvDaemonSocket,
+     "the socket of this node's musterd the launcher asks for the GPU "
+     "environment (default /run/muster/musterd.sock; empty: never ask)"},
 };
 
 // The value of an environment variable, or nullopt when unset. An empty value counts as set.

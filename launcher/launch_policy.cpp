@@ -1,8 +1,10 @@
 // The GPU environment policy in the launcher: see launch_policy.hpp.
 #include "launcher/launch_policy.hpp"
 
+#include "common/env_knobs.hpp"
 #include "common/log.hpp"
 #include "common/node_network.hpp"
+#include "launcher/daemon_client.hpp"
 
 namespace muster::launcher {
 
@@ -22,7 +24,25 @@ std::vector<gpu_policy_decision> decide_launch_policy(const job_config& config,
     in.node.ib_hcas = std::move(network.ib_hcas);
   }
   in.env = env;
-  const auto result = decide_gpu_policy(in);
+  // this node's musterd when one answers (the site's policy and the node's facts), else the
+  // same library here
+  std::optional<gpu_policy_result> answered;
+  if (const auto socket = daemon_socket()) {
+    auto answer = ask_daemon_env(*socket, in, std::chrono::milliseconds(2000));
+    // a daemon is expected where its socket was named or its directory exists (the unit keeps
+    // /run/muster while musterd is stopped); a machine without musterd only logs at debug
+    std::error_code ec;
+    const bool expected = env_value(kEnvDaemonSocket).has_value() ||
+                          std::filesystem::exists(socket->parent_path(), ec);
+    if (answer.result)
+      log::get("launcher")->debug("GPU environment from musterd on {}", socket->string());
+    else
+      log::get("launcher")
+          ->log(expected ? spdlog::level::warn : spdlog::level::debug,
+                "{}: the GPU environment policy is applied in-process", answer.why_not);
+    answered = std::move(answer.result);
+  }
+  const auto result = answered ? std::move(*answered) : decide_gpu_policy(in);
   for (const auto& s : result.settings)
     log::get("launcher")->warn("{}: {} = {}: {}", s.rule, s.setting, s.value, s.reason);
   return require_gpu_policy(result);

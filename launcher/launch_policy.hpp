@@ -1,8 +1,8 @@
-// The GPU environment policy as the launcher applies it in-process (common/gpu_policy.hpp; the
-// node daemon serves the same library): the inputs from the job file, its layout and this node
-// (its GPUs, and its interfaces and HCAs from sysfs),
-// the settings it overrides logged as warnings, a refused combination thrown before any worker
-// starts.
+// The GPU environment policy of a job's workers: asked of this node's musterd
+// (launcher/daemon_client.hpp), else applied in-process with a warning (common/gpu_policy.hpp,
+// the library the daemon serves). The inputs come from the job file, its layout and this node
+// (its GPUs, and its interfaces and HCAs from sysfs); the settings it overrides are logged as
+// warnings; a refused combination is thrown before any worker starts.
 #pragma once
 
 #include <vector>

@@ -19,6 +19,7 @@
 #include <atomic>
 #include "daemon/protocol.hpp"
 
+#include "tests/support/launch_output.hpp"
 #include "tests/support/subprocess.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -382,4 +383,37 @@ TEST_CASE("etc/systemd/musterd.service passes systemd-analyze verify", "[musterd
   INFO(verify.err);
   CHECK(verify.exit_code == 0);
   CHECK(verify.err.find("musterd.service") == std::string::npos);  // no complaint about it
+}
+
+TEST_CASE(
+    "muster run takes its workers' GPU environment from musterd, and applies the policy "
+    "itself with a warning when no daemon answers",
+    "[musterd]") {
+  const std::string muster = std::string(MUSTER_BIN_DIR) + "/muster";
+  running_daemon d({}, kGpuNode);  // the daemon knows this node as an 8-GPU one
+  muster::test::temp_dir runs("musterd-runs");
+  muster::test::env_change env;
+  env.set["MUSTER_DAEMON_SOCKET"] = d.socket.string();
+  auto asked =
+      muster::test::run_process({muster, "run", "launch.runs_dir=" + (runs / "asked").string(),
+                                 "launch.nproc=1", "parallel.tensor=1", "--", "/usr/bin/env"},
+                                env);
+  REQUIRE(asked.exit_code == 0);
+  const auto log =
+      muster::test::read_file(muster::test::only_run_dir(runs / "asked") / "logs" / "rank-0.log");
+  CHECK_THAT(log, Catch::Contains("CUDA_DEVICE_ORDER=PCI_BUS_ID\n"));
+  CHECK_THAT(log, Catch::Contains("NCCL_SOCKET_IFNAME==eth0,ib0\n"));
+  CHECK_THAT(asked.err, !Catch::Contains("applied in-process"));
+
+  env.set["MUSTER_DAEMON_SOCKET"] = (d.dir / "nobody.sock").string();
+  auto alone =
+      muster::test::run_process({muster, "run", "launch.runs_dir=" + (runs / "alone").string(),
+                                 "launch.nproc=1", "--", "/usr/bin/env"},
+                                env);
+  REQUIRE(alone.exit_code == 0);
+  CHECK_THAT(alone.err, Catch::Contains("no musterd on " + (d.dir / "nobody.sock").string()));
+  CHECK_THAT(alone.err, Catch::Contains("the GPU environment policy is applied in-process"));
+  const auto alone_log =
+      muster::test::read_file(muster::test::only_run_dir(runs / "alone") / "logs" / "rank-0.log");
+  CHECK_THAT(alone_log, !Catch::Contains("CUDA_DEVICE_ORDER="));  // no GPUs here
 }

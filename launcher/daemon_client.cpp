@@ -1,0 +1,123 @@
+// Asking musterd for the GPU environment: see daemon_client.hpp.
+#include "launcher/daemon_client.hpp"
+
+#include <fmt/format.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "common/env_knobs.hpp"
+
+namespace muster::launcher {
+namespace {
+
+using nlohmann::json;
+using clock_type = std::chrono::steady_clock;
+
+// The descriptor closes with the scope.
+struct fd_guard {
+  int fd;
+  ~fd_guard() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+json request_of(const gpu_policy_input& in) {
+  return {{"version", 1},
+          {"request", "env"},
+          {"job",
+           {{"tp", in.tp},
+            {"cp", in.cp},
+            {"ep", in.ep},
+            {"sharding", in.sharding},
+            {"torch_version", in.torch_version},
+            {"memory_tight", in.memory_tight},
+            {"dump_dir", in.dump_dir},
+            {"features",
+             {{"nccl_ub", in.nccl_ub},
+              {"fsdp_double_buffer", in.fsdp_double_buffer},
+              {"tp_comm_overlap", in.tp_comm_overlap},
+              {"ep_comm_overlap", in.ep_comm_overlap},
+              {"expandable_segments", in.expandable_segments},
+              {"cuda_graphs", in.cuda_graphs}}}}},
+          {"env", in.env}};
+}
+
+gpu_policy_result result_of(const json& reply) {
+  gpu_policy_result r;
+  for (const auto& d : reply.at("set"))
+    r.env.push_back(
+        {d.at("rule"), d.at("variable"), d.at("value").get<std::string>(), d.at("reason")});
+  for (const auto& d : reply.at("unset"))
+    r.env.push_back({d.at("rule"), d.at("variable"), std::nullopt, d.at("reason")});
+  for (const auto& s : reply.at("settings"))
+    r.settings.push_back({s.at("rule"), s.at("setting"), s.at("value"), s.at("reason")});
+  for (const auto& e : reply.at("errors")) r.errors.push_back({e.at("rule"), e.at("message")});
+  return r;
+}
+
+// Waits for `events` on fd until `deadline`; false on timeout.
+bool wait_for(int fd, short events, clock_type::time_point deadline) {
+  const auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now());
+  pollfd p{fd, events, 0};
+  return left.count() > 0 && ::poll(&p, 1, static_cast<int>(left.count())) > 0;
+}
+
+}  // namespace
+
+std::optional<std::filesystem::path> daemon_socket() {
+  const auto set = env_value(kEnvDaemonSocket);
+  if (set && set->empty()) return std::nullopt;
+  return std::filesystem::path(set.value_or("/run/muster/musterd.sock"));
+}
+
+daemon_answer ask_daemon_env(const std::filesystem::path& socket, const gpu_policy_input& job,
+                             std::chrono::milliseconds timeout) {
+  const auto deadline = clock_type::now() + timeout;
+  const auto where = socket.string();
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (where.size() >= sizeof address.sun_path) return {std::nullopt, where + ": path too long"};
+  std::copy(where.begin(), where.end(), address.sun_path);
+  fd_guard s{::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)};
+  if (s.fd < 0 || ::connect(s.fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0)
+    return {std::nullopt, fmt::format("no musterd on {}: {}", where, std::strerror(errno))};
+  const auto line = request_of(job).dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+  for (std::size_t sent = 0; sent < line.size();) {
+    if (!wait_for(s.fd, POLLOUT, deadline))
+      return {std::nullopt, "musterd did not take the request in time"};
+    const auto n = ::send(s.fd, line.data() + sent, line.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0)
+      return {std::nullopt, fmt::format("musterd on {}: {}", where, std::strerror(errno))};
+    sent += std::size_t(n);
+  }
+  std::string reply;
+  while (reply.find('\n') == std::string::npos) {
+    if (!wait_for(s.fd, POLLIN, deadline))
+      return {std::nullopt,
+              fmt::format("musterd on {} did not answer within {} ms", where, timeout.count())};
+    char buf[8192];
+    const auto n = ::recv(s.fd, buf, sizeof buf, 0);
+    if (n <= 0) return {std::nullopt, fmt::format("musterd on {} closed the connection", where)};
+    reply.append(buf, std::size_t(n));
+  }
+  const auto parsed = json::parse(reply.substr(0, reply.find('\n')), nullptr, false);
+  if (!parsed.is_object()) return {std::nullopt, "musterd's reply is not JSON"};
+  if (parsed.value("ok", false) != true)
+    return {std::nullopt, fmt::format("musterd refused the request: {}",
+                                      parsed.contains("error") ? parsed["error"].dump() : reply)};
+  try {
+    return {result_of(parsed), ""};
+  } catch (const std::exception& e) {
+    return {std::nullopt,
+            fmt::format("musterd's reply does not read as an env reply: {}", e.what())};
+  }
+}
+
+}  // namespace muster::launcher
