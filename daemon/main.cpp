@@ -38,17 +38,23 @@ int serve(const std::string& config_file, bool required, const overrides& given)
   options.group = config.daemon.group;
   options.request_deadline = std::chrono::milliseconds(config.daemon.request_timeout_ms);
   // SIGHUP: the file again; a bad one keeps what runs ([daemon] changes need a restart)
+  const auto started = std::chrono::steady_clock::now();
+  auto context_of = [started](const daemon_config& c) {
+    auto context = node_context_of(c);
+    context.started = started;  // the uptime counts from the start, not the last reload
+    return context;
+  };
   auto reload = [&]() -> std::shared_ptr<const router> {
     try {
       auto next = load_daemon_config(config_file, required, adjust);
-      return std::make_shared<const router>(node_context_of(next));
+      return std::make_shared<const router>(context_of(next));
     } catch (const std::exception& e) {
       muster::log::get("daemon")->warn("SIGHUP: {} not loaded, the running configuration stays: {}",
                                        config_file, e.what());
       return nullptr;
     }
   };
-  server s(options, std::make_shared<const router>(node_context_of(config)), reload);
+  server s(options, std::make_shared<const router>(context_of(config)), reload);
   s.run();
   return 0;
 }

@@ -6,6 +6,7 @@
 
 #include "daemon/env_request.hpp"
 #include "daemon/protocol.hpp"
+#include "daemon/status_request.hpp"
 
 namespace muster::daemon {
 namespace {
@@ -43,6 +44,7 @@ std::string router::handle(std::string_view line) const {
   if (name == request.end() || !name->is_string())
     return error_reply("bad_request", "\"request\" must name the request, as a string");
   try {
+    if (*name == "status") return ok_reply(status_reply(request, context_));
     if (*name == "env")
       return ok_reply(env_reply(decide_gpu_policy(parse_env_request(request, context_))));
   } catch (const bad_request& e) {
@@ -53,7 +55,7 @@ std::string router::handle(std::string_view line) const {
     return error_reply("internal", "an exception that is not a std::exception");
   }
   return error_reply("unknown_request",
-                     fmt::format("no request {}; musterd answers: env", name->dump()));
+                     fmt::format("no request {}; musterd answers: env, status", name->dump()));
 }
 
 }  // namespace muster::daemon

@@ -3,6 +3,7 @@
 // sessions call it for every line; tests call it directly.
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <string_view>
 
@@ -15,6 +16,8 @@ namespace muster::daemon {
 struct node_context {
   gpu_node_facts node;
   gpu_site_policy site;
+  // when this musterd started (status reports its uptime; a reload keeps it)
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
 };
 
 // An error reply (protocol.hpp) with its stable code and one line for people.

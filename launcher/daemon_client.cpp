@@ -77,41 +77,64 @@ std::optional<std::filesystem::path> daemon_socket() {
   return std::filesystem::path(set.value_or("/run/muster/musterd.sock"));
 }
 
-daemon_answer ask_daemon_env(const std::filesystem::path& socket, const gpu_policy_input& job,
-                             std::chrono::milliseconds timeout) {
+std::optional<std::string> ask_daemon(const std::filesystem::path& socket,
+                                      const std::string& request, std::chrono::milliseconds timeout,
+                                      std::string& why_not) {
   const auto deadline = clock_type::now() + timeout;
   const auto where = socket.string();
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
-  if (where.size() >= sizeof address.sun_path) return {std::nullopt, where + ": path too long"};
+  if (where.size() >= sizeof address.sun_path) {
+    why_not = where + ": path too long";
+    return std::nullopt;
+  }
   std::copy(where.begin(), where.end(), address.sun_path);
   fd_guard s{::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)};
-  if (s.fd < 0 || ::connect(s.fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0)
-    return {std::nullopt, fmt::format("no musterd on {}: {}", where, std::strerror(errno))};
-  const auto line = request_of(job).dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+  if (s.fd < 0 ||
+      ::connect(s.fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
+    why_not = fmt::format("no musterd on {}: {}", where, std::strerror(errno));
+    return std::nullopt;
+  }
+  const auto line = request + "\n";
   for (std::size_t sent = 0; sent < line.size();) {
-    if (!wait_for(s.fd, POLLOUT, deadline))
-      return {std::nullopt, "musterd did not take the request in time"};
-    const auto n = ::send(s.fd, line.data() + sent, line.size() - sent, MSG_NOSIGNAL);
-    if (n <= 0)
-      return {std::nullopt, fmt::format("musterd on {}: {}", where, std::strerror(errno))};
+    const auto n = wait_for(s.fd, POLLOUT, deadline)
+                       ? ::send(s.fd, line.data() + sent, line.size() - sent, MSG_NOSIGNAL)
+                       : -1;
+    if (n <= 0) {
+      why_not = fmt::format("musterd on {} did not take the request", where);
+      return std::nullopt;
+    }
     sent += std::size_t(n);
   }
   std::string reply;
   while (reply.find('\n') == std::string::npos) {
-    if (!wait_for(s.fd, POLLIN, deadline))
-      return {std::nullopt,
-              fmt::format("musterd on {} did not answer within {} ms", where, timeout.count())};
+    if (!wait_for(s.fd, POLLIN, deadline)) {
+      why_not = fmt::format("musterd on {} did not answer within {} ms", where, timeout.count());
+      return std::nullopt;
+    }
     char buf[8192];
     const auto n = ::recv(s.fd, buf, sizeof buf, 0);
-    if (n <= 0) return {std::nullopt, fmt::format("musterd on {} closed the connection", where)};
+    if (n <= 0) {
+      why_not = fmt::format("musterd on {} closed the connection", where);
+      return std::nullopt;
+    }
     reply.append(buf, std::size_t(n));
   }
-  const auto parsed = json::parse(reply.substr(0, reply.find('\n')), nullptr, false);
+  return reply.substr(0, reply.find('\n'));
+}
+
+daemon_answer ask_daemon_env(const std::filesystem::path& socket, const gpu_policy_input& job,
+                             std::chrono::milliseconds timeout) {
+  std::string why_not;
+  const auto reply =
+      ask_daemon(socket, request_of(job).dump(-1, ' ', false, json::error_handler_t::replace),
+                 timeout, why_not);
+  if (!reply) return {std::nullopt, why_not};
+  const auto parsed = json::parse(*reply, nullptr, false);
   if (!parsed.is_object()) return {std::nullopt, "musterd's reply is not JSON"};
   if (parsed.value("ok", false) != true)
     return {std::nullopt, fmt::format("musterd refused the request: {}",
-                                      parsed.contains("error") ? parsed["error"].dump() : reply)};
+                                      parsed.contains("error") ? parsed["error"].dump() : *reply)};
   try {
     return {result_of(parsed), ""};
   } catch (const std::exception& e) {

@@ -16,6 +16,12 @@ namespace muster::launcher {
 // variable is set empty (never ask).
 std::optional<std::filesystem::path> daemon_socket();
 
+// One request line to the daemon and its reply line (without the newlines), within `timeout`
+// in all; nullopt, with the reason in `why_not`, when it is absent, slow or cut off.
+std::optional<std::string> ask_daemon(const std::filesystem::path& socket,
+                                      const std::string& request, std::chrono::milliseconds timeout,
+                                      std::string& why_not);
+
 struct daemon_answer {
   std::optional<gpu_policy_result> result;  // the daemon's decisions
   std::string why_not;                      // when none: why ("no musterd on ...: ...")

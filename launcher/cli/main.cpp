@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   add_slurm_verbs(app, run);
   add_plan_verbs(app, run);
   add_status_verbs(app, run);
+  add_node_verbs(app, run);
   add_run_verbs(app, run, command);
   try {
     app.parse(argc, argv);

@@ -35,6 +35,7 @@ void add_config_verbs(CLI::App& app, verb_action& run);    // config
 void add_slurm_verbs(CLI::App& app, verb_action& run);     // slurm-step
 void add_plan_verbs(CLI::App& app, verb_action& run);      // plan
 void add_status_verbs(CLI::App& app, verb_action& run);    // status
+void add_node_verbs(CLI::App& app, verb_action& run);      // node status
 // run; `command` is what followed "--" on the command line (main splits it off).
 void add_run_verbs(CLI::App& app, verb_action& run, const std::vector<std::string>& command);
 }  // namespace muster::cli

@@ -186,3 +186,27 @@ TEST_CASE(
   CHECK_THAT((*order)["reason"].get<std::string>(),
              Catch::EndsWith("; was odd \"order\" \\ with\ttab\nand é"));
 }
+
+TEST_CASE(
+    "a status request reports the daemon's version and uptime, the node's facts and the "
+    "site's policy",
+    "[router]") {
+  muster::daemon::node_context c;
+  c.node = {8, 9, {"eth0", "ib0"}, {"mlx5_0"}};
+  c.site.nvls_off = true;
+  c.started = std::chrono::steady_clock::now() - std::chrono::seconds(90);
+  const auto reply = ask(router(c), R"({"version": 1, "request": "status"})");
+  REQUIRE(reply["ok"] == true);
+  CHECK(reply["daemon"]["version"].is_string());
+  CHECK(reply["daemon"]["git"].is_string());
+  CHECK(reply["daemon"]["uptime_s"].get<double>() >= 90.0);
+  CHECK(reply["daemon"]["uptime_s"].get<double>() < 100.0);
+  CHECK(reply["node"]["gpus"] == 8);
+  CHECK(reply["node"]["compute_major"] == 9);
+  CHECK(reply["node"]["interfaces"] == json::array({"eth0", "ib0"}));
+  CHECK(reply["node"]["ib_hcas"] == json::array({"mlx5_0"}));
+  CHECK(reply["policy"]["nvls_off"] == true);
+  CHECK(reply["policy"]["trace_buffer"] == 2000);
+  const auto bad = ask(router(c), R"({"version": 1, "request": "status", "verbose": true})");
+  CHECK(error_code(bad) == "bad_request");
+}

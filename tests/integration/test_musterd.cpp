@@ -417,3 +417,28 @@ TEST_CASE(
       muster::test::read_file(muster::test::only_run_dir(runs / "alone") / "logs" / "rank-0.log");
   CHECK_THAT(alone_log, !Catch::Contains("CUDA_DEVICE_ORDER="));  // no GPUs here
 }
+
+TEST_CASE("muster node status shows what musterd knows of the node, and says when none answers",
+          "[musterd]") {
+  const std::string muster = std::string(MUSTER_BIN_DIR) + "/muster";
+  running_daemon d({}, std::string(kGpuNode) + "[policy]\nnvls_off = true\n");
+  muster::test::env_change env;
+  env.set["MUSTER_DAEMON_SOCKET"] = d.socket.string();
+  const auto text = muster::test::run_process({muster, "node", "status"}, env);
+  CHECK(text.exit_code == 0);
+  CHECK_THAT(text.out, Catch::Contains("gpus      8 (compute capability 9.x)"));
+  CHECK_THAT(text.out, Catch::Contains("network   eth0, ib0"));
+  CHECK_THAT(text.out, Catch::Contains("hcas      mlx5_0"));
+  CHECK_THAT(text.out, Catch::Contains("policy    NVLS off"));
+  const auto as_json = muster::test::run_process({muster, "node", "status", "--json"}, env);
+  REQUIRE(as_json.exit_code == 0);
+  const auto reply = json::parse(as_json.out);
+  CHECK(reply["node"]["gpus"] == 8);
+  CHECK(reply["daemon"]["uptime_s"].get<double>() >= 0);
+
+  env.set["MUSTER_DAEMON_SOCKET"] = (d.dir / "nobody.sock").string();
+  const auto none = muster::test::run_process({muster, "node", "status"}, env);
+  CHECK(none.exit_code == 1);
+  CHECK_THAT(none.err, Catch::Contains("no musterd on " + (d.dir / "nobody.sock").string()));
+  CHECK_THAT(none.err, Catch::Contains("systemctl start musterd"));
+}
