@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -129,7 +130,8 @@ struct running_daemon {
   notify_socket notify{dir / "notify"};
   pid_t pid = -1;
 
-  explicit running_daemon(std::vector<std::string> extra = {}, const std::string& config = "") {
+  explicit running_daemon(std::vector<std::string> extra = {}, const std::string& config = "",
+                          const std::map<std::string, std::string>& more_env = {}) {
     if (!config.empty()) {
       muster::test::write_file(dir / "musterd.toml", config);
       extra.insert(extra.end(), {"--config", (dir / "musterd.toml").string()});
@@ -138,6 +140,7 @@ struct running_daemon {
     argv.insert(argv.end(), extra.begin(), extra.end());
     muster::test::env_change env;
     env.set["NOTIFY_SOCKET"] = notify.path();
+    for (const auto& [name, value] : more_env) env.set[name] = value;
     pid = muster::test::spawn_logged(argv, env, dir / "musterd.log");
     REQUIRE(notify.wait_for("READY=1"));
   }
@@ -441,4 +444,16 @@ TEST_CASE("muster node status shows what musterd knows of the node, and says whe
   CHECK(none.exit_code == 1);
   CHECK_THAT(none.err, Catch::Contains("no musterd on " + (d.dir / "nobody.sock").string()));
   CHECK_THAT(none.err, Catch::Contains("systemctl start musterd"));
+}
+
+TEST_CASE("under a systemd watchdog musterd pings WATCHDOG=1 at half the interval", "[musterd]") {
+  running_daemon d({}, "", {{"WATCHDOG_USEC", "400000"}});  // 0.4 s: a ping every 0.2 s
+  int pings = 0;
+  const auto start = std::chrono::steady_clock::now();
+  while (pings < 3 && std::chrono::steady_clock::now() - start < 5s)
+    if (d.notify.wait_for("WATCHDOG=1", 1000ms)) ++pings;
+  CHECK(pings == 3);
+  // and without a watchdog, none
+  running_daemon quiet;
+  CHECK_FALSE(quiet.notify.wait_for("WATCHDOG=1", 600ms));
 }
