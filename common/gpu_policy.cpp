@@ -197,7 +197,7 @@ void nccl_user_buffers(policy_run& p, bool expandable_on) {
     p.out.settings.push_back(
         {"nccl-ub-double-buffer", "fsdp_double_buffer", "true",
          "NCCL user buffers are registered once, so the FSDP all-gather and reduce-scatter need "
-         "their persistent double buffer: turned on (it was off)"});
+         "their persistent double buffer: set fsdp_double_buffer = true (it is off)"});
 }
 
 void cuda_device_max_connections(policy_run& p) {
@@ -304,6 +304,22 @@ gpu_policy_result decide_gpu_policy(const gpu_policy_input& in) {
   nvls(p);
   device_order(p);
   return std::move(p.out);
+}
+
+bool gpu_policy_reads(std::string_view variable) {
+  static constexpr std::string_view kRead[] = {kCudaAllocConf,
+                                               kAllocConf,
+                                               "CUDA_DEVICE_MAX_CONNECTIONS",
+                                               "NCCL_GRAPH_REGISTER",
+                                               "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+                                               "TORCH_NCCL_DUMP_ON_TIMEOUT",
+                                               "TORCH_NCCL_TRACE_BUFFER_SIZE",
+                                               "TORCH_NCCL_DEBUG_INFO_TEMP_FILE",
+                                               "NCCL_SOCKET_IFNAME",
+                                               "NCCL_IB_HCA",
+                                               "NCCL_NVLS_ENABLE",
+                                               "CUDA_DEVICE_ORDER"};
+  return std::find(std::begin(kRead), std::end(kRead), variable) != std::end(kRead);
 }
 
 const std::vector<std::string>& gpu_policy_rules() {

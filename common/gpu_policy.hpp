@@ -12,6 +12,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace muster {
@@ -84,6 +85,9 @@ gpu_policy_result decide_gpu_policy(const gpu_policy_input& input);
 // The environment decisions, after throwing errc::config with every error's message (the
 // launcher's use: a refused combination stops the job before any worker starts).
 std::vector<gpu_policy_decision> require_gpu_policy(const gpu_policy_result& result);
+
+// Whether a rule reads `variable` from the job step's environment (a client sends only those).
+bool gpu_policy_reads(std::string_view variable);
 
 // Every rule id, in the order the rules run.
 const std::vector<std::string>& gpu_policy_rules();

@@ -35,12 +35,20 @@ bool loopback(const fs::path& interface) {
   }
 }
 
+// Container and VM bridges: never the way to another node (NCCL leaves docker* out too).
+bool virtual_bridge(const std::string& name) {
+  for (const char* prefix : {"docker", "veth", "virbr", "br-", "cni", "flannel", "vxlan"})
+    if (name.starts_with(prefix)) return true;
+  return false;
+}
+
 }  // namespace
 
 node_network probe_node_network(const fs::path& sys) {
   node_network out;
   for (const auto& interface : entries(sys / "class" / "net"))
-    if (first_line(interface / "operstate") == "up" && !loopback(interface))
+    if (first_line(interface / "operstate") == "up" && !loopback(interface) &&
+        !virtual_bridge(interface.filename().string()))
       out.interfaces.push_back(interface.filename().string());
   for (const auto& hca : entries(sys / "class" / "infiniband")) {
     // ports/<n>/state reads "4: ACTIVE" for a port in use

@@ -1,5 +1,6 @@
-// The node's network as NCCL would use it, read from sysfs: interfaces that are up and not
-// loopback (/sys/class/net), and InfiniBand/RoCE HCAs with an active port
+// The node's network as NCCL would use it, read from sysfs: interfaces that are up, not
+// loopback and not a container or VM bridge (docker*, veth*, virbr*, br-*, ...; /sys/class/net),
+// and InfiniBand/RoCE HCAs with an active port
 // (/sys/class/infiniband). The GPU policy sets NCCL_SOCKET_IFNAME and NCCL_IB_HCA from them.
 #pragma once
 

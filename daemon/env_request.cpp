@@ -15,6 +15,12 @@ const char* type_name(const json& v) {
   return v.type_name();
 }
 
+// A client's value for a message: scalars as written, arrays and objects by their type (never
+// dumped: a deeply nested one would recurse as deep).
+std::string brief(const json& v) {
+  return v.is_primitive() ? v.dump(-1, ' ', false, json::error_handler_t::replace) : type_name(v);
+}
+
 // `object`'s keys must all be in `known`.
 void only_keys(const json& object, const char* where,
                std::initializer_list<std::string_view> known) {
@@ -41,7 +47,7 @@ void read(const json& object, const char* key, const char* where, int& out) {
   if (const json* v = field(object, key)) {
     if (!v->is_number_integer() || v->get<long long>() < 1 || v->get<long long>() > 1'000'000)
       throw bad_request(
-          fmt::format("{}.{}: expected a whole number from 1, got {}", where, key, v->dump()));
+          fmt::format("{}.{}: expected a whole number from 1, got {}", where, key, brief(*v)));
     out = v->get<int>();
   }
 }
@@ -50,7 +56,7 @@ void read(const json& object, const char* key, const char* where, bool& out) {
   if (const json* v = field(object, key)) {
     if (!v->is_boolean())
       throw bad_request(
-          fmt::format("{}.{}: expected true or false, got {}", where, key, v->dump()));
+          fmt::format("{}.{}: expected true or false, got {}", where, key, brief(*v)));
     out = v->get<bool>();
   }
 }
@@ -69,9 +75,9 @@ gpu_policy_input parse_env_request(const json& request, const node_context& node
   only_keys(request, "request", {"version", "request", "job", "env"});
   gpu_policy_input in;
   const json& job = object_field(request, "job", "request");
-  only_keys(
-      job, "job",
-      {"tp", "cp", "ep", "sharding", "torch_version", "memory_tight", "dump_dir", "features"});
+  only_keys(job, "job",
+            {"tp", "cp", "ep", "gpus", "sharding", "torch_version", "memory_tight", "dump_dir",
+             "features"});
   read(job, "tp", "job", in.tp);
   read(job, "cp", "job", in.cp);
   read(job, "ep", "job", in.ep);
@@ -102,6 +108,13 @@ gpu_policy_input parse_env_request(const json& request, const node_context& node
   }
   in.node = node.node;
   in.site = node.site;
+  // the GPUs the step sees (its CUDA_VISIBLE_DEVICES), where the client knows them
+  if (const json* gpus = field(job, "gpus")) {
+    if (!gpus->is_number_integer() || gpus->get<long long>() < 0 || gpus->get<long long>() > 4096)
+      throw bad_request(
+          fmt::format("job.gpus: expected a whole number from 0, got {}", brief(*gpus)));
+    in.node.gpus = gpus->get<int>();
+  }
   return in;
 }
 

@@ -2,13 +2,15 @@
 // (common/gpu_policy.hpp; rules in docs/policy-rules.md).
 //
 //   {"version": 1, "request": "env",
-//    "job": {"tp": 2, "cp": 1, "ep": 1, "sharding": "no_shard", "torch_version": "2.5.1",
+//    "job": {"tp": 2, "cp": 1, "ep": 1, "gpus": 8, "sharding": "no_shard", "torch_version":
+//    "2.5.1",
 //            "memory_tight": false, "dump_dir": "/runs/r1",
 //            "features": {"nccl_ub": false, "fsdp_double_buffer": false, "tp_comm_overlap": false,
 //                         "ep_comm_overlap": false, "expandable_segments": false,
 //                         "cuda_graphs": false}},
 //    "env": {"PYTORCH_CUDA_ALLOC_CONF": "...", ...}}
-// Every field of "job" is optional (defaults as gpu_policy_input); unknown fields are errors.
+// Every field of "job" is optional (defaults as gpu_policy_input; "gpus", the GPUs the step
+// sees, defaults to the node's); unknown fields are errors.
 //
 //   reply: {"version": 1, "ok": true,
 //           "set": [{"variable": ..., "value": ..., "rule": ..., "reason": ...}],

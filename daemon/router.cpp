@@ -39,7 +39,9 @@ std::string router::handle(std::string_view line) const {
     return error_reply(
         "unsupported_version",
         fmt::format("\"version\" must be {} (this musterd's protocol); got {}", kProtocolVersion,
-                    version == request.end() ? "none" : version->dump()));
+                    version == request.end()  ? "none"
+                    : version->is_primitive() ? version->dump()
+                                              : version->type_name()));
   const auto name = request.find("request");
   if (name == request.end() || !name->is_string())
     return error_reply("bad_request", "\"request\" must name the request, as a string");
@@ -54,8 +56,10 @@ std::string router::handle(std::string_view line) const {
   } catch (...) {
     return error_reply("internal", "an exception that is not a std::exception");
   }
-  return error_reply("unknown_request",
-                     fmt::format("no request {}; musterd answers: env, status", name->dump()));
+  return error_reply(
+      "unknown_request",
+      fmt::format("no request {}; musterd answers: env, status",
+                  name->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
 }
 
 }  // namespace muster::daemon

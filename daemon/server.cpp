@@ -26,7 +26,8 @@ bool someone_listens(const std::filesystem::path& path) {
   stream::socket probe(io);
   boost::system::error_code ec;
   probe.connect(stream::endpoint(path.string()), ec);
-  return !ec;
+  // only a refused connection means nobody listens (EACCES and the like prove nothing)
+  return ec != asio::error::connection_refused;
 }
 
 // Makes way for the socket: its directory exists, and a stale socket file of a dead daemon goes.
@@ -76,7 +77,8 @@ server::server(server_options options, std::shared_ptr<const router> first, relo
       router_(std::move(first)),
       reload_(std::move(reload)),
       signals_(io_, SIGTERM, SIGINT, SIGHUP),
-      acceptor_(io_) {
+      acceptor_(io_),
+      retry_(io_) {
   prepare_path(options_.socket_path);
   boost::system::error_code ec;
   acceptor_.open(stream(), ec);
@@ -115,12 +117,20 @@ void server::run() {
 void server::accept() {
   acceptor_.async_accept([this](const boost::system::error_code& ec, stream::socket s) {
     if (ec == asio::error::operation_aborted) return;
-    if (!ec) {
-      const auto who = credentials_of(s);
-      std::make_shared<session>(
-          std::move(s), who, [this] { return router_; }, options_.request_deadline)
-          ->start();
+    if (ec) {
+      // out of descriptors (or memory): wait a little instead of spinning on the error
+      log::get("daemon")->warn("accept on {}: {}; retrying in 100 ms",
+                               options_.socket_path.string(), ec.message());
+      retry_.expires_after(std::chrono::milliseconds(100));
+      retry_.async_wait([this](const boost::system::error_code& e) {
+        if (!e) accept();
+      });
+      return;
     }
+    const auto who = credentials_of(s);
+    std::make_shared<session>(
+        std::move(s), who, [this] { return router_; }, options_.request_deadline)
+        ->start();
     accept();
   });
 }

@@ -46,6 +46,7 @@ class server {
   boost::asio::io_context io_;
   boost::asio::signal_set signals_;
   boost::asio::local::stream_protocol::acceptor acceptor_;
+  boost::asio::steady_timer retry_;  // accept again after a failed accept
 };
 
 }  // namespace muster::daemon

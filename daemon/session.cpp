@@ -29,9 +29,12 @@ void session::start() {
 void session::arm_deadline() {
   timer_.expires_after(deadline_);
   timer_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
-    if (ec) return;  // cancelled: the line came in time
-    log::get("daemon")->debug("client pid {} sent no full request within {} ms: closed",
-                              self->peer_.pid, self->deadline_.count());
+    // cancelled, or re-armed after it fired (a line came in time, or a reply went out)
+    if (ec || self->timer_.expiry() > std::chrono::steady_clock::now()) return;
+    log::get("daemon")->debug(
+        "client pid {} did not send a full request or read its reply "
+        "within {} ms: closed",
+        self->peer_.pid, self->deadline_.count());
     boost::system::error_code ignored;
     self->socket_.close(ignored);
   });
@@ -65,9 +68,11 @@ void session::on_line(const boost::system::error_code& ec, std::size_t bytes) {
 
 void session::write_reply(std::string reply, bool close_after) {
   reply_ = std::move(reply) + "\n";
+  arm_deadline();  // a client that does not read its replies is closed too
   asio::async_write(
       socket_, asio::buffer(reply_),
       [self = shared_from_this(), close_after](const boost::system::error_code& ec, std::size_t) {
+        self->timer_.cancel();
         if (ec || close_after) {
           boost::system::error_code ignored;
           self->socket_.close(ignored);

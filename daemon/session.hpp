@@ -1,7 +1,7 @@
 // One client connection of musterd: reads request lines, answers each through the router,
 // closes on a line over the size limit (after saying so), on a client that sends no full line
-// within the deadline, and when the client goes away. Owns its socket; lives as long as an
-// operation on it is pending (shared_from_this).
+// or does not take its reply within the deadline, and when the client goes away. Owns its socket;
+// lives as long as an operation on it is pending (shared_from_this).
 #pragma once
 
 #include <sys/types.h>

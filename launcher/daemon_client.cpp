@@ -28,12 +28,16 @@ struct fd_guard {
 };
 
 json request_of(const gpu_policy_input& in) {
+  json env = json::object();  // only what the policy reads: no secrets, no 64 KiB environments
+  for (const auto& [name, value] : in.env)
+    if (gpu_policy_reads(name)) env[name] = value;
   return {{"version", 1},
           {"request", "env"},
           {"job",
            {{"tp", in.tp},
             {"cp", in.cp},
             {"ep", in.ep},
+            {"gpus", in.node.gpus},
             {"sharding", in.sharding},
             {"torch_version", in.torch_version},
             {"memory_tight", in.memory_tight},
@@ -45,7 +49,7 @@ json request_of(const gpu_policy_input& in) {
               {"ep_comm_overlap", in.ep_comm_overlap},
               {"expandable_segments", in.expandable_segments},
               {"cuda_graphs", in.cuda_graphs}}}}},
-          {"env", in.env}};
+          {"env", env}};
 }
 
 gpu_policy_result result_of(const json& reply) {
@@ -89,17 +93,29 @@ std::optional<std::string> ask_daemon(const std::filesystem::path& socket,
     return std::nullopt;
   }
   std::copy(where.begin(), where.end(), address.sun_path);
-  fd_guard s{::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)};
-  if (s.fd < 0 ||
-      ::connect(s.fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
-    why_not = fmt::format("no musterd on {}: {}", where, std::strerror(errno));
+  // non-blocking throughout: a daemon with a full backlog or a full socket buffer costs at most
+  // the timeout, never a hang
+  fd_guard s{::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)};
+  while (s.fd >= 0 &&
+         ::connect(s.fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
+    if (errno != EAGAIN || clock_type::now() >= deadline) {
+      why_not = errno == EAGAIN ? fmt::format("musterd on {} accepted no connection within {} ms",
+                                              where, timeout.count())
+                                : fmt::format("no musterd on {}: {}", where, std::strerror(errno));
+      return std::nullopt;
+    }
+    ::poll(nullptr, 0, 10);  // its backlog is full: try again shortly
+  }
+  if (s.fd < 0) {
+    why_not = fmt::format("socket(): {}", std::strerror(errno));
     return std::nullopt;
   }
   const auto line = request + "\n";
   for (std::size_t sent = 0; sent < line.size();) {
     const auto n = wait_for(s.fd, POLLOUT, deadline)
                        ? ::send(s.fd, line.data() + sent, line.size() - sent, MSG_NOSIGNAL)
-                       : -1;
+                       : (errno = ETIMEDOUT, -1);
+    if (n < 0 && errno == EAGAIN) continue;
     if (n <= 0) {
       why_not = fmt::format("musterd on {} did not take the request", where);
       return std::nullopt;
@@ -114,6 +130,7 @@ std::optional<std::string> ask_daemon(const std::filesystem::path& socket,
     }
     char buf[8192];
     const auto n = ::recv(s.fd, buf, sizeof buf, 0);
+    if (n < 0 && errno == EAGAIN) continue;
     if (n <= 0) {
       why_not = fmt::format("musterd on {} closed the connection", where);
       return std::nullopt;
@@ -132,7 +149,7 @@ daemon_answer ask_daemon_env(const std::filesystem::path& socket, const gpu_poli
   if (!reply) return {std::nullopt, why_not};
   const auto parsed = json::parse(*reply, nullptr, false);
   if (!parsed.is_object()) return {std::nullopt, "musterd's reply is not JSON"};
-  if (parsed.value("ok", false) != true)
+  if (!parsed.contains("ok") || parsed["ok"] != true)
     return {std::nullopt, fmt::format("musterd refused the request: {}",
                                       parsed.contains("error") ? parsed["error"].dump() : *reply)};
   try {

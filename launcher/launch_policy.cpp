@@ -35,7 +35,7 @@ std::vector<gpu_policy_decision> decide_launch_policy(const job_config& config,
     const bool expected = env_value(kEnvDaemonSocket).has_value() ||
                           std::filesystem::exists(socket->parent_path(), ec);
     if (answer.result)
-      log::get("launcher")->debug("GPU environment from musterd on {}", socket->string());
+      log::get("launcher")->info("the GPU environment from musterd on {}", socket->string());
     else
       log::get("launcher")
           ->log(expected ? spdlog::level::warn : spdlog::level::debug,

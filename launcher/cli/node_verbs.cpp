@@ -20,6 +20,23 @@ std::string joined(const json& list) {
   return out.empty() ? "none" : out;
 }
 
+void print_status(const json& r, const std::string& socket) {
+  const auto& d = r.at("daemon");
+  const auto& n = r.at("node");
+  const auto& p = r.at("policy");
+  fmt::print("musterd   {} (git {}), up {:.0f} s, on {}\n", d.at("version").get<std::string>(),
+             d.at("git").get<std::string>(), d.at("uptime_s").get<double>(), socket);
+  fmt::print("gpus      {}{}\n", n.at("gpus").get<int>(),
+             n.at("compute_major").get<int>() > 0
+                 ? fmt::format(" (compute capability {}.x)", n.at("compute_major").get<int>())
+                 : "");
+  fmt::print("network   {}\n", joined(n.at("interfaces")));
+  fmt::print("hcas      {}\n", joined(n.at("ib_hcas")));
+  fmt::print("policy    NVLS {}, NCCL trace buffer {}\n",
+             p.at("nvls_off").get<bool>() ? "off" : "as NCCL decides",
+             p.at("trace_buffer").get<int>());
+}
+
 int node_status(bool as_json) {
   const auto socket = launcher::daemon_socket();
   if (!socket) {
@@ -42,19 +59,13 @@ int node_status(bool as_json) {
     fmt::print("{}\n", r.dump(2));
     return kExitOk;
   }
-  const auto& d = r["daemon"];
-  const auto& n = r["node"];
-  const auto& p = r["policy"];
-  fmt::print("musterd   {} (git {}), up {:.0f} s, on {}\n", d["version"].get<std::string>(),
-             d["git"].get<std::string>(), d["uptime_s"].get<double>(), socket->string());
-  fmt::print("gpus      {}{}\n", n["gpus"].get<int>(),
-             n["compute_major"].get<int>() > 0
-                 ? fmt::format(" (compute capability {}.x)", n["compute_major"].get<int>())
-                 : "");
-  fmt::print("network   {}\n", joined(n["interfaces"]));
-  fmt::print("hcas      {}\n", joined(n["ib_hcas"]));
-  fmt::print("policy    NVLS {}, NCCL trace buffer {}\n",
-             p["nvls_off"].get<bool>() ? "off" : "as NCCL decides", p["trace_buffer"].get<int>());
+  try {
+    print_status(r, socket->string());
+  } catch (const json::exception& e) {  // a daemon of another version
+    fmt::print(stderr, "muster: node status: musterd's reply does not read as a status: {}\n",
+               e.what());
+    return kExitFailure;
+  }
   return kExitOk;
 }
 

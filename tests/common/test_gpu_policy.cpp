@@ -322,3 +322,11 @@ TEST_CASE("every rule is in the rule table of docs/policy-rules.md", "[gpu_polic
     CHECK_THAT(text.str(), Catch::Contains("| `" + rule + "` |"));
   }
 }
+
+TEST_CASE("the policy reads only its own variables", "[gpu_policy]") {
+  CHECK(gpu_policy_reads("PYTORCH_CUDA_ALLOC_CONF"));
+  CHECK(gpu_policy_reads("NCCL_SOCKET_IFNAME"));
+  CHECK(gpu_policy_reads("CUDA_DEVICE_ORDER"));
+  CHECK_FALSE(gpu_policy_reads("HOME"));
+  CHECK_FALSE(gpu_policy_reads("AWS_SECRET_ACCESS_KEY"));
+}

@@ -33,7 +33,9 @@ TEST_CASE(
   interface(sys.path(), "eth0", "up", "0x1003");
   interface(sys.path(), "ib0", "up", "0x1003");
   interface(sys.path(), "ifb0", "down", "0x82");
-  interface(sys.path(), "odd", "up", "0x9");  // up, but a loopback
+  interface(sys.path(), "odd", "up", "0x9");         // up, but a loopback
+  interface(sys.path(), "docker0", "up", "0x1003");  // bridges to containers, not to nodes
+  interface(sys.path(), "veth1a2b", "up", "0x1003");
   write(sys / "class/infiniband/mlx5_1/ports/1/state", "4: ACTIVE");
   write(sys / "class/infiniband/mlx5_0/ports/1/state", "1: DOWN");
   write(sys / "class/infiniband/mlx5_0/ports/2/state", "4: ACTIVE");

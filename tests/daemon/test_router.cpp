@@ -210,3 +210,21 @@ TEST_CASE(
   const auto bad = ask(router(c), R"({"version": 1, "request": "status", "verbose": true})");
   CHECK(error_code(bad) == "bad_request");
 }
+
+TEST_CASE("an env request's gpus are the GPUs its step sees, over the node's", "[router]") {
+  // a CPU-only step on a GPU node gets no GPU variables; a GPU step on it does
+  const auto cpu_step = ask(gpu_node(), R"({"version": 1, "request": "env", "job": {"gpus": 0}})");
+  CHECK_FALSE(find_variable(cpu_step["set"], "CUDA_DEVICE_ORDER"));
+  const auto gpu_step = ask(gpu_node(), R"({"version": 1, "request": "env", "job": {"gpus": 1}})");
+  CHECK(find_variable(gpu_step["set"], "CUDA_DEVICE_ORDER"));
+  const auto bad = ask(gpu_node(), R"({"version": 1, "request": "env", "job": {"gpus": -1}})");
+  CHECK(error_code(bad) == "bad_request");
+  CHECK(bad["error"]["message"].get<std::string>().find(
+            "job.gpus: expected a whole number from 0") != std::string::npos);
+  // a deeply nested value is named by its type, not written back
+  std::string deep = R"({"version": 1, "request": "env", "job": {"tp": )";
+  deep += std::string(20000, '[') + std::string(20000, ']') + "}}";
+  const auto nested = ask(gpu_node(), deep);
+  CHECK(error_code(nested) == "bad_request");
+  CHECK(nested["error"]["message"].get<std::string>().find("got array") != std::string::npos);
+}
