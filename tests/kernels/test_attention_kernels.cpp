@@ -4,22 +4,16 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
-#include <random>
 #include <vector>
 
 #include "muster/kernels/causal_attention.hpp"
+#include "tests/kernels/normal_draws.hpp"
 
 using namespace muster::kernels;
 
 namespace {
 
-std::vector<float> draws(std::size_t n, std::uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(gen);
-  return v;
-}
+const auto draws = muster::test::normal_draws;
 
 // first_key of rows whose documents start at `starts` (each list begins with 0)
 std::vector<std::int64_t> key_ranges(std::int64_t seq,

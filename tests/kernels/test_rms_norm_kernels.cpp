@@ -3,22 +3,16 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
-#include <random>
 #include <vector>
 
 #include "muster/kernels/rms_norm.hpp"
+#include "tests/kernels/normal_draws.hpp"
 
 using namespace muster::kernels;
 
 namespace {
 
-std::vector<float> draws(std::size_t n, std::uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(gen);
-  return v;
-}
+const auto draws = muster::test::normal_draws;
 
 // sum_j g_j * y_j(x) for one row in fp64, y = w * x / sqrt(mean(x^2) + eps)
 double weighted_output(const std::vector<double>& x, const std::vector<float>& w,
@@ -56,7 +50,8 @@ TEST_CASE("rms_norm_backward matches finite differences and sums the weight's gr
   std::vector<float> y(rows * dim), rstd(rows), dx(rows * dim);
   std::vector<float> dw(dim, 1.0f);  // accumulated into
   cpu::rms_norm_forward(x.data(), w.data(), float(eps), rows, dim, y.data(), rstd.data());
-  cpu::rms_norm_backward(x.data(), w.data(), rstd.data(), g.data(), rows, dim, dx.data(), dw.data());
+  cpu::rms_norm_backward(x.data(), w.data(), rstd.data(), g.data(), rows, dim, dx.data(),
+                         dw.data());
   std::vector<double> want_dw(dim, 1.0);
   for (std::int64_t r = 0; r < rows; ++r) {
     std::vector<double> row(x.begin() + r * dim, x.begin() + (r + 1) * dim);
@@ -66,7 +61,8 @@ TEST_CASE("rms_norm_backward matches finite differences and sums the weight's gr
       auto up = row, down = row;
       up[j] += h;
       down[j] -= h;
-      const double fd = (weighted_output(up, w, grow, eps) - weighted_output(down, w, grow, eps)) / (2 * h);
+      const double fd =
+          (weighted_output(up, w, grow, eps) - weighted_output(down, w, grow, eps)) / (2 * h);
       INFO("row " << r << " column " << j);
       REQUIRE(dx[r * dim + j] == Approx(fd).epsilon(1e-4).margin(1e-5));
       want_dw[j] += grow[j] * row[j] * rstd[r];
