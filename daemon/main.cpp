@@ -17,11 +17,11 @@ namespace {
 
 using namespace muster::daemon;
 
-// The command line's overrides of the configuration's [daemon] section.
+// The command line's overrides of the configuration's [daemon] section, applied as it is loaded.
 struct overrides {
   std::optional<std::string> socket, mode, group;
   std::optional<int> request_timeout_ms;
-  void apply(daemon_config& c) const {
+  void operator()(daemon_config& c) const {
     if (socket) c.daemon.socket = *socket;
     if (mode) c.daemon.mode = *mode;
     if (group) c.daemon.group = *group;
@@ -30,8 +30,7 @@ struct overrides {
 };
 
 int serve(const std::string& config_file, bool required, const overrides& given) {
-  const auto adjust = [&given](daemon_config& c) { given.apply(c); };
-  const auto config = load_daemon_config(config_file, required, adjust);
+  const auto config = load_daemon_config(config_file, required, given);
   server_options options;
   options.socket_path = config.daemon.socket;
   options.mode = socket_mode(config);
@@ -46,7 +45,7 @@ int serve(const std::string& config_file, bool required, const overrides& given)
   };
   auto reload = [&]() -> std::shared_ptr<const router> {
     try {
-      auto next = load_daemon_config(config_file, required, adjust);
+      auto next = load_daemon_config(config_file, required, given);
       return std::make_shared<const router>(context_of(next));
     } catch (const std::exception& e) {
       muster::log::get("daemon")->warn("SIGHUP: {} not loaded, the running configuration stays: {}",
@@ -86,8 +85,7 @@ int main(int argc, char** argv) {
   try {
     muster::log::setup();
     if (check_only) {
-      fmt::print("{}", to_toml(load_daemon_config(config_file, required,
-                                                  [&given](daemon_config& c) { given.apply(c); })));
+      fmt::print("{}", to_toml(load_daemon_config(config_file, required, given)));
       return 0;
     }
     return serve(config_file, required, given);

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "daemon/env_request.hpp"
+#include "daemon/json_text.hpp"
 #include "daemon/protocol.hpp"
 #include "daemon/status_request.hpp"
 
@@ -21,10 +22,11 @@ std::string ok_reply(const std::string& fields) {
 }  // namespace
 
 std::string error_reply(std::string_view code, std::string_view message) {
-  return json{{"version", kProtocolVersion},
-              {"ok", false},
-              {"error", {{"code", code}, {"message", message}}}}
-      .dump(-1, ' ', false, json::error_handler_t::replace);
+  std::string out = fmt::format(R"({{"version":{},"ok":false,"error":{{)", kProtocolVersion);
+  append_json_field(out, "code", code);
+  out += ',';
+  append_json_field(out, "message", message);
+  return out + "}}";
 }
 
 std::string router::handle(std::string_view line) const {

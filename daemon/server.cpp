@@ -98,8 +98,8 @@ void server::run() {
   accept();
   wait_signal();
   asio::steady_timer watchdog(io_);
+  const auto interval = watchdog_interval();
   std::function<void()> ping = [&] {
-    const auto interval = watchdog_interval();
     if (!interval) return;
     notify("WATCHDOG=1");
     watchdog.expires_after(*interval);

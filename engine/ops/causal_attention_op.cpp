@@ -7,6 +7,7 @@
 
 #include <ATen/Parallel.h>
 
+#include "engine/ops/kernel_tensors.hpp"
 #include "muster/kernels/causal_attention.hpp"
 
 namespace muster::engine::ops {
@@ -116,7 +117,7 @@ std::optional<torch::Tensor> causal_key_ranges(const torch::Tensor& allowed) {
 bool causal_attention_cpu_takes(const torch::Tensor& q, const torch::Tensor& k,
                                 const torch::Tensor& v) {
   for (const auto* t : {&q, &k, &v})
-    if (!t->device().is_cpu() || t->scalar_type() != torch::kFloat32 || t->dim() != 4) return false;
+    if (!cpu_fp32(*t) || t->dim() != 4) return false;
   return k.sizes() == v.sizes() && q.size(0) == k.size(0) && q.size(1) == k.size(1) &&
          q.size(3) == k.size(3) && k.size(2) > 0 && q.size(2) % k.size(2) == 0;
 }

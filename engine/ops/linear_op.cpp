@@ -9,12 +9,14 @@
 namespace muster::engine::ops {
 namespace {
 
+using kernels::cpu::gemm;
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-using kernels::cpu::gemm;
 
 // (..., n) as (rows, n), contiguous
-torch::Tensor as_rows(const torch::Tensor& t) { return t.reshape({-1, t.size(-1)}).contiguous(); }
+torch::Tensor as_rows(const torch::Tensor& t) {
+  return t.reshape({-1, t.size(-1)}).contiguous();
+}
 
 struct linear_function : torch::autograd::Function<linear_function> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x,
@@ -41,14 +43,15 @@ struct linear_function : torch::autograd::Function<linear_function> {
     if (ctx->needs_input_grad(0)) {
       grad_x = torch::empty({n, in}, g.options());
       if (n > 0)
-        gemm(false, false, n, in, out, 1.0f, g.data_ptr<float>(), out, weight.data_ptr<float>(),
-             in, 0.0f, grad_x.data_ptr<float>(), in);
+        gemm(false, false, n, in, out, 1.0f, g.data_ptr<float>(), out, weight.data_ptr<float>(), in,
+             0.0f, grad_x.data_ptr<float>(), in);
       auto shape = grads[0].sizes().vec();
       shape.back() = in;
       grad_x = grad_x.view(shape);
     }
     if (ctx->needs_input_grad(1)) {
-      grad_w = n > 0 ? torch::empty({out, in}, weight.options()) : torch::zeros({out, in}, weight.options());
+      grad_w = n > 0 ? torch::empty({out, in}, weight.options())
+                     : torch::zeros({out, in}, weight.options());
       if (n > 0)
         gemm(true, false, out, in, n, 1.0f, g.data_ptr<float>(), out, rows.data_ptr<float>(), in,
              0.0f, grad_w.data_ptr<float>(), in);
@@ -59,10 +62,10 @@ struct linear_function : torch::autograd::Function<linear_function> {
 
 }  // namespace
 
-torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
-  if (bias.defined() || !cpu_kernel_takes(weight) || weight.dim() != 2 || !x.device().is_cpu() ||
-      x.scalar_type() != torch::kFloat32 || x.dim() < 1 || x.size(-1) != weight.size(1) ||
-      at::autocast::is_cpu_enabled())
+torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight,
+                     const torch::Tensor& bias) {
+  if (bias.defined() || !cpu_kernel_takes(weight) || weight.dim() != 2 || !cpu_fp32(x) ||
+      x.dim() < 1 || x.size(-1) != weight.size(1) || at::autocast::is_cpu_enabled())
     return torch::nn::functional::linear(x, weight, bias);
   return linear_function::apply(x, weight);
 }

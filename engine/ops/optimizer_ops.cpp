@@ -13,15 +13,17 @@ namespace {
 constexpr std::int64_t kGrain = 1 << 16;
 
 void check_flat(const torch::Tensor& t, const char* what, std::int64_t numel) {
-  MUSTER_CHECK(cpu_kernel_takes(t) && t.numel() == numel,
-               errc::internal, "optimizer kernel: {} must be a contiguous fp32 CPU tensor of {} "
-               "elements", what, numel);
+  MUSTER_CHECK(cpu_kernel_takes(t) && t.numel() == numel, errc::internal,
+               "optimizer kernel: {} must be a contiguous fp32 CPU tensor of {} "
+               "elements",
+               what, numel);
 }
 
 }  // namespace
 
 void adamw_update(const kernels::adamw_scalars& s, torch::Tensor& param, const torch::Tensor& grad,
-                  torch::Tensor& exp_avg, torch::Tensor& exp_avg_sq, const torch::Tensor& decay_mask) {
+                  torch::Tensor& exp_avg, torch::Tensor& exp_avg_sq,
+                  const torch::Tensor& decay_mask) {
   const auto n = param.numel();
   check_flat(param, "param", n);
   check_flat(grad, "grad", n);

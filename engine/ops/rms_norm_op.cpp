@@ -47,8 +47,8 @@ struct rms_norm_function : torch::autograd::Function<rms_norm_function> {
     at::parallel_for(0, blocks, 1, [&](std::int64_t first, std::int64_t last) {
       for (auto b = first; b < last; ++b) {
         const auto begin = b * kRowBlock, n = std::min(kRowBlock, rows - begin);
-        kernels::cpu::rms_norm_backward(px + begin * dim, pw, pr + begin, pg + begin * dim, n,
-                                        dim, pdx + begin * dim, pdw + b * dim);
+        kernels::cpu::rms_norm_backward(px + begin * dim, pw, pr + begin, pg + begin * dim, n, dim,
+                                        pdx + begin * dim, pdw + b * dim);
       }
     });
     return {grad_x, blocks == 1 ? partial_w[0] : partial_w.sum(0), torch::Tensor()};

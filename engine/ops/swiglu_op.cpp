@@ -33,7 +33,8 @@ struct swiglu_function : torch::autograd::Function<swiglu_function> {
     const auto& up = saved[1];
     const auto grad_out = grads[0].contiguous();
     auto grad_gate = torch::empty_like(gate), grad_up = torch::empty_like(up);
-    const float *a = gate.data_ptr<float>(), *b = up.data_ptr<float>(), *g = grad_out.data_ptr<float>();
+    const float *a = gate.data_ptr<float>(), *b = up.data_ptr<float>(),
+                *g = grad_out.data_ptr<float>();
     float *da = grad_gate.data_ptr<float>(), *db = grad_up.data_ptr<float>();
     at::parallel_for(0, gate.numel(), kGrain, [&](std::int64_t begin, std::int64_t end) {
       kernels::cpu::swiglu_backward(a + begin, b + begin, g + begin, da + begin, db + begin,
