@@ -18,11 +18,6 @@ std::vector<gpu_policy_decision> decide_launch_policy(const job_config& config,
   in.sharding = config.parallel.sharding;
   in.nccl_ub = config.comm.nccl_ub;
   in.node.gpus = gpus;
-  if (gpus > 0) {  // only the GPU rules read the network
-    auto network = probe_node_network();
-    in.node.interfaces = std::move(network.interfaces);
-    in.node.ib_hcas = std::move(network.ib_hcas);
-  }
   in.env = env;
   // this node's musterd when one answers (the site's policy and the node's facts), else the
   // same library here
@@ -41,6 +36,11 @@ std::vector<gpu_policy_decision> decide_launch_policy(const job_config& config,
           ->log(expected ? spdlog::level::warn : spdlog::level::debug,
                 "{}: the GPU environment policy is applied in-process", answer.why_not);
     answered = std::move(answer.result);
+  }
+  if (!answered && gpus > 0) {  // the daemon has its own facts; here only the GPU rules read them
+    auto network = probe_node_network();
+    in.node.interfaces = std::move(network.interfaces);
+    in.node.ib_hcas = std::move(network.ib_hcas);
   }
   const auto result = answered ? std::move(*answered) : decide_gpu_policy(in);
   for (const auto& s : result.settings)
