@@ -23,6 +23,10 @@ struct heartbeat_progress {
   std::optional<double> tokens_per_s;
 };
 
+// A rank is behind when it is this many steps short of the furthest rank. One step short is
+// only the skew of beats written at different moments, never a laggard.
+inline constexpr std::int64_t kBehindSteps = 2;
+
 // The progress a heartbeat line says; all empty for an empty or unfinished line.
 heartbeat_progress parse_heartbeat(std::string_view text);
 

@@ -47,7 +47,7 @@ std::string describe_heartbeats(
   }
   std::string behind;
   for (const auto& [rank, beat] : ranks)
-    if (furthest && beat && beat->progress.step && *beat->progress.step < *furthest)
+    if (furthest && beat && beat->progress.step && *furthest - *beat->progress.step >= kBehindSteps)
       behind += fmt::format("{}rank {} (step {} of {})", behind.empty() ? "" : ", ", rank,
                             *beat->progress.step, *furthest);
   return behind.empty() ? text : text + "; behind: " + behind;

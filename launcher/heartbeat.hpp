@@ -32,8 +32,8 @@ std::optional<std::int64_t> heartbeat_age_ms(const std::filesystem::path& file);
 std::optional<heartbeat> read_heartbeat(const std::filesystem::path& file);
 
 // Every watched rank's last beat, for a hang report: "rank 0: step 120, 5 ms ago, rank 1:
-// step 97, 3012 ms ago, rank 2: never". When the ranks report steps and some are behind the
-// furthest, "; behind: rank 1 (step 97 of 120)" names them.
+// step 97, 3012 ms ago, rank 2: never". When the ranks report steps and some are kBehindSteps
+// or more behind the furthest, "; behind: rank 1 (step 97 of 120)" names them.
 std::string describe_heartbeats(
     const std::vector<std::pair<int, std::optional<heartbeat>>>& ranks);
 

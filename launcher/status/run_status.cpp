@@ -8,6 +8,7 @@
 #include <map>
 
 #include "common/error.hpp"
+#include "common/heartbeat_line.hpp"
 #include "common/job_config.hpp"
 #include "common/run_dir.hpp"
 #include "common/run_reader.hpp"
@@ -34,12 +35,11 @@ void read_job(const store::run_paths& paths, std::int64_t world, run_status& s) 
     const auto loaded = load_job_config(paths.job_config(), {});
     s.steps_planned = loaded.config.train.steps;
     if (world <= 0) return;
-    const auto l = plan::resolve_layout(loaded.config.parallel,
-                                        plan::world_size{static_cast<int>(world), "the run"},
-                                        loaded.where);
-    s.layout = fmt::format("tp {} cp {} dp {} pp {} | etp {} ep {} edp {} | {}", l.tp(), l.cp(),
-                           l.dp(), l.pp(), l.etp(), l.ep(), l.edp(),
-                           loaded.config.parallel.sharding);
+    const auto l = plan::resolve_layout(
+        loaded.config.parallel, plan::world_size{static_cast<int>(world), "the run"}, loaded.where);
+    s.layout =
+        fmt::format("tp {} cp {} dp {} pp {} | etp {} ep {} edp {} | {}", l.tp(), l.cp(), l.dp(),
+                    l.pp(), l.etp(), l.ep(), l.edp(), loaded.config.parallel.sharding);
   } catch (const error&) {
   }
 }
@@ -103,7 +103,8 @@ run_status read_run_status(const fs::path& dir, store::epoch_ms now) {
     if (auto it = last.find(rank.rank); it != last.end()) r.last = it->second;
     if (rank.state == store::rank_state::running) {
       const auto behind = newest - (r.last ? r.last->step : -1);
-      r.laggard = (newest >= 0 && behind >= 2) || (r.heartbeat_age_s && *r.heartbeat_age_s > stale_s);
+      r.laggard = (newest >= 0 && behind >= kBehindSteps) ||
+                  (r.heartbeat_age_s && *r.heartbeat_age_s > stale_s);
     }
     s.ranks.push_back(std::move(r));
   }
@@ -144,8 +145,8 @@ fs::path find_run(const std::string& what, const fs::path& runs_dir) {
         matches.push_back(r.dir);
     if (matches.size() == 1) return matches[0];
     MUSTER_CHECK(matches.size() < 2, errc::invalid_input,
-                 "muster status {}: {} runs in {} match (newest {}); give more of the run id",
-                 what, matches.size(), runs_dir.string(), matches.front().filename().string());
+                 "muster status {}: {} runs in {} match (newest {}); give more of the run id", what,
+                 matches.size(), runs_dir.string(), matches.front().filename().string());
   }
   MUSTER_THROW(errc::invalid_input,
                "muster status {}: no run directory, run id or Slurm job id of that name in {}; "

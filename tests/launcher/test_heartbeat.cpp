@@ -48,6 +48,10 @@ TEST_CASE("a hang report names every rank's last beat and the ranks behind") {
         "rank 0: 5 ms ago, rank 1: 3012 ms ago");
   CHECK(describe_heartbeats({{0, beat(5, 7)}, {1, beat(3012, 7)}}) ==
         "rank 0: step 7, 5 ms ago, rank 1: step 7, 3012 ms ago");
+  // one step short is the skew of beats written at different moments, not a laggard
+  CHECK(describe_heartbeats({{0, beat(5, 22)}, {1, beat(1048, 3)}, {2, beat(8, 23)}}) ==
+        "rank 0: step 22, 5 ms ago, rank 1: step 3, 1048 ms ago, rank 2: step 23, 8 ms ago; "
+        "behind: rank 1 (step 3 of 23)");
 }
 
 TEST_CASE("the progress line: step of steps, loss, tokens/s and an ETA from the step rate") {
@@ -66,7 +70,8 @@ TEST_CASE("the progress line: step of steps, loss, tokens/s and an ETA from the 
   CHECK(meter.line(p, t0 + 6s) == "step 5/1000 | loss 2.3412 | 51.2k tok/s | ETA --");
   p.step = 6;  // one step in 4 s with 10^15 left: the ETA stops at a year
   p.steps = 1'000'000'000'000'000;
-  CHECK(meter.line(p, t0 + 10s) == "step 6/1000000000000000 | loss 2.3412 | 51.2k tok/s | ETA 8760h00m");
+  CHECK(meter.line(p, t0 + 10s) ==
+        "step 6/1000000000000000 | loss 2.3412 | 51.2k tok/s | ETA 8760h00m");
   heartbeat_progress bare;
   bare.step = 3;
   CHECK(meter.line(bare, t0 + 7s) == "step 3");
