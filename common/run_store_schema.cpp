@@ -8,16 +8,10 @@
 #include <array>
 #include <string_view>
 
-#include "common/error.hpp"
-#include "muster/version.hpp"
+#include "common/sqlite_schema.hpp"
 
 namespace muster::store::schema {
 namespace {
-
-struct migration {
-  int to_version;
-  std::string_view sql;
-};
 
 // v1: one file per node and run. Tables are STRICT so a wrong type is an error, not a
 // silent conversion. Enum columns hold the names from run_store_records.hpp as text (readable
@@ -99,79 +93,33 @@ CREATE INDEX errors_by_time ON errors (time_ms);
 )sql";
 
 constexpr std::array kMigrations{
-    migration{1, kVersion1},
-    migration{2, kVersion2},
+    sqlite_migration{1, kVersion1},
+    sqlite_migration{2, kVersion2},
 };
 static_assert(kMigrations.back().to_version == kCurrentVersion,
               "the last migration must produce kCurrentVersion");
 
-bool has_tables(const sqlite_db& db) {
-  return db.query_int64("SELECT count(*) FROM sqlite_schema WHERE type = 'table'",
-                        "look for tables") > 0;
-}
-
-[[noreturn]] void throw_newer(const sqlite_db& db, int version, int known) {
-  MUSTER_THROW(errc::store,
-               "run store {}: schema version {} was written by a newer muster; this muster ({}) "
-               "knows versions up to {}; use that newer muster (or a later one) for this run",
-               db.file().string(), version, kVersion, known);
-}
-
-[[noreturn]] void throw_foreign(const sqlite_db& db) {
-  MUSTER_THROW(errc::store,
-               "run store {}: the file holds tables but no muster schema version (user_version 0); "
-               "it is not a muster run store: move it out of the run directory",
-               db.file().string());
+const sqlite_schema& run_store_schema() {
+  static const sqlite_schema schema{"run store", kMigrations, "move it out of the run directory"};
+  return schema;
 }
 
 }  // namespace
 
 int user_version(const sqlite_db& db) {
-  return static_cast<int>(db.query_int64("PRAGMA user_version", "read schema version"));
+  return store::user_version(db);
 }
 
 void check_writable(sqlite_db& db) {
-  int version = user_version(db);
-  if (version == 0 && has_tables(db)) {
-    // Tables without a version may be another writer's schema caught half-way (several srun
-    // tasks open one node file at once): read both again under the write lock, which waits
-    // until no other writer is inside its migration.
-    sqlite_transaction lock(db);
-    version = user_version(db);
-    if (version == 0 && has_tables(db)) throw_foreign(db);
-  }
-  if (version > kCurrentVersion) throw_newer(db, version, kCurrentVersion);
+  store::check_writable(db, run_store_schema());
 }
 
 void migrate(sqlite_db& db) {
-  check_writable(db);
-  int version = user_version(db);
-  for (const migration& step : kMigrations) {
-    if (step.to_version <= version) continue;
-    sqlite_transaction transaction(db);
-    // Read again under the write lock: the version decides what runs.
-    version = user_version(db);
-    if (step.to_version <= version) continue;
-    db.exec(step.sql, fmt::format("migrate schema to version {}", step.to_version));
-    db.exec(fmt::format("PRAGMA user_version = {}", step.to_version), "set schema version");
-    transaction.commit();
-    version = step.to_version;
-  }
+  store::migrate(db, run_store_schema());
 }
 
 bool check_readable(const sqlite_db& db, int readable) {
-  int version = user_version(db);
-  if (version == readable) return true;
-  if (version > readable) throw_newer(db, version, readable);
-  if (version == 0) {
-    if (has_tables(db)) throw_foreign(db);
-    return false;
-  }
-  MUSTER_THROW(errc::store,
-               "run store {}: schema version {} is older than version {} that this muster ({}) "
-               "reads, and readers never migrate a file; read it with the muster that wrote it, "
-               "or open it once for writing with this one (which migrates it)",
-               db.file().string(), version, readable, kVersion);
+  return store::check_readable(db, run_store_schema(), readable);
 }
 
 }  // namespace muster::store::schema
