@@ -83,14 +83,18 @@ int main(int argc, char** argv) {
   fs::path musterd = fs::canonical("/proc/self/exe").parent_path().parent_path() / "bin/musterd";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
-    if (flag == "--clients") clients = std::stoi(argv[i + 1]);
-    else if (flag == "--requests") requests = std::stoi(argv[i + 1]);
-    else if (flag == "--musterd") musterd = argv[i + 1];
+    if (flag == "--clients")
+      clients = std::stoi(argv[i + 1]);
+    else if (flag == "--requests")
+      requests = std::stoi(argv[i + 1]);
+    else if (flag == "--musterd")
+      musterd = argv[i + 1];
   }
   const auto dir = fs::temp_directory_path() / fmt::format("musterd-bench-{}", ::getpid());
   fs::create_directories(dir);
   const auto socket = dir / "musterd.sock";
-  std::vector<std::string> args = {musterd.string(), "--socket", socket.string(), "--group", ""};
+  std::vector<std::string> args = {musterd.string(), "--socket",  socket.string(), "--group", "",
+                                   "--state-dir",    dir.string()};
   std::vector<char*> cargv;
   for (auto& a : args) cargv.push_back(a.data());
   cargv.push_back(nullptr);
@@ -125,7 +129,8 @@ int main(int argc, char** argv) {
       out.reserve(std::size_t(mine));
       for (int i = 0; i < mine; ++i) {
         const auto sent = clock_type::now();
-        if (::send(fd, kRequest.data(), kRequest.size(), MSG_NOSIGNAL) != ssize_t(kRequest.size()) ||
+        if (::send(fd, kRequest.data(), kRequest.size(), MSG_NOSIGNAL) !=
+                ssize_t(kRequest.size()) ||
             !read_line(fd, pending)) {
           ++failures;
           break;
@@ -144,19 +149,23 @@ int main(int argc, char** argv) {
   std::vector<double> all;
   for (auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
   if (all.empty() || failures > 0) {
-    fmt::print(stderr, "musterd_bench: {} client(s) failed, {} replies\n", failures.load(), all.size());
+    fmt::print(stderr, "musterd_bench: {} client(s) failed, {} replies\n", failures.load(),
+               all.size());
     return 1;
   }
   std::sort(all.begin(), all.end());
   const double p99 = percentile(all, 0.99);
   const double rss_mib = double(std::max(rss, peak)) / 1024.0;
-  fmt::print("musterd: {} env requests from {} clients in {:.2f} s: {:.0f} requests/s\n", all.size(),
-             clients, seconds, double(all.size()) / seconds);
-  fmt::print("latency (client side): p50 {:.3f} ms, p99 {:.3f} ms, max {:.3f} ms (target p99 < 2 ms: {})\n",
-             percentile(all, 0.5), p99, all.back(), p99 < 2.0 ? "met" : "NOT met");
-  fmt::print("musterd RSS: {:.1f} MiB idle, {:.1f} MiB after, peak {:.1f} MiB (target < 20 MB: {})\n",
-             double(rss_idle) / 1024.0, double(rss) / 1024.0, double(peak) / 1024.0,
-             rss_mib * 1.048576 < 20.0 ? "met" : "NOT met");
+  fmt::print("musterd: {} env requests from {} clients in {:.2f} s: {:.0f} requests/s\n",
+             all.size(), clients, seconds, double(all.size()) / seconds);
+  fmt::print(
+      "latency (client side): p50 {:.3f} ms, p99 {:.3f} ms, max {:.3f} ms (target p99 < 2 ms: "
+      "{})\n",
+      percentile(all, 0.5), p99, all.back(), p99 < 2.0 ? "met" : "NOT met");
+  fmt::print(
+      "musterd RSS: {:.1f} MiB idle, {:.1f} MiB after, peak {:.1f} MiB (target < 20 MB: {})\n",
+      double(rss_idle) / 1024.0, double(rss) / 1024.0, double(peak) / 1024.0,
+      rss_mib * 1.048576 < 20.0 ? "met" : "NOT met");
   (void)peak_idle;
   return 0;
 }

@@ -19,6 +19,8 @@ const config::field<daemon_config> kSchema[] = {
     FIELD(daemon.request_timeout_ms, "daemon.request_timeout_ms",
           "how long a client may take to send a full request line, in milliseconds"),
     FIELD(daemon.state_dir, "daemon.state_dir", "where the node store (musterd.db) lives"),
+    FIELD(daemon.keep_days, "daemon.keep_days",
+          "days the node store keeps job steps, decisions and health records"),
     FIELD(policy.nvls_off, "policy.nvls_off",
           "turn NVLink SHARP off for every job step (NCCL_NVLS_ENABLE=0)"),
     FIELD(policy.trace_buffer, "policy.trace_buffer",
@@ -30,6 +32,12 @@ const config::field<daemon_config> kSchema[] = {
           "network interfaces NCCL may use; empty probes those up in /sys/class/net"),
     FIELD(node.ib_hcas, "node.ib_hcas",
           "InfiniBand/RoCE HCAs NCCL may use; empty probes those active in /sys/class/infiniband"),
+    FIELD(
+        slurm.scontrol, "slurm.scontrol",
+        "Slurm's scontrol, asked who owns a job; empty: no Slurm (a job is its first recorder's)"),
+    FIELD(slurm.conf, "slurm.conf", "SLURM_CONF for scontrol; empty: Slurm's default"),
+    FIELD(slurm.timeout_ms, "slurm.timeout_ms",
+          "how long scontrol may take to answer, in milliseconds"),
 };
 #undef FIELD
 
@@ -43,6 +51,15 @@ void validate(const daemon_config& c, const config::sources& where) {
   MUSTER_CHECK(c.daemon.request_timeout_ms >= 1 && c.daemon.request_timeout_ms <= 3'600'000,
                errc::config, "{}: daemon.request_timeout_ms: {} is not between 1 and 3600000",
                place_of(where, "daemon.request_timeout_ms"), c.daemon.request_timeout_ms);
+  MUSTER_CHECK(c.daemon.keep_days >= 1, errc::config,
+               "{}: daemon.keep_days: {}; keep at least 1 day (90 is the default)",
+               place_of(where, "daemon.keep_days"), c.daemon.keep_days);
+  MUSTER_CHECK(!c.daemon.state_dir.empty(), errc::config,
+               "{}: daemon.state_dir: empty; give a directory such as \"/var/lib/muster\"",
+               place_of(where, "daemon.state_dir"));
+  MUSTER_CHECK(c.slurm.timeout_ms >= 1 && c.slurm.timeout_ms <= 60'000, errc::config,
+               "{}: slurm.timeout_ms: {} is not between 1 and 60000",
+               place_of(where, "slurm.timeout_ms"), c.slurm.timeout_ms);
   MUSTER_CHECK(c.policy.trace_buffer >= 0, errc::config,
                "{}: policy.trace_buffer: {} is negative; 2000 is the usual value",
                place_of(where, "policy.trace_buffer"), c.policy.trace_buffer);
@@ -57,6 +74,10 @@ void validate(const daemon_config& c, const config::sources& where) {
 
 std::span<const config::field<daemon_config>> daemon_config_schema() {
   return kSchema;
+}
+
+std::filesystem::path node_store_file(const daemon_config& c) {
+  return std::filesystem::path(c.daemon.state_dir) / "musterd.db";
 }
 
 unsigned socket_mode(const daemon_config& c) {
@@ -93,6 +114,9 @@ node_context node_context_of(const daemon_config& c) {
   }
   n.site.nvls_off = c.policy.nvls_off;
   n.site.trace_buffer = c.policy.trace_buffer;
+  n.slurm.scontrol = c.slurm.scontrol;
+  n.slurm.conf = c.slurm.conf;
+  n.slurm.timeout = std::chrono::milliseconds(c.slurm.timeout_ms);
   return n;
 }
 

@@ -24,6 +24,7 @@ struct daemon_config {
     std::string group = "muster";
     int request_timeout_ms = 5000;
     std::string state_dir = "/var/lib/muster";
+    int keep_days = 90;
   } daemon;
   struct {
     bool nvls_off = false;
@@ -35,6 +36,11 @@ struct daemon_config {
     std::vector<std::string> interfaces;  // empty: probe sysfs
     std::vector<std::string> ib_hcas;     // empty: probe sysfs
   } node;
+  struct {
+    std::string scontrol = "scontrol";
+    std::string conf;
+    int timeout_ms = 3000;
+  } slurm;
 };
 
 std::span<const config::field<daemon_config>> daemon_config_schema();
@@ -44,6 +50,9 @@ std::span<const config::field<daemon_config>> daemon_config_schema();
 // key and the fix.
 daemon_config load_daemon_config(const std::filesystem::path& file, bool required,
                                  const std::function<void(daemon_config&)>& adjust = {});
+
+// The node store's file: <daemon.state_dir>/musterd.db.
+std::filesystem::path node_store_file(const daemon_config& c);
 
 // The socket file's mode, from daemon.mode ("0660").
 unsigned socket_mode(const daemon_config& c);

@@ -3,81 +3,23 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
+
 #include "daemon/json_text.hpp"
+#include "daemon/request_fields.hpp"
 #include "daemon/router.hpp"
 
 namespace muster::daemon {
-namespace {
 
 using nlohmann::json;
-
-const char* type_name(const json& v) {
-  return v.type_name();
-}
-
-// A client's value for a message: scalars as written, arrays and objects by their type (never
-// dumped: a deeply nested one would recurse as deep).
-std::string brief(const json& v) {
-  return v.is_primitive() ? v.dump(-1, ' ', false, json::error_handler_t::replace) : type_name(v);
-}
-
-// `object`'s keys must all be in `known`.
-void only_keys(const json& object, const char* where,
-               std::initializer_list<std::string_view> known) {
-  for (const auto& [key, value] : object.items())
-    if (std::find(known.begin(), known.end(), key) == known.end())
-      throw bad_request(fmt::format("{}: unknown field \"{}\"", where, key));
-}
-
-const json* field(const json& object, const char* key) {
-  auto it = object.find(key);
-  return it == object.end() ? nullptr : &*it;
-}
-
-const json& object_field(const json& object, const char* key, const char* where) {
-  static const json empty = json::object();
-  const json* v = field(object, key);
-  if (!v) return empty;
-  if (!v->is_object())
-    throw bad_request(fmt::format("{}.{}: expected an object, got {}", where, key, type_name(*v)));
-  return *v;
-}
-
-void read(const json& object, const char* key, const char* where, int& out) {
-  if (const json* v = field(object, key)) {
-    if (!v->is_number_integer() || v->get<long long>() < 1 || v->get<long long>() > 1'000'000)
-      throw bad_request(
-          fmt::format("{}.{}: expected a whole number from 1, got {}", where, key, brief(*v)));
-    out = v->get<int>();
-  }
-}
-
-void read(const json& object, const char* key, const char* where, bool& out) {
-  if (const json* v = field(object, key)) {
-    if (!v->is_boolean())
-      throw bad_request(
-          fmt::format("{}.{}: expected true or false, got {}", where, key, brief(*v)));
-    out = v->get<bool>();
-  }
-}
-
-void read(const json& object, const char* key, const char* where, std::string& out) {
-  if (const json* v = field(object, key)) {
-    if (!v->is_string())
-      throw bad_request(fmt::format("{}.{}: expected a string, got {}", where, key, type_name(*v)));
-    out = v->get<std::string>();
-  }
-}
-
-}  // namespace
 
 gpu_policy_input parse_env_request(const json& request, const node_context& node) {
   only_keys(request, "request", {"version", "request", "job", "env"});
   gpu_policy_input in;
   const json& job = object_field(request, "job", "request");
   only_keys(job, "job",
-            {"tp", "cp", "ep", "gpus", "sharding", "torch_version", "memory_tight", "dump_dir",
-             "features"});
+            {"id", "step", "tp", "cp", "ep", "gpus", "sharding", "torch_version", "memory_tight",
+             "dump_dir", "features"});
   read(job, "tp", "job", in.tp);
   read(job, "cp", "job", in.cp);
   read(job, "ep", "job", in.ep);
@@ -103,18 +45,13 @@ gpu_policy_input parse_env_request(const json& request, const node_context& node
   read(features, "cuda_graphs", "job.features", in.cuda_graphs);
   for (const auto& [name, value] : object_field(request, "env", "request").items()) {
     if (!value.is_string())
-      throw bad_request(fmt::format("env.{}: expected a string, got {}", name, type_name(value)));
+      throw bad_request(fmt::format("env.{}: expected a string, got {}", name, value.type_name()));
     in.env[name] = value.get<std::string>();
   }
   in.node = node.node;
   in.site = node.site;
   // the GPUs the step sees (its CUDA_VISIBLE_DEVICES), where the client knows them
-  if (const json* gpus = field(job, "gpus")) {
-    if (!gpus->is_number_integer() || gpus->get<long long>() < 0 || gpus->get<long long>() > 4096)
-      throw bad_request(
-          fmt::format("job.gpus: expected a whole number from 0, got {}", brief(*gpus)));
-    in.node.gpus = gpus->get<int>();
-  }
+  read(job, "gpus", "job", in.node.gpus, 0, 4096);
   return in;
 }
 
@@ -173,6 +110,42 @@ std::string env_reply(const gpu_policy_result& result) {
     return true;
   });
   return out;
+}
+
+std::optional<job_ref> env_job_of(const json& request) {
+  return read_job_ref(object_field(request, "job", "request"), false);
+}
+
+namespace {
+
+std::vector<decision_entry> decisions_of(const job_ref& job, const gpu_policy_result& result) {
+  const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+  std::vector<decision_entry> out;
+  for (const auto& d : result.env)
+    out.push_back({now, job.id, job.step, d.rule, d.value ? "set" : "unset", d.variable,
+                   d.value.value_or(""), d.reason});
+  for (const auto& s : result.settings)
+    out.push_back({now, job.id, job.step, s.rule, "setting", s.setting, s.value, s.reason});
+  for (const auto& e : result.errors)
+    out.push_back({now, job.id, job.step, e.rule, "error", "", "", e.message});
+  return out;
+}
+
+}  // namespace
+
+request_work env_work(const job_ref& job, gpu_policy_input input, const slurm_lookup& slurm,
+                      uid_t uid) {
+  return [job, input = std::move(input), slurm, uid](node_store& store) {
+    work_result out;
+    out.access = authorize_job(store, slurm, job.id, uid, job_use::claim);
+    if (!out.access.allowed) return out;
+    const auto result = decide_gpu_policy(input);
+    store.add_decisions(decisions_of(job, result));
+    out.fields = env_reply(result);
+    return out;
+  };
 }
 
 }  // namespace muster::daemon

@@ -2,8 +2,8 @@
 // (common/gpu_policy.hpp; rules in docs/policy-rules.md).
 //
 //   {"version": 1, "request": "env",
-//    "job": {"tp": 2, "cp": 1, "ep": 1, "gpus": 8, "sharding": "no_shard", "torch_version":
-//    "2.5.1",
+//    "job": {"id": "4242", "step": "0", "tp": 2, "cp": 1, "ep": 1, "gpus": 8, "sharding":
+//    "no_shard", "torch_version": "2.5.1",
 //            "memory_tight": false, "dump_dir": "/runs/r1",
 //            "features": {"nccl_ub": false, "fsdp_double_buffer": false, "tp_comm_overlap": false,
 //                         "ep_comm_overlap": false, "expandable_segments": false,
@@ -18,23 +18,29 @@
 //           "settings": [{"setting": ..., "value": ..., "rule": ..., "reason": ...}],
 //           "errors": [{"rule": ..., "message": ...}]}
 // "errors" lists combinations that cannot work; the step should not start when it is not empty.
+// With job.id the request is job-scoped (job_access.hpp: root or the job's owner) and its
+// decisions are recorded in the node store; without, it is answered at once and kept nowhere.
 #pragma once
 
 #include <nlohmann/json.hpp>
 
+#include <optional>
+
 #include "common/gpu_policy.hpp"
+#include "daemon/request_fields.hpp"
+#include "daemon/router.hpp"
 
 namespace muster::daemon {
 
-struct node_context;
-
-// Thrown for a request that does not read as the schema above; what() names the field.
-struct bad_request : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
 // The policy input of an `env` request on this node.
 gpu_policy_input parse_env_request(const nlohmann::json& request, const node_context& node);
+
+// The job step an env request names (job.id, job.step), if any.
+std::optional<job_ref> env_job_of(const nlohmann::json& request);
+
+// The work that answers a job-scoped env request for `uid` and records its decisions.
+request_work env_work(const job_ref& job, gpu_policy_input input, const slurm_lookup& slurm,
+                      uid_t uid);
 
 // The reply's fields for a policy result, as JSON object members: "set":[...],"unset":[...],
 // "settings":[...],"errors":[...].

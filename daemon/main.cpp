@@ -19,13 +19,14 @@ using namespace muster::daemon;
 
 // The command line's overrides of the configuration's [daemon] section, applied as it is loaded.
 struct overrides {
-  std::optional<std::string> socket, mode, group;
+  std::optional<std::string> socket, mode, group, state_dir;
   std::optional<int> request_timeout_ms;
   void operator()(daemon_config& c) const {
     if (socket) c.daemon.socket = *socket;
     if (mode) c.daemon.mode = *mode;
     if (group) c.daemon.group = *group;
     if (request_timeout_ms) c.daemon.request_timeout_ms = *request_timeout_ms;
+    if (state_dir) c.daemon.state_dir = *state_dir;
   }
 };
 
@@ -54,7 +55,8 @@ int serve(const std::string& config_file, bool required, const overrides& given)
     }
   };
   server s(options, std::make_shared<const router>(context_of(config)), reload);
-  s.run();
+  // after the socket: a second musterd is refused before it touches the store
+  s.run(std::make_unique<node_store>(node_store_file(config), config.daemon.keep_days));
   return 0;
 }
 
@@ -77,6 +79,7 @@ int main(int argc, char** argv) {
   app.add_option("--socket", given.socket, "overrides daemon.socket");
   app.add_option("--mode", given.mode, "overrides daemon.mode (octal)");
   app.add_option("--group", given.group, "overrides daemon.group");
+  app.add_option("--state-dir", given.state_dir, "overrides daemon.state_dir");
   app.add_option("--request-timeout-ms", given.request_timeout_ms,
                  "overrides daemon.request_timeout_ms");
   CLI11_PARSE(app, argc, argv);

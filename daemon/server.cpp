@@ -94,7 +94,8 @@ server::~server() {
   std::filesystem::remove(options_.socket_path, ec);
 }
 
-void server::run() {
+void server::run(std::unique_ptr<node_store> store) {
+  store_ = std::move(store);
   accept();
   wait_signal();
   asio::steady_timer watchdog(io_);
@@ -112,6 +113,7 @@ void server::run() {
   notify("READY=1");
   io_.run();
   notify("STOPPING=1");
+  store_thread_.join();  // the work under way finishes; its reply goes nowhere
 }
 
 void server::accept() {
@@ -129,10 +131,19 @@ void server::accept() {
     }
     const auto who = credentials_of(s);
     std::make_shared<session>(
-        std::move(s), who, [this] { return router_; }, options_.request_deadline)
+        std::move(s), who, [this] { return router_; },
+        [this](store_work work, std::function<void(std::string)> done) {
+          run_work(std::move(work), std::move(done));
+        },
+        options_.request_deadline)
         ->start();
     accept();
   });
+}
+
+void server::run_work(store_work work, std::function<void(std::string)> done) {
+  asio::post(store_thread_,
+             [this, work = std::move(work), done = std::move(done)] { done(work(*store_)); });
 }
 
 void server::wait_signal() {

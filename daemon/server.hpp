@@ -1,5 +1,7 @@
 // musterd's server: owns the io_context, the signals and the unix-socket acceptor (Asio's HTTP
-// server example, cut down). One thread; every session runs on it, so the router needs no lock.
+// server example, cut down), and the node store with the one thread that uses it. Every session
+// runs on the io thread, so the router needs no lock; requests that touch the store (or wait on
+// Slurm) run on the store thread, one at a time, so they never hold up the others.
 // SIGTERM and SIGINT stop it; SIGHUP asks `reload` for a new router (null keeps the old one).
 // Tells systemd READY=1 once listening, WATCHDOG=1 at half the watchdog interval, STOPPING=1.
 #pragma once
@@ -33,17 +35,22 @@ class server {
   server(server_options options, std::shared_ptr<const router> first, reload_fn reload);
   ~server();
 
-  // Serves until SIGTERM or SIGINT; removes the socket file before it returns.
-  void run();
+  // Serves until SIGTERM or SIGINT, with `store` for the requests that use it; removes the
+  // socket file before it returns.
+  void run(std::unique_ptr<node_store> store);
 
  private:
   void accept();
   void wait_signal();
 
+  void run_work(store_work work, std::function<void(std::string)> done);
+
   server_options options_;
   std::shared_ptr<const router> router_;
   reload_fn reload_;
+  std::unique_ptr<node_store> store_;  // used on store_thread_ only
   boost::asio::io_context io_;
+  boost::asio::thread_pool store_thread_{1};  // declared after io_: joined before it goes
   boost::asio::signal_set signals_;
   boost::asio::local::stream_protocol::acceptor acceptor_;
   boost::asio::steady_timer retry_;  // accept again after a failed accept

@@ -13,10 +13,11 @@ namespace muster::daemon {
 namespace asio = boost::asio;
 
 session::session(socket s, peer who, std::function<std::shared_ptr<const router>()> current,
-                 std::chrono::milliseconds deadline)
+                 work_runner run_work, std::chrono::milliseconds deadline)
     : socket_(std::move(s)),
       peer_(who),
       current_(std::move(current)),
+      run_work_(std::move(run_work)),
       deadline_(deadline),
       timer_(socket_.get_executor()),
       // one byte over the limit, so an oversize line shows as a full buffer, not a long wait
@@ -63,7 +64,16 @@ void session::on_line(const boost::system::error_code& ec, std::size_t bytes) {
                    asio::buffers_begin(buffer_.data()) + static_cast<std::ptrdiff_t>(bytes - 1));
   buffer_.consume(bytes);
   if (!line.empty() && line.back() == '\r') line.pop_back();
-  write_reply(current_()->handle(line), false);
+  auto routed = current_()->route(line, peer_);
+  if (!routed.work) {
+    write_reply(std::move(routed.reply), false);
+    return;
+  }
+  run_work_(std::move(routed.work), [self = shared_from_this()](std::string reply) {
+    asio::post(self->socket_.get_executor(), [self, reply = std::move(reply)]() mutable {
+      self->write_reply(std::move(reply), false);
+    });
+  });
 }
 
 void session::write_reply(std::string reply, bool close_after) {

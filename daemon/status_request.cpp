@@ -3,9 +3,9 @@
 
 #include <fmt/format.h>
 
-#include "daemon/env_request.hpp"
+#include "daemon/job_request.hpp"
 #include "daemon/json_text.hpp"
-#include "daemon/router.hpp"
+#include "daemon/request_fields.hpp"
 #include "muster/version.hpp"
 
 namespace muster::daemon {
@@ -21,12 +21,7 @@ void append_list(std::string& out, std::string_view key, const std::vector<std::
   out += ']';
 }
 
-}  // namespace
-
-std::string status_reply(const nlohmann::json& request, const node_context& c) {
-  for (const auto& [key, value] : request.items())
-    if (key != "version" && key != "request")
-      throw bad_request(fmt::format("request: unknown field \"{}\"", key));
+std::string status_fields(const node_context& c) {
   const double uptime =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - c.started).count();
   std::string out = R"("daemon":{)";
@@ -41,6 +36,21 @@ std::string status_reply(const nlohmann::json& request, const node_context& c) {
   out += fmt::format(R"(}},"policy":{{"nvls_off":{},"trace_buffer":{}}})", c.site.nvls_off,
                      c.site.trace_buffer);
   return out;
+}
+
+}  // namespace
+
+request_work status_work(const nlohmann::json& request, const node_context& c) {
+  only_keys(request, "request", {"version", "request"});
+  return [c](node_store& store) {
+    work_result out;
+    out.fields = status_fields(c);
+    auto steps = nlohmann::json::array();
+    for (const auto& s : store.recent_steps(kStatusSteps)) steps.push_back(step_json(s));
+    out.fields += R"(,"recent_steps":)" +
+                  steps.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    return out;
+  };
 }
 
 }  // namespace muster::daemon

@@ -4,19 +4,23 @@
 //   reply: {"version": 1, "ok": true,
 //           "daemon": {"version": "0.1.0", "git": "abc1234", "uptime_s": 12.5},
 //           "node": {"gpus": 8, "compute_major": 9, "interfaces": ["eth0"], "ib_hcas": []},
-//           "policy": {"nvls_off": false, "trace_buffer": 2000}}
-// Not yet: GPU models and memory, NVLink, driver and CUDA versions (with NVML), recent steps
-// (with the node store).
+//           "policy": {"nvls_off": false, "trace_buffer": 2000},
+//           "recent_steps": [{"job", "step", "uid", "state", "started_ms", ...}]}
+// Recent steps are public as squeue's jobs are (ids, owners, states); what a job was told and
+// why is the job request's, for its owner.
 #pragma once
 
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "daemon/router.hpp"
+
 namespace muster::daemon {
 
-struct node_context;
+// How many recent steps status lists.
+inline constexpr int kStatusSteps = 20;
 
-// The reply's fields (JSON object members, as env_reply). Throws bad_request for unknown fields.
-std::string status_reply(const nlohmann::json& request, const node_context& node);
+// Checks the request (throws bad_request for unknown fields) and returns the work that answers.
+request_work status_work(const nlohmann::json& request, const node_context& node);
 
 }  // namespace muster::daemon

@@ -4,13 +4,36 @@
 
 #include <nlohmann/json.hpp>
 
+#include "daemon/node_store.hpp"
 #include "daemon/protocol.hpp"
 #include "daemon/router.hpp"
+#include "tests/support/temp_dir.hpp"
 
+using muster::daemon::node_store;
 using muster::daemon::router;
 using nlohmann::json;
 
 namespace {
+
+// Who asks: root, or an ordinary user.
+constexpr uid_t kRoot = 0;
+constexpr uid_t kAlice = 1000;
+constexpr uid_t kBob = 1001;
+
+// A node store for one test, in a fresh directory.
+struct test_store {
+  muster::test::temp_dir dir{"node-store"};
+  node_store store{dir / "musterd.db", 90};
+};
+
+// The reply line to `line` from `uid`, with its store work (if any) run on `store`.
+std::string reply_line(const router& r, const std::string& line, uid_t uid, node_store* store) {
+  auto routed = r.route(line, {1234, uid, uid});
+  if (!routed.work) return routed.reply;
+  if (store) return routed.work(*store);
+  test_store own;
+  return routed.work(own.store);
+}
 
 // An H100 node with two NICs and one HCA.
 router gpu_node() {
@@ -19,8 +42,8 @@ router gpu_node() {
   return router(c);
 }
 
-json ask(const router& r, const std::string& line) {
-  const auto reply = r.handle(line);
+json ask(const router& r, const std::string& line, uid_t uid = kRoot, node_store* store = nullptr) {
+  const auto reply = reply_line(r, line, uid, store);
   INFO(reply);
   REQUIRE(reply.find('\n') == std::string::npos);  // one line
   return json::parse(reply);
@@ -146,6 +169,7 @@ TEST_CASE("a request line over the size limit is refused without being parsed", 
 TEST_CASE("the router survives random and mutated request lines", "[router]") {
   // a bounded randomised test of the parser: every reply is one JSON line with ok and version
   const router r = gpu_node();
+  test_store own;
   const std::string seed =
       R"({"version": 1, "request": "env", "job": {"tp": 2, "features": {"nccl_ub": true}}, "env": {"A": "b"}})";
   std::uint32_t state = 12345;
@@ -167,7 +191,7 @@ TEST_CASE("the router survives random and mutated request lines", "[router]") {
           break;
       }
     }
-    const auto reply = json::parse(r.handle(line), nullptr, false);
+    const auto reply = json::parse(reply_line(r, line, kRoot, &own.store), nullptr, false);
     INFO(line);
     REQUIRE(reply.is_object());
     REQUIRE(reply["version"] == 1);
@@ -227,4 +251,135 @@ TEST_CASE("an env request's gpus are the GPUs its step sees, over the node's", "
   const auto nested = ask(gpu_node(), deep);
   CHECK(error_code(nested) == "bad_request");
   CHECK(nested["error"]["message"].get<std::string>().find("got array") != std::string::npos);
+}
+
+TEST_CASE("a step's start and end are recorded, and its owner alone (or root) reads the job",
+          "[router]") {
+  test_store s;
+  muster::daemon::node_context c;
+  c.slurm.scontrol = "";  // no Slurm: a job belongs to the uid that first records it
+  const router r(c);
+  auto start = ask(r, R"({"version": 1, "request": "record", "event": "start",
+      "job": {"id": "run-7", "step": "0"}, "run_dir": "/runs/r7", "num_ranks": 4})",
+                   kAlice, &s.store);
+  REQUIRE(start["ok"] == true);
+  CHECK(start["recorded"] == "start");
+  // bob may neither end alice's step nor read her job; nor claim it with an env request
+  auto bob_end = ask(r, R"({"version": 1, "request": "record", "event": "end",
+      "job": {"id": "run-7", "step": "0"}, "state": "completed", "exit_code": 0})",
+                     kBob, &s.store);
+  CHECK(error_code(bob_end) == "denied");
+  CHECK_THAT(bob_end["error"]["message"].get<std::string>(),
+             Catch::Contains("job run-7 belongs to uid 1000") &&
+                 Catch::Contains("who first recorded it") && Catch::Contains("uid 1001"));
+  CHECK(error_code(ask(r, R"({"version": 1, "request": "job", "job": {"id": "run-7"}})", kBob,
+                       &s.store)) == "denied");
+  CHECK(error_code(ask(r, R"({"version": 1, "request": "env", "job": {"id": "run-7", "tp": 2}})",
+                       kBob, &s.store)) == "denied");
+  // alice asks for her step's environment (recorded), and ends it
+  auto env = ask(r, R"({"version": 1, "request": "env", "job": {"id": "run-7", "step": "0",
+      "tp": 2}})",
+                 kAlice, &s.store);
+  REQUIRE(env["ok"] == true);
+  auto end = ask(r, R"({"version": 1, "request": "record", "event": "end",
+      "job": {"id": "run-7", "step": "0"}, "state": "failed", "exit_code": 3,
+      "message": "rank 2 failed first"})",
+                 kAlice, &s.store);
+  REQUIRE(end["ok"] == true);
+  for (uid_t reader : {kAlice, kRoot}) {
+    auto job =
+        ask(r, R"({"version": 1, "request": "job", "job": {"id": "run-7"}})", reader, &s.store);
+    REQUIRE(job["ok"] == true);
+    CHECK(job["job"]["uid"] == kAlice);
+    CHECK(job["job"]["owner_from"] == "first_record");
+    REQUIRE(job["steps"].size() == 1);
+    CHECK(job["steps"][0]["state"] == "failed");
+    CHECK(job["steps"][0]["exit_code"] == 3);
+    CHECK(job["steps"][0]["pid"] == 1234);
+    CHECK(job["steps"][0]["run_dir"] == "/runs/r7");
+    CHECK(job["steps"][0]["message"] == "rank 2 failed first");
+    bool saw_connections = false;
+    for (const auto& d : job["decisions"])
+      saw_connections = saw_connections || (d["rule"] == "cuda-max-connections-tp-cp" &&
+                                            d["action"] == "set" && d["value"] == "1");
+    CHECK(saw_connections);
+  }
+  // everyone sees the step in the public status
+  auto status = ask(r, R"({"version": 1, "request": "status"})", kBob, &s.store);
+  REQUIRE(status["recent_steps"].size() == 1);
+  CHECK(status["recent_steps"][0]["job"] == "run-7");
+  CHECK(status["recent_steps"][0]["state"] == "failed");
+}
+
+TEST_CASE("records of an unknown job or step, and malformed records, get clear errors",
+          "[router]") {
+  test_store s;
+  muster::daemon::node_context c;
+  c.slurm.scontrol = "";
+  const router r(c);
+  auto unknown =
+      ask(r, R"({"version": 1, "request": "job", "job": {"id": "nope"}})", kAlice, &s.store);
+  CHECK(error_code(unknown) == "not_found");
+  CHECK(error_code(ask(r, R"({"version": 1, "request": "record", "event": "end",
+      "job": {"id": "nope", "step": "0"}, "state": "completed"})",
+                       kAlice, &s.store)) == "not_found");
+  REQUIRE(ask(r, R"({"version": 1, "request": "record", "event": "start", "job": {"id": "j1"}})",
+              kAlice, &s.store)["ok"] == true);
+  auto never = ask(r, R"({"version": 1, "request": "record", "event": "end",
+      "job": {"id": "j1", "step": "3"}, "state": "completed"})",
+                   kAlice, &s.store);
+  CHECK(error_code(never) == "not_found");
+  CHECK_THAT(never["error"]["message"].get<std::string>(),
+             Catch::Contains("step \"3\" never started"));
+  for (const char* bad : {
+           R"({"version": 1, "request": "record", "job": {"id": "j1"}})",
+           R"({"version": 1, "request": "record", "event": "pause", "job": {"id": "j1"}})",
+           R"({"version": 1, "request": "record", "event": "start", "job": {}})",
+           R"({"version": 1, "request": "record", "event": "start", "job": {"id": "a b"}})",
+           R"({"version": 1, "request": "record", "event": "end", "job": {"id": "j1"},
+               "state": "exploded"})",
+           R"({"version": 1, "request": "record", "event": "start", "job": {"id": "j1"},
+               "num_ranks": -1})",
+           R"({"version": 1, "request": "job", "job": {"id": "j1", "extra": 1}})",
+           R"({"version": 1, "request": "env", "job": {"step": "0"}})",
+       }) {
+    INFO(bad);
+    CHECK(error_code(ask(r, bad, kAlice, &s.store)) == "bad_request");
+  }
+}
+
+TEST_CASE("scontrol's owner line is read for the uid, and only Slurm-shaped ids go to Slurm",
+          "[router]") {
+  using muster::daemon::looks_like_slurm_job;
+  using muster::daemon::parse_scontrol_owner;
+  CHECK(parse_scontrol_owner("JobId=42 JobName=train UserId=alice(1000) GroupId=alice(1000) "
+                             "MCS_label=N/A") == uid_t{1000});
+  CHECK(parse_scontrol_owner("JobId=42 UserId=nobody(65534)") == uid_t{65534});
+  CHECK_FALSE(parse_scontrol_owner("slurm_load_jobs error: Invalid job id specified"));
+  CHECK_FALSE(parse_scontrol_owner("UserId=alice(x)"));
+  CHECK_FALSE(parse_scontrol_owner("UserId=alice(99999999999)"));
+  CHECK(looks_like_slurm_job("4242"));
+  CHECK(looks_like_slurm_job("4242_7"));
+  CHECK(looks_like_slurm_job("4242+1"));
+  CHECK_FALSE(looks_like_slurm_job("muster-job-20261122"));
+  CHECK_FALSE(looks_like_slurm_job("42_"));
+  CHECK_FALSE(looks_like_slurm_job(""));
+}
+
+TEST_CASE("a node store from a newer musterd, or a foreign file, is refused by name", "[router]") {
+  muster::test::temp_dir dir{"node-store"};
+  { node_store first(dir / "musterd.db", 90); }
+  {
+    // the same file opens again (migrations are idempotent), keeping what it holds
+    node_store again(dir / "musterd.db", 90);
+    again.set_owner("j", {kAlice, "first_record"}, 1);
+  }
+  CHECK(node_store(dir / "musterd.db", 90).owner_of("j").has_value() == false);  // 1 ms: too old
+  muster::test::write_file(dir / "foreign.db", "this is not SQLite at all, just text.......");
+  try {
+    node_store foreign(dir / "foreign.db", 90);
+    FAIL("a foreign file was opened");
+  } catch (const std::exception& e) {
+    CHECK_THAT(e.what(), Catch::Contains("foreign.db"));
+  }
 }

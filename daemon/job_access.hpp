@@ -1,0 +1,50 @@
+// Who may see and change a job's data on this node: root, and the uid that owns the job. The
+// owner is the one Slurm reports (`scontrol show job -o <id>`, run with an argv, never a shell),
+// remembered in the node store; a job Slurm does not know (a local `muster run`, or a node
+// without Slurm) belongs to the uid that first recorded it. Public node status needs none of
+// this.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "daemon/node_store.hpp"
+
+namespace muster::daemon {
+
+// How musterd asks Slurm (the [slurm] section of musterd.toml).
+struct slurm_lookup {
+  std::string scontrol = "scontrol";  // empty: no Slurm here
+  std::string conf;                   // SLURM_CONF for scontrol; empty: Slurm's default
+  std::chrono::milliseconds timeout{3000};
+};
+
+// The uid in `scontrol show job -o` output ("... UserId=alice(1000) GroupId=..."), or nullopt.
+std::optional<uid_t> parse_scontrol_owner(std::string_view output);
+
+// Whether `job_id` is written as Slurm writes job ids: "123", "123_4" (array task), "123+1"
+// (heterogeneous component).
+bool looks_like_slurm_job(std::string_view job_id);
+
+// What a request may do with a job.
+enum class job_use {
+  claim,  // may make the asker the owner of a job nobody recorded (a step's start, env, preflight)
+  read,   // only a job already known (a job query, a step's end)
+};
+
+struct access_result {
+  bool allowed = false;
+  std::string code;     // when not allowed: denied, not_found or unavailable (protocol.hpp)
+  std::string message;  // when not allowed: one line naming the job, the uids and why
+};
+
+// Decides whether `uid` may `use` job `job_id`, recording a newly learnt owner in `store`.
+// Blocks for scontrol (at most lookup.timeout). Throws errc::store from the store.
+access_result authorize_job(node_store& store, const slurm_lookup& lookup,
+                            const std::string& job_id, uid_t uid, job_use use);
+
+}  // namespace muster::daemon

@@ -1,0 +1,135 @@
+// musterd's job-scoped requests on a real daemon: a job's records are its owner's (and root's);
+// another uid, a real client running as `nobody`, is denied them and still reads public status.
+// The owner comes from a real Slurm (slurm_cluster.hpp) for Slurm jobs, from the first record
+// for others.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/support/musterd_harness.hpp"
+#include "tests/support/slurm_cluster.hpp"
+#include "tests/support/unprivileged.hpp"
+
+using muster::test::client;
+using muster::test::running_daemon;
+using muster::test::slurm_cluster;
+using nlohmann::json;
+
+namespace {
+
+// The replies to `requests`, sent one by one by `nobody` on one connection: one JSON per line,
+// or "error: ..." when the child could not ask.
+std::vector<json> ask_as_nobody(const std::filesystem::path& socket,
+                                const std::vector<std::string>& requests) {
+  const auto text = muster::test::run_unprivileged([&] {
+    client c(socket);
+    std::string out;
+    for (const auto& r : requests) out += c.ask(r).dump() + "\n";
+    return out;
+  });
+  INFO(text);
+  REQUIRE(text.rfind("error: ", 0) != 0);
+  std::vector<json> replies;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) replies.push_back(json::parse(line));
+  REQUIRE(replies.size() == requests.size());
+  return replies;
+}
+
+std::string record_start(const std::string& job) {
+  return R"({"version": 1, "request": "record", "event": "start", "job": {"id": ")" + job +
+         R"(", "step": "0"}, "num_ranks": 2})";
+}
+
+std::string job_query(const std::string& job) {
+  return R"({"version": 1, "request": "job", "job": {"id": ")" + job + R"("}})";
+}
+
+// Whether a client can run as `nobody` against the daemon on `socket` (this process is root and
+// nobody can reach the socket once the test directory lets others search it); WARNs why not.
+bool nobody_can_ask(const std::filesystem::path& socket) {
+  if (::geteuid() != 0) {
+    WARN("SKIPPED: needs root, to run a client as another uid");
+    return false;
+  }
+  std::filesystem::permissions(socket.parent_path().parent_path(),
+                               std::filesystem::perms::others_exec,
+                               std::filesystem::perm_options::add);
+  if (!muster::test::reachable_by_nobody(socket)) {
+    WARN("SKIPPED: " << socket.string() << " is out of reach of nobody (TMPDIR under /root?)");
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("another uid is denied a job's records, and still reads the node's public status",
+          "[musterd]") {
+  running_daemon d({"--mode", "0666"}, "[slurm]\nscontrol = \"\"\n");
+  if (!nobody_can_ask(d.socket)) return;
+  client root(d.socket);
+  REQUIRE(root.ask(record_start("local-1"))["ok"] == true);
+  const auto replies = ask_as_nobody(
+      d.socket,
+      {job_query("local-1"),
+       R"({"version": 1, "request": "record", "event": "end", "job": {"id": "local-1", )"
+       R"("step": "0"}, "state": "cancelled"})",
+       R"({"version": 1, "request": "env", "job": {"id": "local-1", "tp": 2}})",
+       R"({"version": 1, "request": "status"})", record_start("local-2"), job_query("local-2")});
+  for (int i : {0, 1, 2}) {
+    INFO(replies[i].dump());
+    CHECK(replies[i]["error"]["code"] == "denied");
+    CHECK_THAT(
+        replies[i]["error"]["message"].get<std::string>(),
+        Catch::Contains("job local-1 belongs to uid 0 (root)") && Catch::Contains("uid 65534"));
+  }
+  CHECK(replies[3]["ok"] == true);  // public: the steps of every job, as squeue shows them
+  CHECK(replies[3]["recent_steps"][0]["job"] == "local-1");
+  CHECK(replies[4]["ok"] == true);  // nobody's own job
+  CHECK(replies[5]["job"]["uid"] == 65534);
+  // root reads every job; local-1 was not ended by nobody
+  const auto mine = root.ask(job_query("local-1"));
+  CHECK(mine["steps"][0]["state"] == "running");
+  CHECK(root.ask(job_query("local-2"))["ok"] == true);
+}
+
+TEST_CASE("a Slurm job's owner is the one Slurm reports, and an id Slurm does not know is refused",
+          "[musterd][slurm]") {
+  if (auto why = slurm_cluster::unavailable()) {
+    WARN("SKIPPED: " << *why);
+    return;
+  }
+  slurm_cluster cluster;
+  auto submit = [&](std::vector<std::string> extra) {
+    std::vector<std::string> argv = {"sbatch", "--parsable", "-o", "/dev/null", "--chdir", "/tmp"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    argv.insert(argv.end(), {"--wrap", "sleep 60"});
+    auto r = cluster.command(argv);
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    return r.out.substr(0, r.out.find_first_of("\n;"));
+  };
+  const auto roots = submit({});
+  const auto nobodys = submit({"--uid=65534", "--gid=65534"});
+  const std::string config = "[slurm]\nscontrol = \"" + slurm_cluster::program("scontrol") +
+                             "\"\nconf = \"" + cluster.conf().string() + "\"\n";
+  running_daemon d({"--mode", "0666"}, config);
+  if (!nobody_can_ask(d.socket)) return;
+  const auto replies = ask_as_nobody(d.socket, {record_start(nobodys), record_start(roots),
+                                                record_start("999999"), job_query(nobodys)});
+  CHECK(replies[0]["ok"] == true);
+  CHECK(replies[1]["error"]["code"] == "denied");
+  CHECK_THAT(replies[1]["error"]["message"].get<std::string>(),
+             Catch::Contains("belongs to uid 0 (root) (as Slurm reports it)"));
+  CHECK(replies[2]["error"]["code"] == "denied");
+  CHECK_THAT(replies[2]["error"]["message"].get<std::string>(),
+             Catch::Contains("Slurm knows no job 999999"));
+  CHECK(replies[3]["job"]["owner_from"] == "slurm");
+  CHECK(replies[3]["job"]["uid"] == 65534);
+}
