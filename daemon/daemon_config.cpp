@@ -6,6 +6,7 @@
 #include "common/config_load.hpp"
 #include "common/error.hpp"
 #include "common/node_network.hpp"
+#include "daemon/gpu_inventory.hpp"
 
 namespace muster::daemon {
 namespace {
@@ -32,6 +33,20 @@ const config::field<daemon_config> kSchema[] = {
           "network interfaces NCCL may use; empty probes those up in /sys/class/net"),
     FIELD(node.ib_hcas, "node.ib_hcas",
           "InfiniBand/RoCE HCAs NCCL may use; empty probes those active in /sys/class/infiniband"),
+    FIELD(node.gpu_description, "node.gpu_description",
+          "a JSON file describing the GPUs instead of NVML (nodes without it, tests); empty: "
+          "NVML"),
+    FIELD(health.min_free_fraction, "health.min_free_fraction",
+          "preflight: the share of each GPU's memory that must be free"),
+    FIELD(health.max_ecc_uncorrected, "health.max_ecc_uncorrected",
+          "preflight: the most uncorrected (volatile) ECC errors a GPU may have"),
+    FIELD(health.xid_window_s, "health.xid_window_s",
+          "preflight: how far back a hardware Xid in the kernel log fails it, in seconds"),
+    FIELD(health.min_shm_mib, "health.min_shm_mib", "preflight: the least /dev/shm size, MiB"),
+    FIELD(health.min_disk_free_mib, "health.min_disk_free_mib",
+          "preflight: the least free space at the run directory, MiB"),
+    FIELD(health.kernel_log, "health.kernel_log", "where Xid errors are read (kmsg records)"),
+    FIELD(health.shm_dir, "health.shm_dir", "the shared-memory mount NCCL uses"),
     FIELD(
         slurm.scontrol, "slurm.scontrol",
         "Slurm's scontrol, asked who owns a job; empty: no Slurm (a job is its first recorder's)"),
@@ -60,6 +75,14 @@ void validate(const daemon_config& c, const config::sources& where) {
   MUSTER_CHECK(c.slurm.timeout_ms >= 1 && c.slurm.timeout_ms <= 60'000, errc::config,
                "{}: slurm.timeout_ms: {} is not between 1 and 60000",
                place_of(where, "slurm.timeout_ms"), c.slurm.timeout_ms);
+  MUSTER_CHECK(c.health.min_free_fraction >= 0 && c.health.min_free_fraction <= 1, errc::config,
+               "{}: health.min_free_fraction: {} is not between 0 and 1 (0.9 is the default)",
+               place_of(where, "health.min_free_fraction"), c.health.min_free_fraction);
+  MUSTER_CHECK(c.health.max_ecc_uncorrected >= 0 && c.health.xid_window_s >= 0 &&
+                   c.health.min_shm_mib >= 0 && c.health.min_disk_free_mib >= 0,
+               errc::config,
+               "{}: the [health] limits are counts, seconds and MiB: none may be negative",
+               place_of(where, "health.xid_window_s"));
   MUSTER_CHECK(c.policy.trace_buffer >= 0, errc::config,
                "{}: policy.trace_buffer: {} is negative; 2000 is the usual value",
                place_of(where, "policy.trace_buffer"), c.policy.trace_buffer);
@@ -103,8 +126,17 @@ daemon_config load_daemon_config(const std::filesystem::path& file, bool require
 
 node_context node_context_of(const daemon_config& c) {
   node_context n;
-  n.node.gpus = std::max(c.node.gpus, 0);  // NVML probing comes later: none found until then
+  n.preflight = {c.node.gpu_description, c.health.kernel_log, c.health.shm_dir};
+  n.limits = {c.health.min_free_fraction, c.health.max_ecc_uncorrected, c.health.xid_window_s,
+              c.health.min_shm_mib, c.health.min_disk_free_mib};
+  n.node.gpus = c.node.gpus;
   n.node.compute_major = c.node.compute_major;
+  if (n.node.gpus < 0 || n.node.compute_major == 0) {
+    const auto probed = probe_gpus(c.node.gpu_description);
+    if (n.node.gpus < 0) n.node.gpus = static_cast<int>(probed.devices.size());
+    if (n.node.compute_major == 0 && !probed.devices.empty())
+      n.node.compute_major = probed.devices.front().compute_major;
+  }
   n.node.interfaces = c.node.interfaces;
   n.node.ib_hcas = c.node.ib_hcas;
   if (n.node.interfaces.empty() || n.node.ib_hcas.empty()) {

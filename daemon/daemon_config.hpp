@@ -4,6 +4,7 @@
 // bad file keeps the old configuration and the log says why.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <span>
@@ -35,7 +36,17 @@ struct daemon_config {
     int compute_major = 0;                // 0: probe
     std::vector<std::string> interfaces;  // empty: probe sysfs
     std::vector<std::string> ib_hcas;     // empty: probe sysfs
+    std::string gpu_description;          // empty: NVML
   } node;
+  struct {
+    double min_free_fraction = 0.9;
+    std::int64_t max_ecc_uncorrected = 0;
+    int xid_window_s = 86400;
+    std::int64_t min_shm_mib = 512;
+    std::int64_t min_disk_free_mib = 1024;
+    std::string kernel_log = "/dev/kmsg";
+    std::string shm_dir = "/dev/shm";
+  } health;
   struct {
     std::string scontrol = "scontrol";
     std::string conf;

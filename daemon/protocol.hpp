@@ -6,7 +6,13 @@
 //
 // Error codes (stable): bad_json (not a JSON object), unsupported_version, unknown_request,
 // bad_request (a field missing, of the wrong type, or unknown: the message names it),
-// too_large (a line over kMaxRequestBytes), internal (a bug; the message says what).
+// too_large (a line over kMaxRequestBytes), denied (a job-scoped request from a uid that is
+// neither root nor the job's owner), not_found (a job or step this node never recorded),
+// unavailable (Slurm could not be asked who owns the job), store (the node store failed: a full
+// disk; the message names the file and the fix), internal (a bug; the message says what).
+//
+// Requests: env (env_request.hpp), preflight (preflight_request.hpp), record
+// (record_request.hpp), job (job_request.hpp), status (status_request.hpp).
 #pragma once
 
 #include <cstddef>

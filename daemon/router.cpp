@@ -8,6 +8,7 @@
 #include "daemon/env_request.hpp"
 #include "daemon/job_request.hpp"
 #include "daemon/json_text.hpp"
+#include "daemon/preflight_request.hpp"
 #include "daemon/protocol.hpp"
 #include "daemon/record_request.hpp"
 #include "daemon/request_fields.hpp"
@@ -64,10 +65,12 @@ routed dispatch(const json& request, const std::string& name, const node_context
   }
   if (name == "record") return {"", guarded(record_work(request, c.slurm, who))};
   if (name == "job") return {"", guarded(job_work(request, c.slurm, who.uid))};
-  return {error_reply("unknown_request",
-                      fmt::format("no request {}; musterd answers: env, job, record, status",
-                                  brief(json(name)))),
-          {}};
+  if (name == "preflight") return {"", guarded(preflight_work(request, c, who.uid))};
+  return {
+      error_reply("unknown_request",
+                  fmt::format("no request {}; musterd answers: env, job, preflight, record, status",
+                              brief(json(name)))),
+      {}};
 }
 
 }  // namespace

@@ -15,6 +15,8 @@
 #include "common/gpu_policy.hpp"
 #include "daemon/job_access.hpp"
 #include "daemon/node_store.hpp"
+#include "daemon/preflight.hpp"
+#include "daemon/preflight_probe.hpp"
 
 namespace muster::daemon {
 
@@ -31,6 +33,8 @@ struct node_context {
   gpu_node_facts node;
   gpu_site_policy site;
   slurm_lookup slurm;
+  preflight_sources preflight;  // where GPUs, the kernel log and /dev/shm are read
+  preflight_thresholds limits;
   // when this musterd started (status reports its uptime; a reload keeps it)
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
 };

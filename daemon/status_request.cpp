@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "daemon/gpu_inventory.hpp"
 #include "daemon/job_request.hpp"
 #include "daemon/json_text.hpp"
 #include "daemon/request_fields.hpp"
@@ -45,6 +46,15 @@ request_work status_work(const nlohmann::json& request, const node_context& c) {
   return [c](node_store& store) {
     work_result out;
     out.fields = status_fields(c);
+    gpu_inventory gpus;
+    try {
+      gpus = probe_gpus(c.preflight.gpu_description);
+    } catch (const std::exception& e) {  // a description file broken since the last load
+      gpus.source = "none";
+      gpus.why_none = e.what();
+    }
+    out.fields += R"(,"gpus":)" +
+                  to_json(gpus).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     auto steps = nlohmann::json::array();
     for (const auto& s : store.recent_steps(kStatusSteps)) steps.push_back(step_json(s));
     out.fields += R"(,"recent_steps":)" +

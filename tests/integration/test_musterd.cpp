@@ -3,6 +3,8 @@
 // a second daemon on the same socket, and a clean stop on SIGTERM.
 #include <catch2/catch.hpp>
 
+#include <fmt/format.h>
+
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include <atomic>
+#include "daemon/kernel_log.hpp"
 #include "daemon/protocol.hpp"
 
 #include "tests/support/launch_output.hpp"
@@ -376,4 +379,78 @@ TEST_CASE("under a systemd watchdog musterd pings WATCHDOG=1 at half the interva
   CHECK(std::chrono::steady_clock::now() - first < 1700ms);
   running_daemon quiet;  // and without a watchdog, none
   CHECK_FALSE(quiet.notify.wait_for("WATCHDOG=1", 600ms));
+}
+
+TEST_CASE(
+    "preflight on a described GPU node: passes, then names a leftover process of another job "
+    "and a hardware Xid, and is recorded under the job",
+    "[musterd]") {
+  muster::test::temp_dir files("preflight");
+  const auto gpus = files / "gpus.json";
+  const auto kmsg = files / "kmsg";
+  auto describe = [&](const std::string& processes) {
+    std::string devices;
+    for (int i = 0; i < 2; ++i)
+      devices += fmt::format(
+          R"({}{{"index": {}, "name": "NVIDIA H100 80GB HBM3", "pci_bus_id": "00000000:{:02X}:00.0",
+              "compute": "9.0", "memory_total_mib": 81559, "memory_free_mib": 80000,
+              "ecc_uncorrected": 0, "processes": [{}]}})",
+          i ? "," : "", i, 0x18 + i, i == 1 ? processes : "");
+    muster::test::write_file(
+        gpus, R"({"driver_version": "570.86.15", "cuda_driver_version": 12080, "devices": [)" +
+                  devices + "]}");
+  };
+  describe("");
+  muster::test::write_file(kmsg, "");
+  running_daemon d({}, fmt::format("[node]\ngpu_description = \"{}\"\n[health]\nkernel_log = "
+                                   "\"{}\"\nmin_shm_mib = 1\nmin_disk_free_mib = 1\n"
+                                   "[slurm]\nscontrol = \"\"\n",
+                                   gpus.string(), kmsg.string()));
+  client c(d.socket);
+  const std::string ask = R"({"version": 1, "request": "preflight", "job": {"id": "4242", )"
+                          R"("step": "0"}, "gpus": [0, 1], "run_dir": ")" +
+                          (files / "runs/r1").string() + R"("})";
+  auto reply = c.ask(ask);
+  INFO(reply.dump());
+  REQUIRE(reply["ok"] == true);
+  CHECK(reply["passed"] == true);
+  CHECK(reply["gpus"]["devices"].size() == 2);
+
+  // a process of job 4100 left on GPU 1, and GPU 1 fell off the bus a second ago
+  muster::test::env_change env;
+  env.set["SLURM_JOB_ID"] = "4100";
+  auto leftover = muster::test::spawn_process({"sleep", "30"}, env);
+  describe(fmt::format(R"({{"pid": {}, "used_mib": 30000}})", leftover.pid));
+  muster::test::write_file(
+      kmsg, fmt::format("3,1,{},-;NVRM: Xid (PCI:0000:19:00): 79, pid=9, GPU has fallen off "
+                        "the bus.\n",
+                        muster::daemon::boot_clock_us() - 1'000'000));
+  reply = c.ask(ask);
+  INFO(reply.dump());
+  CHECK(reply["passed"] == false);
+  std::map<std::string, json> checks;
+  for (const auto& check : reply["checks"]) checks[check["check"]] = check;
+  CHECK(checks["gpu_leftovers"]["status"] == "fail");
+  CHECK_THAT(
+      checks["gpu_leftovers"]["detail"].get<std::string>(),
+      Catch::Contains(fmt::format("GPU 1: pid {} (of job 4100) holds 30000 MiB", leftover.pid)));
+  CHECK(checks["gpu_xid"]["status"] == "fail");
+  CHECK(checks["shm_size"]["status"] == "pass");
+  CHECK(checks["run_dir_writable"]["status"] == "pass");
+  ::kill(leftover.pid, SIGKILL);
+  muster::test::wait_process(leftover.pid);
+  ::close(leftover.out_fd);
+
+  // both preflights are in the job's record; status shows the GPUs
+  const auto job = c.ask(R"({"version": 1, "request": "job", "job": {"id": "4242"}})");
+  REQUIRE(job["preflights"].size() == 2);
+  CHECK(job["preflights"][0]["passed"] == true);
+  CHECK(job["preflights"][1]["passed"] == false);
+  CHECK(job["preflights"][1]["checks"].size() == 7);
+  const auto status = c.ask(R"({"version": 1, "request": "status"})");
+  CHECK(status["node"]["gpus"] == 2);  // node.gpus = -1: counted from the description
+  CHECK(status["node"]["compute_major"] == 9);
+  CHECK(status["gpus"]["source"] == "description");
+  CHECK(status["gpus"]["driver_version"] == "570.86.15");
+  CHECK(status["gpus"]["devices"][1]["processes"][0]["used_mib"] == 30000);
 }

@@ -1,0 +1,46 @@
+// Gathering what preflight.hpp checks, from the node itself: the GPUs (NVML or the description),
+// the job each GPU process belongs to (/proc/<pid>/cgroup, then its environment), the kernel
+// log's Xids, /dev/shm's size and whether the job's user can write its run directory. Reads
+// only; blocks for as long as NVML and the file system take.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "daemon/preflight.hpp"
+
+namespace muster::daemon {
+
+// Where preflight looks (the [health] section of musterd.toml, and node.gpu_description).
+struct preflight_sources {
+  std::string gpu_description;  // "" : NVML
+  std::string kernel_log = "/dev/kmsg";
+  std::string shm_dir = "/dev/shm";
+};
+
+// What the step asked to have checked.
+struct preflight_ask {
+  std::string job_id;
+  std::vector<int> gpus;  // indices given to the step; empty: by count
+  int num_gpus = -1;      // -1: not said
+  std::string run_dir;    // "" : none
+  uid_t uid = 0;          // whose run directory it is
+};
+
+preflight_facts probe_preflight(const preflight_ask& ask, const preflight_sources& sources,
+                                const preflight_thresholds& limits);
+
+// The job a process belongs to: "4242" from a Slurm cgroup (".../job_4242/...") or its
+// SLURM_JOB_ID, a local run's MUSTER_RUN_ID, "" for none; nullopt when the process is gone.
+// `proc` is /proc (a parameter for tests).
+std::optional<std::string> job_of_process(std::int64_t pid, const std::string& proc = "/proc");
+
+// Why `uid` cannot create files in `dir` (or, when it does not exist yet, in the directory it
+// would be made in); "" when it can. Names the directory, its owner and mode, and the fix.
+std::string write_problem(const std::string& dir, uid_t uid);
+
+}  // namespace muster::daemon
