@@ -7,11 +7,14 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "common/env_knobs.hpp"
+#include "common/log.hpp"
 
 namespace muster::launcher {
 namespace {
@@ -27,29 +30,34 @@ struct fd_guard {
   }
 };
 
-json request_of(const gpu_policy_input& in) {
+json request_of(const gpu_policy_input& in, const daemon_step& step) {
   json env = json::object();  // only what the policy reads: no secrets, no 64 KiB environments
   for (const auto& [name, value] : in.env)
     if (gpu_policy_reads(name)) env[name] = value;
-  return {{"version", 1},
-          {"request", "env"},
-          {"job",
-           {{"tp", in.tp},
-            {"cp", in.cp},
-            {"ep", in.ep},
-            {"gpus", in.node.gpus},
-            {"sharding", in.sharding},
-            {"torch_version", in.torch_version},
-            {"memory_tight", in.memory_tight},
-            {"dump_dir", in.dump_dir},
-            {"features",
-             {{"nccl_ub", in.nccl_ub},
-              {"fsdp_double_buffer", in.fsdp_double_buffer},
-              {"tp_comm_overlap", in.tp_comm_overlap},
-              {"ep_comm_overlap", in.ep_comm_overlap},
-              {"expandable_segments", in.expandable_segments},
-              {"cuda_graphs", in.cuda_graphs}}}}},
-          {"env", env}};
+  json request = {{"version", 1},
+                  {"request", "env"},
+                  {"job",
+                   {{"tp", in.tp},
+                    {"cp", in.cp},
+                    {"ep", in.ep},
+                    {"gpus", in.node.gpus},
+                    {"sharding", in.sharding},
+                    {"torch_version", in.torch_version},
+                    {"memory_tight", in.memory_tight},
+                    {"dump_dir", in.dump_dir},
+                    {"features",
+                     {{"nccl_ub", in.nccl_ub},
+                      {"fsdp_double_buffer", in.fsdp_double_buffer},
+                      {"tp_comm_overlap", in.tp_comm_overlap},
+                      {"ep_comm_overlap", in.ep_comm_overlap},
+                      {"expandable_segments", in.expandable_segments},
+                      {"cuda_graphs", in.cuda_graphs}}}}},
+                  {"env", env}};
+  if (!step.job_id.empty()) {
+    request["job"]["id"] = step.job_id;
+    request["job"]["step"] = step.step_id;
+  }
+  return request;
 }
 
 gpu_policy_result result_of(const json& reply) {
@@ -141,10 +149,10 @@ std::optional<std::string> ask_daemon(const std::filesystem::path& socket,
 }
 
 daemon_answer ask_daemon_env(const std::filesystem::path& socket, const gpu_policy_input& job,
-                             std::chrono::milliseconds timeout) {
+                             const daemon_step& step, std::chrono::milliseconds timeout) {
   std::string why_not;
   const auto reply =
-      ask_daemon(socket, request_of(job).dump(-1, ' ', false, json::error_handler_t::replace),
+      ask_daemon(socket, request_of(job, step).dump(-1, ' ', false, json::error_handler_t::replace),
                  timeout, why_not);
   if (!reply) return {std::nullopt, why_not};
   const auto parsed = json::parse(*reply, nullptr, false);
@@ -158,6 +166,55 @@ daemon_answer ask_daemon_env(const std::filesystem::path& socket, const gpu_poli
     return {std::nullopt,
             fmt::format("musterd's reply does not read as an env reply: {}", e.what())};
   }
+}
+
+std::string env_request_line(const gpu_policy_input& job, const daemon_step& step) {
+  return request_of(job, step).dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+bool daemon_expected(const std::filesystem::path& socket) {
+  std::error_code ec;
+  return env_value(kEnvDaemonSocket).has_value() ||
+         std::filesystem::exists(socket.parent_path(), ec);
+}
+
+namespace {
+
+// Sends one record request; logs why when the daemon does not take it.
+void send_record(const daemon_step& step, json request) {
+  const auto socket = daemon_socket();
+  if (step.job_id.empty() || !socket) return;
+  request["version"] = 1;
+  request["request"] = "record";
+  request["job"] = {{"id", step.job_id}, {"step", step.step_id}};
+  std::string why_not;
+  const auto reply =
+      ask_daemon(*socket, request.dump(-1, ' ', false, json::error_handler_t::replace),
+                 std::chrono::milliseconds(2000), why_not);
+  if (reply) {
+    const auto parsed = json::parse(*reply, nullptr, false);
+    if (parsed.is_object() && parsed.value("ok", false)) return;
+    why_not = fmt::format("musterd refused the record: {}", *reply);
+  }
+  log::get("launcher")
+      ->log(daemon_expected(*socket) ? spdlog::level::warn : spdlog::level::debug,
+            "{}: the node does not record step {}.{}", why_not, step.job_id, step.step_id);
+}
+
+}  // namespace
+
+void record_step_start(const daemon_step& step, const std::filesystem::path& run_dir,
+                       int num_ranks) {
+  send_record(step, {{"event", "start"}, {"run_dir", run_dir.string()}, {"num_ranks", num_ranks}});
+}
+
+void record_step_end(const daemon_step& step, int exit_code) {
+  const bool stopped = exit_code == 128 + SIGTERM || exit_code == 128 + SIGINT;
+  const char* state = exit_code == 0 ? "completed" : stopped ? "cancelled" : "failed";
+  send_record(step, {{"event", "end"},
+                     {"state", state},
+                     {"exit_code", std::clamp(exit_code, -1, 255)},
+                     {"message", fmt::format("the launcher exited {}", exit_code)}});
 }
 
 }  // namespace muster::launcher

@@ -22,6 +22,18 @@ std::optional<std::string> ask_daemon(const std::filesystem::path& socket,
                                       const std::string& request, std::chrono::milliseconds timeout,
                                       std::string& why_not);
 
+// The job step musterd records a request under: SLURM_JOB_ID (or a local run's id) and
+// SLURM_STEP_ID ("" outside a step). Empty job_id: nothing is recorded.
+struct daemon_step {
+  std::string job_id;
+  std::string step_id;
+};
+
+// Whether a daemon is expected on `socket`: MUSTER_DAEMON_SOCKET names it, or its directory
+// exists (the unit keeps /run/muster while musterd is stopped). Where none is expected a
+// missing daemon is only logged at debug.
+bool daemon_expected(const std::filesystem::path& socket);
+
 struct daemon_answer {
   std::optional<gpu_policy_result> result;  // the daemon's decisions
   std::string why_not;                      // when none: why ("no musterd on ...: ...")
@@ -30,7 +42,18 @@ struct daemon_answer {
 // Sends the job step's facts (the policy input's job fields and environment; the node's facts
 // are the daemon's own) and reads the reply, within `timeout` in all. Never throws: a daemon
 // that is absent, slow, or answers an error gives no result and the reason.
+// The env request line for a job step's facts (what ask_daemon_env sends).
+std::string env_request_line(const gpu_policy_input& job, const daemon_step& step);
+
+// With a step, the daemon records its decisions under it.
 daemon_answer ask_daemon_env(const std::filesystem::path& socket, const gpu_policy_input& job,
-                             std::chrono::milliseconds timeout);
+                             const daemon_step& step, std::chrono::milliseconds timeout);
+
+// Tell this node's musterd that a step started (its run directory and ranks here) or ended
+// (its exit code), so the node keeps its history. Best effort: a daemon that does not answer
+// is logged (warn where one is expected) and the run goes on.
+void record_step_start(const daemon_step& step, const std::filesystem::path& run_dir,
+                       int num_ranks);
+void record_step_end(const daemon_step& step, int exit_code);
 
 }  // namespace muster::launcher

@@ -1,16 +1,14 @@
 // The GPU environment policy in the launcher: see launch_policy.hpp.
 #include "launcher/launch_policy.hpp"
 
-#include "common/env_knobs.hpp"
 #include "common/log.hpp"
 #include "common/node_network.hpp"
 #include "launcher/daemon_client.hpp"
 
 namespace muster::launcher {
 
-std::vector<gpu_policy_decision> decide_launch_policy(const job_config& config,
-                                                      const plan::layout& layout, int gpus,
-                                                      const env_vars& env) {
+gpu_policy_input launch_policy_input(const job_config& config, const plan::layout& layout, int gpus,
+                                     const env_vars& env, const std::filesystem::path& dump_dir) {
   gpu_policy_input in;
   in.tp = layout.tp();
   in.cp = layout.cp();
@@ -19,16 +17,21 @@ std::vector<gpu_policy_decision> decide_launch_policy(const job_config& config,
   in.nccl_ub = config.comm.nccl_ub;
   in.node.gpus = gpus;
   in.env = env;
+  in.dump_dir = dump_dir.string();
+  return in;
+}
+
+std::vector<gpu_policy_decision> decide_launch_policy(const job_config& config,
+                                                      const plan::layout& layout, int gpus,
+                                                      const env_vars& env, const daemon_step& step,
+                                                      const std::filesystem::path& dump_dir) {
+  auto in = launch_policy_input(config, layout, gpus, env, dump_dir);
   // this node's musterd when one answers (the site's policy and the node's facts), else the
   // same library here
   std::optional<gpu_policy_result> answered;
   if (const auto socket = daemon_socket()) {
-    auto answer = ask_daemon_env(*socket, in, std::chrono::milliseconds(2000));
-    // a daemon is expected where its socket was named or its directory exists (the unit keeps
-    // /run/muster while musterd is stopped); a machine without musterd only logs at debug
-    std::error_code ec;
-    const bool expected = env_value(kEnvDaemonSocket).has_value() ||
-                          std::filesystem::exists(socket->parent_path(), ec);
+    auto answer = ask_daemon_env(*socket, in, step, std::chrono::milliseconds(2000));
+    const bool expected = daemon_expected(*socket);
     if (answer.result)
       log::get("launcher")->info("the GPU environment from musterd on {}", socket->string());
     else

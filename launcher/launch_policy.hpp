@@ -9,15 +9,23 @@
 
 #include "common/gpu_policy.hpp"
 #include "common/job_config.hpp"
+#include "launcher/daemon_client.hpp"
 #include "launcher/plan/layout.hpp"
 
 namespace muster::launcher {
 
+// The policy input of a job's workers on this node (their layout, `gpus`, `env`, `dump_dir`);
+// the node's network is the daemon's to add (or decide_launch_policy's when none answers).
+gpu_policy_input launch_policy_input(const job_config& config, const plan::layout& layout, int gpus,
+                                     const env_vars& env, const std::filesystem::path& dump_dir);
+
 // The environment decisions for the workers of a job on this node (`gpus` it sees, `env` the
-// environment they inherit). Throws errc::config naming the rule and the fix when the job's
+// environment they inherit, `dump_dir` where NCCL's flight recorder dumps; the daemon records
+// them under `step`). Throws errc::config naming the rule and the fix when the job's
 // settings cannot work together.
 std::vector<gpu_policy_decision> decide_launch_policy(const job_config& config,
                                                       const plan::layout& layout, int gpus,
-                                                      const env_vars& env);
+                                                      const env_vars& env, const daemon_step& step,
+                                                      const std::filesystem::path& dump_dir);
 
 }  // namespace muster::launcher

@@ -58,18 +58,22 @@ local_run_result run_local(const job_request& request) {
   plan_request.gpus_per_node = plan.world_size;
   auto layout = plan::make_plan(config, loaded.where, plan_request).layout;  // or stop here
   plan.base_env = process_env();
-  plan.policy = decide_launch_policy(config, layout, plan.num_gpus, plan.base_env);
+  store::run_paths paths(config.launch.runs_dir,
+                         store::make_run_id(config.job.name, std::chrono::system_clock::now()));
+  const daemon_step step{paths.run_id(), ""};
+  plan.policy =
+      decide_launch_policy(config, layout, plan.num_gpus, plan.base_env, step, paths.dir());
   plan.argv = worker_argv(request.command, request.default_worker, plan.base_env);
   plan.host = short_hostname();
   plan.master_addr = config.launch.master_addr.empty() ? "127.0.0.1" : config.launch.master_addr;
   plan.master_port = choose_master_port(config.launch.master_port);
   plan.console_fd = request.console_fd;
 
-  store::run_paths paths(config.launch.runs_dir,
-                         store::make_run_id(config.job.name, std::chrono::system_clock::now()));
   paths.create();
   write_job_file(paths, config);
+  record_step_start(step, paths.dir(), plan.local_ranks);
   auto result = run_node(plan, paths);
+  record_step_end(step, result.exit_code);
   return {result.exit_code, paths.dir()};
 }
 

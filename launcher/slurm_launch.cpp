@@ -121,7 +121,7 @@ meeting meet(const job_config& config, const slurm_step& step, int member,
     return m;
   }
   auto found = rdzv::find_store(identity, address, address_file, deadline, stop_signal_pending,
-                               m.pmix.get());
+                                m.pmix.get());
   MUSTER_CHECK(!stop_signal_pending(), errc::io,
                "stopped by a signal while looking for node 0's rendezvous store");
   if (!found.client) {
@@ -133,24 +133,23 @@ meeting meet(const job_config& config, const slurm_step& step, int member,
                  "launch.master_addr), or raise launch.timeout_rendezvous",
                  identity.str(), config.launch.timeout_rendezvous,
                  m.pmix ? fmt::format("nothing from PMIx rank 0 of {}, ", m.pmix->nspace()) : "",
-                 address_file.string(), address,
-                 ports.front(), ports.back(), step.nodes.front(), address,
-                 step.this_node().value_or("this node"));
+                 address_file.string(), address, ports.front(), ports.back(), step.nodes.front(),
+                 address, step.this_node().value_or("this node"));
   }
   m.store = found.client;
   m.address = found.address;
   m.port = found.port;
   m.how = found.how;
-  log::get("launcher")->info("rendezvous store at {}:{} (found through {})", m.address, m.port,
-                             m.how);
+  log::get("launcher")
+      ->info("rendezvous store at {}:{} (found through {})", m.address, m.port, m.how);
   return m;
 }
 
 // One task per rank: meet, learn MASTER_PORT, exec the worker.
 [[noreturn]] void exec_as_rank(const job_config& config, const slurm_step& step,
                                const std::vector<gpu_policy_decision>& policy,
-                               const store::run_paths& paths,
-                               std::vector<std::string> argv, const std::string& master_addr,
+                               const store::run_paths& paths, std::vector<std::string> argv,
+                               const std::string& master_addr,
                                std::chrono::steady_clock::time_point deadline) {
   const int rank = step.proc_id;
   const int node = *step.node_id;
@@ -158,12 +157,12 @@ meeting meet(const job_config& config, const slurm_step& step, int member,
   const int local_world = step.tasks_per_node[static_cast<std::size_t>(node)];
   auto m = meet(config, step, rank, master_addr, paths, deadline);
   rdzv::node_group group(m.store, rank, member_names(step, true));
-  group.join({rank, host, 1, ::getpid()}, std::chrono::duration_cast<milliseconds>(
-                                              deadline - std::chrono::steady_clock::now()),
+  group.join({rank, host, 1, ::getpid()},
+             std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now()),
              stop_signal_pending);
   const int master_port = std::stoi(m.store->get("master_port", milliseconds(0)));
   group.leave(rank == 0, kLeaveTimeout);
-  m.pmix.reset();  // finalized before the exec: the worker may be a PMIx client itself
+  m.pmix.reset();    // finalized before the exec: the worker may be a PMIx client itself
   m.hosted.reset();  // the store is no longer needed: MASTER_PORT is known everywhere
   m.store.reset();
 
@@ -186,7 +185,8 @@ meeting meet(const job_config& config, const slurm_step& step, int member,
   who.cpus_on_node = step.cpus_on_node.value_or(1);
   // Slurm may show each task only its own GPU: leave that as it is.
   if (step.visible_devices && step.visible_devices->size() > 1)
-    who.gpu = assign_gpus(local_world, step.visible_devices, 0)[static_cast<std::size_t>(step.local_id)];
+    who.gpu =
+        assign_gpus(local_world, step.visible_devices, 0)[static_cast<std::size_t>(step.local_id)];
   apply_gpu_policy(policy, env);
   env = worker_env(env, who);
   {
@@ -196,8 +196,8 @@ meeting meet(const job_config& config, const slurm_step& step, int member,
                   store::now_ms(), step.num_tasks, step.num_nodes, slurm_job_text(step),
                   paths.job_config().string(), ""});
       for (const auto& d : policy)
-        db.add_event({store::now_ms(), std::nullopt, store::severity::info, "gpu_policy",
-                      describe(d)});
+        db.add_event(
+            {store::now_ms(), std::nullopt, store::severity::info, "gpu_policy", describe(d)});
     }
     db.put_rank({rank, host, step.local_id, ::getpid(), store::rank_state::running, std::nullopt,
                  std::nullopt, store::now_ms()});
@@ -236,8 +236,8 @@ int run_slurm_launch(const job_request& request) {
   MUSTER_CHECK(step.in_step() && step.node_id, errc::environment,
                "muster launch runs as an srun task, not in the batch script or salloc's shell: "
                "srun --ntasks-per-node=1 muster launch job.toml");
-  const bool per_task =
-      std::any_of(step.tasks_per_node.begin(), step.tasks_per_node.end(), [](int t) { return t > 1; });
+  const bool per_task = std::any_of(step.tasks_per_node.begin(), step.tasks_per_node.end(),
+                                    [](int t) { return t > 1; });
   const int node = *step.node_id;
   const std::string host = *step.this_node();
   const std::string master_addr =
@@ -257,15 +257,17 @@ int run_slurm_launch(const job_request& request) {
                  "fewer (0 = one per GPU)",
                  local, host, num_gpus, num_gpus);
   plan::plan_request plan_request;
-  plan_request.world = plan::world_size{
-      world, per_task ? fmt::format("{} Slurm tasks", world)
-                      : fmt::format("{} nodes x {} ranks", step.num_nodes, local)};
+  plan_request.world =
+      plan::world_size{world, per_task ? fmt::format("{} Slurm tasks", world)
+                                       : fmt::format("{} nodes x {} ranks", step.num_nodes, local)};
   plan_request.gpus_per_node = local;
   const auto layout = plan::make_plan(config, loaded.where, plan_request).layout;
-  const auto policy = decide_launch_policy(config, layout, num_gpus, env);
+  store::run_paths paths(config.launch.runs_dir, run_id_of(config, step));
+  const daemon_step recorded{slurm_job_text(step),
+                             step.step_id ? std::to_string(*step.step_id) : "batch"};
+  const auto policy = decide_launch_policy(config, layout, num_gpus, env, recorded, paths.dir());
   auto argv = worker_argv(request.command, request.default_worker, env);
 
-  store::run_paths paths(config.launch.runs_dir, run_id_of(config, step));
   paths.create();
   block_launcher_signals();
   if (per_task) {
@@ -276,10 +278,11 @@ int run_slurm_launch(const job_request& request) {
 
   auto m = meet(config, step, node, master_addr, paths, deadline);
   rdzv::node_group group(m.store, node, step.nodes);
-  auto facts = group.join({node, host, local, ::getpid()},
-                          std::max(milliseconds(1), std::chrono::duration_cast<milliseconds>(
-                                                         deadline - std::chrono::steady_clock::now())),
-                          stop_signal_pending);
+  auto facts =
+      group.join({node, host, local, ::getpid()},
+                 std::max(milliseconds(1), std::chrono::duration_cast<milliseconds>(
+                                               deadline - std::chrono::steady_clock::now())),
+                 stop_signal_pending);
   m.pmix.reset();  // every node has found the store
   for (const auto& f : facts)
     MUSTER_CHECK(f.local_ranks == local, errc::invalid_input,
@@ -311,9 +314,12 @@ int run_slurm_launch(const job_request& request) {
   run_group.group = &group;
   run_group.watch = [&](int round) {
     auto client = rdzv::connect_store(m.address, m.port);
-    return std::make_unique<rdzv::failure_watch>(client, [client] { client->shutdown(); }, round);
+    return std::make_unique<rdzv::failure_watch>(
+        client, [client] { client->shutdown(); }, round);
   };
+  record_step_start(recorded, paths.dir(), local);
   auto result = run_node(plan, paths, run_group);
+  record_step_end(recorded, result.exit_code);
   try {
     group.leave(node == 0, kLeaveTimeout);
   } catch (const error&) {

@@ -324,7 +324,19 @@ TEST_CASE(
   CHECK_THAT(asked.err,
              Catch::Contains("the GPU environment from musterd on " + d.socket.string()));
   CHECK_THAT(asked.err, !Catch::Contains("applied in-process"));
-  if (fs::exists("/dev/nvidia0")) {  // a GPU step: the daemon's node facts reach the workers
+  // the node recorded the step, its end and the decisions under the run's id
+  const auto run_id = muster::test::only_run_dir(runs / "asked").filename().string();
+  client c(d.socket);
+  const auto job = c.ask(R"({"version": 1, "request": "job", "job": {"id": ")" + run_id + R"("}})");
+  INFO(job.dump());
+  REQUIRE(job["steps"].size() == 1);
+  CHECK(job["steps"][0]["state"] == "completed");
+  CHECK(job["steps"][0]["exit_code"] == 0);
+  CHECK(job["steps"][0]["num_ranks"] == 1);
+  CHECK(job["steps"][0]["run_dir"] == muster::test::only_run_dir(runs / "asked").string());
+  if (fs::exists("/dev/nvidia0")) {
+    CHECK(job["decisions"].size() >= 1);  // a CPU step gets no GPU variables  // a GPU step: the
+                                          // daemon's node facts reach the workers
     const auto log =
         muster::test::read_file(muster::test::only_run_dir(runs / "asked") / "logs" / "rank-0.log");
     CHECK_THAT(log, Catch::Contains("NCCL_SOCKET_IFNAME==eth0,ib0\n"));
@@ -344,7 +356,7 @@ TEST_CASE(
     CHECK_THAT(alone_log, !Catch::Contains("CUDA_DEVICE_ORDER="));
 }
 
-TEST_CASE("muster node status shows what musterd knows of the node, and says when none answers",
+TEST_CASE("muster node status, env and preflight show what musterd says, and say when none answers",
           "[musterd]") {
   const std::string muster = std::string(MUSTER_BIN_DIR) + "/muster";
   running_daemon d({}, std::string(kGpuNode) + "[policy]\nnvls_off = true\n");
@@ -361,6 +373,34 @@ TEST_CASE("muster node status shows what musterd knows of the node, and says whe
   const auto reply = json::parse(as_json.out);
   CHECK(reply["node"]["gpus"] == 8);
   CHECK(reply["daemon"]["uptime_s"].get<double>() >= 0);
+
+  // muster node env: the environment for the job's workers here, each with its rule
+  const auto tp2 = muster::test::run_process(
+      {muster, "node", "env", "parallel.tensor=2", "parallel.sequence_parallel=true",
+       "parallel.sharding=no_shard", "--gpus", "2"},
+      env);
+  CHECK(tp2.exit_code == 0);
+  CHECK_THAT(tp2.out, Catch::Contains("set      CUDA_DEVICE_MAX_CONNECTIONS=1\n"
+                                      "         cuda-max-connections-tp-cp: "));
+  CHECK_THAT(tp2.out, Catch::Contains("set      NCCL_NVLS_ENABLE=0"));  // the site's policy
+  env.set["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True";
+  const auto refused = muster::test::run_process(
+      {muster, "node", "env", "comm.nccl_ub=true", "--gpus", "2", "--json"}, env);
+  CHECK(refused.exit_code == 2);
+  CHECK(json::parse(refused.out)["errors"][0]["rule"] == "nccl-ub-expandable-segments");
+  env.set.erase("PYTORCH_CUDA_ALLOC_CONF");
+  // muster node preflight: Slurm's job and GPUs by default; a GPU the node lacks fails it
+  env.set["SLURM_JOB_ID"] = "4242";
+  env.set["SLURM_JOB_GPUS"] = "0,1";
+  const auto pass = muster::test::run_process({muster, "node", "preflight"}, env);
+  CHECK_THAT(pass.out, Catch::Contains("gpus_visible"));
+  env.set["SLURM_JOB_GPUS"] = "0,9";
+  const auto fail = muster::test::run_process({muster, "node", "preflight", "--json"}, env);
+  CHECK(fail.exit_code == 1);
+  CHECK(json::parse(fail.out)["passed"] == false);
+  const auto bad = muster::test::run_process({muster, "node", "preflight", "--gpus", "0,x"}, env);
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.err, Catch::Contains("--gpus: \"x\" in \"0,x\" is not a GPU index"));
 
   env.set["MUSTER_DAEMON_SOCKET"] = (d.dir / "nobody.sock").string();
   const auto none = muster::test::run_process({muster, "node", "status"}, env);
