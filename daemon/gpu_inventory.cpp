@@ -28,6 +28,7 @@ json to_json(const gpu_inventory& inv) {
                        {"memory_total_mib", d.memory_total_mib},
                        {"memory_free_mib", d.memory_free_mib},
                        {"nvlinks_active", d.nvlinks_active},
+                       {"nvswitch", d.nvswitch},
                        {"ecc_uncorrected", d.ecc_uncorrected ? json(*d.ecc_uncorrected) : json()},
                        {"processes", processes}});
   }
@@ -74,6 +75,7 @@ gpu_device device_of(const json& d, const std::string& where) {
   g.memory_free_mib = g.memory_total_mib;
   take(d, "memory_free_mib", g.memory_free_mib, where);
   take(d, "nvlinks_active", g.nvlinks_active, where);
+  take(d, "nvswitch", g.nvswitch, where);
   std::uint64_t ecc = 0;
   if (d.contains("ecc_uncorrected") && !d["ecc_uncorrected"].is_null()) {
     take(d, "ecc_uncorrected", ecc, where);

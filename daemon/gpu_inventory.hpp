@@ -9,7 +9,8 @@
 //    "devices": [{"index": 0, "name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-...",
 //                 "pci_bus_id": "00000000:3B:00.0", "compute": "9.0",
 //                 "memory_total_mib": 81559, "memory_free_mib": 81000, "nvlinks_active": 18,
-//                 "ecc_uncorrected": 0, "processes": [{"pid": 4242, "used_mib": 512}]}]}
+//                 "nvswitch": true, "ecc_uncorrected": 0, "processes": [{"pid": 4242, "used_mib":
+//                 512}]}]}
 // Every device field but "index" and "name" is optional.
 #pragma once
 
@@ -37,6 +38,7 @@ struct gpu_device {
   std::uint64_t memory_total_mib = 0;
   std::uint64_t memory_free_mib = 0;
   int nvlinks_active = 0;
+  bool nvswitch = false;                         // an active NVLink ends at an NVSwitch
   std::optional<std::uint64_t> ecc_uncorrected;  // volatile count; nullopt without ECC
   std::vector<gpu_process> processes;
 };

@@ -23,6 +23,7 @@ constexpr nvml_return kInsufficientSize = 7;
 constexpr int kMaxNvLinks = 18;             // NVML_NVLINK_MAX_LINKS
 constexpr int kMemoryErrorUncorrected = 1;  // NVML_MEMORY_ERROR_TYPE_UNCORRECTED
 constexpr int kVolatileEcc = 0;             // NVML_VOLATILE_ECC
+constexpr int kNvLinkDeviceSwitch = 2;      // NVML_NVLINK_DEVICE_TYPE_SWITCH
 
 struct nvml_memory {  // nvmlMemory_t
   unsigned long long total, free, used;
@@ -55,6 +56,7 @@ struct nvml_api {
   nvml_return (*memory_info)(nvml_device, nvml_memory*) = nullptr;
   nvml_return (*compute_capability)(nvml_device, int*, int*) = nullptr;
   nvml_return (*nvlink_state)(nvml_device, unsigned, int*) = nullptr;
+  nvml_return (*nvlink_remote_type)(nvml_device, unsigned, int*) = nullptr;
   nvml_return (*total_ecc_errors)(nvml_device, int, int, unsigned long long*) = nullptr;
   nvml_return (*running_processes)(nvml_device, unsigned*, nvml_process_info*) = nullptr;
   std::string why_not;  // set when the library or a required call is missing
@@ -87,6 +89,7 @@ nvml_api load(const std::string& library) {
   bind(api.handle, "nvmlDeviceGetMemoryInfo", api.memory_info);
   bind(api.handle, "nvmlDeviceGetCudaComputeCapability", api.compute_capability);
   bind(api.handle, "nvmlDeviceGetNvLinkState", api.nvlink_state);
+  bind(api.handle, "nvmlDeviceGetNvLinkRemoteDeviceType", api.nvlink_remote_type);
   bind(api.handle, "nvmlDeviceGetTotalEccErrors", api.total_ecc_errors);
   bind(api.handle, "nvmlDeviceGetComputeRunningProcesses_v3", api.running_processes);
   if (!api.running_processes)
@@ -140,8 +143,13 @@ gpu_device device_of(const nvml_api& api, unsigned index, nvml_device d) {
   if (api.compute_capability) api.compute_capability(d, &g.compute_major, &g.compute_minor);
   for (int link = 0; api.nvlink_state && link < kMaxNvLinks; ++link) {
     int active = 0;
-    if (api.nvlink_state(d, static_cast<unsigned>(link), &active) == kSuccess && active)
-      ++g.nvlinks_active;
+    if (api.nvlink_state(d, static_cast<unsigned>(link), &active) != kSuccess || !active) continue;
+    ++g.nvlinks_active;
+    int remote = -1;
+    if (api.nvlink_remote_type &&
+        api.nvlink_remote_type(d, static_cast<unsigned>(link), &remote) == kSuccess &&
+        remote == kNvLinkDeviceSwitch)
+      g.nvswitch = true;
   }
   unsigned long long ecc = 0;
   if (api.total_ecc_errors &&

@@ -88,11 +88,12 @@ int print_status(const json& r) {
                  g.at("cuda_driver_version").get<int>() % 1000 / 10,
                  g.at("source").get<std::string>());
     for (const auto& dev : g.at("devices"))
-      fmt::print("  gpu {}   {}, {} of {} MiB free, {} NVLinks, {} processes\n",
+      fmt::print("  gpu {}   {}, {} of {} MiB free, {} NVLinks{}, {} processes\n",
                  dev.at("index").get<int>(), dev.at("name").get<std::string>(),
                  dev.at("memory_free_mib").get<std::uint64_t>(),
                  dev.at("memory_total_mib").get<std::uint64_t>(),
-                 dev.at("nvlinks_active").get<int>(), dev.at("processes").size());
+                 dev.at("nvlinks_active").get<int>(),
+                 dev.value("nvswitch", false) ? " (NVSwitch)" : "", dev.at("processes").size());
   }
   fmt::print("network   {}\n", joined(n.at("interfaces")));
   fmt::print("hcas      {}\n", joined(n.at("ib_hcas")));

@@ -212,7 +212,7 @@ TEST_CASE("a GPU description file is read strictly, and without NVML there are n
   muster::test::write_file(dir / "gpus.json", R"({"driver_version": "570.86.15",
       "cuda_driver_version": 12080, "devices": [
         {"index": 0, "name": "NVIDIA H100 80GB HBM3", "compute": "9.0",
-         "memory_total_mib": 81559, "memory_free_mib": 1000, "nvlinks_active": 18,
+         "memory_total_mib": 81559, "memory_free_mib": 1000, "nvlinks_active": 18, "nvswitch": true,
          "processes": [{"pid": 7, "used_mib": 80000}]},
         {"index": 1, "name": "NVIDIA H100 80GB HBM3", "memory_total_mib": 81559}]})");
   const auto inv = read_gpu_description(dir / "gpus.json");
@@ -220,6 +220,8 @@ TEST_CASE("a GPU description file is read strictly, and without NVML there are n
   CHECK(inv.cuda_driver_version == 12080);
   REQUIRE(inv.devices.size() == 2);
   CHECK(inv.devices[0].compute_major == 9);
+  CHECK(inv.devices[0].nvswitch);
+  CHECK_FALSE(inv.devices[1].nvswitch);
   CHECK(inv.devices[0].processes.at(0).used_mib == 80000);
   CHECK(inv.devices[1].memory_free_mib == 81559);  // free defaults to total
   CHECK_FALSE(inv.devices[1].ecc_uncorrected);
