@@ -20,6 +20,7 @@
 #include <vector>
 
 #include <atomic>
+#include "common/gpu_policy.hpp"
 #include "daemon/kernel_log.hpp"
 #include "daemon/protocol.hpp"
 
@@ -493,4 +494,49 @@ TEST_CASE(
   CHECK(status["gpus"]["source"] == "description");
   CHECK(status["gpus"]["driver_version"] == "570.86.15");
   CHECK(status["gpus"]["devices"][1]["processes"][0]["used_mib"] == 30000);
+}
+
+TEST_CASE("every policy rule reaches a client through the real daemon", "[musterd]") {
+  running_daemon d({}, kGpuNode);
+  client c(d.socket);
+  auto job = [](const std::string& fields, const std::string& env = "") {
+    return R"({"version": 1, "request": "env", "job": {)" + fields + R"(}, "env": {)" + env + "}}";
+  };
+  const std::map<std::string, std::string> requests = {
+      {"alloc-conf-mismatch", job("", R"("PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:512", )"
+                                      R"("PYTORCH_ALLOC_CONF": "expandable_segments:True")")},
+      {"alloc-conf-expandable", job(R"("features": {"expandable_segments": true})")},
+      {"alloc-conf-both", job("", R"("PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:512")")},
+      {"nccl-ub-expandable-segments",
+       job(R"("torch_version": "2.5.1", "features": {"nccl_ub": true})",
+           R"("PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True")")},
+      {"nccl-ub-double-buffer",
+       job(R"("sharding": "optim_grads_params", "features": {"nccl_ub": true})")},
+      {"cuda-max-connections-conflict",
+       job(R"("tp": 2, "ep": 4, "sharding": "no_shard", "features": {"ep_comm_overlap": true})")},
+      {"cuda-max-connections-tp-cp", job(R"("tp": 2, "sharding": "no_shard")")},
+      {"cuda-max-connections-fsdp",
+       job(R"("sharding": "optim_grads_params")", R"("CUDA_DEVICE_MAX_CONNECTIONS": "1")")},
+      {"cuda-max-connections-ep-overlap", job(R"("ep": 4, "features": {"ep_comm_overlap": true})",
+                                              R"("CUDA_DEVICE_MAX_CONNECTIONS": "1")")},
+      {"expandable-segments-cuda-graphs",
+       job(R"("features": {"expandable_segments": true, "cuda_graphs": true})")},
+      {"nccl-flight-recorder", job(R"("dump_dir": "/runs/r1")")},
+      {"nccl-socket-ifname", job("")},
+      {"nccl-ib-hca", job("")},
+      {"nccl-nvls-off", job(R"("memory_tight": true)")},
+      {"cuda-device-order", job("")},
+  };
+  for (const auto& rule : muster::gpu_policy_rules()) {
+    INFO(rule);
+    const auto it = requests.find(std::string(rule));
+    REQUIRE(it != requests.end());  // a new rule needs its request here
+    const auto reply = c.ask(it->second);
+    INFO(reply.dump());
+    REQUIRE(reply["ok"] == true);
+    bool found = false;
+    for (const char* list : {"set", "unset", "settings", "errors"})
+      for (const auto& item : reply[list]) found = found || item["rule"] == rule;
+    CHECK(found);
+  }
 }
