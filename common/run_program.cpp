@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 #include <string_view>
+#include <thread>
 
 extern char** environ;
 
@@ -76,6 +77,7 @@ program_result run_program(const std::vector<std::string>& argv, std::chrono::mi
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], 1);
   posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], 2);
+  posix_spawn_file_actions_addclosefrom_np(&actions, 3);  // a daemon's sockets stay its own
   auto args = argv;
   auto env = environment_with(extra_env);
   auto arg_ptrs = pointers_to(args);
@@ -88,18 +90,26 @@ program_result run_program(const std::vector<std::string>& argv, std::chrono::mi
   if (rc != 0) {
     ::close(pipe_fds[0]);
     result.why_not = fmt::format("{}: {}", argv[0], std::strerror(rc));
+    result.spawn_errno = rc;
     return result;
   }
   result.started = true;
-  const bool finished =
-      read_until(pipe_fds[0], std::chrono::steady_clock::now() + timeout, result.output);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const bool finished = read_until(pipe_fds[0], deadline, result.output);
   ::close(pipe_fds[0]);
-  if (!finished) {
+  int status = 0;
+  // a program that closed its output may still run: it gets the rest of the time to exit
+  pid_t done = 0;
+  while (finished && std::chrono::steady_clock::now() < deadline) {
+    done = ::waitpid(pid, &status, WNOHANG);
+    if (done != 0 && !(done < 0 && errno == EINTR)) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  if (done <= 0) {
     ::kill(pid, SIGKILL);
     result.timed_out = true;
-  }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
   }
   if (!result.timed_out && WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
   while (!result.output.empty() && (result.output.back() == '\n' || result.output.back() == ' '))

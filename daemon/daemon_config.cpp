@@ -48,11 +48,11 @@ const config::field<daemon_config> kSchema[] = {
     FIELD(health.kernel_log, "health.kernel_log", "where Xid errors are read (kmsg records)"),
     FIELD(health.shm_dir, "health.shm_dir", "the shared-memory mount NCCL uses"),
     FIELD(
-        slurm.scontrol, "slurm.scontrol",
-        "Slurm's scontrol, asked who owns a job; empty: no Slurm (a job is its first recorder's)"),
-    FIELD(slurm.conf, "slurm.conf", "SLURM_CONF for scontrol; empty: Slurm's default"),
+        slurm.squeue, "slurm.squeue",
+        "Slurm's squeue, asked who owns a job; empty: no Slurm (a job is its first recorder's)"),
+    FIELD(slurm.conf, "slurm.conf", "SLURM_CONF for squeue; empty: Slurm's default"),
     FIELD(slurm.timeout_ms, "slurm.timeout_ms",
-          "how long scontrol may take to answer, in milliseconds"),
+          "how long squeue may take to answer, in milliseconds"),
 };
 #undef FIELD
 
@@ -146,7 +146,7 @@ node_context node_context_of(const daemon_config& c) {
   }
   n.site.nvls_off = c.policy.nvls_off;
   n.site.trace_buffer = c.policy.trace_buffer;
-  n.slurm.scontrol = c.slurm.scontrol;
+  n.slurm.squeue = c.slurm.squeue;
   n.slurm.conf = c.slurm.conf;
   n.slurm.timeout = std::chrono::milliseconds(c.slurm.timeout_ms);
   return n;

@@ -48,7 +48,7 @@ struct daemon_config {
     std::string shm_dir = "/dev/shm";
   } health;
   struct {
-    std::string scontrol = "scontrol";
+    std::string squeue = "squeue";
     std::string conf;
     int timeout_ms = 3000;
   } slurm;

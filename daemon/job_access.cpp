@@ -6,7 +6,11 @@
 #include <fmt/format.h>
 
 #include <cctype>
+#include <cerrno>
+#include <filesystem>
+#include <map>
 
+#include "common/log.hpp"
 #include "common/run_program.hpp"
 
 namespace muster::daemon {
@@ -57,43 +61,64 @@ struct slurm_answer {
   std::string why_not;
 };
 
+// Whether this node has Slurm although its squeue could not be started (a PATH without it).
+bool slurm_configured(const slurm_lookup& lookup) {
+  std::error_code ec;
+  return !lookup.conf.empty() || std::filesystem::exists("/etc/slurm/slurm.conf", ec);
+}
+
+// Job ids Slurm said it does not know, and until when that answer stands.
+std::map<std::string, std::chrono::steady_clock::time_point>& unknown_jobs() {
+  static std::map<std::string, std::chrono::steady_clock::time_point> jobs;
+  return jobs;
+}
+
 slurm_answer ask_slurm(const slurm_lookup& lookup, const std::string& job_id) {
   slurm_answer a;
-  if (lookup.scontrol.empty()) {
+  if (lookup.squeue.empty()) {
     a.absent = true;
+    return a;
+  }
+  const auto now = std::chrono::steady_clock::now();
+  auto& unknown = unknown_jobs();
+  std::erase_if(unknown, [&](const auto& entry) { return entry.second < now; });
+  if (unknown.contains(job_id)) {
+    a.unknown_job = true;
     return a;
   }
   std::vector<std::string> env;
   if (!lookup.conf.empty()) env.push_back("SLURM_CONF=" + lookup.conf);
-  const auto run = run_program({lookup.scontrol, "show", "job", "-o", job_id}, lookup.timeout, env);
-  if (!run.started) {
-    a.absent = true;  // no scontrol: a node without Slurm
+  const auto run =
+      run_program({lookup.squeue, "--noheader", "--states=all", "--jobs=" + job_id, "--format=%U"},
+                  lookup.timeout, env);
+  if (!run.started && run.spawn_errno == ENOENT && !slurm_configured(lookup)) {
+    a.absent = true;  // no squeue and no slurm.conf: a node without Slurm
     return a;
   }
-  if (run.ok()) a.owner = parse_scontrol_owner(run.output);
+  if (run.ok()) a.owner = parse_squeue_owner(run.output);
   if (a.owner) return a;
-  if (run.output.find("Invalid job id") != std::string::npos) {
+  if (run.output.find("Invalid job id") != std::string::npos || (run.ok() && run.output.empty())) {
     a.unknown_job = true;
+    unknown[job_id] = now + std::chrono::minutes(1);
     return a;
   }
-  a.why_not = run.timed_out
-                  ? fmt::format("scontrol did not answer within {} ms", lookup.timeout.count())
-                  : fmt::format("scontrol show job {}: {}", job_id,
+  a.why_not = !run.started ? fmt::format("cannot run {} (slurm.squeue)", run.why_not)
+              : run.timed_out
+                  ? fmt::format("squeue did not answer within {} ms", lookup.timeout.count())
+                  : fmt::format("squeue --jobs={}: {}", job_id,
                                 run.output.empty() ? "failed without a message" : run.output);
+  log::get("daemon")->warn("cannot tell who owns job {}: {}", job_id, a.why_not);
   return a;
 }
 
 }  // namespace
 
-std::optional<uid_t> parse_scontrol_owner(std::string_view output) {
-  const auto at = output.find("UserId=");
-  if (at == std::string_view::npos) return std::nullopt;
-  const auto open = output.find('(', at);
-  const auto close = output.find(')', open == std::string_view::npos ? at : open);
-  if (open == std::string_view::npos || close == std::string_view::npos) return std::nullopt;
-  const auto digits = output.substr(open + 1, close - open - 1);
-  if (!all_digits(digits) || digits.size() > 10) return std::nullopt;
-  const auto uid = std::stoull(std::string(digits));
+std::optional<uid_t> parse_squeue_owner(std::string_view output) {
+  auto line = output.substr(0, output.find('\n'));
+  while (!line.empty() && (line.back() == ' ' || line.back() == '\r')) line.remove_suffix(1);
+  while (!line.empty() && line.front() == ' ') line.remove_prefix(1);
+  if (!all_digits(line) || line.size() > 10) return std::nullopt;
+  const auto uid = std::stoull(std::string(line));
   if (uid > 0xFFFFFFFEull) return std::nullopt;
   return static_cast<uid_t>(uid);
 }
@@ -106,7 +131,16 @@ bool looks_like_slurm_job(std::string_view job_id) {
 
 access_result authorize_job(node_store& store, const slurm_lookup& lookup,
                             const std::string& job_id, uid_t uid, job_use use) {
-  if (auto known = store.owner_of(job_id)) return judge(job_id, *known, uid);
+  if (auto known = store.owner_of(job_id)) {
+    auto verdict = judge(job_id, *known, uid);
+    if (verdict.allowed || known->source != "slurm") return verdict;
+    // Slurm reuses job ids: ask again before refusing the uid Slurm may now name
+    const auto again = ask_slurm(lookup, job_id);
+    if (!again.owner || *again.owner == known->uid) return verdict;
+    const job_owner owner{*again.owner, "slurm"};
+    store.set_owner(job_id, owner, now_ms());
+    return judge(job_id, owner, uid);
+  }
   slurm_answer slurm;
   if (looks_like_slurm_job(job_id))
     slurm = ask_slurm(lookup, job_id);

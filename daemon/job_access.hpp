@@ -1,8 +1,9 @@
 // Who may see and change a job's data on this node: root, and the uid that owns the job. The
-// owner is the one Slurm reports (`scontrol show job -o <id>`, run with an argv, never a shell),
-// remembered in the node store; a job Slurm does not know (a local `muster run`, or a node
-// without Slurm) belongs to the uid that first recorded it. Public node status needs none of
-// this.
+// owner is the one Slurm reports (`squeue -h --states=all -j <id> -o %U`, run with an argv,
+// never a shell), remembered in the node store and asked again when another uid claims the job
+// (Slurm reuses ids); a job id Slurm cannot have written (a local `muster run`), or any id on a
+// node without Slurm, belongs to the uid that first recorded it. Public node status needs none
+// of this. Called on the store thread only.
 #pragma once
 
 #include <sys/types.h>
@@ -18,13 +19,14 @@ namespace muster::daemon {
 
 // How musterd asks Slurm (the [slurm] section of musterd.toml).
 struct slurm_lookup {
-  std::string scontrol = "scontrol";  // empty: no Slurm here
-  std::string conf;                   // SLURM_CONF for scontrol; empty: Slurm's default
+  std::string squeue = "squeue";  // empty: no Slurm here
+  std::string conf;               // SLURM_CONF for squeue; empty: Slurm's default
   std::chrono::milliseconds timeout{3000};
 };
 
-// The uid in `scontrol show job -o` output ("... UserId=alice(1000) GroupId=..."), or nullopt.
-std::optional<uid_t> parse_scontrol_owner(std::string_view output);
+// The uid squeue printed (its first line, "1000"; an array job prints one line per task), or
+// nullopt when it is not one.
+std::optional<uid_t> parse_squeue_owner(std::string_view output);
 
 // Whether `job_id` is written as Slurm writes job ids: "123", "123_4" (array task), "123+1"
 // (heterogeneous component).
@@ -43,7 +45,8 @@ struct access_result {
 };
 
 // Decides whether `uid` may `use` job `job_id`, recording a newly learnt owner in `store`.
-// Blocks for scontrol (at most lookup.timeout). Throws errc::store from the store.
+// Blocks for squeue (at most lookup.timeout); a job Slurm does not know is remembered for a
+// minute, so a stream of made-up ids costs one squeue each per minute. Throws errc::store.
 access_result authorize_job(node_store& store, const slurm_lookup& lookup,
                             const std::string& job_id, uid_t uid, job_use use);
 

@@ -20,7 +20,7 @@
 
 namespace muster::daemon {
 
-// Who owns a job, and how musterd knows: "slurm" (scontrol says so) or "first_record" (a job
+// Who owns a job, and how musterd knows: "slurm" (squeue says so) or "first_record" (a job
 // Slurm does not know, such as a local `muster run`: the uid that first recorded it).
 struct job_owner {
   uid_t uid = 0;

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 
@@ -35,10 +36,18 @@ struct nvml_pci_info {  // nvmlPciInfo_t (v3)
   char bus_id[32];
 };
 
-struct nvml_process_info {  // nvmlProcessInfo_v2_t, also v3
+// nvmlProcessInfo_v2_t, what nvmlDeviceGetComputeRunningProcesses_v2 writes. Not _v3: drivers
+// R535 to R545 write a larger struct through it (with usedGpuCcProtectedMemory), so its entries
+// cannot be read with one declaration.
+struct nvml_process_info {
   unsigned pid;
   unsigned long long used_gpu_memory;
   unsigned gpu_instance_id, compute_instance_id;
+};
+
+struct nvml_process_info_v1 {  // nvmlProcessInfo_v1_t, for drivers without _v2
+  unsigned pid;
+  unsigned long long used_gpu_memory;
 };
 
 struct nvml_api {
@@ -59,6 +68,7 @@ struct nvml_api {
   nvml_return (*nvlink_remote_type)(nvml_device, unsigned, int*) = nullptr;
   nvml_return (*total_ecc_errors)(nvml_device, int, int, unsigned long long*) = nullptr;
   nvml_return (*running_processes)(nvml_device, unsigned*, nvml_process_info*) = nullptr;
+  nvml_return (*running_processes_v1)(nvml_device, unsigned*, nvml_process_info_v1*) = nullptr;
   std::string why_not;  // set when the library or a required call is missing
 };
 
@@ -91,9 +101,8 @@ nvml_api load(const std::string& library) {
   bind(api.handle, "nvmlDeviceGetNvLinkState", api.nvlink_state);
   bind(api.handle, "nvmlDeviceGetNvLinkRemoteDeviceType", api.nvlink_remote_type);
   bind(api.handle, "nvmlDeviceGetTotalEccErrors", api.total_ecc_errors);
-  bind(api.handle, "nvmlDeviceGetComputeRunningProcesses_v3", api.running_processes);
-  if (!api.running_processes)
-    bind(api.handle, "nvmlDeviceGetComputeRunningProcesses_v2", api.running_processes);
+  bind(api.handle, "nvmlDeviceGetComputeRunningProcesses_v2", api.running_processes);
+  bind(api.handle, "nvmlDeviceGetComputeRunningProcesses", api.running_processes_v1);
   if (!api.init || !api.shutdown || !api.device_count || !api.device_by_index || !api.name ||
       !api.memory_info)
     api.why_not = fmt::format(
@@ -108,23 +117,31 @@ std::string error_text(const nvml_api& api, nvml_return r) {
                           : fmt::format("NVML error {}", r);
 }
 
-std::vector<gpu_process> processes_of(const nvml_api& api, nvml_device d) {
+// The processes on `d` through `query` (one of the two process calls), with `Info` its struct.
+template <class Info, class Query>
+std::vector<gpu_process> processes_through(Query query, nvml_device d) {
   std::vector<gpu_process> out;
-  if (!api.running_processes) return out;
-  std::vector<nvml_process_info> infos(64);
+  std::vector<Info> infos(64);
   for (int attempt = 0; attempt < 4; ++attempt) {
     unsigned count = static_cast<unsigned>(infos.size());
-    const auto r = api.running_processes(d, &count, infos.data());
+    const auto r = query(d, &count, infos.data());
     if (r == kInsufficientSize) {
       infos.resize(count + 16);
       continue;
     }
     if (r != kSuccess) return out;
-    for (unsigned i = 0; i < count; ++i)
+    for (unsigned i = 0; i < std::min<unsigned>(count, static_cast<unsigned>(infos.size())); ++i)
       out.push_back({infos[i].pid, infos[i].used_gpu_memory / (1024 * 1024)});
     return out;
   }
   return out;
+}
+
+std::vector<gpu_process> processes_of(const nvml_api& api, nvml_device d) {
+  if (api.running_processes) return processes_through<nvml_process_info>(api.running_processes, d);
+  if (api.running_processes_v1)
+    return processes_through<nvml_process_info_v1>(api.running_processes_v1, d);
+  return {};
 }
 
 gpu_device device_of(const nvml_api& api, unsigned index, nvml_device d) {

@@ -1,6 +1,7 @@
 // run_program: real helper programs (sh, true, sleep), their output, exit codes and time limit.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 
 #include "common/run_program.hpp"
@@ -41,4 +42,18 @@ TEST_CASE("run_program says why a program could not be started", "[run_program]"
   CHECK_FALSE(r.started);
   CHECK(r.why_not == "muster-no-such-program: No such file or directory");
   CHECK_FALSE(run_program({}, 5s).started);
+}
+
+TEST_CASE("run_program kills a program that closed its output but does not exit", "[run_program]") {
+  const auto start = std::chrono::steady_clock::now();
+  auto r = run_program({"sh", "-c", "exec >/dev/null 2>&1; sleep 30"}, 300ms);
+  CHECK(r.timed_out);
+  CHECK(std::chrono::steady_clock::now() - start < 5s);
+}
+
+TEST_CASE("run_program's program gets no descriptor but its output", "[run_program]") {
+  auto r = run_program({"sh", "-c", "ls /proc/self/fd"}, 5s);
+  REQUIRE(r.ok());
+  // 0, 1, 2 and the descriptor ls reads the directory through
+  CHECK(std::count(r.output.begin(), r.output.end(), '\n') <= 3);
 }

@@ -113,7 +113,7 @@ TEST_CASE("mutated requests of every kind get one well-formed reply each, for a 
   muster::test::write_file(dir / "kmsg", "3,1,1,-;NVRM: Xid (PCI:0000:18:00): 79, pid=1\n");
   node_context c;
   c.node = {8, 9, {"eth0"}, {"mlx5_0"}};
-  c.slurm.scontrol = "";  // no Slurm: owners come from the first record
+  c.slurm.squeue = "";  // no Slurm: owners come from the first record
   c.preflight = {(dir / "gpus.json").string(), (dir / "kmsg").string(), "/dev/shm"};
   const router r(c);
   node_store store(dir / "musterd.db", 90);

@@ -257,7 +257,7 @@ TEST_CASE("a step's start and end are recorded, and its owner alone (or root) re
           "[router]") {
   test_store s;
   muster::daemon::node_context c;
-  c.slurm.scontrol = "";  // no Slurm: a job belongs to the uid that first records it
+  c.slurm.squeue = "";  // no Slurm: a job belongs to the uid that first records it
   const router r(c);
   auto start = ask(r, R"({"version": 1, "request": "record", "event": "start",
       "job": {"id": "run-7", "step": "0"}, "run_dir": "/runs/r7", "num_ranks": 4})",
@@ -315,7 +315,7 @@ TEST_CASE("records of an unknown job or step, and malformed records, get clear e
           "[router]") {
   test_store s;
   muster::daemon::node_context c;
-  c.slurm.scontrol = "";
+  c.slurm.squeue = "";
   const router r(c);
   auto unknown =
       ask(r, R"({"version": 1, "request": "job", "job": {"id": "nope"}})", kAlice, &s.store);
@@ -348,16 +348,16 @@ TEST_CASE("records of an unknown job or step, and malformed records, get clear e
   }
 }
 
-TEST_CASE("scontrol's owner line is read for the uid, and only Slurm-shaped ids go to Slurm",
+TEST_CASE("squeue's owner line is read for the uid, and only Slurm-shaped ids go to Slurm",
           "[router]") {
   using muster::daemon::looks_like_slurm_job;
-  using muster::daemon::parse_scontrol_owner;
-  CHECK(parse_scontrol_owner("JobId=42 JobName=train UserId=alice(1000) GroupId=alice(1000) "
-                             "MCS_label=N/A") == uid_t{1000});
-  CHECK(parse_scontrol_owner("JobId=42 UserId=nobody(65534)") == uid_t{65534});
-  CHECK_FALSE(parse_scontrol_owner("slurm_load_jobs error: Invalid job id specified"));
-  CHECK_FALSE(parse_scontrol_owner("UserId=alice(x)"));
-  CHECK_FALSE(parse_scontrol_owner("UserId=alice(99999999999)"));
+  using muster::daemon::parse_squeue_owner;
+  CHECK(parse_squeue_owner("1000") == uid_t{1000});
+  CHECK(parse_squeue_owner("  65534\n65534\n") == uid_t{65534});  // an array job's tasks
+  CHECK_FALSE(parse_squeue_owner("slurm_load_jobs error: Invalid job id specified"));
+  CHECK_FALSE(parse_squeue_owner(""));
+  CHECK_FALSE(parse_squeue_owner("alice"));
+  CHECK_FALSE(parse_squeue_owner("99999999999"));
   CHECK(looks_like_slurm_job("4242"));
   CHECK(looks_like_slurm_job("4242_7"));
   CHECK(looks_like_slurm_job("4242+1"));
@@ -382,4 +382,23 @@ TEST_CASE("a node store from a newer musterd, or a foreign file, is refused by n
   } catch (const std::exception& e) {
     CHECK_THAT(e.what(), Catch::Contains("foreign.db"));
   }
+}
+
+TEST_CASE("where Slurm is configured but cannot be asked, a Slurm job is refused to all but root",
+          "[router]") {
+  test_store s;
+  muster::daemon::node_context c;
+  c.slurm.squeue = "/nonexistent/squeue";
+  c.slurm.conf = "/etc/slurm/slurm.conf";  // this node has Slurm: a missing squeue is a fault
+  const router r(c);
+  const std::string start =
+      R"({"version": 1, "request": "record", "event": "start", "job": {"id": "4242"}})";
+  const auto alice = ask(r, start, kAlice, &s.store);
+  CHECK(error_code(alice) == "unavailable");
+  CHECK_THAT(alice["error"]["message"].get<std::string>(),
+             Catch::Contains("cannot tell who owns job 4242: cannot run /nonexistent/squeue"));
+  CHECK(ask(r, start, kRoot, &s.store)["ok"] == true);
+  // a local run's id needs no Slurm
+  CHECK(ask(r, R"({"version": 1, "request": "record", "event": "start", "job": {"id": "run-1"}})",
+            kAlice, &s.store)["ok"] == true);
 }

@@ -445,7 +445,7 @@ TEST_CASE(
   muster::test::write_file(kmsg, "");
   running_daemon d({}, fmt::format("[node]\ngpu_description = \"{}\"\n[health]\nkernel_log = "
                                    "\"{}\"\nmin_shm_mib = 1\nmin_disk_free_mib = 1\n"
-                                   "[slurm]\nscontrol = \"\"\n",
+                                   "[slurm]\nsqueue = \"\"\n",
                                    gpus.string(), kmsg.string()));
   client c(d.socket);
   const std::string ask = R"({"version": 1, "request": "preflight", "job": {"id": "4242", )"

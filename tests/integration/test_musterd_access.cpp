@@ -71,7 +71,7 @@ bool nobody_can_ask(const std::filesystem::path& socket) {
 
 TEST_CASE("another uid is denied a job's records, and still reads the node's public status",
           "[musterd]") {
-  running_daemon d({"--mode", "0666"}, "[slurm]\nscontrol = \"\"\n");
+  running_daemon d({"--mode", "0666"}, "[slurm]\nsqueue = \"\"\n");
   if (!nobody_can_ask(d.socket)) return;
   client root(d.socket);
   REQUIRE(root.ask(record_start("local-1"))["ok"] == true);
@@ -117,7 +117,7 @@ TEST_CASE("a Slurm job's owner is the one Slurm reports, and an id Slurm does no
   };
   const auto roots = submit({});
   const auto nobodys = submit({"--uid=65534", "--gid=65534"});
-  const std::string config = "[slurm]\nscontrol = \"" + slurm_cluster::program("scontrol") +
+  const std::string config = "[slurm]\nsqueue = \"" + slurm_cluster::program("squeue") +
                              "\"\nconf = \"" + cluster.conf().string() + "\"\n";
   running_daemon d({"--mode", "0666"}, config);
   if (!nobody_can_ask(d.socket)) return;
