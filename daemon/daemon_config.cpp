@@ -47,9 +47,8 @@ const config::field<daemon_config> kSchema[] = {
           "preflight: the least free space at the run directory, MiB"),
     FIELD(health.kernel_log, "health.kernel_log", "where Xid errors are read (kmsg records)"),
     FIELD(health.shm_dir, "health.shm_dir", "the shared-memory mount NCCL uses"),
-    FIELD(
-        slurm.squeue, "slurm.squeue",
-        "Slurm's squeue, asked who owns a job; empty: no Slurm (a job is its first recorder's)"),
+    FIELD(slurm.squeue, "slurm.squeue",
+          "Slurm's squeue, asked who owns a job; empty: no Slurm (a job is its first recorder's)"),
     FIELD(slurm.conf, "slurm.conf", "SLURM_CONF for squeue; empty: Slurm's default"),
     FIELD(slurm.timeout_ms, "slurm.timeout_ms",
           "how long squeue may take to answer, in milliseconds"),

@@ -12,18 +12,21 @@ std::string members_of(const json& object) {
   return text.substr(1, text.size() - 2);
 }
 
-json step_json(const step_entry& s) {
-  return {{"job", s.job_id},
-          {"step", s.step_id},
-          {"uid", s.uid},
-          {"pid", s.pid},
-          {"run_dir", s.run_dir},
-          {"num_ranks", s.num_ranks},
-          {"state", s.state},
-          {"started_ms", s.started_ms},
-          {"ended_ms", s.ended_ms ? json(*s.ended_ms) : json()},
-          {"exit_code", s.exit_code ? json(*s.exit_code) : json()},
-          {"message", s.message}};
+json step_json(const step_entry& s, bool full) {
+  json out = {{"job", s.job_id},
+              {"step", s.step_id},
+              {"uid", s.uid},
+              {"state", s.state},
+              {"started_ms", s.started_ms},
+              {"ended_ms", s.ended_ms ? json(*s.ended_ms) : json()},
+              {"exit_code", s.exit_code ? json(*s.exit_code) : json()}};
+  if (full) {
+    out["pid"] = s.pid;
+    out["run_dir"] = s.run_dir;
+    out["num_ranks"] = s.num_ranks;
+    out["message"] = s.message;
+  }
+  return out;
 }
 
 request_work job_work(const json& request, const slurm_lookup& slurm, uid_t uid) {
@@ -36,13 +39,14 @@ request_work job_work(const json& request, const slurm_lookup& slurm, uid_t uid)
     out.access = authorize_job(store, slurm, id, uid, job_use::read);
     if (!out.access.allowed) return out;
     const auto owner = store.owner_of(id);
-    json reply = {
-        {"job",
-         {{"id", id}, {"uid", owner ? owner->uid : 0}, {"owner_from", owner ? owner->source : ""}}},
-        {"steps", json::array()},
-        {"decisions", json::array()},
-        {"preflights", json::array()}};
-    for (const auto& s : store.steps_of(id)) reply["steps"].push_back(step_json(s));
+    json reply = {{"job",
+                   {{"id", id},
+                    {"uid", owner ? json(owner->uid) : json()},
+                    {"owner_from", owner ? owner->source : "unknown"}}},
+                  {"steps", json::array()},
+                  {"decisions", json::array()},
+                  {"preflights", json::array()}};
+    for (const auto& s : store.steps_of(id)) reply["steps"].push_back(step_json(s, true));
     for (const auto& d : store.decisions_of(id))
       reply["decisions"].push_back({{"time_ms", d.time_ms},
                                     {"step", d.step_id},

@@ -19,8 +19,9 @@ namespace muster::daemon {
 // A reply's fields from a JSON object: its members without the braces.
 std::string members_of(const nlohmann::json& object);
 
-// A recorded step as JSON (the job request's and the status request's steps).
-nlohmann::json step_json(const step_entry& s);
+// A recorded step as JSON: all of it for the job's owner (the job request), or only what is
+// public (status: job, step, uid, state, times, exit code; not its directory, pid or message).
+nlohmann::json step_json(const step_entry& s, bool full);
 
 // Parses the request (throws bad_request) and returns the work that answers it.
 request_work job_work(const nlohmann::json& request, const slurm_lookup& slurm, uid_t uid);

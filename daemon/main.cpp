@@ -37,6 +37,7 @@ int serve(const std::string& config_file, bool required, const overrides& given)
   options.mode = socket_mode(config);
   options.group = config.daemon.group;
   options.request_deadline = std::chrono::milliseconds(config.daemon.request_timeout_ms);
+  options.keep_days = config.daemon.keep_days;
   // SIGHUP: the file again; a bad one keeps what runs ([daemon] changes need a restart)
   const auto started = std::chrono::steady_clock::now();
   auto context_of = [started](const daemon_config& c) {

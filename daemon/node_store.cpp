@@ -4,6 +4,9 @@
 // shipped: node files in the field were made by it.
 #include "daemon/node_store.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <array>
 #include <chrono>
 #include <string_view>
@@ -86,9 +89,18 @@ std::int64_t now_ms() {
       .count();
 }
 
+// `file`, once its directory exists (made 0700 when this creates it: the store is root's) and
+// the file too (0600), before SQLite opens it with the umask's mode.
 std::filesystem::path with_directory(const std::filesystem::path& file) {
+  namespace fs = std::filesystem;
   std::error_code ec;
-  if (file.has_parent_path()) std::filesystem::create_directories(file.parent_path(), ec);
+  if (file.has_parent_path() && !fs::exists(file.parent_path(), ec) &&
+      fs::create_directories(file.parent_path(), ec))
+    fs::permissions(file.parent_path(), fs::perms::owner_all, ec);
+  if (!fs::exists(file, ec)) {
+    const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd >= 0) ::close(fd);
+  }
   return file;
 }
 
@@ -109,15 +121,26 @@ node_store::node_store(const std::filesystem::path& file, int keep_days)
                file.string(), mode.value_or("?"));
   db_.exec("PRAGMA synchronous = NORMAL", "set synchronous");
   store::migrate(db_, kSchema);
+  prune(keep_days);
+}
+
+void node_store::prune(int keep_days) {
   const auto cutoff = now_ms() - std::int64_t{keep_days} * 86'400'000;
+  store::sqlite_transaction transaction(db_);
+  // a job's owner goes with its last record, never before: a record without its owner would
+  // be anyone's to claim
   for (const char* sql :
        {"DELETE FROM steps WHERE started_ms < ?1", "DELETE FROM decisions WHERE time_ms < ?1",
         "DELETE FROM preflights WHERE time_ms < ?1", "DELETE FROM health WHERE time_ms < ?1",
-        "DELETE FROM jobs WHERE seen_ms < ?1"}) {
+        "DELETE FROM jobs WHERE seen_ms < ?1 "
+        "AND job_id NOT IN (SELECT job_id FROM steps) "
+        "AND job_id NOT IN (SELECT job_id FROM decisions) "
+        "AND job_id NOT IN (SELECT job_id FROM preflights)"}) {
     auto stmt = db_.prepare(sql);
     stmt.bind(1, cutoff);
     stmt.execute("drop old records");
   }
+  transaction.commit();
 }
 
 std::optional<job_owner> node_store::owner_of(const std::string& job_id) {

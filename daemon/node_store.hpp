@@ -67,9 +67,12 @@ struct health_entry {
 
 class node_store {
  public:
-  // Opens (creating it and its directory when missing) and migrates `file`; then drops rows
-  // older than `keep_days`. Throws errc::store.
+  // Opens (creating it and its directory, both for root's eyes only: 0700 and 0600) and
+  // migrates `file`; then prunes. Throws errc::store.
   node_store(const std::filesystem::path& file, int keep_days);
+
+  // Drops records older than `keep_days`, and the owners of jobs with no records left.
+  void prune(int keep_days);
 
   std::optional<job_owner> owner_of(const std::string& job_id);
   void set_owner(const std::string& job_id, const job_owner& owner, std::int64_t time_ms);

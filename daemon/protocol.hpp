@@ -9,7 +9,8 @@
 // too_large (a line over kMaxRequestBytes), denied (a job-scoped request from a uid that is
 // neither root nor the job's owner), not_found (a job or step this node never recorded),
 // unavailable (Slurm could not be asked who owns the job), store (the node store failed: a full
-// disk; the message names the file and the fix), internal (a bug; the message says what).
+// disk; the message names the file and the fix), busy (too many requests wait for the store;
+// try again), internal (a bug; the message says what).
 //
 // Requests: env (env_request.hpp), preflight (preflight_request.hpp), record
 // (record_request.hpp), job (job_request.hpp), status (status_request.hpp).

@@ -8,6 +8,8 @@
 
 #include <csignal>
 
+#include <fmt/format.h>
+
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "daemon/session.hpp"
@@ -78,7 +80,8 @@ server::server(server_options options, std::shared_ptr<const router> first, relo
       reload_(std::move(reload)),
       signals_(io_, SIGTERM, SIGINT, SIGHUP),
       acceptor_(io_),
-      retry_(io_) {
+      retry_(io_),
+      prune_(io_) {
   prepare_path(options_.socket_path);
   boost::system::error_code ec;
   acceptor_.open(stream(), ec);
@@ -98,6 +101,7 @@ void server::run(std::unique_ptr<node_store> store) {
   store_ = std::move(store);
   accept();
   wait_signal();
+  prune_later();
   asio::steady_timer watchdog(io_);
   const auto interval = watchdog_interval();
   std::function<void()> ping = [&] {
@@ -142,8 +146,33 @@ void server::accept() {
 }
 
 void server::run_work(store_work work, std::function<void(std::string)> done) {
-  asio::post(store_thread_,
-             [this, work = std::move(work), done = std::move(done)] { done(work(*store_)); });
+  if (pending_work_.fetch_add(1) >= kMaxPendingWork) {
+    pending_work_.fetch_sub(1);
+    done(error_reply("busy", fmt::format("musterd has {} requests waiting for its store; try "
+                                         "again in a moment",
+                                         kMaxPendingWork)));
+    return;
+  }
+  asio::post(store_thread_, [this, work = std::move(work), done = std::move(done)] {
+    auto reply = work(*store_);
+    pending_work_.fetch_sub(1);
+    done(std::move(reply));
+  });
+}
+
+void server::prune_later() {
+  prune_.expires_after(std::chrono::hours(6));
+  prune_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;
+    asio::post(store_thread_, [this] {
+      try {
+        store_->prune(options_.keep_days);
+      } catch (const std::exception& e) {
+        log::get("daemon")->warn("node store: pruning old records failed: {}", e.what());
+      }
+    });
+    prune_later();
+  });
 }
 
 void server::wait_signal() {

@@ -8,6 +8,7 @@
 
 #include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange without it
 
+#include <atomic>
 #include <boost/asio.hpp>
 #include <chrono>
 #include <filesystem>
@@ -24,7 +25,12 @@ struct server_options {
   unsigned mode = 0660;  // of the socket file
   std::string group;     // the socket file's group ("" leaves it the daemon's)
   std::chrono::milliseconds request_deadline{5000};  // for a client to send a full line
+  int keep_days = 90;  // the node store's records; pruned at start and every 6 hours
 };
+
+// Requests waiting for the store thread at most; more are answered "busy" at once, so a flood
+// of slow requests (each may wait on Slurm) cannot queue without bound.
+inline constexpr int kMaxPendingWork = 256;
 
 class server {
  public:
@@ -44,6 +50,7 @@ class server {
   void wait_signal();
 
   void run_work(store_work work, std::function<void(std::string)> done);
+  void prune_later();
 
   server_options options_;
   std::shared_ptr<const router> router_;
@@ -54,6 +61,8 @@ class server {
   boost::asio::signal_set signals_;
   boost::asio::local::stream_protocol::acceptor acceptor_;
   boost::asio::steady_timer retry_;  // accept again after a failed accept
+  boost::asio::steady_timer prune_;  // the node store's next prune
+  std::atomic<int> pending_work_{0};
 };
 
 }  // namespace muster::daemon

@@ -56,7 +56,7 @@ request_work status_work(const nlohmann::json& request, const node_context& c) {
     out.fields += R"(,"gpus":)" +
                   to_json(gpus).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     auto steps = nlohmann::json::array();
-    for (const auto& s : store.recent_steps(kStatusSteps)) steps.push_back(step_json(s));
+    for (const auto& s : store.recent_steps(kStatusSteps)) steps.push_back(step_json(s, false));
     out.fields += R"(,"recent_steps":)" +
                   steps.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     return out;

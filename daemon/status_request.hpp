@@ -6,7 +6,8 @@
 //           "node": {"gpus": 8, "compute_major": 9, "interfaces": ["eth0"], "ib_hcas": []},
 //           "policy": {"nvls_off": false, "trace_buffer": 2000},
 //           "gpus": {"source": "nvml", "driver_version": ..., "devices": [...]},
-//           "recent_steps": [{"job", "step", "uid", "state", "started_ms", ...}]}
+//           "recent_steps": [{"job", "step", "uid", "state", "started_ms", "ended_ms",
+//                             "exit_code"}]}
 // Recent steps are public as squeue's jobs are (ids, owners, states); what a job was told and
 // why is the job request's, for its owner.
 #pragma once

@@ -375,6 +375,24 @@ TEST_CASE("a node store from a newer musterd, or a foreign file, is refused by n
     again.set_owner("j", {kAlice, "first_record"}, 1);
   }
   CHECK(node_store(dir / "musterd.db", 90).owner_of("j").has_value() == false);  // 1 ms: too old
+  {
+    // an owner seen long ago stays while its job has records: they must not become claimable
+    node_store again(dir / "musterd.db", 90);
+    again.set_owner("k", {kAlice, "first_record"}, 1);
+    muster::daemon::step_entry step;
+    step.job_id = "k";
+    step.started_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+    again.step_started(step);
+  }
+  CHECK(node_store(dir / "musterd.db", 90).owner_of("k").has_value());
+  // the store is root's alone: a new state directory 0700, the file 0600
+  { node_store fresh(dir / "state/musterd.db", 90); }
+  namespace fs = std::filesystem;
+  CHECK((fs::status(dir / "state").permissions() & fs::perms::all) == fs::perms::owner_all);
+  CHECK((fs::status(dir / "state/musterd.db").permissions() & fs::perms::all) ==
+        (fs::perms::owner_read | fs::perms::owner_write));
   muster::test::write_file(dir / "foreign.db", "this is not SQLite at all, just text.......");
   try {
     node_store foreign(dir / "foreign.db", 90);

@@ -91,6 +91,7 @@ TEST_CASE("another uid is denied a job's records, and still reads the node's pub
   }
   CHECK(replies[3]["ok"] == true);  // public: the steps of every job, as squeue shows them
   CHECK(replies[3]["recent_steps"][0]["job"] == "local-1");
+  CHECK_FALSE(replies[3]["recent_steps"][0].contains("run_dir"));  // that is the owner's
   CHECK(replies[4]["ok"] == true);  // nobody's own job
   CHECK(replies[5]["job"]["uid"] == 65534);
   // root reads every job; local-1 was not ended by nobody
