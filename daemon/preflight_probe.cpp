@@ -1,15 +1,20 @@
 // Gathering what preflight checks: see preflight_probe.hpp.
 #include "daemon/preflight_probe.hpp"
 
+#include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -52,28 +57,83 @@ std::string environment_value(const std::string& block, std::string_view name) {
   return "";
 }
 
-std::vector<gid_t> groups_of(uid_t uid) {
+// `dir` and every directory above it, deepest first.
+std::vector<std::string> path_and_parents(const std::string& dir) {
+  std::vector<std::string> out;
+  for (fs::path at = fs::absolute(dir).lexically_normal();; at = at.parent_path()) {
+    auto text = at.string();
+    if (text.size() > 1 && text.back() == '/') text.pop_back();
+    out.push_back(text);
+    if (!at.has_parent_path() || at == at.parent_path()) break;
+  }
+  return out;
+}
+
+// What the checker saw: the deepest path it could see (index into path_and_parents, -1 none),
+// whether that is a directory, the errno of access(W_OK|X_OK) there, and its free MiB.
+struct seen {
+  int index = -1;
+  int is_dir = 0;
+  int write_errno = 0;
+  std::int64_t free_mib = -1;
+};
+
+seen look(const std::vector<std::string>& paths) {
+  seen out;
+  for (std::size_t i = 0; i < paths.size(); ++i) {
+    struct ::stat st {};
+    if (::stat(paths[i].c_str(), &st) != 0) continue;
+    out.index = static_cast<int>(i);
+    out.is_dir = S_ISDIR(st.st_mode) ? 1 : 0;
+    out.write_errno = ::access(paths[i].c_str(), W_OK | X_OK) == 0 ? 0 : errno;
+    struct ::statvfs vfs {};
+    if (::statvfs(paths[i].c_str(), &vfs) == 0)
+      out.free_mib = static_cast<std::int64_t>(vfs.f_bavail * vfs.f_frsize / (1024 * 1024));
+    break;
+  }
+  return out;
+}
+
+// look() as `uid` with its groups, in a child: root's view of paths the user cannot see must
+// not leak into the reply, and root may not be root on the file system (NFS root_squash).
+// Only system calls run between fork and _exit.
+std::optional<seen> look_as(const std::vector<std::string>& paths, uid_t uid) {
   ::passwd entry{};
   ::passwd* found = nullptr;
   char buffer[4096];
-  if (::getpwuid_r(uid, &entry, buffer, sizeof buffer, &found) != 0 || !found) return {};
-  int count = 64;
+  if (::getpwuid_r(uid, &entry, buffer, sizeof buffer, &found) != 0 || !found) return std::nullopt;
+  int count = 256;
   std::vector<gid_t> groups(static_cast<std::size_t>(count));
-  if (::getgrouplist(found->pw_name, found->pw_gid, groups.data(), &count) < 0) {
-    groups.resize(static_cast<std::size_t>(count));
-    ::getgrouplist(found->pw_name, found->pw_gid, groups.data(), &count);
+  if (::getgrouplist(found->pw_name, found->pw_gid, groups.data(), &count) < 0) return std::nullopt;
+  const gid_t gid = found->pw_gid;
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return std::nullopt;
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return std::nullopt;
   }
-  groups.resize(static_cast<std::size_t>(std::max(count, 0)));
-  return groups;
-}
-
-// `dir`, or when it does not exist yet, the directory it would be made in.
-fs::path existing_ancestor(const std::string& dir) {
-  fs::path at = fs::absolute(dir);
-  std::error_code ec;
-  while (!fs::exists(at, ec) && at.has_parent_path() && at != at.parent_path())
-    at = at.parent_path();
-  return at;
+  if (pid == 0) {
+    ::close(fds[0]);
+    if (::setgroups(static_cast<std::size_t>(count), groups.data()) != 0 || ::setgid(gid) != 0 ||
+        ::setuid(uid) != 0)
+      ::_exit(2);
+    const seen s = look(paths);
+    ::_exit(::write(fds[1], &s, sizeof s) == static_cast<ssize_t>(sizeof s) ? 0 : 3);
+  }
+  ::close(fds[1]);
+  seen s;
+  ssize_t n = -1;
+  do n = ::read(fds[0], &s, sizeof s);
+  while (n < 0 && errno == EINTR);
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (n != static_cast<ssize_t>(sizeof s) || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    return std::nullopt;
+  return s;
 }
 
 }  // namespace
@@ -88,33 +148,28 @@ std::optional<std::string> job_of_process(std::int64_t pid, const std::string& p
   return environment_value(environment, "MUSTER_RUN_ID");
 }
 
-std::string write_problem(const std::string& dir, uid_t uid) {
-  const fs::path at = existing_ancestor(dir);
-  struct ::stat st {};
-  if (::stat(at.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-    return fmt::format("{}: {} is not a directory; choose another launch.runs_dir", dir,
-                       at.string());
-  struct ::statvfs vfs {};
-  if (::statvfs(at.c_str(), &vfs) == 0 && (vfs.f_flag & ST_RDONLY))
-    return fmt::format("{}: {} is on a read-only file system; choose another launch.runs_dir", dir,
-                       at.string());
-  if (uid == 0) return "";
-  mode_t need_write = S_IWOTH, need_search = S_IXOTH;
-  if (st.st_uid == uid) {
-    need_write = S_IWUSR;
-    need_search = S_IXUSR;
-  } else {
-    const auto groups = groups_of(uid);
-    if (std::find(groups.begin(), groups.end(), st.st_gid) != groups.end()) {
-      need_write = S_IWGRP;
-      need_search = S_IXGRP;
-    }
+run_dir_check check_run_dir(const std::string& dir, uid_t uid) {
+  const auto paths = path_and_parents(dir);
+  const auto s = uid == 0 ? std::optional<seen>(look(paths)) : look_as(paths, uid);
+  run_dir_check out;
+  if (!s) {
+    out.problem = fmt::format("{}: cannot check it as uid {} (no such user here?)", dir, uid);
+    return out;
   }
-  if ((st.st_mode & need_write) && (st.st_mode & need_search)) return "";
-  return fmt::format(
-      "{}: uid {} cannot write {} (owner uid {}, group {}, mode {:o}); give the job's user "
-      "write access there or choose another launch.runs_dir",
-      dir, uid, at.string(), st.st_uid, st.st_gid, st.st_mode & 07777);
+  if (s->free_mib >= 0) out.free_mib = s->free_mib;
+  if (s->index < 0) {
+    out.problem = fmt::format("{}: uid {} can see no directory on its path", dir, uid);
+    return out;
+  }
+  const auto& at = paths[static_cast<std::size_t>(s->index)];
+  if (!s->is_dir)
+    out.problem = fmt::format("{}: {} is not a directory; choose another launch.runs_dir", dir, at);
+  else if (s->write_errno != 0)
+    out.problem = fmt::format(
+        "{}: uid {} cannot write {}: {}; give the job's user write access there or choose "
+        "another launch.runs_dir",
+        dir, uid, at, std::strerror(s->write_errno));
+  return out;
 }
 
 preflight_facts probe_preflight(const preflight_ask& ask, const preflight_sources& sources,
@@ -133,10 +188,9 @@ preflight_facts probe_preflight(const preflight_ask& ask, const preflight_source
     f.shm_mib = static_cast<std::int64_t>(shm.f_blocks * shm.f_frsize / (1024 * 1024));
   f.run_dir = ask.run_dir;
   if (!f.run_dir.empty()) {
-    f.run_dir_problem = write_problem(f.run_dir, ask.uid);
-    struct ::statvfs disk {};
-    if (::statvfs(existing_ancestor(f.run_dir).c_str(), &disk) == 0)
-      f.disk_free_mib = static_cast<std::int64_t>(disk.f_bavail * disk.f_frsize / (1024 * 1024));
+    const auto check = check_run_dir(f.run_dir, ask.uid);
+    f.run_dir_problem = check.problem;
+    f.disk_free_mib = check.free_mib;
   }
   return f;
 }

@@ -39,8 +39,14 @@ preflight_facts probe_preflight(const preflight_ask& ask, const preflight_source
 // `proc` is /proc (a parameter for tests).
 std::optional<std::string> job_of_process(std::int64_t pid, const std::string& proc = "/proc");
 
-// Why `uid` cannot create files in `dir` (or, when it does not exist yet, in the directory it
-// would be made in); "" when it can. Names the directory, its owner and mode, and the fix.
-std::string write_problem(const std::string& dir, uid_t uid);
+struct run_dir_check {
+  std::string problem;                   // "" when `uid` can create files there
+  std::optional<std::int64_t> free_mib;  // free space where it is (or would be made)
+};
+
+// Whether `uid` can create files in `dir`, or when it does not exist yet, in the deepest
+// directory above it that uid can see: checked as uid (a forked child with its groups), so the
+// answer holds on NFS with root_squash and says nothing root alone could see.
+run_dir_check check_run_dir(const std::string& dir, uid_t uid);
 
 }  // namespace muster::daemon

@@ -109,7 +109,12 @@ std::optional<std::string> ask_daemon(const std::filesystem::path& socket,
     if (errno != EAGAIN || clock_type::now() >= deadline) {
       why_not = errno == EAGAIN ? fmt::format("musterd on {} accepted no connection within {} ms",
                                               where, timeout.count())
-                                : fmt::format("no musterd on {}: {}", where, std::strerror(errno));
+                : errno == EACCES
+                    ? fmt::format(
+                          "musterd on {} is not open to this user: {}; ask the admin to "
+                          "add you to the socket's group (daemon.group, usually muster)",
+                          where, std::strerror(errno))
+                    : fmt::format("no musterd on {}: {}", where, std::strerror(errno));
       return std::nullopt;
     }
     ::poll(nullptr, 0, 10);  // its backlog is full: try again shortly

@@ -5,8 +5,9 @@
 //              reason (its `env` request for the job file's layout)
 //   preflight  whether the node is fit for a job step now (its `preflight` request); Slurm's
 //              job, step and GPUs by default, so a prolog runs it bare
-// Exit 1 when no daemon answers (naming the socket and why) or preflight fails; 2 for bad
-// input, and for an env whose settings cannot work together.
+// Exit 1 when no daemon answers (naming the socket and why) or preflight finds the node unfit;
+// 2 for bad input, and for an env whose settings cannot work together; preflight exits 4 when
+// it could not ask (no daemon, or a refusal), so a prolog drains only nodes found unfit.
 #include <fmt/format.h>
 
 #include <cstdlib>
@@ -24,6 +25,8 @@
 
 namespace muster::cli {
 namespace {
+
+inline constexpr int kExitNotAsked = 4;  // node preflight: musterd could not be asked
 
 using nlohmann::json;
 
@@ -44,7 +47,9 @@ std::optional<json> ask(const std::string& verb, const std::string& request) {
   const auto reply =
       launcher::ask_daemon(*socket, request, std::chrono::milliseconds(10000), why_not);
   if (!reply) {
-    fmt::print(stderr, "muster: node {}: {} (start it: systemctl start musterd)\n", verb, why_not);
+    const bool absent = why_not.starts_with("no musterd");
+    fmt::print(stderr, "muster: node {}: {}{}\n", verb, why_not,
+               absent ? " (start it: systemctl start musterd)" : "");
     return std::nullopt;
   }
   auto r = json::parse(*reply, nullptr, false);
@@ -219,7 +224,7 @@ int node_preflight(const preflight_options& o) {
   if (o.num_gpus >= 0) request["num_gpus"] = o.num_gpus;
   if (!o.run_dir.empty()) request["run_dir"] = std::filesystem::absolute(o.run_dir).string();
   const auto r = ask("preflight", request.dump());
-  if (!r) return kExitFailure;
+  if (!r) return kExitNotAsked;  // not "unfit": a prolog must not drain a node for this
   if (o.json) {
     fmt::print("{}\n", r->dump(2));
     return r->value("passed", false) ? kExitOk : kExitFailure;
@@ -249,7 +254,8 @@ void add_node_verbs(CLI::App& app, verb_action& run) {
 
   auto pre = std::make_shared<preflight_options>();
   auto* pre_cmd = node->add_subcommand(
-      "preflight", "is this node fit for a job step now (exit 1 when not); for Slurm prologs");
+      "preflight",
+      "is this node fit for a job step now (exit 1 when not, 4 when musterd cannot be asked)");
   pre_cmd->add_option("--job", pre->job, "the job id (default: SLURM_JOB_ID)");
   pre_cmd->add_option("--step", pre->step, "the step id (default: SLURM_STEP_ID)");
   pre_cmd->add_option("--gpus", pre->gpus,

@@ -274,17 +274,21 @@ TEST_CASE("whether another uid can write a run directory, or where it would be m
           "[preflight]") {
   muster::test::temp_dir dir;
   std::filesystem::permissions(dir.path(), std::filesystem::perms::owner_all);
-  CHECK(write_problem((dir / "runs/r1").string(), 0).empty());  // root
+  const auto as_root = check_run_dir((dir / "runs/r1").string(), 0);
+  CHECK(as_root.problem.empty());
+  CHECK(as_root.free_mib.value_or(-1) > 0);
   if (::geteuid() != 0) {
-    WARN("SKIPPED (the rest): needs root, to judge a directory another uid owns");
+    WARN("SKIPPED (the rest): needs root, to check as another uid");
     return;
   }
-  const auto problem = write_problem((dir / "runs/r1").string(), 65534);
-  CHECK_THAT(problem, Catch::Contains("uid 65534 cannot write " + dir.path().string()) &&
-                          Catch::Contains("mode 700"));
+  // checked as nobody: the 0700 directory is as far as it sees
+  const auto hidden = check_run_dir((dir / "runs/r1").string(), 65534);
+  CHECK_THAT(hidden.problem, Catch::Contains("uid 65534 cannot write " + dir.path().string() +
+                                             ": Permission denied"));
   std::filesystem::permissions(dir.path(), std::filesystem::perms::all);
-  CHECK(write_problem((dir / "runs/r1").string(), 65534).empty());
+  CHECK(check_run_dir((dir / "runs/r1").string(), 65534).problem.empty());
   muster::test::write_file(dir / "file", "");
-  CHECK_THAT(write_problem((dir / "file/r1").string(), 65534),
-             Catch::Contains("is not a directory"));
+  CHECK_THAT(check_run_dir((dir / "file/r1").string(), 65534).problem,
+             Catch::Contains((dir / "file").string() + " is not a directory"));
+  CHECK_THAT(check_run_dir("/tmp", 4'000'000'000u).problem, Catch::Contains("no such user"));
 }

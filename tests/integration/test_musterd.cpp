@@ -404,6 +404,8 @@ TEST_CASE("muster node status, env and preflight show what musterd says, and say
   CHECK_THAT(bad.err, Catch::Contains("--gpus: \"x\" in \"0,x\" is not a GPU index"));
 
   env.set["MUSTER_DAEMON_SOCKET"] = (d.dir / "nobody.sock").string();
+  // a preflight that could not ask is not a node found unfit
+  CHECK(muster::test::run_process({muster, "node", "preflight"}, env).exit_code == 4);
   const auto none = muster::test::run_process({muster, "node", "status"}, env);
   CHECK(none.exit_code == 1);
   CHECK_THAT(none.err, Catch::Contains("no musterd on " + (d.dir / "nobody.sock").string()));
