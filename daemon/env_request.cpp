@@ -5,6 +5,7 @@
 
 #include <chrono>
 
+#include "common/run_store_records.hpp"
 #include "daemon/json_text.hpp"
 #include "daemon/request_fields.hpp"
 #include "daemon/router.hpp"
@@ -119,9 +120,7 @@ std::optional<job_ref> env_job_of(const json& request) {
 namespace {
 
 std::vector<decision_entry> decisions_of(const job_ref& job, const gpu_policy_result& result) {
-  const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                       std::chrono::system_clock::now().time_since_epoch())
-                       .count();
+  const auto now = store::now_ms();
   std::vector<decision_entry> out;
   for (const auto& d : result.env)
     out.push_back({now, job.id, job.step, d.rule, d.value ? "set" : "unset", d.variable,

@@ -1,5 +1,6 @@
 // Who may see and change a job's data: see job_access.hpp.
 #include "daemon/job_access.hpp"
+#include "common/run_store_records.hpp"
 
 #include <pwd.h>
 
@@ -15,12 +16,6 @@
 
 namespace muster::daemon {
 namespace {
-
-std::int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // "1000 (alice)", or "1000" for a uid without a passwd entry.
 std::string describe_uid(uid_t uid) {
@@ -138,7 +133,7 @@ access_result authorize_job(node_store& store, const slurm_lookup& lookup,
     const auto again = ask_slurm(lookup, job_id);
     if (!again.owner || *again.owner == known->uid) return verdict;
     const job_owner owner{*again.owner, "slurm"};
-    store.set_owner(job_id, owner, now_ms());
+    store.set_owner(job_id, owner, store::now_ms());
     return judge(job_id, owner, uid);
   }
   slurm_answer slurm;
@@ -148,7 +143,7 @@ access_result authorize_job(node_store& store, const slurm_lookup& lookup,
     slurm.absent = true;
   if (slurm.owner) {
     const job_owner owner{*slurm.owner, "slurm"};
-    store.set_owner(job_id, owner, now_ms());
+    store.set_owner(job_id, owner, store::now_ms());
     return judge(job_id, owner, uid);
   }
   if (!slurm.why_not.empty()) {
@@ -165,7 +160,7 @@ access_result authorize_job(node_store& store, const slurm_lookup& lookup,
                         "does not know",
                         job_id)};
   const job_owner owner{uid, "first_record"};
-  store.set_owner(job_id, owner, now_ms());
+  store.set_owner(job_id, owner, store::now_ms());
   return allow();
 }
 

@@ -3,6 +3,7 @@
 // To change the schema, append a migration with the next version. Never edit one that has
 // shipped: node files in the field were made by it.
 #include "daemon/node_store.hpp"
+#include "common/run_store_records.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -83,12 +84,6 @@ constexpr std::array kMigrations{store::sqlite_migration{1, kVersion1}};
 const store::sqlite_schema kSchema{"node store", kMigrations,
                                    "move it away; musterd makes a new one at its next start"};
 
-std::int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 // `file`, once its directory exists (made 0700 when this creates it: the store is root's) and
 // the file too (0600), before SQLite opens it with the umask's mode.
 std::filesystem::path with_directory(const std::filesystem::path& file) {
@@ -125,7 +120,7 @@ node_store::node_store(const std::filesystem::path& file, int keep_days)
 }
 
 void node_store::prune(int keep_days) {
-  const auto cutoff = now_ms() - std::int64_t{keep_days} * 86'400'000;
+  const auto cutoff = store::now_ms() - std::int64_t{keep_days} * 86'400'000;
   store::sqlite_transaction transaction(db_);
   // a job's owner goes with its last record, never before: a record without its owner would
   // be anyone's to claim

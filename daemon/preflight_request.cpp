@@ -1,5 +1,6 @@
 // The `preflight` request: see preflight_request.hpp.
 #include "daemon/preflight_request.hpp"
+#include "common/run_store_records.hpp"
 
 #include <fmt/format.h>
 
@@ -14,12 +15,6 @@ namespace muster::daemon {
 using nlohmann::json;
 
 namespace {
-
-std::int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 json checks_json(const preflight_result& r) {
   json checks = json::array();
@@ -60,7 +55,7 @@ request_work preflight_work(const json& request, const node_context& node, uid_t
     const auto facts = probe_preflight(ask, node.preflight, node.limits);
     const auto result = run_preflight(facts, node.limits);
     const auto checks = checks_json(result);
-    const auto time = now_ms();
+    const auto time = store::now_ms();
     store.add_preflight({time, ref.id, ref.step, result.passed, checks.dump()});
     std::vector<health_entry> observations;
     for (const auto& c : result.checks)

@@ -1,5 +1,6 @@
 // The `record` request: see record_request.hpp.
 #include "daemon/record_request.hpp"
+#include "common/run_store_records.hpp"
 
 #include <fmt/format.h>
 
@@ -10,16 +11,6 @@
 namespace muster::daemon {
 
 using nlohmann::json;
-
-namespace {
-
-std::int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
 
 request_work record_work(const json& request, const slurm_lookup& slurm, const peer& who) {
   const auto event = required_string(request, "event", "request");
@@ -35,7 +26,7 @@ request_work record_work(const json& request, const slurm_lookup& slurm, const p
     only_keys(request, "request", {"version", "request", "event", "job", "run_dir", "num_ranks"});
     read(request, "run_dir", "request", step.run_dir);
     read(request, "num_ranks", "request", step.num_ranks, 0, 1'000'000);
-    step.started_ms = now_ms();
+    step.started_ms = store::now_ms();
   } else if (event == "end") {
     only_keys(request, "request",
               {"version", "request", "event", "job", "state", "exit_code", "message"});
@@ -48,7 +39,7 @@ request_work record_work(const json& request, const slurm_lookup& slurm, const p
     if (field(request, "exit_code")) step.exit_code = exit_code;
     read(request, "message", "request", step.message);
     if (step.message.size() > 4096) step.message.resize(4096);
-    step.ended_ms = now_ms();
+    step.ended_ms = store::now_ms();
   } else {
     throw bad_request(fmt::format("request.event: \"{}\" is not start or end", event));
   }
