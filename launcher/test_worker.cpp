@@ -15,6 +15,7 @@
 //   --hang-after-ms N   on --only-rank (or every rank without it): stop touching the heartbeat
 //                       after N ms but keep running, as a rank stuck in a collective would
 //   --error-message T   write T to $TORCHELASTIC_ERROR_FILE (torchelastic's JSON) before failing
+//   --stderr-line T     print T on stderr before failing (a traceback's last line, for diagnose)
 //   --lines N           print N numbered lines before anything else
 //
 // On SIGUSR1 or SIGUSR2 it prints "rank R got SIGUSR1" and creates
@@ -38,7 +39,9 @@ namespace {
 
 volatile sig_atomic_t pending_signal = 0;
 
-void on_signal(int sig) { pending_signal = sig; }
+void on_signal(int sig) {
+  pending_signal = sig;
+}
 
 std::string env(const char* name) {
   const char* value = std::getenv(name);
@@ -56,6 +59,7 @@ struct options {
   long steps = 0;
   long hang_after_ms = -1;
   std::string error_message;
+  std::string stderr_line;  // printed by the acting rank before it ends, as a traceback's last line
   int lines = 0;
 };
 
@@ -70,17 +74,30 @@ options parse(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--sleep-ms") o.sleep_ms = std::atol(next());
-    else if (a == "--exit-code") o.exit_code = std::atoi(next());
-    else if (a == "--only-rank") o.only_rank = std::atoi(next());
-    else if (a == "--after-ms") o.after_ms = std::atol(next());
-    else if (a == "--signal") o.signal = std::atoi(next());
-    else if (a == "--ignore-term") o.ignore_term = true;
-    else if (a == "--heartbeat-ms") o.heartbeat_ms = std::atol(next());
-    else if (a == "--hang-after-ms") o.hang_after_ms = std::atol(next());
-    else if (a == "--steps") o.steps = std::atol(next());
-    else if (a == "--error-message") o.error_message = next();
-    else if (a == "--lines") o.lines = std::atoi(next());
+    if (a == "--sleep-ms")
+      o.sleep_ms = std::atol(next());
+    else if (a == "--exit-code")
+      o.exit_code = std::atoi(next());
+    else if (a == "--only-rank")
+      o.only_rank = std::atoi(next());
+    else if (a == "--after-ms")
+      o.after_ms = std::atol(next());
+    else if (a == "--signal")
+      o.signal = std::atoi(next());
+    else if (a == "--ignore-term")
+      o.ignore_term = true;
+    else if (a == "--heartbeat-ms")
+      o.heartbeat_ms = std::atol(next());
+    else if (a == "--hang-after-ms")
+      o.hang_after_ms = std::atol(next());
+    else if (a == "--steps")
+      o.steps = std::atol(next());
+    else if (a == "--error-message")
+      o.error_message = next();
+    else if (a == "--lines")
+      o.lines = std::atoi(next());
+    else if (a == "--stderr-line")
+      o.stderr_line = next();
     else {
       std::fprintf(stderr, "muster-test-worker: unknown option %s\n", argv[i]);
       std::exit(2);
@@ -98,10 +115,9 @@ void beat(const options& o, long step) {
     return;
   }
   const std::string temp = file + ".tmp";
-  std::ofstream(temp, std::ios::trunc) << "step=" << step << " steps=" << o.steps
-                                       << " loss=" << 10.0 / static_cast<double>(step + 1)
-                                       << " tokens_per_s=" << 4096.0 * 1000 / o.heartbeat_ms
-                                       << "\n";
+  std::ofstream(temp, std::ios::trunc)
+      << "step=" << step << " steps=" << o.steps << " loss=" << 10.0 / static_cast<double>(step + 1)
+      << " tokens_per_s=" << 4096.0 * 1000 / o.heartbeat_ms << "\n";
   std::rename(temp.c_str(), file.c_str());
 }
 
@@ -140,8 +156,10 @@ int main(int argc, char** argv) {
   sa.sa_handler = on_signal;
   sigaction(SIGUSR1, &sa, nullptr);
   sigaction(SIGUSR2, &sa, nullptr);
-  if (o.ignore_term) signal(SIGTERM, SIG_IGN);
-  else sigaction(SIGTERM, &sa, nullptr);
+  if (o.ignore_term)
+    signal(SIGTERM, SIG_IGN);
+  else
+    sigaction(SIGTERM, &sa, nullptr);
 
   std::printf("rank %s of %s (local %s of %s, node %s) master %s:%s run %s restart %s\n",
               rank.c_str(), env("WORLD_SIZE").c_str(), env("LOCAL_RANK").c_str(),
@@ -160,8 +178,10 @@ int main(int argc, char** argv) {
   if (!o.error_message.empty() && !env("TORCHELASTIC_ERROR_FILE").empty()) {
     std::ofstream out(env("TORCHELASTIC_ERROR_FILE"));
     out << R"({"message": {"message": ")" << o.error_message
-        << R"(", "extraInfo": {"py_callstack": "", "timestamp": "0"}}})" << "\n";
+        << R"(", "extraInfo": {"py_callstack": "", "timestamp": "0"}}})"
+        << "\n";
   }
+  if (!o.stderr_line.empty()) std::fprintf(stderr, "%s\n", o.stderr_line.c_str());
   if (o.signal != 0) {
     std::fprintf(stderr, "rank %s: raising signal %d\n", rank.c_str(), o.signal);
     std::fflush(stderr);

@@ -14,12 +14,13 @@
 
 int main(int argc, char** argv) {
   using namespace muster::cli;
-  CLI::App app{"muster: Slurm-native launcher for Mixture-of-Experts training\n"
-               "exit codes: 0 success, 1 the work failed, 2 bad input (command line, config, "
-               "hostlist, environment), 3 a valid plan that does not fit the GPU (plan)",
-               "muster"};
-  app.set_version_flag("--version", fmt::format("muster {} (git {})", muster::kVersion,
-                                                muster::kGitCommit));
+  CLI::App app{
+      "muster: Slurm-native launcher for Mixture-of-Experts training\n"
+      "exit codes: 0 success, 1 the work failed, 2 bad input (command line, config, "
+      "hostlist, environment), 3 a valid plan that does not fit the GPU (plan)",
+      "muster"};
+  app.set_version_flag("--version",
+                       fmt::format("muster {} (git {})", muster::kVersion, muster::kGitCommit));
   app.require_subcommand(1);
   // Everything after the first "--" is the workers' command (muster run ... -- python3 x.py):
   // split off here so CLI11 never reads the program's own options.
@@ -37,6 +38,7 @@ int main(int argc, char** argv) {
   add_plan_verbs(app, run);
   add_status_verbs(app, run);
   add_node_verbs(app, run);
+  add_diagnose_verbs(app, run);
   add_run_verbs(app, run, command);
   try {
     app.parse(argc, argv);

@@ -1,0 +1,20 @@
+// Reading a log for `muster diagnose`: line by line, streaming, in bounded memory whatever the
+// file's size (a 1 GB slurm-%j.out is read through one buffer). Lines longer than
+// kMaxLineBytes are cut there (the rest of such a line is skipped, not read as new lines).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string_view>
+
+namespace muster::launcher::diagnose {
+
+inline constexpr std::size_t kMaxLineBytes = 64 * 1024;
+
+// Calls on_line(line number from 1, line without its newline) for each line of `file`. Throws
+// errc::invalid_input naming the file when it cannot be read.
+void read_log_lines(const std::filesystem::path& file,
+                    const std::function<void(std::int64_t, std::string_view)>& on_line);
+
+}  // namespace muster::launcher::diagnose

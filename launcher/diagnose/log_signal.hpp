@@ -1,0 +1,34 @@
+// One log line read for what it says about a failure: the line classifier of `muster
+// diagnose`. Pure: a line in, a signal (or none) out. Knows the lines as the upstream projects
+// print them: PyTorch's CUDA OOM in each generation of its message, ProcessGroupNCCL's watchdog,
+// NCCL's system errors, c10d's TCPStore, Slurm's slurmstepd and srun, and the NVIDIA driver's
+// Xid lines (as dmesg or journalctl print them).
+//
+// A line's rank comes from the prefix its launcher put there: torchrun's "[rank3]:" or
+// "[default3]:", srun -l's "3: ", muster's "[rank 3]".
+// Not here: which signal is the root cause and which are knock-on effects (diagnosis.hpp).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace muster::launcher::diagnose {
+
+// A category id of `muster diagnose` (stable: used in --json).
+struct log_signal {
+  std::string category;  // cuda_oom, nccl_timeout, host_oom_kill, slurm_time_limit, ...
+  std::optional<int> rank;
+  std::map<std::string, std::string> facts;  // what the line says: "tried_to_allocate", ...
+};
+
+// The signal in `line`, or nullopt for a line that says nothing about a failure. A bare
+// "Killed" is no signal: without evidence it is not an OOM.
+std::optional<log_signal> match_log_line(std::string_view line);
+
+// The rank a launcher's prefix gives the line, if any.
+std::optional<int> rank_of_line(std::string_view line);
+
+}  // namespace muster::launcher::diagnose

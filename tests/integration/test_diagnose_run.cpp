@@ -1,0 +1,77 @@
+// muster diagnose on runs the launcher made, with failures injected into real workers: a rank
+// that dies with an OOM-shaped error (the others then killed by the launcher), a clean run,
+// and Slurm's output given with --log.
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "tests/support/launch_output.hpp"
+#include "tests/support/subprocess.hpp"
+#include "tests/support/temp_dir.hpp"
+
+using nlohmann::json;
+
+namespace {
+
+const std::string kMuster = std::string(MUSTER_BIN_DIR) + "/muster";
+const std::string kWorker = std::string(MUSTER_BIN_DIR) + "/muster-test-worker";
+
+const std::string kOom =
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB. GPU 0 has a total "
+    "capacity of 79.15 GiB of which 2.10 GiB is free. Of the allocated memory 70.00 GiB is "
+    "allocated by PyTorch, and 3.00 GiB is reserved by PyTorch but unallocated.";
+
+}  // namespace
+
+TEST_CASE("muster diagnose finds the rank that ran out of memory in a launched run", "[diagnose]") {
+  muster::test::temp_dir runs("diagnose-runs");
+  const auto run = muster::test::run_process(
+      {kMuster, "run", "launch.runs_dir=" + runs.path().string(), "launch.nproc=3", "--", kWorker,
+       "--sleep-ms", "30000", "--only-rank", "2", "--after-ms", "200", "--exit-code", "1",
+       "--stderr-line", kOom});
+  REQUIRE(run.exit_code == 1);
+  const auto dir = muster::test::only_run_dir(runs.path());
+  const auto text = muster::test::run_process({kMuster, "diagnose", dir.string()});
+  INFO(text.out << text.err);
+  CHECK(text.exit_code == 1);
+  CHECK_THAT(text.out, Catch::StartsWith("ROOT  [cuda_oom] CUDA out of memory on rank 2 (GPU 0): "
+                                         "tried to allocate 4.00 GiB of 79.15 GiB, 2.10 GiB free"));
+  CHECK_THAT(text.out, Catch::Contains((dir / "logs" / "rank-2.log").string() + ":"));
+  CHECK_THAT(text.out, Catch::Contains("fix 1: with packing, lower train.max_tokens_per_pack"));
+
+  const auto as_json = muster::test::run_process({kMuster, "diagnose", dir.string(), "--json"});
+  CHECK(as_json.exit_code == 1);
+  const auto d = json::parse(as_json.out);
+  CHECK(d["failed"] == true);
+  CHECK(d["findings"][0]["category"] == "cuda_oom");
+  CHECK(d["findings"][0]["ranks"] == json::array({2}));
+  CHECK(d["findings"][0]["facts"]["reserved_unallocated"] == "3.00 GiB");
+}
+
+TEST_CASE("muster diagnose says so when a run has no failure, and reads extra logs", "[diagnose]") {
+  muster::test::temp_dir runs("diagnose-runs");
+  REQUIRE(muster::test::run_process({kMuster, "run", "launch.runs_dir=" + runs.path().string(),
+                                     "launch.nproc=2", "--", kWorker, "--lines", "3"})
+              .exit_code == 0);
+  const auto dir = muster::test::only_run_dir(runs.path());
+  const auto clean = muster::test::run_process({kMuster, "diagnose", dir.string()});
+  CHECK(clean.exit_code == 0);
+  CHECK_THAT(clean.out, Catch::StartsWith("no failure found in "));
+
+  muster::test::write_file(runs / "slurm-4242.out",
+                           "step 100 loss 2.1\n"
+                           "slurmstepd: error: *** JOB 4242 ON gpu-a07 CANCELLED AT "
+                           "2026-11-22T03:00:01 DUE TO TIME LIMIT ***\n");
+  const auto limit = muster::test::run_process(
+      {kMuster, "diagnose", dir.string(), "--log", (runs / "slurm-4242.out").string()});
+  CHECK(limit.exit_code == 1);
+  CHECK_THAT(limit.out, Catch::Contains("ROOT  [slurm_time_limit] Slurm cancelled job 4242"));
+  CHECK_THAT(limit.out, Catch::Contains("slurm-4242.out:2: slurmstepd"));
+
+  const auto bad = muster::test::run_process({kMuster, "diagnose", "--log", "/nonexistent.log"});
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.err, Catch::Contains("/nonexistent.log"));
+  CHECK(muster::test::run_process({kMuster, "diagnose"}).exit_code == 2);
+}
