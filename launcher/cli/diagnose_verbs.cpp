@@ -113,9 +113,10 @@ int run_diagnose(const diagnose_options& o) {
   diagnoser d(o.world_size > 0 ? o.world_size : ranks);
   for (const auto& [file, rank] : files) {
     const auto name = file.string();
-    read_log_lines(file, [&](std::int64_t number, std::string_view line) {
-      d.add_line(name, number, line, rank);
-    });
+    d.add_lines_read(read_log_lines(
+        file,
+        [&](std::int64_t number, std::string_view line) { d.add_line(name, number, line, rank); },
+        diagnoser::keywords()));
   }
   const auto result = d.finish();
   if (o.json)

@@ -12,8 +12,11 @@ namespace {
 constexpr std::size_t kMaxSuspicious = 10;
 constexpr std::size_t kMaxEvidenceText = 400;
 
+constexpr std::string_view kSuspiciousWords[] = {
+    "Error", "ERROR", "error:", "Traceback", "FATAL", "failed"};
+
 bool suspicious_line(std::string_view line) {
-  for (std::string_view word : {"Error", "ERROR", "error:", "Traceback", "FATAL", "failed"})
+  for (std::string_view word : kSuspiciousWords)
     if (line.find(word) != std::string_view::npos) return true;
   return false;
 }
@@ -118,7 +121,6 @@ void explain(finding& f, int world_size) {
 
 void diagnoser::add_line(const std::string& file, std::int64_t number, std::string_view line,
                          std::optional<int> file_rank) {
-  ++lines_;
   auto signal = match_log_line(line);
   if (!signal) {
     if (findings_.empty() && suspicious_line(line)) {
@@ -138,6 +140,15 @@ void diagnoser::add_line(const std::string& file, std::int64_t number, std::stri
   if (const auto rank = signal->rank ? signal->rank : file_rank) it->ranks.insert(*rank);
   if (it->evidence.size() < kMaxEvidence)
     it->evidence.push_back({file, number, std::string(line.substr(0, kMaxEvidenceText))});
+}
+
+std::span<const std::string_view> diagnoser::keywords() {
+  static const std::vector<std::string_view> words = [] {
+    std::vector<std::string_view> out(signal_keywords().begin(), signal_keywords().end());
+    out.insert(out.end(), std::begin(kSuspiciousWords), std::end(kSuspiciousWords));
+    return out;
+  }();
+  return words;
 }
 
 diagnosis diagnoser::finish() const {

@@ -14,6 +14,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -31,7 +32,7 @@ struct finding {
   std::string category;
   bool root = false;
   std::set<int> ranks;
-  std::vector<evidence_line> evidence;            // the first kMaxEvidence lines
+  std::vector<evidence_line> evidence;       // the first kMaxEvidence lines
   std::int64_t count = 0;                    // lines that said it
   std::map<std::string, std::string> facts;  // from the first line that said it
   std::string summary;                       // one line for people
@@ -41,7 +42,7 @@ struct finding {
 inline constexpr std::size_t kMaxEvidence = 5;
 
 struct diagnosis {
-  std::vector<finding> findings;     // the root first, then the knock-on effects in order
+  std::vector<finding> findings;          // the root first, then the knock-on effects in order
   std::vector<evidence_line> suspicious;  // with no finding: lines with error words, the last ones
   std::int64_t lines_read = 0;
   bool failed() const { return !findings.empty(); }
@@ -56,7 +57,13 @@ class diagnoser {
   // they carry no prefix).
   void add_line(const std::string& file, std::int64_t number, std::string_view line,
                 std::optional<int> file_rank = std::nullopt);
+  // Lines read in all (a reader that skips lines without keywords() still counts them).
+  void add_lines_read(std::int64_t lines) { lines_ += lines; }
   diagnosis finish() const;
+
+  // The words of the lines add_line needs to see: the signals' and the error-looking ones that
+  // `unknown` quotes. Every other line may be skipped.
+  static std::span<const std::string_view> keywords();
 
  private:
   int world_size_;

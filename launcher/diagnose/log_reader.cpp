@@ -2,8 +2,10 @@
 #include "launcher/diagnose/log_reader.hpp"
 
 #include <fcntl.h>
+#include <string.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -12,22 +14,69 @@
 #include "common/error.hpp"
 
 namespace muster::launcher::diagnose {
+namespace {
 
-void read_log_lines(const std::filesystem::path& file,
-                    const std::function<void(std::int64_t, std::string_view)>& on_line) {
+constexpr std::size_t kBufferBytes = 1 << 20;
+
+// Emits the lines of `region` (whole lines, each ending in '\n') that contain one of
+// `keywords` (every line when there are none), numbering them from `number`; returns the number
+// of the region's last line.
+std::int64_t emit_region(std::string_view region, std::int64_t number,
+                         std::span<const std::string_view> keywords,
+                         const std::function<void(std::int64_t, std::string_view)>& on_line) {
+  auto emit = [&](std::string_view line, std::int64_t n) {
+    if (line.size() > kMaxLineBytes) line = line.substr(0, kMaxLineBytes);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    on_line(n, line);
+  };
+  if (keywords.empty()) {
+    for (std::size_t start = 0; start < region.size();) {
+      const auto nl = region.find('\n', start);
+      emit(region.substr(start, nl - start), ++number);
+      start = nl + 1;
+    }
+    return number;
+  }
+  // the lines that hold a keyword, found with memmem over the whole region (fast where
+  // almost no line matches, as in a long healthy log), in order and each once
+  std::vector<std::size_t> starts;
+  for (auto keyword : keywords)
+    for (std::size_t at = 0; at < region.size();) {
+      const void* hit =
+          ::memmem(region.data() + at, region.size() - at, keyword.data(), keyword.size());
+      if (!hit) break;
+      const auto pos = static_cast<std::size_t>(static_cast<const char*>(hit) - region.data());
+      const auto line_start = region.rfind('\n', pos);
+      starts.push_back(line_start == std::string_view::npos ? 0 : line_start + 1);
+      const auto nl = region.find('\n', pos);
+      at = nl == std::string_view::npos ? region.size() : nl + 1;
+    }
+  std::sort(starts.begin(), starts.end());
+  starts.erase(std::unique(starts.begin(), starts.end()), starts.end());
+  std::size_t counted = 0;
+  for (const auto start : starts) {
+    number += std::count(region.data() + counted, region.data() + start, '\n');
+    const auto nl = region.find('\n', start);
+    emit(region.substr(start, nl - start), number + 1);
+    counted = start;
+  }
+  return number + std::count(region.data() + counted, region.data() + region.size(), '\n');
+}
+
+}  // namespace
+
+std::int64_t read_log_lines(const std::filesystem::path& file,
+                            const std::function<void(std::int64_t, std::string_view)>& on_line,
+                            std::span<const std::string_view> keywords) {
   const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
   MUSTER_CHECK(fd >= 0, errc::invalid_input, "--log {}: {}; give a readable log file",
                file.string(), std::strerror(errno));
-  std::vector<char> buffer(1 << 20);
-  std::string carry;      // the start of a line that continues in the next read
-  bool skipping = false;  // inside a line already cut at kMaxLineBytes
+  std::vector<char> buffer(kBufferBytes);
+  std::size_t have = 0;   // bytes in the buffer not yet emitted
+  bool skipping = false;  // inside a line longer than the buffer, already emitted
   std::int64_t number = 0;
-  auto emit = [&](std::string_view line) {
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    on_line(++number, line);
-  };
   for (;;) {
-    const ssize_t n = ::read(fd, buffer.data(), buffer.size());
+    const ssize_t n = ::read(fd, buffer.data() + have, buffer.size() - have);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       const int e = errno;
@@ -35,32 +84,39 @@ void read_log_lines(const std::filesystem::path& file,
       MUSTER_THROW(errc::invalid_input, "--log {}: {}", file.string(), std::strerror(e));
     }
     if (n == 0) break;
-    std::string_view chunk(buffer.data(), static_cast<std::size_t>(n));
-    while (!chunk.empty()) {
-      const auto nl = chunk.find('\n');
-      const auto piece = chunk.substr(0, nl);
-      if (!skipping) {
-        if (carry.empty() && nl != std::string_view::npos && piece.size() <= kMaxLineBytes) {
-          emit(piece);  // the common case: a whole line inside the buffer
-        } else {
-          carry.append(piece.substr(0, kMaxLineBytes - std::min(carry.size(), kMaxLineBytes)));
-          if (nl != std::string_view::npos) {
-            emit(carry);
-            carry.clear();
-          } else if (carry.size() >= kMaxLineBytes) {
-            emit(carry);
-            carry.clear();
-            skipping = true;
-          }
-        }
+    have += static_cast<std::size_t>(n);
+    std::string_view data(buffer.data(), have);
+    if (skipping) {  // drop the rest of an overlong line
+      const auto nl = data.find('\n');
+      if (nl == std::string_view::npos) {
+        have = 0;
+        continue;
       }
-      if (nl == std::string_view::npos) break;
       skipping = false;
-      chunk.remove_prefix(nl + 1);
+      data.remove_prefix(nl + 1);
     }
+    const auto last = data.rfind('\n');
+    if (last == std::string_view::npos) {
+      if (data.size() == buffer.size()) {  // one line fills the buffer: take its start
+        number = emit_region(std::string(data.substr(0, kMaxLineBytes)) + "\n", number, keywords,
+                             on_line);
+        skipping = true;
+        have = 0;
+      } else {
+        std::memmove(buffer.data(), data.data(), data.size());
+        have = data.size();
+      }
+      continue;
+    }
+    number = emit_region(data.substr(0, last + 1), number, keywords, on_line);
+    const auto rest = data.substr(last + 1);
+    std::memmove(buffer.data(), rest.data(), rest.size());
+    have = rest.size();
   }
   ::close(fd);
-  if (!carry.empty()) emit(carry);
+  if (have > 0 && !skipping)
+    number = emit_region(std::string(buffer.data(), have) + "\n", number, keywords, on_line);
+  return number;
 }
 
 }  // namespace muster::launcher::diagnose

@@ -3,9 +3,9 @@
 
 #include <algorithm>
 #include <array>
-#include <initializer_list>
 #include <cctype>
 #include <charconv>
+#include <initializer_list>
 
 namespace muster::launcher::diagnose {
 namespace {
@@ -112,6 +112,22 @@ log_signal nccl_timeout(std::string_view line) {
 }
 
 }  // namespace
+
+std::span<const std::string_view> signal_keywords() {
+  static constexpr std::string_view kWords[] = {"CUDA out of memory",
+                                                "Watchdog caught collective operation timeout",
+                                                "DUE TO TIME LIMIT",
+                                                "oom_kill event",
+                                                ": Out Of Memory",
+                                                "Out of memory: Killed process",
+                                                "NVRM: Xid",
+                                                "fallen off the bus",
+                                                "uncorrectable ECC error",
+                                                "unhandled system error",
+                                                "shared memory segment",
+                                                "ddress already in use"};
+  return kWords;
+}
 
 std::optional<int> rank_of_line(std::string_view line) {
   for (std::string_view prefix : {"[rank", "[default"}) {

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -27,6 +28,10 @@ struct log_signal {
 // The signal in `line`, or nullopt for a line that says nothing about a failure. A bare
 // "Killed" is no signal: without evidence it is not an OOM.
 std::optional<log_signal> match_log_line(std::string_view line);
+
+// Words at least one of which every line match_log_line takes holds: a reader may skip the
+// lines without any of them.
+std::span<const std::string_view> signal_keywords();
 
 // The rank a launcher's prefix gives the line, if any.
 std::optional<int> rank_of_line(std::string_view line);

@@ -92,7 +92,8 @@ TEST_CASE("an NCCL watchdog timeout names the op, seq and limit, and the ranks t
       "collective operation timeout: WorkNCCL(SeqNum=1042, OpType=ALLREDUCE, NumelIn=1048576, "
       "NumelOut=1048576, Timeout(ms)=600000) ran for 600012 milliseconds before timing out.";
   std::vector<std::pair<std::string, std::string>> lines;
-  for (int r : {0, 1, 2, 4, 5, 6, 7}) lines.emplace_back("job.log", fmt::format(fmt::runtime(line), r, r));
+  for (int r : {0, 1, 2, 4, 5, 6, 7})
+    lines.emplace_back("job.log", fmt::format(fmt::runtime(line), r, r));
   const auto d = diagnose_lines(lines, 8);
   REQUIRE(d.findings.size() == 1);
   const auto& f = d.findings[0];
@@ -192,14 +193,31 @@ TEST_CASE("the log reader streams lines across its buffer, and cuts overlong one
   }
   std::int64_t count = 0, longest = 0;
   std::string last;
-  read_log_lines(dir / "big.log", [&](std::int64_t n, std::string_view line) {
+  const auto total = read_log_lines(dir / "big.log", [&](std::int64_t n, std::string_view line) {
+    CHECK(n == count + 1);  // every line, in order
     count = n;
     longest = std::max<std::int64_t>(longest, static_cast<std::int64_t>(line.size()));
     last = std::string(line);
   });
   CHECK(count == 60002);
+  CHECK(total == 60002);
   CHECK(longest == static_cast<std::int64_t>(kMaxLineBytes));
   CHECK(last == "last line without a newline");
+  // with keywords, only the lines holding one, numbered as in the file
+  std::vector<std::int64_t> numbers;
+  const std::string_view words[] = {"step 777 ", "step 59999 ", "without a"};
+  CHECK(read_log_lines(
+            dir / "big.log", [&](std::int64_t n, std::string_view) { numbers.push_back(n); },
+            words) == 60002);
+  CHECK(numbers == std::vector<std::int64_t>{778, 60000, 60002});
+  // a line longer than the reader's buffer: its start is the line, the rest is skipped
+  muster::test::write_file(dir / "huge.log", std::string(3 << 20, 'y') + "\nafter\n");
+  std::vector<std::string> huge;
+  CHECK(read_log_lines(dir / "huge.log",
+                       [&](std::int64_t, std::string_view line) { huge.emplace_back(line); }) == 2);
+  REQUIRE(huge.size() == 2);
+  CHECK(huge[0].size() == kMaxLineBytes);
+  CHECK(huge[1] == "after");
   CHECK_THROWS_WITH(read_log_lines(dir / "missing.log", [](std::int64_t, std::string_view) {}),
                     Catch::Contains("--log") && Catch::Contains("missing.log"));
 }
