@@ -1,6 +1,5 @@
 // Who may see and change a job's data: see job_access.hpp.
 #include "daemon/job_access.hpp"
-#include "common/run_store_records.hpp"
 
 #include <pwd.h>
 
@@ -13,6 +12,7 @@
 
 #include "common/log.hpp"
 #include "common/run_program.hpp"
+#include "common/run_store_records.hpp"
 
 namespace muster::daemon {
 namespace {

@@ -1,11 +1,11 @@
 // The `preflight` request: see preflight_request.hpp.
 #include "daemon/preflight_request.hpp"
-#include "common/run_store_records.hpp"
 
 #include <fmt/format.h>
 
 #include <chrono>
 
+#include "common/run_store_records.hpp"
 #include "daemon/job_request.hpp"
 #include "daemon/preflight_probe.hpp"
 #include "daemon/request_fields.hpp"

@@ -1,11 +1,11 @@
 // The `record` request: see record_request.hpp.
 #include "daemon/record_request.hpp"
-#include "common/run_store_records.hpp"
 
 #include <fmt/format.h>
 
 #include <chrono>
 
+#include "common/run_store_records.hpp"
 #include "daemon/request_fields.hpp"
 
 namespace muster::daemon {
