@@ -14,7 +14,9 @@ rounds=${ROUNDS:-2}
 muster=$build/bin/muster
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-patterns='CUDA out of memory|Watchdog caught collective operation timeout|DUE TO TIME LIMIT|oom_kill event|: Out Of Memory|Out of memory: Killed process|NVRM: Xid|fallen off the bus|uncorrectable ECC error|unhandled system error|shared memory segment|ddress already in use'
+# grep's patterns are diagnose's own keywords (every line diagnose reads holds one), as
+# extended regular expressions
+"$muster" diagnose --keywords | sed 's/[][()\\.*+?{}|^$]/\\&/g' > "$work/patterns"
 
 # one MiB of ordinary lines, repeated
 awk 'BEGIN {
@@ -53,7 +55,7 @@ measure() {
   echo "$best $rss"
 }
 
-read -r grep_s grep_kib < <(measure grep -c -E "$patterns" "$work/big.log")
+read -r grep_s grep_kib < <(measure grep -c -E -f "$work/patterns" "$work/big.log")
 read -r diag_s diag_kib < <(measure "$muster" diagnose --log "$work/big.log")
 grep -q '\[cuda_oom\]' "$work/out" || { echo "compare_diagnose: diagnose did not find the OOM" >&2; exit 1; }
 awk -v mb="$mb" -v g="$grep_s" -v d="$diag_s" -v gk="$grep_kib" -v dk="$diag_kib" 'BEGIN {

@@ -12,6 +12,7 @@
 //   --heartbeat-ms N    touch $MUSTER_HEARTBEAT_FILE every N ms while running
 //   --steps N           with --heartbeat-ms: each beat is one step of N, written into the
 //                       heartbeat as the engine would ("step=K steps=N loss=... tokens_per_s=...")
+//                       and appended to $MUSTER_STEPS_FILE as a step line (common/step_line.hpp)
 //   --hang-after-ms N   on --only-rank (or every rank without it): stop touching the heartbeat
 //                       after N ms but keep running, as a rank stuck in a collective would
 //   --error-message T   write T to $TORCHELASTIC_ERROR_FILE (torchelastic's JSON) before failing
@@ -119,6 +120,14 @@ void beat(const options& o, long step) {
       << "step=" << step << " steps=" << o.steps << " loss=" << 10.0 / static_cast<double>(step + 1)
       << " tokens_per_s=" << 4096.0 * 1000 / o.heartbeat_ms << "\n";
   std::rename(temp.c_str(), file.c_str());
+  if (const std::string steps = env("MUSTER_STEPS_FILE"); !steps.empty()) {
+    const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::system_clock::now().time_since_epoch());
+    std::ofstream(steps, std::ios::app)
+        << "step=" << step << " loss=" << 10.0 / static_cast<double>(step + 1)
+        << " tokens=4096 step_time_s=" << static_cast<double>(o.heartbeat_ms) / 1000
+        << " time_ms=" << now.count() << "\n";
+  }
 }
 
 // Sleeps `ms`, answering USR1/USR2/TERM as the file comment says, touching the heartbeat.

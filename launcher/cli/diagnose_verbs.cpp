@@ -1,7 +1,8 @@
 // `muster diagnose [RUN] [--log FILE ...] [--world-size N] [--json]`: what failed first, why,
-// on which ranks, and what to change (launcher/diagnose/). RUN is a run directory: its ranks'
-// logs (logs/rank-N.log) are read; --log adds any other log (slurm-%j.out, torchrun, Megatron,
-// dmesg). Every file is streamed in bounded memory.
+// on which ranks and hosts, and what to change (launcher/diagnose/). RUN is a run id, a run
+// directory or a Slurm job id (as `muster status` takes it): its store (errors, hangs, failed
+// ranks, steps) and its ranks' logs (logs/rank-N.log) are read; --log adds any other log
+// (slurm-%j.out, torchrun, Megatron, Ray, dmesg). Every file is streamed in bounded memory.
 // Exit 0 when no failure is found, 1 when one is diagnosed, 2 for bad input.
 #include <fmt/format.h>
 
@@ -11,10 +12,17 @@
 #include <string>
 #include <vector>
 
+#include "common/byte_size.hpp"
 #include "common/error.hpp"
+#include "common/job_config.hpp"
+#include "common/run_dir.hpp"
+#include "common/run_reader.hpp"
 #include "launcher/cli/verbs.hpp"
 #include "launcher/diagnose/diagnosis.hpp"
 #include "launcher/diagnose/log_reader.hpp"
+#include "launcher/diagnose/run_findings.hpp"
+#include "launcher/plan/job_plan.hpp"
+#include "launcher/status/run_status.hpp"
 
 namespace muster::cli {
 namespace {
@@ -25,9 +33,11 @@ using nlohmann::json;
 
 struct diagnose_options {
   std::string run;
+  std::string runs_dir = "./muster-runs";
   std::vector<std::string> logs;
   int world_size = 0;
   bool json = false;
+  bool keywords = false;
 };
 
 // The rank whose log `file` is ("rank-3.log" -> 3), if its name says so.
@@ -43,10 +53,6 @@ std::optional<int> rank_of_file(const fs::path& file) {
 
 // The ranks' logs of a run directory, in rank order.
 std::vector<fs::path> run_logs(const fs::path& run) {
-  MUSTER_CHECK(fs::is_directory(run), errc::invalid_input,
-               "diagnose: {} is not a run directory; give one (muster status lists them) or "
-               "--log FILE",
-               run.string());
   std::vector<fs::path> out;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(run / "logs", ec))
@@ -57,19 +63,58 @@ std::vector<fs::path> run_logs(const fs::path& run) {
   return out;
 }
 
+// The planner's worst-stage estimate for the run's job (0 when the job file or the plan cannot
+// be had: a run of another program, or an older muster).
+std::int64_t planned_memory(const fs::path& dir, const store::run_record& run) {
+  try {
+    const auto loaded = load_job_config(store::run_paths(dir).job_config(), {});
+    launcher::plan::plan_request request;
+    request.world = launcher::plan::world_size{static_cast<int>(run.world_size), "the run"};
+    request.gpus_per_node =
+        static_cast<int>(run.world_size / std::max<std::int64_t>(run.num_nodes, 1));
+    return launcher::plan::make_plan(loaded.config, loaded.where, request).memory.total_bytes();
+  } catch (const error&) {
+    return 0;
+  }
+}
+
 json evidence_json(const std::vector<evidence_line>& lines) {
   json out = json::array();
   for (const auto& e : lines) out.push_back({{"file", e.file}, {"line", e.line}, {"text", e.text}});
   return out;
 }
 
-json to_json(const diagnosis& d) {
+json analysis_json(const rank_analysis& a) {
+  json ranks = json::array();
+  for (const auto& r : a.ranks)
+    ranks.push_back({{"rank", r.rank},
+                     {"host", r.host},
+                     {"steps", r.steps},
+                     {"median_step_s", r.median_step_s},
+                     {"p90_step_s", r.p90_step_s},
+                     {"slower", r.slower},
+                     {"straggler", r.straggler},
+                     {"heartbeat_age_s", r.heartbeat_age_s ? json(*r.heartbeat_age_s) : json()},
+                     {"peak_mem_bytes", r.peak_mem_bytes}});
+  return {
+      {"median_step_s", a.median_step_s},
+      {"stragglers", a.stragglers},
+      {"oldest_heartbeat_rank", a.oldest_heartbeat_rank ? json(*a.oldest_heartbeat_rank) : json()},
+      {"oldest_heartbeat_age_s", a.oldest_heartbeat_rank ? json(a.oldest_heartbeat_age_s) : json()},
+      {"peak_mem_bytes", a.peak_mem_bytes},
+      {"peak_mem_rank", a.peak_mem_rank ? json(*a.peak_mem_rank) : json()},
+      {"planned_mem_bytes", a.planned_mem_bytes},
+      {"ranks", ranks}};
+}
+
+json to_json(const diagnosis& d, const std::optional<rank_analysis>& a) {
   json findings = json::array();
   for (const auto& f : d.findings)
     findings.push_back({{"category", f.category},
                         {"root", f.root},
                         {"summary", f.summary},
                         {"ranks", f.ranks},
+                        {"hosts", f.hosts},
                         {"count", f.count},
                         {"facts", f.facts},
                         {"evidence", evidence_json(f.evidence)},
@@ -77,7 +122,35 @@ json to_json(const diagnosis& d) {
   json out = {{"failed", d.failed()}, {"lines_read", d.lines_read}, {"findings", findings}};
   if (!d.failed())
     out["unknown"] = {{"category", "unknown"}, {"suspicious", evidence_json(d.suspicious)}};
+  if (a) out["ranks"] = analysis_json(*a);
   return out;
+}
+
+void print_analysis(const rank_analysis& a) {
+  if (a.median_step_s > 0) {
+    fmt::print("ranks: median step time {:.3f} s", a.median_step_s);
+    if (a.stragglers.empty()) {
+      fmt::print("; no rank more than {:.0f}% slower\n", kStragglerSlowdown * 100);
+    } else {
+      fmt::print("; stragglers (more than {:.0f}% slower):\n", kStragglerSlowdown * 100);
+      for (const auto& r : a.ranks)
+        if (r.straggler)
+          fmt::print("  rank {} on {}: median {:.3f} s (+{:.0f}%), p90 {:.3f} s\n", r.rank, r.host,
+                     r.median_step_s, r.slower * 100, r.p90_step_s);
+    }
+  }
+  if (a.oldest_heartbeat_rank)
+    fmt::print("oldest heartbeat of a running rank: rank {}, {:.1f} s ago\n",
+               *a.oldest_heartbeat_rank, a.oldest_heartbeat_age_s);
+  if (a.peak_mem_rank || a.planned_mem_bytes > 0) {
+    fmt::print("memory:");
+    if (a.peak_mem_rank)
+      fmt::print(" measured peak {} on rank {}", format_bytes(a.peak_mem_bytes), *a.peak_mem_rank);
+    if (a.planned_mem_bytes > 0)
+      fmt::print("{} planner's estimate {} a GPU", a.peak_mem_rank ? ";" : "",
+                 format_bytes(a.planned_mem_bytes));
+    fmt::print("\n");
+  }
 }
 
 void print_text(const diagnosis& d) {
@@ -100,17 +173,41 @@ void print_text(const diagnosis& d) {
 }
 
 int run_diagnose(const diagnose_options& o) {
+  if (o.keywords) {
+    for (const auto word : diagnoser::keywords()) fmt::print("{}\n", word);
+    return kExitOk;
+  }
   MUSTER_CHECK(!o.run.empty() || !o.logs.empty(), errc::invalid_input,
-               "diagnose: nothing to read; give a run directory, or --log FILE");
+               "diagnose: nothing to read; give a run (id, directory or Slurm job id), or "
+               "--log FILE");
   std::vector<std::pair<fs::path, std::optional<int>>> files;
-  int ranks = 0;
-  if (!o.run.empty())
-    for (const auto& log : run_logs(o.run)) {
-      files.emplace_back(log, rank_of_file(log));
-      ++ranks;
+  std::optional<launcher::status::run_status> run;
+  std::vector<store::event_record> events;
+  int world = o.world_size;
+  if (!o.run.empty()) {
+    const auto dir = launcher::status::find_run(o.run, o.runs_dir);
+    if (!store::run_paths(dir).node_dbs().empty()) {
+      run = launcher::status::read_run_status(dir, store::now_ms());
+      events = store::run_reader(dir).events();
+      if (world == 0 && run->run) world = static_cast<int>(run->run->world_size);
     }
+    const auto logs = run_logs(dir);
+    MUSTER_CHECK(run || !logs.empty(), errc::invalid_input,
+                 "diagnose: {} holds neither a run store (node-*.db) nor rank logs (logs/); give "
+                 "a run directory, or --log FILE",
+                 dir.string());
+    for (const auto& log : logs) files.emplace_back(log, rank_of_file(log));
+    if (world == 0) world = static_cast<int>(logs.size());
+  }
   for (const auto& log : o.logs) files.emplace_back(log, std::nullopt);
-  diagnoser d(o.world_size > 0 ? o.world_size : ranks);
+
+  diagnoser d(world);
+  std::optional<rank_analysis> analysis;
+  if (run) {
+    add_store_findings(d, *run, events);
+    analysis = analyse_ranks(*run, run->run ? planned_memory(run->dir, *run->run) : 0);
+    d.set_planned_memory(analysis->planned_mem_bytes);
+  }
   for (const auto& [file, rank] : files) {
     const auto name = file.string();
     d.add_lines_read(read_log_lines(
@@ -119,10 +216,13 @@ int run_diagnose(const diagnose_options& o) {
         diagnoser::keywords()));
   }
   const auto result = d.finish();
-  if (o.json)
-    fmt::print("{}\n", to_json(result).dump(2, ' ', false, json::error_handler_t::replace));
-  else
+  if (o.json) {
+    fmt::print("{}\n",
+               to_json(result, analysis).dump(2, ' ', false, json::error_handler_t::replace));
+  } else {
     print_text(result);
+    if (analysis) print_analysis(*analysis);
+  }
   return result.failed() ? kExitFailure : kExitOk;
 }
 
@@ -132,13 +232,21 @@ void add_diagnose_verbs(CLI::App& app, verb_action& run) {
   auto o = std::make_shared<diagnose_options>();
   auto* cmd = app.add_subcommand(
       "diagnose", "what failed first, why, on which ranks, and what to change (exit 1: found)");
-  cmd->add_option("run", o->run, "a run directory (its ranks' logs are read)");
-  cmd->add_option("--log", o->logs, "another log: slurm-%j.out, torchrun, Megatron, dmesg")
+  cmd->add_option("run", o->run,
+                  "a run id (or its start), a run directory or a Slurm job id: its store and "
+                  "its ranks' logs are read");
+  cmd->add_option("--runs-dir", o->runs_dir, "where the runs are (launch.runs_dir)")
+      ->capture_default_str();
+  cmd->add_option("--log", o->logs, "another log: slurm-%j.out, torchrun, Megatron, Ray, dmesg")
       ->take_all();
   cmd->add_option("--world-size", o->world_size,
-                  "the job's ranks, so a timeout names the ranks that did not report");
+                  "the job's ranks, so a timeout names the ranks that did not report (a run "
+                  "knows its own)");
   cmd->add_flag("--json", o->json, "the findings as JSON (categories are stable ids)");
+  cmd->add_flag("--keywords", o->keywords,
+                "print the words a log line must hold to be read, one a line, and exit");
   cmd->callback([o, &run] { run = [o] { return run_diagnose(*o); }; });
+  cmd->footer("example: muster diagnose tiny-moe --log slurm-4242.out");
 }
 
 }  // namespace muster::cli

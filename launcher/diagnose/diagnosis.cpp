@@ -1,10 +1,12 @@
 // From signals to a diagnosis: see diagnosis.hpp.
 #include "launcher/diagnose/diagnosis.hpp"
 
-#include <fmt/format.h>
-#include <fmt/ranges.h>
-
 #include <algorithm>
+#include <filesystem>
+
+#include "common/byte_size.hpp"
+#include "common/worker_error.hpp"
+#include "launcher/diagnose/explain.hpp"
 
 namespace muster::launcher::diagnose {
 namespace {
@@ -21,130 +23,125 @@ bool suspicious_line(std::string_view line) {
   return false;
 }
 
-std::string fact(const finding& f, const char* key) {
+bool has_fact(const finding& f, const char* key, std::string_view value) {
   const auto it = f.facts.find(key);
-  return it == f.facts.end() ? "" : it->second;
+  return it != f.facts.end() && it->second == value;
 }
 
-// The summary and the fixes of a finding, from its category and facts.
-void explain(finding& f, int world_size) {
-  const auto ranks = f.ranks.empty() ? std::string("rank unknown")
-                                     : fmt::format("rank {}", fmt::join(f.ranks, ", "));
-  if (f.category == "cuda_oom") {
-    f.summary =
-        fmt::format("CUDA out of memory on {} (GPU {}): tried to allocate {} of {}{}", ranks,
-                    fact(f, "gpu").empty() ? "?" : fact(f, "gpu"), fact(f, "tried_to_allocate"),
-                    fact(f, "capacity"),
-                    fact(f, "free").empty() ? "" : fmt::format(", {} free", fact(f, "free")));
-    if (!fact(f, "other_processes").empty())
-      f.fixes.push_back(fmt::format(
-          "other processes hold memory on that GPU ({}): find and stop them (nvidia-smi, "
-          "muster node preflight) before shrinking the model",
-          fact(f, "other_processes")));
-    f.fixes.insert(
-        f.fixes.end(),
-        {"with packing, lower train.max_tokens_per_pack; without it, lower "
-         "train.micro_batch_size (Megatron --micro-batch-size)",
-         "at micro batch 1, raise parallel.context (Megatron --context-parallel-size), a power "
-         "of two not above the GPUs per node",
-         "train.recompute = \"full\" (Megatron --recompute-granularity full "
-         "--recompute-method uniform)",
-         "a stronger sharding: parallel.sharding = \"optim_grads_params\" (Megatron-FSDP "
-         "--data-parallel-sharding-strategy optim_grads_params)"});
-    if (!fact(f, "reserved_unallocated").empty())
-      f.fixes.push_back(
-          fmt::format("{} is reserved but unallocated (fragmentation): "
-                      "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, unless comm.nccl_ub is on",
-                      fact(f, "reserved_unallocated")));
-  } else if (f.category == "nccl_timeout" || f.category == "nccl_timeout_cascade") {
-    std::string missing;
-    if (world_size > 0 && !f.ranks.empty()) {
-      std::vector<int> silent;
-      for (int r = 0; r < world_size; ++r)
-        if (!f.ranks.contains(r)) silent.push_back(r);
-      if (!silent.empty())
-        missing = fmt::format("; rank {} did not report", fmt::join(silent, ", "));
-    }
-    f.summary = fmt::format("{}collective {} seq {} timed out after {} ms on {}{}",
-                            f.category == "nccl_timeout_cascade" ? "knock-on: " : "", fact(f, "op"),
-                            fact(f, "seq"), fact(f, "timeout_ms"), ranks, missing);
-    if (f.category == "nccl_timeout_cascade")
-      f.fixes.push_back("fix the root cause above: these ranks waited on a rank that had failed");
-    else
-      f.fixes.insert(
-          f.fixes.end(),
-          {"look at the ranks that did not report the timeout: the usual culprits (hung in "
-           "data loading, a different code path, a dead GPU)",
-           "raise comm.timeout only when a step is legitimately that long (torch "
-           "init_process_group(timeout=...), Megatron --distributed-timeout-minutes)"});
-  } else if (f.category == "slurm_time_limit") {
-    f.summary =
-        fmt::format("Slurm cancelled {} at its time limit ({})",
-                    fact(f, "job").empty() ? "step " + fact(f, "step") : "job " + fact(f, "job"),
-                    fact(f, "at"));
-    f.fixes = {"ask for more time (sbatch --time)",
-               "checkpoint before the limit: sbatch --signal=B:USR1@300 and "
-               "launch.requeue_on_signal = true to come back where it stopped"};
-  } else if (f.category == "host_oom_kill") {
-    f.summary = fmt::format("the kernel's OOM killer ended {} (host memory, not GPU memory)",
-                            f.ranks.empty() ? "a task" : ranks);
-    f.fixes = {"ask Slurm for more host memory (sbatch --mem or --mem-per-gpu)",
-               "fewer data loader workers and smaller prefetch; pinned-memory buffers count too"};
-  } else if (f.category == "gpu_hardware_fault") {
-    f.summary = fmt::format("a GPU fault in the kernel log{}{}",
-                            fact(f, "xid").empty() ? "" : ": Xid " + fact(f, "xid"),
-                            fact(f, "pci").empty() ? "" : " on PCI " + fact(f, "pci"));
-    f.fixes = {
-        "drain the node (scontrol update nodename=<node> state=drain reason=xid) and "
-        "resubmit without it (sbatch --exclude=<node>)",
-        "muster node preflight on the node shows what the driver reports now"};
-  } else if (f.category == "nccl_system_error") {
-    const auto cause = fact(f, "sub_cause");
-    f.summary = fmt::format("NCCL unhandled system error on {}{}", ranks,
-                            cause.empty() ? "" : " (" + cause + ")");
-    f.fixes = cause == "shared memory"
-                  ? std::vector<std::string>{"make /dev/shm larger: a container needs "
-                                             "--shm-size or --ipc=host"}
-                  : std::vector<std::string>{
-                        "run with NCCL_DEBUG=INFO for the sub-cause; check NCCL_SOCKET_IFNAME "
-                        "names an interface every node has (muster node env)"};
-  } else if (f.category == "rendezvous_port_in_use") {
-    f.summary = fmt::format("the rendezvous port {}is already in use",
-                            fact(f, "port").empty() ? "" : fact(f, "port") + " ");
-    f.fixes = {
-        "leave launch.master_port = 0 (muster picks a free port), or torchrun "
-        "--master-port / MASTER_PORT another port; two jobs on one node must not share it"};
-  }
+// Which finding is the root (diagnosis.hpp): lower first.
+int root_order(const finding& f) {
+  const auto& c = f.category;
+  if (c == "nccl_timeout") return 3;
+  if (c == "hang_watchdog_stuck") return has_fact(f, "source", "muster") ? 2 : 4;
+  if (c == "worker_killed_sigkill" || c == "worker_failed_see_error_file")
+    return has_fact(f, "root_cause", "yes") ? 1 : 2;
+  return 0;  // a failure that names its cause
+}
+
+evidence_line evidence_of(const std::string& file, std::int64_t number, std::string_view text) {
+  return {file, number, std::string(text.substr(0, kMaxEvidenceText))};
 }
 
 }  // namespace
 
 void diagnoser::add_line(const std::string& file, std::int64_t number, std::string_view line,
                          std::optional<int> file_rank) {
+  if (auto failure = elastic_[file].add_line(number, line)) {
+    add_elastic_failure(file, *failure);
+    return;
+  }
   auto signal = match_log_line(line);
   if (!signal) {
     if (findings_.empty() && suspicious_line(line)) {
       if (suspicious_.size() == kMaxSuspicious) suspicious_.erase(suspicious_.begin());
-      suspicious_.push_back({file, number, std::string(line.substr(0, kMaxEvidenceText))});
+      suspicious_.push_back(evidence_of(file, number, line));
     }
     return;
   }
-  const auto& category = signal->category;
+  if (!signal->rank) signal->rank = file_rank;
+  add_signal(std::move(*signal), evidence_of(file, number, line));
+}
+
+void diagnoser::add_signal(log_signal signal, evidence_line evidence) {
+  const auto& category = signal.category;
   auto it = std::find_if(findings_.begin(), findings_.end(),
                          [&](const finding& f) { return f.category == category; });
   if (it == findings_.end()) {
-    findings_.push_back({category, false, {}, {}, 0, signal->facts, "", {}});
+    findings_.push_back({category, false, {}, {}, {}, 0, signal.facts, "", {}});
     it = findings_.end() - 1;
+  } else {
+    for (const char* key : {"source", "root_cause"})  // what decides the root, from any line
+      if (auto v = signal.facts.find(key); v != signal.facts.end()) it->facts[key] = v->second;
   }
   ++it->count;
-  if (const auto rank = signal->rank ? signal->rank : file_rank) it->ranks.insert(*rank);
-  if (it->evidence.size() < kMaxEvidence)
-    it->evidence.push_back({file, number, std::string(line.substr(0, kMaxEvidenceText))});
+  if (signal.rank) it->ranks.insert(*signal.rank);
+  if (auto host = signal.facts.find("host"); host != signal.facts.end())
+    it->hosts.insert(host->second);
+  if (it->evidence.size() < kMaxEvidence) {
+    evidence.text.resize(std::min(evidence.text.size(), kMaxEvidenceText));
+    it->evidence.push_back(std::move(evidence));
+  }
+}
+
+// A worker torchelastic reports failed: its error file, when this host has it, decides the
+// category (a CUDA OOM in the file is a cuda_oom); else its exit says killed or failed.
+void diagnoser::add_elastic_failure(const std::string& file, const elastic_failure& failure) {
+  const auto evidence = evidence_of(file, failure.line, "traceback : " + failure.traceback);
+  auto with_worker = [&](log_signal s) {
+    s.rank = failure.rank;
+    if (!failure.host.empty()) s.facts["host"] = failure.host;
+    if (failure.root_cause) s.facts["root_cause"] = "yes";
+    if (failure.exit_code) s.facts["exit_code"] = std::to_string(*failure.exit_code);
+    if (!failure.error_file.empty()) s.facts["error_file"] = failure.error_file;
+    return s;
+  };
+  std::optional<worker_error> error;
+  if (!failure.error_file.empty()) {
+    try {
+      error = read_worker_error(failure.error_file);
+    } catch (const std::exception&) {  // unreadable: said below as missing
+    }
+  }
+  const std::string first_line =
+      error ? error->message.substr(0, std::min(error->message.find('\n'), kMaxEvidenceText)) : "";
+  if (error) {
+    // the message's lines through the classifier: the first that says something decides
+    std::string_view message = error->message;
+    std::int64_t number = 0;
+    while (!message.empty()) {
+      const auto nl = message.find('\n');
+      const auto line = message.substr(0, nl);
+      ++number;
+      if (auto s = match_log_line(line)) {
+        add_signal(with_worker(std::move(*s)), evidence_of(failure.error_file, number, line));
+        add_signal(
+            with_worker(log_signal{"worker_failed_see_error_file", {}, {{"error", first_line}}}),
+            evidence);
+        return;
+      }
+      message = nl == std::string_view::npos ? std::string_view() : message.substr(nl + 1);
+    }
+  }
+  const bool killed =
+      failure.exit_code == -9 || failure.traceback.find("SIGKILL") != std::string::npos;
+  if (!killed && failure.exit_code == -15 && !failure.root_cause) return;  // stopped by its agent
+  auto s = with_worker(
+      log_signal{killed ? "worker_killed_sigkill" : "worker_failed_see_error_file", {}, {}});
+  if (error) {
+    s.facts["error"] = first_line;
+  } else if (!failure.error_file.empty()) {
+    s.facts["error_file_missing"] = "yes";
+  } else {
+    s.facts["traceback"] = failure.traceback;
+  }
+  add_signal(std::move(s), evidence);
 }
 
 std::span<const std::string_view> diagnoser::keywords() {
   static const std::vector<std::string_view> words = [] {
     std::vector<std::string_view> out(signal_keywords().begin(), signal_keywords().end());
+    out.insert(out.end(), elastic_failure_reader::keywords().begin(),
+               elastic_failure_reader::keywords().end());
     out.insert(out.end(), std::begin(kSuspiciousWords), std::end(kSuspiciousWords));
     return out;
   }();
@@ -155,18 +152,32 @@ diagnosis diagnoser::finish() const {
   diagnosis d;
   d.lines_read = lines_;
   d.findings = findings_;
-  // the root: the first failure that is not a timeout, else the first timeout. Beside another
-  // failure the timeouts are its knock-on effect, wherever their lines stand: the ranks that
-  // waited on the failed one time out, and their logs may be read first.
-  auto root = std::find_if(d.findings.begin(), d.findings.end(),
-                           [](const finding& f) { return f.category != "nccl_timeout"; });
-  if (root != d.findings.end()) {
-    for (auto& f : d.findings)
-      if (f.category == "nccl_timeout") f.category = "nccl_timeout_cascade";
-  } else {
-    root = d.findings.begin();
+  for (auto& f : d.findings) {
+    if (planned_bytes_ > 0 && (f.category == "cuda_oom" || f.category == "nccl_oom"))
+      f.facts["planned"] = format_bytes(planned_bytes_);
+    for (const auto rank : f.ranks)
+      if (auto host = rank_hosts_.find(rank); host != rank_hosts_.end())
+        f.hosts.insert(host->second);
   }
+  // a worker's failure without its cause is said already where a finding names the cause for
+  // each of its ranks (the store's failed rank beside the OOM in its log)
+  std::set<int> explained;
+  for (const auto& f : d.findings)
+    if (root_order(f) == 0) explained.insert(f.ranks.begin(), f.ranks.end());
+  std::erase_if(d.findings, [&](const finding& f) {
+    return f.category == "worker_failed_see_error_file" && !f.ranks.empty() &&
+           std::includes(explained.begin(), explained.end(), f.ranks.begin(), f.ranks.end());
+  });
+  // the root (diagnosis.hpp); beside another root the timeouts are its knock-on effect,
+  // wherever their lines stand: the ranks that waited on the failed one time out, and their
+  // logs may be read first.
+  const auto root = std::min_element(
+      d.findings.begin(), d.findings.end(),
+      [](const finding& a, const finding& b) { return root_order(a) < root_order(b); });
   if (root != d.findings.end()) {
+    if (root->category != "nccl_timeout")
+      for (auto& f : d.findings)
+        if (f.category == "nccl_timeout") f.category = "nccl_timeout_cascade";
     root->root = true;
     std::rotate(d.findings.begin(), root, root + 1);
   }

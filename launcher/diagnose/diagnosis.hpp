@@ -3,11 +3,14 @@
 // the lines say, and the fixes in the order to try them, naming the setting to change (muster's
 // config key and the Megatron / torchrun / Slurm flag).
 //
-// Root and knock-on: the first failure in the logs' order that is not a collective timeout is
-// the root, and the timeouts beside it are a cascade (nccl_timeout_cascade): the ranks that
-// waited on the failed one time out in turn, and their lines may come first. A timeout with no
-// failure before it is the root itself, and the ranks that did not report are the usual culprits.
-// With nothing found, `unknown` carries the most suspicious lines.
+// Root and knock-on: a failure that names its cause (an OOM, a GPU fault, a bad environment, a
+// checkpoint that does not fit, a time limit, ...) comes before one that only says a worker died
+// (killed, failed, hung as muster saw it), which comes before a collective timeout, which comes
+// before a stuck watchdog; among equals the first in the logs' order. Beside any other root
+// the timeouts are a cascade (nccl_timeout_cascade): the ranks that waited on the failed one
+// time out in turn, and their lines may come first. A timeout that is the root names the ranks
+// that did not report: the usual culprits. With nothing found, `unknown` carries the most
+// suspicious lines.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "launcher/diagnose/elastic_failures.hpp"
 #include "launcher/diagnose/log_signal.hpp"
 
 namespace muster::launcher::diagnose {
@@ -32,6 +36,7 @@ struct finding {
   std::string category;
   bool root = false;
   std::set<int> ranks;
+  std::set<std::string> hosts;
   std::vector<evidence_line> evidence;       // the first kMaxEvidence lines
   std::int64_t count = 0;                    // lines that said it
   std::map<std::string, std::string> facts;  // from the first line that said it
@@ -57,6 +62,12 @@ class diagnoser {
   // they carry no prefix).
   void add_line(const std::string& file, std::int64_t number, std::string_view line,
                 std::optional<int> file_rank = std::nullopt);
+  // A signal from elsewhere than a log line (the run store, an error file), with its evidence.
+  void add_signal(log_signal signal, evidence_line evidence);
+  // The host each rank ran on (from the run store), so findings name their hosts.
+  void set_rank_hosts(std::map<int, std::string> hosts) { rank_hosts_ = std::move(hosts); }
+  // The planner's per-GPU estimate for the job (0: none), quoted beside an OOM.
+  void set_planned_memory(std::int64_t bytes) { planned_bytes_ = bytes; }
   // Lines read in all (a reader that skips lines without keywords() still counts them).
   void add_lines_read(std::int64_t lines) { lines_ += lines; }
   diagnosis finish() const;
@@ -66,8 +77,13 @@ class diagnoser {
   static std::span<const std::string_view> keywords();
 
  private:
+  void add_elastic_failure(const std::string& file, const elastic_failure& failure);
+
   int world_size_;
-  std::vector<finding> findings_;  // in the order first seen
+  std::int64_t planned_bytes_ = 0;
+  std::map<int, std::string> rank_hosts_;
+  std::map<std::string, elastic_failure_reader> elastic_;  // by file
+  std::vector<finding> findings_;                          // in the order first seen
   std::vector<evidence_line> suspicious_;
   std::int64_t lines_ = 0;
 };

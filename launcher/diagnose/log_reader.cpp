@@ -8,28 +8,30 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/error.hpp"
+#include "launcher/diagnose/keyword_scan.hpp"
 
 namespace muster::launcher::diagnose {
 namespace {
 
 constexpr std::size_t kBufferBytes = 1 << 20;
 
-// Emits the lines of `region` (whole lines, each ending in '\n') that contain one of
-// `keywords` (every line when there are none), numbering them from `number`; returns the number
-// of the region's last line.
+// Emits the lines of `region` (whole lines, each ending in '\n') that hold a keyword of
+// `scanner` (every line without one), numbering them from `number`; returns the number of the
+// region's last line.
 std::int64_t emit_region(std::string_view region, std::int64_t number,
-                         std::span<const std::string_view> keywords,
+                         const keyword_scanner* scanner, std::vector<std::size_t>& starts,
                          const std::function<void(std::int64_t, std::string_view)>& on_line) {
   auto emit = [&](std::string_view line, std::int64_t n) {
     if (line.size() > kMaxLineBytes) line = line.substr(0, kMaxLineBytes);
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     on_line(n, line);
   };
-  if (keywords.empty()) {
+  if (!scanner) {
     for (std::size_t start = 0; start < region.size();) {
       const auto nl = region.find('\n', start);
       emit(region.substr(start, nl - start), ++number);
@@ -37,22 +39,10 @@ std::int64_t emit_region(std::string_view region, std::int64_t number,
     }
     return number;
   }
-  // the lines that hold a keyword, found with memmem over the whole region (fast where
-  // almost no line matches, as in a long healthy log), in order and each once
-  std::vector<std::size_t> starts;
-  for (auto keyword : keywords)
-    for (std::size_t at = 0; at < region.size();) {
-      const void* hit =
-          ::memmem(region.data() + at, region.size() - at, keyword.data(), keyword.size());
-      if (!hit) break;
-      const auto pos = static_cast<std::size_t>(static_cast<const char*>(hit) - region.data());
-      const auto line_start = region.rfind('\n', pos);
-      starts.push_back(line_start == std::string_view::npos ? 0 : line_start + 1);
-      const auto nl = region.find('\n', pos);
-      at = nl == std::string_view::npos ? region.size() : nl + 1;
-    }
-  std::sort(starts.begin(), starts.end());
-  starts.erase(std::unique(starts.begin(), starts.end()), starts.end());
+  // the lines that hold a keyword, found in one pass (fast where almost no line matches, as
+  // in a long healthy log); the others are only counted
+  starts.clear();
+  scanner->find_lines(region, starts);
   std::size_t counted = 0;
   for (const auto start : starts) {
     number += std::count(region.data() + counted, region.data() + start, '\n');
@@ -72,6 +62,10 @@ std::int64_t read_log_lines(const std::filesystem::path& file,
   MUSTER_CHECK(fd >= 0, errc::invalid_input, "--log {}: {}; give a readable log file",
                file.string(), std::strerror(errno));
   std::vector<char> buffer(kBufferBytes);
+  std::optional<keyword_scanner> scanner;
+  if (!keywords.empty()) scanner.emplace(keywords);
+  std::vector<std::size_t> starts;
+  bool tuned = false;
   std::size_t have = 0;   // bytes in the buffer not yet emitted
   bool skipping = false;  // inside a line longer than the buffer, already emitted
   std::int64_t number = 0;
@@ -98,8 +92,8 @@ std::int64_t read_log_lines(const std::filesystem::path& file,
     const auto last = data.rfind('\n');
     if (last == std::string_view::npos) {
       if (data.size() == buffer.size()) {  // one line fills the buffer: take its start
-        number = emit_region(std::string(data.substr(0, kMaxLineBytes)) + "\n", number, keywords,
-                             on_line);
+        number = emit_region(std::string(data.substr(0, kMaxLineBytes)) + "\n", number,
+                             scanner ? &*scanner : nullptr, starts, on_line);
         skipping = true;
         have = 0;
       } else {
@@ -108,14 +102,20 @@ std::int64_t read_log_lines(const std::filesystem::path& file,
       }
       continue;
     }
-    number = emit_region(data.substr(0, last + 1), number, keywords, on_line);
+    if (scanner && !tuned) {  // anchors from the log's own first buffer
+      scanner->tune(data.substr(0, last + 1));
+      tuned = true;
+    }
+    number = emit_region(data.substr(0, last + 1), number, scanner ? &*scanner : nullptr, starts,
+                         on_line);
     const auto rest = data.substr(last + 1);
     std::memmove(buffer.data(), rest.data(), rest.size());
     have = rest.size();
   }
   ::close(fd);
   if (have > 0 && !skipping)
-    number = emit_region(std::string(buffer.data(), have) + "\n", number, keywords, on_line);
+    number = emit_region(std::string(buffer.data(), have) + "\n", number,
+                         scanner ? &*scanner : nullptr, starts, on_line);
   return number;
 }
 

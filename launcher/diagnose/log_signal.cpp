@@ -1,51 +1,19 @@
 // One log line read for what it says about a failure: see log_signal.hpp.
 #include "launcher/diagnose/log_signal.hpp"
 
-#include <algorithm>
-#include <array>
 #include <cctype>
-#include <charconv>
-#include <initializer_list>
+
+#include "launcher/diagnose/line_fields.hpp"
 
 namespace muster::launcher::diagnose {
 namespace {
 
-// The text after `key` up to the first of `ends` (or the line's end), trimmed; "" when `key`
-// is not in `line`.
-std::string after(std::string_view line, std::string_view key, std::string_view ends) {
-  const auto at = line.find(key);
-  if (at == std::string_view::npos) return "";
-  auto rest = line.substr(at + key.size());
-  rest = rest.substr(0, rest.find_first_of(ends));
-  while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
-  while (!rest.empty() && (rest.back() == ' ' || rest.back() == '.')) rest.remove_suffix(1);
-  return std::string(rest);
-}
-
-// The text after `key` up to the earliest of the strings `ends` (or the line's end), trimmed;
-// "" when `key` is not in `line`.
-std::string between(std::string_view line, std::string_view key,
-                    std::initializer_list<std::string_view> ends) {
-  const auto at = line.find(key);
-  if (at == std::string_view::npos) return "";
-  auto rest = line.substr(at + key.size());
-  std::size_t cut = rest.size();
-  for (auto end : ends) cut = std::min(cut, rest.find(end));
-  rest = rest.substr(0, cut);
-  while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
-  while (!rest.empty() && rest.back() == ' ') rest.remove_suffix(1);
-  return std::string(rest);
-}
-
-std::optional<int> number_at(std::string_view s) {
-  int value = 0;
-  const auto r = std::from_chars(s.data(), s.data() + s.size(), value);
-  if (r.ec != std::errc() || r.ptr == s.data()) return std::nullopt;
-  return value;
-}
-
 void put(log_signal& s, const char* key, std::string value) {
   if (!value.empty()) s.facts[key] = std::move(value);
+}
+
+log_signal signal_of(const char* category) {
+  return log_signal{category, std::nullopt, {}};
 }
 
 // PyTorch's CUDA OOM, every generation:
@@ -57,10 +25,11 @@ void put(log_signal& s, const char* key, std::string value) {
 //             Including non-PyTorch memory, this process has 37.8 GiB memory in use. Of the
 //             allocated memory 35.0 GiB is allocated by PyTorch, and 1.27 GiB is reserved by
 //             PyTorch but unallocated."
+//   and a kernel or library that could not get memory: "CUDA error: out of memory".
 log_signal cuda_oom(std::string_view line) {
-  log_signal s{"cuda_oom", std::nullopt, {}};
+  auto s = signal_of("cuda_oom");
   put(s, "tried_to_allocate", between(line, "Tried to allocate ", {" (", ". ", ";"}));
-  if (line.find("total capacity;") != std::string_view::npos) {  // the older form
+  if (has(line, "total capacity;")) {  // the older form
     put(s, "gpu", after(line, "(GPU ", ";"));
     put(s, "capacity", after(line, "; ", ";"));
     const auto capacity = s.facts["capacity"];
@@ -76,7 +45,7 @@ log_signal cuda_oom(std::string_view line) {
     put(s, "allocated", field(" already allocated"));
     put(s, "free", field(" free"));
     put(s, "reserved", field(" reserved in total by PyTorch"));
-  } else {
+  } else if (has(line, "total capacity of")) {
     put(s, "gpu", after(line, "GPU ", " "));
     put(s, "capacity", between(line, "total capacity of ", {" of which"}));
     put(s, "free", between(line, "of which ", {" is free"}));
@@ -96,36 +65,221 @@ log_signal cuda_oom(std::string_view line) {
   return s;
 }
 
-// "[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1042,
-//  OpType=ALLREDUCE, NumelIn=1048576, NumelOut=1048576, Timeout(ms)=600000) ran for 600012
-//  milliseconds before timing out."
+// NCCL's own allocations failing: "NCCL WARN Cuda failure 'out of memory'", "NCCL WARN Failed
+// to CUDA calloc 2097152 bytes", "NCCL WARN Call to cuMemCreate failed ...
+// CUDA_ERROR_OUT_OF_MEMORY".
+log_signal nccl_oom(std::string_view line) {
+  auto s = signal_of("nccl_oom");
+  put(s, "bytes", between(line, "calloc ", {" bytes"}));
+  if (s.facts.empty()) put(s, "bytes", between(line, "malloc ", {" bytes"}));
+  if (has(line, "cuMem")) s.facts["call"] = "cuMem (NVLS or user buffers)";
+  return s;
+}
+
+// ProcessGroupNCCL's watchdog, and the engine's own collective error line:
+//   "[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1042,
+//    OpType=ALLREDUCE, NumelIn=1048576, NumelOut=1048576, Timeout(ms)=600000) ran for 600012
+//    milliseconds before timing out."
+//   "[Rank 3] Timeout at NCCL work: 1042, last enqueued NCCL work: 1042, last completed NCCL
+//    work: 1041."
+//   "[rank 1/4 group world] all_reduce seq=12 bytes=4096 failed after at most 600000 ms; not
+//    arrived: 3 (at seq 11) (...)"
 log_signal nccl_timeout(std::string_view line) {
-  log_signal s{"nccl_timeout", std::nullopt, {}};
+  auto s = signal_of("nccl_timeout");
+  if (has(line, "failed after at most")) {  // the engine's
+    put(s, "seq", after(line, " seq=", " "));
+    put(s, "bytes", after(line, " bytes=", " "));
+    put(s, "timeout_ms", between(line, "failed after at most ", {" ms"}));
+    put(s, "not_arrived", between(line, "not arrived: ", {" ("}));
+    const auto group = line.find(" group ");
+    if (group != std::string_view::npos) {
+      const auto op = line.find("] ", group);
+      if (op != std::string_view::npos) put(s, "op", after(line.substr(op), "] ", " "));
+      put(s, "group", after(line, " group ", "]"));
+    }
+    if (auto r = after(line, "[rank ", "/]"); !r.empty())
+      if (auto n = number_at(r)) s.rank = *n;
+    return s;
+  }
   put(s, "seq", after(line, "SeqNum=", ",)"));
   put(s, "op", after(line, "OpType=", ",)"));
   put(s, "numel_in", after(line, "NumelIn=", ",)"));
   put(s, "timeout_ms", after(line, "Timeout(ms)=", ",)"));
   put(s, "ran_ms", between(line, "ran for ", {" "}));
+  put(s, "last_enqueued", after(line, "last enqueued NCCL work: ", ","));
+  put(s, "last_completed", after(line, "last completed NCCL work: ", ","));
+  if (!s.facts.count("seq")) put(s, "seq", after(line, "Timeout at NCCL work: ", ","));
   if (auto r = after(line, "[Rank ", "]"); !r.empty())
     if (auto n = number_at(r)) s.rank = *n;
+  if (auto r = after(line, " Rank ", "]"); !s.rank && !r.empty())  // "[PG 0 Rank 3]"
+    if (auto n = number_at(r)) s.rank = *n;
+  return s;
+}
+
+// The heartbeat monitor and a stuck watchdog (PyTorch 2.2+), and muster's own hang detection:
+//   "[PG 0 Rank 3] Heartbeat monitor timed out! Process will be terminated after dumping debug
+//    info. workMetaList_.size()=1"
+//   "ProcessGroupNCCL's watchdog got stuck for 480 seconds without making progress in
+//    monitoring enqueued collectives."
+//   "muster: rank 3 is hung: SIGABRT sent; last heartbeats: ..."
+log_signal hang(std::string_view line) {
+  auto s = signal_of("hang_watchdog_stuck");
+  put(s, "stuck_s", between(line, "got stuck for ", {" seconds"}));
+  if (has(line, " is hung: ")) {
+    s.facts["source"] = "muster";
+    if (auto r = between(line, "rank ", {" is hung"}); !r.empty())
+      if (auto n = number_at(r)) s.rank = *n;
+  } else if (auto r = after(line, " Rank ", "]"); !r.empty()) {
+    if (auto n = number_at(r)) s.rank = *n;
+  }
+  return s;
+}
+
+// c10d's TCPStore and the elastic rendezvous not coming together:
+//   "The client socket has timed out after 600000ms while trying to connect to (10.0.0.1, 29500)"
+//   "torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients. 1/2
+//    clients joined."
+//   "torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError"
+//   "Timed out initializing process group in store based barrier on rank: 0, ..."
+//   "RuntimeError: connect() timed out. Original timeout was 1800000 ms."
+//   the engine's "[rank 1/2] cannot reach the rendezvous store at 10.0.0.1:29500: ..."
+log_signal rendezvous_timeout(std::string_view line) {
+  auto s = signal_of("rendezvous_timeout");
+  put(s, "address", between(line, "trying to connect to (", {")"}));
+  if (s.facts.empty()) put(s, "address", between(line, "rendezvous store at ", {": ", " "}));
+  put(s, "joined", between(line, "seconds waiting for clients. ", {" clients joined"}));
+  put(s, "after", between(line, "timed out after ", {" while"}));
+  return s;
+}
+
+// torchelastic's agent on a worker that failed:
+//   "torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 0 (pid:
+//    280966) of binary: /usr/bin/python3"
+// and Slurm's srun on a task: "srun: error: gpu-a07: task 3: Killed", "srun: error: gpu-a07:
+// task 3: Exited with exit code 1". Signal 9 is worker_killed_sigkill, anything else
+// worker_failed_see_error_file.
+std::optional<log_signal> worker_exit(std::string_view line) {
+  if (has(line, "failed (exitcode: ")) {
+    const auto code = number_at(after(line, "failed (exitcode: ", ")"));
+    auto s = signal_of(code == -9 ? "worker_killed_sigkill" : "worker_failed_see_error_file");
+    if (code) s.facts["exit_code"] = std::to_string(*code);
+    put(s, "local_rank", after(line, "local_rank: ", " "));
+    put(s, "pid", after(line, "(pid: ", ")"));
+    return s;
+  }
+  if (has(line, "srun: error: ") && has(line, ": task ")) {
+    const bool killed = line.ends_with(": Killed");
+    if (!killed && (!has(line, "Exited with exit code") || line.ends_with("exit code 0")))
+      return std::nullopt;
+    auto s = signal_of(killed ? "worker_killed_sigkill" : "worker_failed_see_error_file");
+    if (killed) s.facts["signal"] = "9";
+    put(s, "exit_code", after(line, "exit code ", " "));
+    put(s, "host", between(line, "srun: error: ", {": task"}));
+    if (auto n = number_at(after(line, ": task ", ":"))) s.rank = *n;
+    return s;
+  }
+  if (has(line, "Signal 9 (SIGKILL) received by PID")) {
+    auto s = signal_of("worker_killed_sigkill");
+    s.facts["signal"] = "9";
+    put(s, "pid", after(line, "received by PID ", " "));
+    return s;
+  }
+  return std::nullopt;
+}
+
+// Megatron's CUDA_DEVICE_MAX_CONNECTIONS assertion ("Using tensor model parallelism or context
+// parallelism require setting the environment variable CUDA_DEVICE_MAX_CONNECTIONS to 1"),
+// and NCCL user buffers beside expandable segments (musterd's refusal names its rule
+// nccl-ub-expandable-segments).
+std::optional<log_signal> env_misconfig(std::string_view line) {
+  if (has(line, "CUDA_DEVICE_MAX_CONNECTIONS") &&
+      (has(line, "AssertionError") || has(line, "require"))) {
+    auto s = signal_of("env_misconfig");
+    s.facts["variable"] = "CUDA_DEVICE_MAX_CONNECTIONS";
+    put(s, "wanted", after(line, "CUDA_DEVICE_MAX_CONNECTIONS to ", " ."));
+    return s;
+  }
+  if (has(line, "nccl-ub-expandable-segments") ||
+      (has(line, "expandable_segments") &&
+       (has(line, "nccl_ub") || has(line, "ncclCommRegister") || has(line, "user buffer")))) {
+    auto s = signal_of("env_misconfig");
+    s.facts["variable"] = "PYTORCH_CUDA_ALLOC_CONF";
+    s.facts["conflict"] = "expandable_segments with NCCL user buffers";
+    return s;
+  }
+  return std::nullopt;
+}
+
+// A checkpoint that does not fit the model:
+//   "size mismatch for decoder.layers.0.mlp.linear_fc1.weight: copying a param with shape
+//    torch.Size([4096, 1024]) from checkpoint, the shape in current model is
+//    torch.Size([2048, 1024])."
+//   "Error(s) in loading state_dict for GPTModel:", "Missing key(s) in state_dict: ...",
+//   torch.distributed.checkpoint's "Size mismatch between saved torch.Size([...]) and current:
+//   torch.Size([...]) for ...", the engine's "... the checkpoint is of another model ...".
+log_signal checkpoint_mismatch(std::string_view line) {
+  auto s = signal_of("checkpoint_mismatch");
+  put(s, "tensor", between(line, "size mismatch for ", {": "}));
+  put(s, "checkpoint_shape", between(line, "copying a param with shape ", {" from checkpoint"}));
+  put(s, "model_shape", after(line, "the shape in current model is ", ""));
+  if (has(line, "Missing key(s)")) s.facts["problem"] = "missing keys";
+  if (has(line, "Unexpected key(s)")) s.facts["problem"] = "unexpected keys";
+  return s;
+}
+
+// Ray compiled graphs (verl, OpenRLHF, vLLM on Ray): "ray.exceptions.RayChannelTimeoutError:
+// System error: If the execution is expected to take a long time, increase
+// RAY_CGRAPH_get_timeout which is currently 10 seconds."
+log_signal ray_channel_timeout(std::string_view line) {
+  auto s = signal_of("ray_channel_timeout");
+  put(s, "timeout_s", between(line, "which is currently ", {" seconds"}));
   return s;
 }
 
 }  // namespace
 
 std::span<const std::string_view> signal_keywords() {
-  static constexpr std::string_view kWords[] = {"CUDA out of memory",
-                                                "Watchdog caught collective operation timeout",
-                                                "DUE TO TIME LIMIT",
-                                                "oom_kill event",
-                                                ": Out Of Memory",
-                                                "Out of memory: Killed process",
-                                                "NVRM: Xid",
-                                                "fallen off the bus",
-                                                "uncorrectable ECC error",
-                                                "unhandled system error",
-                                                "shared memory segment",
-                                                "ddress already in use"};
+  static constexpr std::string_view kWords[] = {
+      "CUDA out of memory",
+      "CUDA error: out of memory",
+      "Cuda failure",
+      "Failed to CUDA",
+      "CUDA_ERROR_OUT_OF_MEMORY",
+      "Watchdog caught collective operation timeout",
+      "Timeout at NCCL work",
+      "failed after at most",
+      "Heartbeat monitor timed out",
+      "watchdog got stuck",
+      " is hung: ",
+      "DUE TO TIME LIMIT",
+      "oom_kill event",
+      ": Out Of Memory",
+      "Out of memory: Killed process",
+      "NVRM: Xid",
+      "fallen off the bus",
+      "uncorrectable ECC error",
+      "unhandled system error",
+      "shared memory segment",
+      "ddress already in use",
+      "client socket has timed out",
+      "waiting for clients",
+      "RendezvousTimeoutError",
+      "store based barrier",
+      "connect() timed out",
+      "the rendezvous store at",
+      "RayChannelTimeoutError",
+      "failed (exitcode: ",
+      "srun: error: ",
+      "(SIGKILL) received by PID",
+      "CUDA_DEVICE_MAX_CONNECTIONS",
+      "expandable_segments",
+      "nccl-ub-expandable",
+      "size mismatch for",
+      "in loading state_dict",
+      "key(s) in state_dict",
+      "Size mismatch between saved",
+      "checkpoint is of another model",
+  };
   return kWords;
 }
 
@@ -147,44 +301,64 @@ std::optional<int> rank_of_line(std::string_view line) {
 
 std::optional<log_signal> match_log_line(std::string_view line) {
   std::optional<log_signal> s;
-  if (line.find("CUDA out of memory") != std::string_view::npos) {
+  const bool nccl = has(line, "NCCL");
+  if ((has(line, "Cuda failure") && has(line, "out of memory")) ||
+      has(line, "Failed to CUDA calloc") || has(line, "Failed to CUDA malloc") ||
+      (nccl && has(line, "CUDA_ERROR_OUT_OF_MEMORY"))) {
+    s = nccl_oom(line);
+  } else if (has(line, "CUDA out of memory") || has(line, "CUDA error: out of memory") ||
+             has(line, "CUDA_ERROR_OUT_OF_MEMORY")) {
     s = cuda_oom(line);
-  } else if (line.find("Watchdog caught collective operation timeout") != std::string_view::npos) {
+  } else if (has(line, "Watchdog caught collective operation timeout") ||
+             has(line, "Timeout at NCCL work") ||
+             (has(line, "failed after at most") && has(line, " seq="))) {
     s = nccl_timeout(line);
-  } else if (line.find("DUE TO TIME LIMIT") != std::string_view::npos &&
-             line.find("CANCELLED AT") != std::string_view::npos) {
-    s = log_signal{"slurm_time_limit", std::nullopt, {}};
+  } else if (has(line, "Heartbeat monitor timed out") || has(line, "watchdog got stuck") ||
+             (has(line, " is hung: ") && has(line, "muster"))) {
+    s = hang(line);
+  } else if (has(line, "DUE TO TIME LIMIT") && has(line, "CANCELLED AT")) {
+    s = signal_of("slurm_time_limit");
     put(*s, "at", after(line, "CANCELLED AT ", " "));
     put(*s, "job", after(line, "*** JOB ", " "));
     put(*s, "step", after(line, "*** STEP ", " "));
     put(*s, "host", after(line, " ON ", " "));
-  } else if (line.find("oom_kill event") != std::string_view::npos ||
-             line.find(": Out Of Memory") != std::string_view::npos ||
-             line.find("Out of memory: Killed process") != std::string_view::npos) {
-    s = log_signal{"host_oom_kill", std::nullopt, {}};
+  } else if (has(line, "oom_kill event") || has(line, ": Out Of Memory") ||
+             has(line, "Out of memory: Killed process")) {
+    s = signal_of("host_oom_kill");
     put(*s, "step", after(line, "StepId=", " ."));
     put(*s, "killed", after(line, "Killed process ", "("));
-    if (auto task = after(line, "task ", ":"); !task.empty())
-      if (auto n = number_at(task)) s->rank = *n;
-  } else if (line.find("NVRM: Xid") != std::string_view::npos ||
-             line.find("fallen off the bus") != std::string_view::npos ||
-             line.find("uncorrectable ECC error") != std::string_view::npos) {
-    s = log_signal{"gpu_hardware_fault", std::nullopt, {}};
+    if (auto n = number_at(after(line, "task ", ":"))) s->rank = *n;
+  } else if (has(line, "NVRM: Xid") || has(line, "fallen off the bus") ||
+             has(line, "uncorrectable ECC error")) {
+    s = signal_of("gpu_hardware_fault");
     put(*s, "pci", after(line, "(PCI:", ")"));
     put(*s, "xid", after(line, "): ", ","));
-  } else if (line.find("unhandled system error") != std::string_view::npos ||
-             (line.find("NCCL WARN") != std::string_view::npos &&
-              line.find("shared memory segment") != std::string_view::npos)) {
-    s = log_signal{"nccl_system_error", std::nullopt, {}};
-    if (line.find("/dev/shm") != std::string_view::npos ||
-        line.find("shm") != std::string_view::npos)
+  } else if (has(line, "unhandled system error") ||
+             (has(line, "NCCL WARN") && has(line, "shared memory segment"))) {
+    s = signal_of("nccl_system_error");
+    if (has(line, "/dev/shm") || has(line, "shm"))
       s->facts["sub_cause"] = "shared memory";
-    else if (line.find("socket") != std::string_view::npos ||
-             line.find("Connection") != std::string_view::npos)
+    else if (has(line, "socket") || has(line, "Connection"))
       s->facts["sub_cause"] = "network";
-  } else if (line.find("ddress already in use") != std::string_view::npos) {
-    s = log_signal{"rendezvous_port_in_use", std::nullopt, {}};
+  } else if (has(line, "ddress already in use")) {
+    s = signal_of("rendezvous_port_in_use");
     put(*s, "port", after(line, "port: ", " ,)"));
+  } else if (has(line, "client socket has timed out") ||
+             (has(line, "waiting for clients") && has(line, "Timed out")) ||
+             has(line, "RendezvousTimeoutError") ||
+             (has(line, "store based barrier") && has(line, "Timed out")) ||
+             has(line, "connect() timed out") || has(line, "the rendezvous store at")) {
+    s = rendezvous_timeout(line);
+  } else if (has(line, "RayChannelTimeoutError")) {
+    s = ray_channel_timeout(line);
+  } else if (auto exit = worker_exit(line)) {
+    s = std::move(exit);
+  } else if (auto env = env_misconfig(line)) {
+    s = std::move(env);
+  } else if (has(line, "size mismatch for") || has(line, "in loading state_dict") ||
+             has(line, "key(s) in state_dict") || has(line, "Size mismatch between saved") ||
+             has(line, "checkpoint is of another model")) {
+    s = checkpoint_mismatch(line);
   }
   if (s && !s->rank) s->rank = rank_of_line(line);
   return s;

@@ -36,8 +36,9 @@ TEST_CASE("muster diagnose finds the rank that ran out of memory in a launched r
   const auto text = muster::test::run_process({kMuster, "diagnose", dir.string()});
   INFO(text.out << text.err);
   CHECK(text.exit_code == 1);
-  CHECK_THAT(text.out, Catch::StartsWith("ROOT  [cuda_oom] CUDA out of memory on rank 2 (GPU 0): "
-                                         "tried to allocate 4.00 GiB of 79.15 GiB, 2.10 GiB free"));
+  CHECK_THAT(text.out, Catch::StartsWith("ROOT  [cuda_oom] CUDA out of memory on rank 2 on "));
+  CHECK_THAT(text.out, Catch::Contains(" (GPU 0): tried to allocate 4.00 GiB of 79.15 GiB, 2.10 "
+                                       "GiB free\n"));
   CHECK_THAT(text.out, Catch::Contains((dir / "logs" / "rank-2.log").string() + ":"));
   CHECK_THAT(text.out, Catch::Contains("fix 1: with packing, lower train.max_tokens_per_pack"));
 
@@ -74,4 +75,60 @@ TEST_CASE("muster diagnose says so when a run has no failure, and reads extra lo
   CHECK(bad.exit_code == 2);
   CHECK_THAT(bad.err, Catch::Contains("/nonexistent.log"));
   CHECK(muster::test::run_process({kMuster, "diagnose"}).exit_code == 2);
+}
+
+TEST_CASE("muster diagnose finds the hung rank of a launched run, by run id, with its steps",
+          "[diagnose]") {
+  muster::test::temp_dir runs("diagnose-runs");
+  const auto run = muster::test::run_process(
+      {kMuster, "run", "launch.runs_dir=" + runs.path().string(), "launch.nproc=3",
+       "launch.timeout_hang=1", "launch.kill_grace=2", "--", kWorker, "--heartbeat-ms", "50",
+       "--steps", "1000", "--sleep-ms", "60000", "--only-rank", "1", "--hang-after-ms", "300"});
+  REQUIRE(run.exit_code != 0);
+  const auto dir = muster::test::only_run_dir(runs.path());
+  // by run id under --runs-dir, as muster status takes it
+  const auto text = muster::test::run_process(
+      {kMuster, "diagnose", "--runs-dir", runs.path().string(), dir.filename().string()});
+  INFO(text.out << text.err);
+  CHECK(text.exit_code == 1);
+  CHECK_THAT(text.out, Catch::StartsWith("ROOT  [hang_watchdog_stuck] rank 1 on "));
+  CHECK_THAT(text.out, Catch::Contains("muster's hang detection"));
+  CHECK_THAT(text.out, Catch::Contains("node-*.db (events)"));
+  CHECK_THAT(text.out, Catch::Contains("fix 2: raise launch.timeout_hang"));
+  CHECK_THAT(text.out, Catch::Contains("ranks: median step time "));
+
+  const auto as_json = muster::test::run_process({kMuster, "diagnose", dir.string(), "--json"});
+  const auto d = json::parse(as_json.out);
+  CHECK(d["findings"][0]["category"] == "hang_watchdog_stuck");
+  CHECK(d["findings"][0]["root"] == true);
+  CHECK(d["findings"][0]["ranks"] == json::array({1}));
+  // every rank reported steps; the hung one stopped early, the others ran on
+  REQUIRE(d["ranks"]["ranks"].size() == 3);
+  CHECK(d["ranks"]["ranks"][1]["steps"].get<int>() < d["ranks"]["ranks"][0]["steps"].get<int>());
+  CHECK(d["ranks"]["median_step_s"].get<double>() > 0);
+}
+
+TEST_CASE("muster diagnose finds a rank killed with SIGKILL and says there is no OOM evidence",
+          "[diagnose]") {
+  muster::test::temp_dir runs("diagnose-runs");
+  const auto run = muster::test::run_process(
+      {kMuster, "run", "launch.runs_dir=" + runs.path().string(), "launch.nproc=2", "--", kWorker,
+       "--sleep-ms", "30000", "--only-rank", "1", "--after-ms", "200", "--signal", "9"});
+  REQUIRE(run.exit_code == 128 + 9);
+  const auto dir = muster::test::only_run_dir(runs.path());
+  const auto text = muster::test::run_process({kMuster, "diagnose", dir.string()});
+  INFO(text.out << text.err);
+  CHECK(text.exit_code == 1);
+  CHECK_THAT(text.out, Catch::StartsWith("ROOT  [worker_killed_sigkill] rank 1 on "));
+  CHECK_THAT(text.out, Catch::Contains("no evidence of an OOM kill"));
+  CHECK_THAT(text.out, Catch::Contains("ended by signal 9"));
+  CHECK_THAT(text.out, Catch::Contains("dmesg -T"));
+  // with the node's kernel log beside it, the OOM killer is the root
+  muster::test::write_file(runs / "dmesg.txt",
+                           "[Sun Nov 22 03:12:44 2026] Out of memory: Killed process 4242 "
+                           "(muster-test-wor) total-vm:1024kB, anon-rss:512kB\n");
+  const auto with_dmesg = muster::test::run_process(
+      {kMuster, "diagnose", dir.string(), "--log", (runs / "dmesg.txt").string()});
+  CHECK_THAT(with_dmesg.out, Catch::StartsWith("ROOT  [host_oom_kill]"));
+  CHECK_THAT(with_dmesg.out, Catch::Contains("then  [worker_killed_sigkill]"));
 }

@@ -1,0 +1,294 @@
+// What a finding means for people: see explain.hpp.
+#include "launcher/diagnose/explain.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace muster::launcher::diagnose {
+namespace {
+
+std::string fact(const finding& f, const char* key) {
+  const auto it = f.facts.find(key);
+  return it == f.facts.end() ? "" : it->second;
+}
+
+// " (text)" when text is not empty.
+std::string aside(const std::string& text) {
+  return text.empty() ? "" : " (" + text + ")";
+}
+
+std::string ranks_of(const finding& f) {
+  std::string out = f.ranks.empty() ? std::string("rank unknown")
+                                    : fmt::format("rank {}", fmt::join(f.ranks, ", "));
+  if (!f.hosts.empty()) out += fmt::format(" on {}", fmt::join(f.hosts, ", "));
+  return out;
+}
+
+void memory(finding& f) {
+  const auto ranks = ranks_of(f);
+  if (f.category == "nccl_oom") {
+    f.summary = fmt::format(
+        "NCCL could not allocate GPU memory on {}{}", ranks,
+        aside(fact(f, "bytes").empty() ? fact(f, "call") : fact(f, "bytes") + " bytes"));
+    f.fixes = {
+        "leave room for NCCL's buffers: lower train.micro_batch_size or "
+        "train.max_tokens_per_pack one step (Megatron --micro-batch-size)",
+        "NVLink SHARP buffers take GPU memory on NVSwitch systems: NCCL_NVLS_ENABLE=0",
+        "smaller NCCL buffers: NCCL_BUFFSIZE (4 MiB per channel and peer by default) and "
+        "NCCL_MAX_NCHANNELS"};
+    return;
+  }
+  const auto phase = fact(f, "phase");
+  f.summary = fmt::format("CUDA out of memory on {} (GPU {}): tried to allocate {} of {}{}{}",
+                          ranks, fact(f, "gpu").empty() ? "?" : fact(f, "gpu"),
+                          fact(f, "tried_to_allocate").empty() ? "?" : fact(f, "tried_to_allocate"),
+                          fact(f, "capacity").empty() ? "?" : fact(f, "capacity"),
+                          fact(f, "free").empty() ? "" : fmt::format(", {} free", fact(f, "free")),
+                          phase.empty() ? "" : fmt::format(", in {}", phase));
+  if (!fact(f, "other_processes").empty())
+    f.fixes.push_back(
+        fmt::format("other processes hold memory on that GPU ({}): find and stop them (nvidia-smi, "
+                    "muster node preflight) before shrinking the model",
+                    fact(f, "other_processes")));
+  if (phase == "startup" || phase == "checkpoint")
+    f.fixes.push_back(
+        "the OOM is at load time: build the model on the meta device and materialise only this "
+        "rank's shards (muster does; Megatron-FSDP --init-model-with-meta-device)");
+  f.fixes.insert(
+      f.fixes.end(),
+      {"with packing, lower train.max_tokens_per_pack; without it, lower "
+       "train.micro_batch_size (Megatron --micro-batch-size)",
+       "at micro batch 1, raise parallel.context (Megatron --context-parallel-size), a power "
+       "of two not above the GPUs per node",
+       "train.recompute = \"full\" (Megatron --recompute-granularity full "
+       "--recompute-method uniform)",
+       "a stronger sharding: parallel.sharding = \"optim_grads_params\" (Megatron-FSDP "
+       "--data-parallel-sharding-strategy optim_grads_params)"});
+  if (!fact(f, "reserved_unallocated").empty())
+    f.fixes.push_back(
+        fmt::format("{} is reserved but unallocated (fragmentation): "
+                    "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, unless comm.nccl_ub is on",
+                    fact(f, "reserved_unallocated")));
+  if (!fact(f, "planned").empty())
+    f.fixes.push_back(
+        fmt::format("the planner estimated {} a GPU for this job: muster plan "
+                    "shows the terms and the changes that fit",
+                    fact(f, "planned")));
+}
+
+void collective(finding& f, int world_size) {
+  const auto ranks = ranks_of(f);
+  if (f.category == "hang_watchdog_stuck") {
+    if (fact(f, "source") == "muster") {
+      f.summary = fmt::format(
+          "{} hung: its heartbeat stopped and muster's hang detection "
+          "stopped it; the other ranks waited on it",
+          ranks);
+      f.fixes = {
+          "read that rank's log and stack (launch.hang_dump = true sends SIGABRT for a "
+          "core and stack dump; py-spy dump --pid for Python): data loading, a "
+          "collective only some ranks call, a dead GPU",
+          "raise launch.timeout_hang only when a step is legitimately that long"};
+    } else {
+      f.summary = fmt::format(
+          "ProcessGroupNCCL's watchdog got stuck{} on {}: a CUDA or NCCL "
+          "call is hung",
+          fact(f, "stuck_s").empty() ? "" : " for " + fact(f, "stuck_s") + " s", ranks);
+      f.fixes = {
+          "find the rank whose collective never started: TORCH_NCCL_DUMP_ON_TIMEOUT=1 "
+          "with TORCH_NCCL_TRACE_BUFFER_SIZE=2000 writes the flight recorder of each rank",
+          "if the watchdog is only slow, raise TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC "
+          "(TORCH_NCCL_ENABLE_MONITORING=0 turns the monitor off)"};
+    }
+    return;
+  }
+  std::string missing;
+  if (world_size > 0 && !f.ranks.empty()) {
+    std::vector<int> silent;
+    for (int r = 0; r < world_size; ++r)
+      if (!f.ranks.contains(r)) silent.push_back(r);
+    if (!silent.empty()) missing = fmt::format("; rank {} did not report", fmt::join(silent, ", "));
+  }
+  if (missing.empty() && !fact(f, "not_arrived").empty())
+    missing = fmt::format("; not arrived: {}", fact(f, "not_arrived"));
+  std::string progress;
+  if (!fact(f, "last_completed").empty())
+    progress = fmt::format(" (last enqueued {}, last completed {})", fact(f, "last_enqueued"),
+                           fact(f, "last_completed"));
+  f.summary = fmt::format(
+      "{}collective {} seq {} timed out after {} ms on {}{}{}",
+      f.category == "nccl_timeout_cascade" ? "knock-on: " : "",
+      fact(f, "op").empty() ? "?" : fact(f, "op"), fact(f, "seq").empty() ? "?" : fact(f, "seq"),
+      fact(f, "timeout_ms").empty() ? "?" : fact(f, "timeout_ms"), ranks, progress, missing);
+  if (f.category == "nccl_timeout_cascade")
+    f.fixes.push_back("fix the root cause above: these ranks waited on a rank that had failed");
+  else
+    f.fixes = {
+        "look at the ranks that did not report the timeout: the usual culprits (hung in "
+        "data loading, a different code path, a dead GPU)",
+        "raise comm.timeout only when a step is legitimately that long (torch "
+        "init_process_group(timeout=...), Megatron --distributed-timeout-minutes)"};
+}
+
+void worker(finding& f) {
+  const auto ranks = ranks_of(f);
+  if (f.category == "worker_killed_sigkill") {
+    f.summary = fmt::format(
+        "{} was killed with SIGKILL (signal 9){}; these logs hold no "
+        "evidence of an OOM kill",
+        ranks, aside(fact(f, "pid").empty() ? "" : "pid " + fact(f, "pid")));
+    f.fixes = {
+        "look for the kernel's OOM killer on that node: dmesg -T | grep -i -E "
+        "'killed process|oom' and sacct -j <job> --format=JobID,State,MaxRSS; give "
+        "that output with --log",
+        "Slurm sends SIGKILL at the time limit and after scancel (sacct shows the "
+        "state); a launcher sends it to workers still alive after its grace period "
+        "(launch.kill_grace)"};
+    return;
+  }
+  const auto error = fact(f, "error");
+  const auto code = fact(f, "exit_code");
+  f.summary = fmt::format("{} failed{}{}", ranks, code.empty() ? "" : " with exit code " + code,
+                          error.empty() ? "" : ": " + error);
+  const auto file = fact(f, "error_file");
+  if (!error.empty())
+    f.fixes.push_back(
+        fmt::format("the error above is the worker's own{}; its traceback is in "
+                    "the rank's log",
+                    file.empty() ? "" : " (error file " + file + ")"));
+  else if (!file.empty() && !fact(f, "error_file_missing").empty())
+    f.fixes.push_back(
+        fmt::format("its error file {} is not on this host: run muster diagnose on "
+                    "{} or copy the file here",
+                    file, f.hosts.empty() ? "the rank's node" : *f.hosts.begin()));
+  else
+    f.fixes.push_back(
+        "no error file: torchrun writes one only when the entry point is wrapped with "
+        "@record (torch.distributed.elastic.multiprocessing.errors.record); read the rank's "
+        "log for its last lines (muster's engine always writes one)");
+  if (!fact(f, "traceback").empty() && error.empty())
+    f.fixes.push_back(fmt::format("torchelastic's traceback line: {}", fact(f, "traceback")));
+}
+
+void setup(finding& f) {
+  const auto ranks = ranks_of(f);
+  if (f.category == "env_misconfig") {
+    if (fact(f, "variable") == "CUDA_DEVICE_MAX_CONNECTIONS") {
+      f.summary = fmt::format(
+          "CUDA_DEVICE_MAX_CONNECTIONS must be {} for this layout (Megatron "
+          "asserts it under tensor, context or sequence parallelism) on {}",
+          fact(f, "wanted").empty() ? "1" : fact(f, "wanted"), ranks);
+      f.fixes = {
+          "let musterd set it: it sets CUDA_DEVICE_MAX_CONNECTIONS by parallel mode "
+          "for every step on its node (muster node env shows the decision)",
+          "by hand: export CUDA_DEVICE_MAX_CONNECTIONS=1 in the batch script before "
+          "srun/torchrun"};
+    } else {
+      f.summary = fmt::format(
+          "NCCL user buffers with expandable segments on {}: registered "
+          "buffers must not be remapped",
+          ranks);
+      f.fixes = {
+          "remove expandable_segments:True from PYTORCH_CUDA_ALLOC_CONF, or set "
+          "comm.nccl_ub = false (Megatron --nccl-ub off)",
+          "PyTorch 2.11 and later support both together"};
+    }
+  } else if (f.category == "checkpoint_mismatch") {
+    std::string what;
+    if (!fact(f, "tensor").empty())
+      what = fmt::format(": {} is {} in the checkpoint, {} in the model", fact(f, "tensor"),
+                         fact(f, "checkpoint_shape"), fact(f, "model_shape"));
+    else if (!fact(f, "problem").empty())
+      what = ": " + fact(f, "problem");
+    f.summary = fmt::format("the checkpoint does not fit the model on {}{}", ranks, what);
+    f.fixes = {
+        "compare the checkpoint's config.json with the job's [model] section "
+        "(hidden_size, num_experts, moe_ffn_hidden_size, vocab_size, num_layers)",
+        "checkpoint.load (Megatron --load) points at another model's directory? muster "
+        "resumes from the newest step-N under checkpoint.dir",
+        "a checkpoint saved under another TP/PP/EP layout must be converted (Megatron "
+        "dist-ckpt, or an HF export); muster's are layout-free"};
+  } else if (f.category == "rendezvous_timeout") {
+    f.summary =
+        fmt::format("the ranks did not meet at the rendezvous{}{}", aside(fact(f, "address")),
+                    fact(f, "joined").empty() ? "" : ": " + fact(f, "joined") + " joined");
+    f.fixes = {
+        "check every node reaches MASTER_ADDR:MASTER_PORT (muster takes the first host "
+        "of the Slurm step; a firewall or a node-local address breaks it)",
+        "a node that starts late (container pull, slow file system): raise "
+        "launch.timeout_rendezvous (torchrun --rdzv-conf timeout=..., Megatron "
+        "--distributed-timeout-minutes)"};
+  } else if (f.category == "rendezvous_port_in_use") {
+    f.summary = fmt::format("the rendezvous port {}is already in use",
+                            fact(f, "port").empty() ? "" : fact(f, "port") + " ");
+    f.fixes = {
+        "leave launch.master_port = 0 (muster picks a free port), or torchrun "
+        "--master-port / MASTER_PORT another port; two jobs on one node must not share it"};
+  } else if (f.category == "ray_channel_timeout") {
+    f.summary = fmt::format("a Ray compiled-graph channel timed out{} on {}",
+                            fact(f, "timeout_s").empty()
+                                ? ""
+                                : " (RAY_CGRAPH_get_timeout = " + fact(f, "timeout_s") + " s)",
+                            ranks);
+    f.fixes = {
+        "with tensor parallel size > 1, set enforce_eager=True for the rollout engine "
+        "(vLLM): capturing CUDA graphs on TP ranks stalls the channel "
+        "(Pai-Megatron-Patch FAQ)",
+        "or raise RAY_CGRAPH_get_timeout (seconds, default 10) when a step is "
+        "legitimately that long"};
+  }
+}
+
+void node(finding& f) {
+  const auto ranks = ranks_of(f);
+  if (f.category == "slurm_time_limit") {
+    f.summary =
+        fmt::format("Slurm cancelled {} at its time limit ({})",
+                    fact(f, "job").empty() ? "step " + fact(f, "step") : "job " + fact(f, "job"),
+                    fact(f, "at"));
+    f.fixes = {"ask for more time (sbatch --time)",
+               "checkpoint before the limit: sbatch --signal=B:USR1@300 and "
+               "launch.requeue_on_signal = true to come back where it stopped"};
+  } else if (f.category == "host_oom_kill") {
+    f.summary = fmt::format("the kernel's OOM killer ended {} (host memory, not GPU memory)",
+                            f.ranks.empty() ? "a task" : ranks);
+    f.fixes = {"ask Slurm for more host memory (sbatch --mem or --mem-per-gpu)",
+               "fewer data loader workers and smaller prefetch; pinned-memory buffers count too"};
+  } else if (f.category == "gpu_hardware_fault") {
+    f.summary = fmt::format("a GPU fault in the kernel log{}{}",
+                            fact(f, "xid").empty() ? "" : ": Xid " + fact(f, "xid"),
+                            fact(f, "pci").empty() ? "" : " on PCI " + fact(f, "pci"));
+    f.fixes = {
+        "drain the node (scontrol update nodename=<node> state=drain reason=xid) and "
+        "resubmit without it (sbatch --exclude=<node>)",
+        "muster node preflight on the node shows what the driver reports now"};
+  } else if (f.category == "nccl_system_error") {
+    const auto cause = fact(f, "sub_cause");
+    f.summary = fmt::format("NCCL unhandled system error on {}{}", ranks, aside(cause));
+    f.fixes = cause == "shared memory"
+                  ? std::vector<std::string>{"make /dev/shm larger: a container needs "
+                                             "--shm-size or --ipc=host"}
+                  : std::vector<std::string>{
+                        "run with NCCL_DEBUG=INFO for the sub-cause; check NCCL_SOCKET_IFNAME "
+                        "names an interface every node has (muster node env)"};
+  }
+}
+
+}  // namespace
+
+void explain(finding& f, int world_size) {
+  const auto& c = f.category;
+  if (c == "cuda_oom" || c == "nccl_oom")
+    memory(f);
+  else if (c == "nccl_timeout" || c == "nccl_timeout_cascade" || c == "hang_watchdog_stuck")
+    collective(f, world_size);
+  else if (c == "worker_killed_sigkill" || c == "worker_failed_see_error_file")
+    worker(f);
+  else if (c == "slurm_time_limit" || c == "host_oom_kill" || c == "gpu_hardware_fault" ||
+           c == "nccl_system_error")
+    node(f);
+  else
+    setup(f);
+}
+
+}  // namespace muster::launcher::diagnose

@@ -1,0 +1,140 @@
+// What a run directory's store adds to a diagnosis: see run_findings.hpp.
+#include "launcher/diagnose/run_findings.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace muster::launcher::diagnose {
+namespace {
+
+std::string store_file(const status::run_status& run, const char* table) {
+  return fmt::format("{}/node-*.db ({})", run.dir.string(), table);
+}
+
+// The category of an error file whose message no classifier line matched, from its kind.
+const char* category_of_kind(const std::string& kind) {
+  if (kind == "oom") return "cuda_oom";
+  if (kind == "collective_timeout") return "nccl_timeout";
+  return "worker_failed_see_error_file";
+}
+
+// The q-quantile of `v`, interpolated between neighbours (q = 0.5: the median).
+double quantile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const double at = q * double(v.size() - 1);
+  const auto below = static_cast<std::size_t>(at);
+  if (below + 1 >= v.size()) return v.back();
+  return v[below] + (at - double(below)) * (v[below + 1] - v[below]);
+}
+
+}  // namespace
+
+void add_store_findings(diagnoser& d, const status::run_status& run,
+                        const std::vector<store::event_record>& events) {
+  std::map<int, std::string> hosts;
+  for (const auto& r : run.ranks) hosts[static_cast<int>(r.rank.rank)] = r.rank.host;
+  d.set_rank_hosts(hosts);
+
+  std::set<std::int64_t> hung;
+  std::int64_t number = 0;
+  for (const auto& e : events) {
+    ++number;
+    if (e.kind != "hang" || !e.rank) continue;
+    hung.insert(*e.rank);
+    d.add_signal({"hang_watchdog_stuck", static_cast<int>(*e.rank), {{"source", "muster"}}},
+                 {store_file(run, "events"), number, e.message});
+  }
+
+  std::set<std::int64_t> with_error;
+  number = 0;
+  for (const auto& e : run.errors) {
+    ++number;
+    with_error.insert(e.rank);
+    std::optional<log_signal> signal;
+    for (std::size_t at = 0; at < e.message.size() && !signal;) {
+      const auto nl = std::min(e.message.find('\n', at), e.message.size());
+      signal = match_log_line(std::string_view(e.message).substr(at, nl - at));
+      at = nl + 1;
+    }
+    if (!signal) signal = log_signal{category_of_kind(e.kind), std::nullopt, {}};
+    signal->rank = static_cast<int>(e.rank);
+    if (!e.phase.empty()) signal->facts["phase"] = e.phase;
+    if (e.step) signal->facts["step"] = std::to_string(*e.step + 1);
+    if (signal->category == "worker_failed_see_error_file")
+      signal->facts["error"] =
+          e.message.substr(0, std::min<std::size_t>(e.message.find('\n'), 400));
+    d.add_signal(std::move(*signal), {store_file(run, "errors"), number, e.message});
+  }
+
+  number = 0;
+  for (const auto& r : run.ranks) {
+    ++number;
+    const auto& rank = r.rank;
+    if (rank.state != store::rank_state::failed || hung.contains(rank.rank)) continue;
+    const bool killed = rank.signal == 9;
+    if (!killed && with_error.contains(rank.rank)) continue;  // its error file said why
+    log_signal s{killed ? "worker_killed_sigkill" : "worker_failed_see_error_file",
+                 static_cast<int>(rank.rank),
+                 {}};
+    std::string how = "failed";
+    if (rank.signal) {
+      s.facts["signal"] = std::to_string(*rank.signal);
+      how = fmt::format("ended by signal {}", *rank.signal);
+    } else if (rank.exit_code) {
+      s.facts["exit_code"] = std::to_string(*rank.exit_code);
+      how = fmt::format("exited with code {}", *rank.exit_code);
+    }
+    if (rank.pid) s.facts["pid"] = std::to_string(*rank.pid);
+    d.add_signal(std::move(s), {store_file(run, "ranks"), number,
+                                fmt::format("rank {} on {} {}", rank.rank, rank.host, how)});
+  }
+}
+
+rank_analysis analyse_ranks(const status::run_status& run, std::int64_t planned_mem_bytes) {
+  rank_analysis a;
+  a.planned_mem_bytes = planned_mem_bytes;
+  std::map<std::int64_t, std::vector<double>> times;
+  std::map<std::int64_t, std::int64_t> peaks;
+  for (const auto& s : run.history) {
+    // the first step of a run (and of a resume) carries start-up work: not a straggler's sign
+    if (s.step > 0) times[s.rank].push_back(s.step_time_s);
+    peaks[s.rank] = std::max({peaks[s.rank], s.peak_mem_bytes, s.mem_bytes});
+  }
+  std::vector<double> medians;
+  for (const auto& [rank, t] : times) medians.push_back(quantile(t, 0.5));
+  a.median_step_s = quantile(medians, 0.5);
+  for (const auto& r : run.ranks) {
+    const auto rank = r.rank.rank;
+    if (r.heartbeat_age_s && r.rank.state == store::rank_state::running &&
+        (!a.oldest_heartbeat_rank || *r.heartbeat_age_s > a.oldest_heartbeat_age_s)) {
+      a.oldest_heartbeat_rank = rank;
+      a.oldest_heartbeat_age_s = *r.heartbeat_age_s;
+    }
+    if (peaks[rank] > a.peak_mem_bytes) {
+      a.peak_mem_bytes = peaks[rank];
+      a.peak_mem_rank = rank;
+    }
+    const auto t = times.find(rank);
+    if (t == times.end()) continue;
+    rank_timing rt{rank,
+                   r.rank.host,
+                   static_cast<std::int64_t>(t->second.size()),
+                   quantile(t->second, 0.5),
+                   quantile(t->second, 0.9),
+                   0,
+                   false,
+                   r.heartbeat_age_s,
+                   peaks[rank]};
+    if (a.median_step_s > 0) rt.slower = rt.median_step_s / a.median_step_s - 1;
+    rt.straggler = rt.slower > kStragglerSlowdown;
+    if (rt.straggler) a.stragglers.push_back(rank);
+    a.ranks.push_back(rt);
+  }
+  return a;
+}
+
+}  // namespace muster::launcher::diagnose

@@ -1,0 +1,341 @@
+// muster diagnose's categories beyond the OOM and the timeout, on lines as the upstream projects
+// print them: NCCL's own allocations, the heartbeat monitor, c10d's TCPStore and torchelastic's
+// rendezvous, Ray compiled graphs, torchelastic's agent and ChildFailedError (with its
+// error.json), srun's task lines, Megatron's CUDA_DEVICE_MAX_CONNECTIONS assertion, NCCL user
+// buffers beside expandable segments, and checkpoints that do not fit; which is the root when
+// several are in one log; and decoys.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "launcher/diagnose/diagnosis.hpp"
+#include "launcher/diagnose/log_signal.hpp"
+#include "tests/support/temp_dir.hpp"
+
+using namespace muster::launcher::diagnose;
+
+namespace {
+
+log_signal one(const std::string& line) {
+  auto s = match_log_line(line);
+  INFO(line);
+  REQUIRE(s);
+  return *s;
+}
+
+diagnosis diagnose_lines(const std::vector<std::string>& lines, int world_size = 0,
+                         const std::string& file = "job.log") {
+  diagnoser d(world_size);
+  std::int64_t n = 0;
+  for (const auto& line : lines) d.add_line(file, ++n, line);
+  return d.finish();
+}
+
+const finding& root_of(const diagnosis& d) {
+  REQUIRE(d.failed());
+  REQUIRE(d.findings.front().root);
+  return d.findings.front();
+}
+
+}  // namespace
+
+TEST_CASE("NCCL's own allocations failing are nccl_oom, not a PyTorch OOM", "[diagnose]") {
+  auto s =
+      one("gpu-a07:2211:2290 [3] include/alloc.h:103 NCCL WARN Failed to CUDA calloc "
+          "2097152 bytes");
+  CHECK(s.category == "nccl_oom");
+  CHECK(s.facts.at("bytes") == "2097152");
+  CHECK(one("gpu-a07:2211:2290 [3] enqueue.cc:1402 NCCL WARN Cuda failure 'out of memory'")
+            .category == "nccl_oom");
+  CHECK(one("[rank3]: Cuda failure 2 'out of memory'").rank == 3);
+  s =
+      one("gpu-a07:2211:2290 [3] transport/nvls.cc:94 NCCL WARN Call to cuMemCreate failed "
+          "CUDA_ERROR_OUT_OF_MEMORY");
+  CHECK(s.category == "nccl_oom");
+  CHECK(s.facts.at("call") == "cuMem (NVLS or user buffers)");
+  CHECK(one("RuntimeError: CUDA error: out of memory").category == "cuda_oom");
+  const auto d = diagnose_lines(
+      {"[rank3]: torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, "
+       "unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5",
+       "[rank3]: Cuda failure 'out of memory'"});
+  CHECK(root_of(d).category == "nccl_oom");
+  CHECK_THAT(root_of(d).fixes[1], Catch::Contains("NCCL_NVLS_ENABLE=0"));
+}
+
+TEST_CASE("the heartbeat monitor and a stuck watchdog are hang_watchdog_stuck", "[diagnose]") {
+  auto s =
+      one("[rank2]:[E1122 03:20:44.1 ProcessGroupNCCL.cpp:1411] [PG 0 Rank 2] Heartbeat "
+          "monitor timed out! Process will be terminated after dumping debug info. "
+          "workMetaList_.size()=1");
+  CHECK(s.category == "hang_watchdog_stuck");
+  CHECK(s.rank == 2);
+  s =
+      one("[PG 0 Rank 5] ProcessGroupNCCL's watchdog got stuck for 480 seconds without making "
+          "progress in monitoring enqueued collectives. This typically indicates a NCCL/CUDA API "
+          "hang blocking the watchdog");
+  CHECK(s.rank == 5);
+  CHECK(s.facts.at("stuck_s") == "480");
+  s = one("muster: rank 3 is hung: SIGABRT sent; last heartbeats: rank 0 1.2 s ago");
+  CHECK(s.category == "hang_watchdog_stuck");
+  CHECK(s.rank == 3);
+  CHECK(s.facts.at("source") == "muster");
+  // the watchdog got stuck after the timeout it was handling: the timeout is the root
+  const auto d = diagnose_lines(
+      {"[PG 0 Rank 1] ProcessGroupNCCL's watchdog got stuck for 480 seconds without making "
+       "progress in monitoring enqueued collectives.",
+       "[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7, "
+       "OpType=ALLGATHER, NumelIn=64, NumelOut=128, Timeout(ms)=600000) ran for 600007 "
+       "milliseconds before timing out."},
+      2);
+  CHECK(root_of(d).category == "nccl_timeout");
+  CHECK_THAT(root_of(d).summary, Catch::Contains("rank 0 did not report"));
+  CHECK(d.findings[1].category == "hang_watchdog_stuck");
+  // muster saw the hang: the hung rank is the root and the timeouts are its knock-on effect
+  const auto hung = diagnose_lines(
+      {"[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, "
+       "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=60000) ran for 60001 milliseconds "
+       "before timing out.",
+       "muster: rank 1 is hung: SIGABRT sent; last heartbeats: rank 0 0.5 s ago"});
+  CHECK(root_of(hung).category == "hang_watchdog_stuck");
+  CHECK(root_of(hung).ranks == std::set<int>{1});
+  CHECK(hung.findings[1].category == "nccl_timeout_cascade");
+}
+
+TEST_CASE("the NCCL timeout's progress line and the engine's collective line are timeouts",
+          "[diagnose]") {
+  auto s =
+      one("[rank1]:[E1122 03:12:44 ProcessGroupNCCL.cpp:570] [Rank 1] Timeout at NCCL "
+          "work: 1042, last enqueued NCCL work: 1042, last completed NCCL work: 1041.");
+  CHECK(s.category == "nccl_timeout");
+  CHECK(s.facts.at("seq") == "1042");
+  CHECK(s.facts.at("last_completed") == "1041");
+  s =
+      one("muster-train: [rank 1/4 group world] all_reduce seq=12 bytes=4096 failed after at "
+          "most 600000 ms; not arrived: 3 (at seq 11) (Connection closed by peer)");
+  CHECK(s.category == "nccl_timeout");
+  CHECK(s.rank == 1);
+  CHECK(s.facts.at("op") == "all_reduce");
+  CHECK(s.facts.at("seq") == "12");
+  CHECK(s.facts.at("timeout_ms") == "600000");
+  CHECK(s.facts.at("not_arrived") == "3");
+}
+
+TEST_CASE("c10d and torchelastic rendezvous timeouts are rendezvous_timeout", "[diagnose]") {
+  auto s =
+      one("[W1122 03:01:02 socket.cpp:752] [c10d] The client socket has timed out after "
+          "900000ms while trying to connect to (10.1.2.3, 29500).");
+  CHECK(s.category == "rendezvous_timeout");
+  CHECK(s.facts.at("address") == "10.1.2.3, 29500");
+  s =
+      one("torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients. "
+          "1/2 clients joined.");
+  CHECK(s.facts.at("joined") == "1/2");
+  CHECK(one("torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError").category ==
+        "rendezvous_timeout");
+  CHECK(one("RuntimeError: Timed out initializing process group in store based barrier on rank: "
+            "0, for key: store_based_barrier_key:1 (world_size=2, worker_count=1, "
+            "timeout=0:30:00)")
+            .category == "rendezvous_timeout");
+  s =
+      one("muster-train: [rank 1/2] cannot reach the rendezvous store at 10.1.2.3:29500: Socket "
+          "Timeout");
+  CHECK(s.category == "rendezvous_timeout");
+  CHECK(s.facts.at("address") == "10.1.2.3:29500");
+  const auto d =
+      diagnose_lines({"torch.distributed.elastic.rendezvous.api."
+                      "RendezvousTimeoutError"});
+  CHECK_THAT(root_of(d).fixes[1], Catch::Contains("launch.timeout_rendezvous"));
+}
+
+TEST_CASE("a Ray channel timeout carries the Pai-Megatron-Patch fix", "[diagnose]") {
+  const auto s = one(
+      "ray.exceptions.RayChannelTimeoutError: System error: If the execution is expected to take "
+      "a long time, increase RAY_CGRAPH_get_timeout which is currently 10 seconds. Otherwise, "
+      "this may indicate that the execution is hanging.");
+  CHECK(s.category == "ray_channel_timeout");
+  CHECK(s.facts.at("timeout_s") == "10");
+  const auto d =
+      diagnose_lines({"(WorkerDict pid=4411) ray.exceptions.RayChannelTimeoutError: "
+                      "System error: Timed out waiting for object available to read."});
+  CHECK_THAT(root_of(d).fixes[0],
+             Catch::Contains("tensor parallel size > 1") && Catch::Contains("enforce_eager"));
+  CHECK_THAT(root_of(d).fixes[1], Catch::Contains("RAY_CGRAPH_get_timeout"));
+}
+
+TEST_CASE("torchelastic's agent and srun say which worker died and how", "[diagnose]") {
+  auto s =
+      one("E1122 03:12:50.123 2211 torch/distributed/elastic/multiprocessing/api.py:826] "
+          "failed (exitcode: -9) local_rank: 0 (pid: 280966) of binary: /usr/bin/python3");
+  CHECK(s.category == "worker_killed_sigkill");
+  CHECK(s.facts.at("local_rank") == "0");
+  CHECK(s.facts.at("pid") == "280966");
+  s =
+      one("torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 2 "
+          "(pid: 280968) of binary: /usr/bin/python3");
+  CHECK(s.category == "worker_failed_see_error_file");
+  CHECK(s.facts.at("exit_code") == "1");
+  s = one("srun: error: gpu-a07: task 3: Killed");
+  CHECK(s.category == "worker_killed_sigkill");
+  CHECK(s.rank == 3);
+  CHECK(s.facts.at("host") == "gpu-a07");
+  s = one("srun: error: gpu-a08: task 5: Exited with exit code 1");
+  CHECK(s.category == "worker_failed_see_error_file");
+  CHECK(s.rank == 5);
+  CHECK(s.facts.at("exit_code") == "1");
+  CHECK_FALSE(
+      match_log_line("srun: error: Unable to create step for job 4242: Job/step already "
+                     "completing or completed"));
+  // a kill with no OOM evidence says so; with the kernel's OOM line the OOM is the root
+  auto d = diagnose_lines({"srun: error: gpu-a07: task 3: Killed"});
+  CHECK(root_of(d).category == "worker_killed_sigkill");
+  CHECK_THAT(root_of(d).summary, Catch::Contains("no evidence of an OOM kill"));
+  CHECK(root_of(d).hosts == std::set<std::string>{"gpu-a07"});
+  d = diagnose_lines({"srun: error: gpu-a07: task 3: Killed",
+                      "slurmstepd: error: Detected 1 oom_kill event in StepId=4242.0. Some of "
+                      "the step tasks have been OOM Killed."});
+  CHECK(root_of(d).category == "host_oom_kill");
+  CHECK(d.findings[1].category == "worker_killed_sigkill");
+}
+
+TEST_CASE("ChildFailedError: the root-cause entry's error.json decides the category",
+          "[diagnose]") {
+  muster::test::temp_dir dir;
+  const auto error_json = (dir / "error.json").string();
+  muster::test::write_file(
+      error_json,
+      R"({"message": {"message": "OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB. GPU 0 has a total capacity of 79.15 GiB of which 512.00 MiB is free. Of the allocated memory 77.00 GiB is allocated by PyTorch, and 100.00 MiB is reserved by PyTorch but unallocated.", "extraInfo": {"py_callstack": "Traceback ...", "timestamp": "1795000000"}}})");
+  const std::vector<std::string> block = {
+      "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+      "============================================================",
+      "pretrain_gpt.py FAILED",
+      "------------------------------------------------------------",
+      "Failures:",
+      "[1]:",
+      "  time      : 2026-11-22_03:12:44",
+      "  host      : gpu-a07",
+      "  rank      : 9 (local_rank: 1)",
+      "  exitcode  : -15 (pid: 280967)",
+      "  error_file: <N/A>",
+      "  traceback : Signal 15 (SIGTERM) received by PID 280967",
+      "------------------------------------------------------------",
+      "Root Cause (first observed failure):",
+      "[0]:",
+      "  time      : 2026-11-22_03:12:40",
+      "  host      : gpu-a07",
+      "  rank      : 8 (local_rank: 0)",
+      "  exitcode  : 1 (pid: 280966)",
+      "  error_file: " + error_json,
+      "  traceback : Traceback (most recent call last):",
+      "============================================================"};
+  const auto d = diagnose_lines(block, 16, "torchrun.log");
+  const auto& root = root_of(d);
+  CHECK(root.category == "cuda_oom");
+  CHECK(root.ranks == std::set<int>{8});
+  CHECK(root.hosts == std::set<std::string>{"gpu-a07"});
+  CHECK(root.facts.at("tried_to_allocate") == "1.00 GiB");
+  CHECK(root.evidence.front().file == error_json);
+  // the SIGTERM'd worker is its agent's knock-on, not a finding; the failed worker is said
+  // once, by its cause
+  for (const auto& f : d.findings) CHECK(f.category != "worker_killed_sigkill");
+  CHECK(d.findings.size() == 1);
+
+  // without the file on this host: the exit decides, and the fix says where the file is
+  auto other_host = block;
+  other_host[19] = "  error_file: /tmp/torchelastic_gone/attempt_0/0/error.json";
+  const auto far = diagnose_lines(other_host, 16, "torchrun.log");
+  CHECK(root_of(far).category == "worker_failed_see_error_file");
+  CHECK(root_of(far).ranks == std::set<int>{8});
+  CHECK_THAT(root_of(far).fixes[0],
+             Catch::Contains("/tmp/torchelastic_gone/attempt_0/0/error.json") &&
+                 Catch::Contains("gpu-a07"));
+  // an error file that no classifier line matches: its message is the finding's
+  muster::test::write_file(error_json,
+                           R"({"message": {"message": "ValueError: bad token id 99999"}})");
+  const auto plain = diagnose_lines(block, 16, "torchrun.log");
+  CHECK(root_of(plain).category == "worker_failed_see_error_file");
+  CHECK_THAT(root_of(plain).summary, Catch::EndsWith("failed with exit code 1: ValueError: bad "
+                                                     "token id 99999"));
+  // a root cause killed by SIGKILL, with no file
+  auto killed = block;
+  killed[18] = "  exitcode  : -9 (pid: 280966)";
+  killed[19] = "  error_file: <N/A>";
+  killed[20] = "  traceback : Signal 9 (SIGKILL) received by PID 280966";
+  CHECK(root_of(diagnose_lines(killed, 16)).category == "worker_killed_sigkill");
+}
+
+TEST_CASE(
+    "Megatron's CUDA_DEVICE_MAX_CONNECTIONS assertion and NCCL-UB with expandable segments "
+    "are env_misconfig",
+    "[diagnose]") {
+  auto s =
+      one("[rank0]: AssertionError: Using tensor model parallelism or context parallelism "
+          "require setting the environment variable CUDA_DEVICE_MAX_CONNECTIONS to 1");
+  CHECK(s.category == "env_misconfig");
+  CHECK(s.facts.at("variable") == "CUDA_DEVICE_MAX_CONNECTIONS");
+  CHECK(s.facts.at("wanted") == "1");
+  CHECK(one("AssertionError: Using sequence parallelism requires setting the environment "
+            "variable CUDA_DEVICE_MAX_CONNECTIONS to 1")
+            .category == "env_misconfig");
+  s =
+      one("muster: musterd refused the step: [nccl-ub-expandable-segments] comm.nccl_ub = true "
+          "and PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True cannot be used together");
+  CHECK(s.category == "env_misconfig");
+  CHECK(s.facts.at("conflict") == "expandable_segments with NCCL user buffers");
+  CHECK(one("RuntimeError: ncclCommRegister failed: buffer allocated with expandable_segments "
+            "cannot be registered")
+            .category == "env_misconfig");
+  const auto d =
+      diagnose_lines({"[rank0]: AssertionError: Using tensor model parallelism or "
+                      "context parallelism require setting the environment variable "
+                      "CUDA_DEVICE_MAX_CONNECTIONS to 1"});
+  CHECK_THAT(root_of(d).fixes[0], Catch::Contains("musterd"));
+  // decoys: the variable printed, expandable segments asked for alone
+  CHECK_FALSE(match_log_line("environment: CUDA_DEVICE_MAX_CONNECTIONS=1 NCCL_DEBUG=WARN"));
+  CHECK_FALSE(match_log_line("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"));
+}
+
+TEST_CASE("checkpoints that do not fit the model are checkpoint_mismatch", "[diagnose]") {
+  auto s =
+      one("\tsize mismatch for decoder.layers.0.mlp.linear_fc1.weight: copying a param "
+          "with shape torch.Size([4096, 1024]) from checkpoint, the shape in current model "
+          "is torch.Size([2048, 1024]).");
+  CHECK(s.category == "checkpoint_mismatch");
+  CHECK(s.facts.at("tensor") == "decoder.layers.0.mlp.linear_fc1.weight");
+  CHECK(s.facts.at("checkpoint_shape") == "torch.Size([4096, 1024])");
+  CHECK(s.facts.at("model_shape") == "torch.Size([2048, 1024])");
+  CHECK(one("RuntimeError: Error(s) in loading state_dict for GPTModel:").category ==
+        "checkpoint_mismatch");
+  CHECK(one("\tMissing key(s) in state_dict: \"decoder.final_layernorm.weight\".")
+            .facts.at("problem") == "missing keys");
+  CHECK(one("muster-train: /ckpt/step-100: tensor model.embed_tokens.weight has shape [512, "
+            "256], the model needs 65536 elements; the checkpoint is of another model (compare "
+            "its config.json with the job's model section)")
+            .category == "checkpoint_mismatch");
+  // the root, with a cascade of timeouts on the ranks that loaded fine
+  const auto d = diagnose_lines(
+      {"[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, "
+       "OpType=BROADCAST, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600001 "
+       "milliseconds before timing out.",
+       "[rank1]: RuntimeError: Error(s) in loading state_dict for GPTModel:",
+       "[rank1]: \tsize mismatch for embedding.word_embeddings.weight: copying a param with "
+       "shape torch.Size([50304, 4096]) from checkpoint, the shape in current model is "
+       "torch.Size([32000, 4096])."},
+      2);
+  CHECK(root_of(d).category == "checkpoint_mismatch");
+  CHECK(d.findings[1].category == "nccl_timeout_cascade");
+}
+
+TEST_CASE("decoys for the new categories are no failure", "[diagnose]") {
+  const auto d = diagnose_lines({
+      "[rank0]: using RAY_CGRAPH_get_timeout=300",
+      "srun: error: gpu-a07: task 0: Exited with exit code 0",  // a clean exit is no failure
+      "W1122 torch/distributed/elastic/multiprocessing/api.py: Sending process 280967 closing "
+      "signal SIGTERM",
+      "NCCL INFO NVLS multicast support is available on dev 0 (out of memory checks passed)",
+      "loading checkpoint from /ckpt/step-100 (Missing keys are expected for the new head: none)",
+  });
+  for (const auto& f : d.findings) INFO(f.category << ": " << f.evidence.front().text);
+  CHECK_FALSE(d.failed());
+}

@@ -1,0 +1,145 @@
+// What a run's store adds to muster diagnose (launcher/diagnose/run_findings.hpp): error files
+// whose message or kind decides the category, hangs muster stopped, ranks killed or failed
+// without an error file, and the per-rank analysis (stragglers, oldest heartbeat, memory peak).
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "launcher/diagnose/run_findings.hpp"
+
+using namespace muster;
+using namespace muster::launcher::diagnose;
+
+namespace {
+
+launcher::status::rank_status rank_of(std::int64_t rank, store::rank_state state,
+                                      std::optional<std::int64_t> signal = std::nullopt,
+                                      std::optional<std::int64_t> code = std::nullopt) {
+  launcher::status::rank_status r;
+  r.rank.rank = rank;
+  r.rank.host = rank < 2 ? "node-a" : "node-b";
+  r.rank.local_rank = rank % 2;
+  r.rank.pid = 1000 + rank;
+  r.rank.state = state;
+  r.rank.signal = signal;
+  r.rank.exit_code = code;
+  return r;
+}
+
+// Steps 0..steps-1 of `rank` taking `seconds` each (step 0 ten times as long: start-up).
+void add_steps(launcher::status::run_status& run, std::int64_t rank, int steps, double seconds,
+               std::int64_t peak = 0) {
+  for (int s = 0; s < steps; ++s) {
+    store::step_record r;
+    r.rank = rank;
+    r.step = s;
+    r.step_time_s = s == 0 ? seconds * 10 : seconds;
+    r.peak_mem_bytes = peak;
+    run.history.push_back(r);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("the store's error files decide the category by message, else by kind", "[diagnose]") {
+  launcher::status::run_status run;
+  run.dir = "/runs/r1";
+  run.ranks = {rank_of(0, store::rank_state::killed), rank_of(1, store::rank_state::killed),
+               rank_of(2, store::rank_state::failed, std::nullopt, 1),
+               rank_of(3, store::rank_state::killed)};
+  run.errors = {{1, 2, 4, "backward", "exception",
+                 "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 "
+                 "has a total capacity of 79.15 GiB of which 1.00 GiB is free."}};
+  diagnoser d(4);
+  add_store_findings(d, run, {});
+  auto result = d.finish();
+  REQUIRE(result.failed());
+  const auto& root = result.findings.front();
+  CHECK(root.category == "cuda_oom");
+  CHECK(root.ranks == std::set<int>{2});
+  CHECK(root.hosts == std::set<std::string>{"node-b"});
+  CHECK(root.facts.at("phase") == "backward");
+  CHECK(root.facts.at("step") == "5");
+  CHECK_THAT(root.summary, Catch::EndsWith(", in backward"));
+  CHECK(root.evidence.front().file == "/runs/r1/node-*.db (errors)");
+  CHECK(result.findings.size() == 1);  // the failed rank is said by its cause, once
+
+  // the engine's own kinds, when the message says nothing the classifier knows
+  run.errors = {{1, 2, std::nullopt, "startup", "oom", "cannot allocate the unit buffers"}};
+  diagnoser by_kind(4);
+  add_store_findings(by_kind, run, {});
+  result = by_kind.finish();
+  CHECK(result.findings.front().category == "cuda_oom");
+  CHECK_THAT(result.findings.front().fixes[0], Catch::Contains("meta device"));
+  run.errors = {{1, 2, 0, "data", "bad_input", "data.path /x: no such file"}};
+  diagnoser plain(4);
+  add_store_findings(plain, run, {});
+  result = plain.finish();
+  CHECK(result.findings.front().category == "worker_failed_see_error_file");
+  CHECK_THAT(result.findings.front().summary, Catch::Contains("data.path /x: no such file"));
+}
+
+TEST_CASE("the store's hangs, kills and silent failures are findings", "[diagnose]") {
+  launcher::status::run_status run;
+  run.dir = "/runs/r2";
+  run.ranks = {rank_of(0, store::rank_state::killed), rank_of(1, store::rank_state::failed, 6),
+               rank_of(2, store::rank_state::killed)};
+  const std::vector<store::event_record> events = {
+      {5, std::nullopt, store::severity::info, "rendezvous", "127.0.0.1:29500"},
+      {9, 1, store::severity::error, "hang", "rank 1 is hung: SIGABRT sent; last heartbeats: ..."}};
+  diagnoser d(3);
+  add_store_findings(d, run, events);
+  auto result = d.finish();
+  REQUIRE(result.failed());
+  CHECK(result.findings.front().category == "hang_watchdog_stuck");
+  CHECK(result.findings.front().ranks == std::set<int>{1});
+  CHECK(result.findings.front().evidence.front().line == 2);
+  CHECK(result.findings.size() == 1);  // the SIGABRT that stopped it is not another failure
+
+  run.ranks[1] = rank_of(1, store::rank_state::failed, 9);
+  diagnoser killed(3);
+  add_store_findings(killed, run, {});
+  result = killed.finish();
+  CHECK(result.findings.front().category == "worker_killed_sigkill");
+  CHECK(result.findings.front().evidence.front().text == "rank 1 on node-a ended by signal 9");
+
+  run.ranks[1] = rank_of(1, store::rank_state::failed, std::nullopt, 3);
+  diagnoser failed(3);
+  add_store_findings(failed, run, {});
+  result = failed.finish();
+  CHECK(result.findings.front().category == "worker_failed_see_error_file");
+  CHECK(result.findings.front().facts.at("exit_code") == "3");
+
+  run.ranks[1] = rank_of(1, store::rank_state::succeeded, std::nullopt, 0);
+  diagnoser clean(3);
+  add_store_findings(clean, run, {});
+  CHECK_FALSE(clean.finish().failed());
+}
+
+TEST_CASE("the rank analysis finds stragglers, the oldest heartbeat and the memory peak",
+          "[diagnose]") {
+  launcher::status::run_status run;
+  for (int r = 0; r < 4; ++r) run.ranks.push_back(rank_of(r, store::rank_state::running));
+  run.ranks[0].heartbeat_age_s = 1.0;
+  run.ranks[1].heartbeat_age_s = 42.0;
+  run.ranks[2].heartbeat_age_s = 2.0;
+  add_steps(run, 0, 20, 1.00, 10 << 20);
+  add_steps(run, 1, 20, 1.05, 12 << 20);
+  add_steps(run, 2, 20, 1.19, 30 << 20);  // 6% above the median: within the noise allowed
+  add_steps(run, 3, 20, 1.50, 11 << 20);  // 34% above it: a straggler
+  const auto b = analyse_ranks(run, 64 << 20);
+  CHECK(b.median_step_s == Approx((1.05 + 1.19) / 2));  // the median of the four medians
+  CHECK(b.stragglers == std::vector<std::int64_t>{3});
+  REQUIRE(b.ranks.size() == 4);
+  CHECK(b.ranks[3].slower == Approx(1.50 / 1.12 - 1));
+  CHECK(b.ranks[3].host == "node-b");
+  CHECK(b.ranks[3].steps == 19);  // step 0 (start-up) is left out
+  CHECK(b.ranks[3].median_step_s == Approx(1.50));
+  CHECK_FALSE(b.ranks[2].straggler);
+  CHECK(b.oldest_heartbeat_rank == 1);
+  CHECK(b.oldest_heartbeat_age_s == 42.0);
+  CHECK(b.peak_mem_bytes == (30 << 20));
+  CHECK(b.peak_mem_rank == 2);
+  CHECK(b.planned_mem_bytes == (64 << 20));
+}
