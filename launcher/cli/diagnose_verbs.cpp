@@ -14,14 +14,8 @@
 
 #include "common/byte_size.hpp"
 #include "common/error.hpp"
-#include "common/job_config.hpp"
-#include "common/run_dir.hpp"
-#include "common/run_reader.hpp"
 #include "launcher/cli/verbs.hpp"
-#include "launcher/diagnose/diagnosis.hpp"
-#include "launcher/diagnose/log_reader.hpp"
-#include "launcher/diagnose/run_findings.hpp"
-#include "launcher/plan/job_plan.hpp"
+#include "launcher/diagnose/run_diagnosis.hpp"
 #include "launcher/status/run_status.hpp"
 
 namespace muster::cli {
@@ -39,44 +33,6 @@ struct diagnose_options {
   bool json = false;
   bool keywords = false;
 };
-
-// The rank whose log `file` is ("rank-3.log" -> 3), if its name says so.
-std::optional<int> rank_of_file(const fs::path& file) {
-  const auto name = file.filename().string();
-  if (!name.starts_with("rank-") || !name.ends_with(".log")) return std::nullopt;
-  const auto digits = name.substr(5, name.size() - 9);
-  if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos ||
-      digits.size() > 6)
-    return std::nullopt;
-  return std::stoi(digits);
-}
-
-// The ranks' logs of a run directory, in rank order.
-std::vector<fs::path> run_logs(const fs::path& run) {
-  std::vector<fs::path> out;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(run / "logs", ec))
-    if (rank_of_file(entry.path())) out.push_back(entry.path());
-  std::sort(out.begin(), out.end(), [](const fs::path& a, const fs::path& b) {
-    return *rank_of_file(a) < *rank_of_file(b);
-  });
-  return out;
-}
-
-// The planner's worst-stage estimate for the run's job (0 when the job file or the plan cannot
-// be had: a run of another program, or an older muster).
-std::int64_t planned_memory(const fs::path& dir, const store::run_record& run) {
-  try {
-    const auto loaded = load_job_config(store::run_paths(dir).job_config(), {});
-    launcher::plan::plan_request request;
-    request.world = launcher::plan::world_size{static_cast<int>(run.world_size), "the run"};
-    request.gpus_per_node =
-        static_cast<int>(run.world_size / std::max<std::int64_t>(run.num_nodes, 1));
-    return launcher::plan::make_plan(loaded.config, loaded.where, request).memory.total_bytes();
-  } catch (const error&) {
-    return 0;
-  }
-}
 
 json evidence_json(const std::vector<evidence_line>& lines) {
   json out = json::array();
@@ -180,42 +136,11 @@ int run_diagnose(const diagnose_options& o) {
   MUSTER_CHECK(!o.run.empty() || !o.logs.empty(), errc::invalid_input,
                "diagnose: nothing to read; give a run (id, directory or Slurm job id), or "
                "--log FILE");
-  std::vector<std::pair<fs::path, std::optional<int>>> files;
-  std::optional<launcher::status::run_status> run;
-  std::vector<store::event_record> events;
-  int world = o.world_size;
-  if (!o.run.empty()) {
-    const auto dir = launcher::status::find_run(o.run, o.runs_dir);
-    if (!store::run_paths(dir).node_dbs().empty()) {
-      run = launcher::status::read_run_status(dir, store::now_ms());
-      events = store::run_reader(dir).events();
-      if (world == 0 && run->run) world = static_cast<int>(run->run->world_size);
-    }
-    const auto logs = run_logs(dir);
-    MUSTER_CHECK(run || !logs.empty(), errc::invalid_input,
-                 "diagnose: {} holds neither a run store (node-*.db) nor rank logs (logs/); give "
-                 "a run directory, or --log FILE",
-                 dir.string());
-    for (const auto& log : logs) files.emplace_back(log, rank_of_file(log));
-    if (world == 0) world = static_cast<int>(logs.size());
-  }
-  for (const auto& log : o.logs) files.emplace_back(log, std::nullopt);
-
-  diagnoser d(world);
-  std::optional<rank_analysis> analysis;
-  if (run) {
-    add_store_findings(d, *run, events);
-    analysis = analyse_ranks(*run, run->run ? planned_memory(run->dir, *run->run) : 0);
-    d.set_planned_memory(analysis->planned_mem_bytes);
-  }
-  for (const auto& [file, rank] : files) {
-    const auto name = file.string();
-    d.add_lines_read(read_log_lines(
-        file,
-        [&](std::int64_t number, std::string_view line) { d.add_line(name, number, line, rank); },
-        diagnoser::keywords()));
-  }
-  const auto result = d.finish();
+  const auto d =
+      diagnose_run(o.run.empty() ? fs::path() : launcher::status::find_run(o.run, o.runs_dir),
+                   std::vector<fs::path>(o.logs.begin(), o.logs.end()), o.world_size);
+  const auto& result = d.result;
+  const auto& analysis = d.analysis;
   if (o.json) {
     fmt::print("{}\n",
                to_json(result, analysis).dump(2, ' ', false, json::error_handler_t::replace));

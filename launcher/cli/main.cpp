@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
   add_status_verbs(app, run);
   add_node_verbs(app, run);
   add_diagnose_verbs(app, run);
+  add_report_verbs(app, run);
   add_run_verbs(app, run, command);
   try {
     app.parse(argc, argv);

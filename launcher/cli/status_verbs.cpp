@@ -30,7 +30,9 @@ int show(const status_options& o) {
   namespace st = launcher::status;
   if (o.run.empty()) {
     const auto runs = st::list_runs(o.runs_dir);
-    fmt::print("{}", o.json ? st::runs_json(runs, store::now_ms()) : st::runs_text(runs, store::now_ms()));
+    const auto slurm = st::user_slurm_jobs(std::chrono::seconds(10));
+    fmt::print("{}", o.json ? st::runs_json(runs, store::now_ms(), slurm)
+                            : st::runs_text(runs, store::now_ms(), slurm));
     return kExitOk;
   }
   const auto dir = st::find_run(o.run, o.runs_dir);
@@ -50,8 +52,10 @@ int show(const status_options& o) {
 void add_status_verbs(CLI::App& app, verb_action& run) {
   auto o = std::make_shared<status_options>();
   auto* sub = app.add_subcommand(
-      "status", "the runs of the runs directory, or one run: state, layout, progress, each "
-                "rank's last step and heartbeat (laggards marked), restarts, the first failure");
+      "status",
+      "the runs of the runs directory (and under Slurm your jobs, squeue --me), or one run: "
+      "state, layout, progress, each rank's last step and heartbeat (laggards marked), "
+      "restarts, the first failure");
   sub->add_option("run", o->run, "a run id (or its start), a run directory or a Slurm job id");
   sub->add_option("--runs-dir", o->runs_dir, "where the runs are (launch.runs_dir)")
       ->capture_default_str();
@@ -59,9 +63,7 @@ void add_status_verbs(CLI::App& app, verb_action& run) {
   sub->add_option("--watch", o->watch, "refresh every SECONDS until the run ends")
       ->expected(0, 1)
       ->default_str("2");
-  sub->callback([o, &run] {
-    run = [o] { return show(*o); };
-  });
+  sub->callback([o, &run] { run = [o] { return show(*o); }; });
   sub->footer("example: muster status --runs-dir ./muster-runs tiny-moe");
 }
 

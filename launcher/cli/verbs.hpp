@@ -38,6 +38,7 @@ void add_plan_verbs(CLI::App& app, verb_action& run);      // plan
 void add_status_verbs(CLI::App& app, verb_action& run);    // status
 void add_node_verbs(CLI::App& app, verb_action& run);      // node status, env, preflight
 void add_diagnose_verbs(CLI::App& app, verb_action& run);  // diagnose
+void add_report_verbs(CLI::App& app, verb_action& run);    // report
 // run; `command` is what followed "--" on the command line (main splits it off).
 void add_run_verbs(CLI::App& app, verb_action& run, const std::vector<std::string>& command);
 }  // namespace muster::cli

@@ -27,11 +27,11 @@ struct run_status {
   std::int64_t steps_planned = 0;        // train.steps of the job (0 when job.toml is unreadable)
   std::int64_t steps_done = 0;           // the highest step any rank finished, counted from 1
   // At the newest step every rank that reports steps has finished:
-  std::optional<double> loss;            // mean over the ranks (each rank's loss is the global one)
-  double tokens_per_s = 0;               // summed over the ranks
-  std::optional<double> mfu;             // mean over the ranks that report it
+  std::optional<double> loss;  // mean over the ranks (each rank's loss is the global one)
+  double tokens_per_s = 0;     // summed over the ranks
+  std::optional<double> mfu;   // mean over the ranks that report it
   std::vector<rank_status> ranks;
-  int restarts = 0;                      // restarts of the ranks (launch.max_restarts), requeues
+  int restarts = 0;  // restarts of the ranks (launch.max_restarts), requeues
   std::optional<store::event_record> first_failure;
   std::vector<store::error_record> errors;
   std::vector<store::step_record> history;  // every step of every rank, by (step, rank)

@@ -9,7 +9,9 @@ namespace {
 
 using nlohmann::json;
 
-json real(double v) { return std::isnan(v) ? json(nullptr) : json(v); }
+json real(double v) {
+  return std::isnan(v) ? json(nullptr) : json(v);
+}
 
 template <class T>
 json maybe(const std::optional<T>& v) {
@@ -34,10 +36,13 @@ json step_json(const store::step_record& s) {
 }
 
 json run_json(const store::run_record& r) {
-  return {{"run_id", r.run_id},         {"name", r.name},
+  return {{"run_id", r.run_id},
+          {"name", r.name},
           {"state", store::to_string(r.state)},
-          {"created_ms", r.created_ms}, {"updated_ms", r.updated_ms},
-          {"world_size", r.world_size}, {"num_nodes", r.num_nodes},
+          {"created_ms", r.created_ms},
+          {"updated_ms", r.updated_ms},
+          {"world_size", r.world_size},
+          {"num_nodes", r.num_nodes},
           {"slurm_job_id", maybe(r.slurm_job_id)}};
 }
 
@@ -83,7 +88,8 @@ std::string status_json(const run_status& s, store::epoch_ms now) {
   return out.dump(2) + "\n";
 }
 
-std::string runs_json(const std::vector<run_entry>& runs, store::epoch_ms now) {
+std::string runs_json(const std::vector<run_entry>& runs, store::epoch_ms now,
+                      const std::optional<slurm_job_list>& slurm) {
   json out = json::array();
   for (const auto& e : runs) {
     auto r = run_json(e.run);
@@ -91,7 +97,25 @@ std::string runs_json(const std::vector<run_entry>& runs, store::epoch_ms now) {
     r["steps_done"] = e.steps_done;
     out.push_back(r);
   }
-  return json({{"now_ms", now}, {"runs", out}}).dump(2) + "\n";
+  json doc = {{"now_ms", now}, {"runs", out}};
+  if (slurm) {
+    json jobs = json::array();
+    for (const auto& j : slurm->jobs) {
+      json run;
+      for (const auto& e : runs)
+        if (e.run.slurm_job_id == j.id) run = e.run.run_id;
+      jobs.push_back({{"id", j.id},
+                      {"state", j.state},
+                      {"elapsed", j.elapsed},
+                      {"nodes", j.nodes},
+                      {"nodelist_or_reason", j.where},
+                      {"name", j.name},
+                      {"run", run}});
+    }
+    doc["slurm_jobs"] = jobs;
+    if (!slurm->error.empty()) doc["slurm_error"] = slurm->error;
+  }
+  return doc.dump(2) + "\n";
 }
 
 }  // namespace muster::launcher::status

@@ -2,18 +2,23 @@
 // history).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "launcher/status/run_status.hpp"
+#include "launcher/status/slurm_jobs.hpp"
 
 namespace muster::launcher::status {
 
 std::string status_text(const run_status& s, store::epoch_ms now);
 std::string status_json(const run_status& s, store::epoch_ms now);
 
-std::string runs_text(const std::vector<run_entry>& runs, store::epoch_ms now);
-std::string runs_json(const std::vector<run_entry>& runs, store::epoch_ms now);
+// The runs, and under Slurm the user's jobs (each with the run that records it).
+std::string runs_text(const std::vector<run_entry>& runs, store::epoch_ms now,
+                      const std::optional<slurm_job_list>& slurm = std::nullopt);
+std::string runs_json(const std::vector<run_entry>& runs, store::epoch_ms now,
+                      const std::optional<slurm_job_list>& slurm = std::nullopt);
 
 // "4 s", "12 min", "3 h", "2 d".
 std::string age_text(double seconds);

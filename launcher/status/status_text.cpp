@@ -39,13 +39,13 @@ std::string status_text(const run_status& s, store::epoch_ms now) {
   }
   const auto& r = *s.run;
   put(out, "run       {}  ({}, updated {} ago)\n", r.run_id, store::to_string(r.state),
-       age_text(seconds_since(r.updated_ms, now)));
+      age_text(seconds_since(r.updated_ms, now)));
   put(out, "job       {}: {} rank(s) on {} node(s){}; started {} ago\n", r.name, r.world_size,
-       r.num_nodes, r.slurm_job_id ? ", Slurm job " + *r.slurm_job_id : "",
-       age_text(seconds_since(r.created_ms, now)));
+      r.num_nodes, r.slurm_job_id ? ", Slurm job " + *r.slurm_job_id : "",
+      age_text(seconds_since(r.created_ms, now)));
   if (!s.layout.empty()) put(out, "layout    {}\n", s.layout);
   put(out, "progress  step {}{}", s.steps_done,
-       s.steps_planned > 0 ? fmt::format(" of {}", s.steps_planned) : "");
+      s.steps_planned > 0 ? fmt::format(" of {}", s.steps_planned) : "");
   if (s.loss) put(out, " | loss {:.4f}", *s.loss);
   if (s.tokens_per_s > 0) put(out, " | {:.0f} tok/s", s.tokens_per_s);
   if (s.mfu) put(out, " | MFU {:.1f}%", 100 * *s.mfu);
@@ -55,36 +55,63 @@ std::string status_text(const run_status& s, store::epoch_ms now) {
   for (const auto& rank : s.ranks) {
     const auto& last = rank.last;
     std::string exit;
-    if (rank.rank.signal) exit = fmt::format("signal {}", *rank.rank.signal);
+    if (rank.rank.signal)
+      exit = fmt::format("signal {}", *rank.rank.signal);
     else if (rank.rank.exit_code && *rank.rank.exit_code != 0)
       exit = fmt::format("exit {}", *rank.rank.exit_code);
-    std::string row = fmt::format("{:>5}  {:<16} {:<10} {:>7} {:>10} {:>9} {:>10}  {}{}", rank.rank.rank, rank.rank.host,
-         store::to_string(rank.rank.state), last ? std::to_string(last->step + 1) : "-",
-         last ? number(last->loss, "{:.4f}") : "-",
-         last && last->step_time_s > 0 ? fmt::format("{:.0f}", double(last->tokens) / last->step_time_s)
-                                       : "-",
-         rank.heartbeat_age_s ? age_text(*rank.heartbeat_age_s) + " ago" : "-",
-         rank.laggard ? "<- behind " : "", exit);
+    std::string row = fmt::format(
+        "{:>5}  {:<16} {:<10} {:>7} {:>10} {:>9} {:>10}  {}{}", rank.rank.rank, rank.rank.host,
+        store::to_string(rank.rank.state), last ? std::to_string(last->step + 1) : "-",
+        last ? number(last->loss, "{:.4f}") : "-",
+        last && last->step_time_s > 0
+            ? fmt::format("{:.0f}", double(last->tokens) / last->step_time_s)
+            : "-",
+        rank.heartbeat_age_s ? age_text(*rank.heartbeat_age_s) + " ago" : "-",
+        rank.laggard ? "<- behind " : "", exit);
     out += row.substr(0, row.find_last_not_of(' ') + 1) + "\n";
   }
   if (s.first_failure) put(out, "\nfirst failure: {}\n", s.first_failure->message);
   for (const auto& e : s.errors) {
-    put(out, "error     rank {}{}{}{}: {}\n", e.rank, e.step ? fmt::format(", step {}", *e.step + 1) : "",
-         e.phase.empty() ? "" : ", in " + e.phase, e.kind.empty() ? "" : " (" + e.kind + ")",
-         e.message.substr(0, 400));
+    put(out, "error     rank {}{}{}{}: {}\n", e.rank,
+        e.step ? fmt::format(", step {}", *e.step + 1) : "",
+        e.phase.empty() ? "" : ", in " + e.phase, e.kind.empty() ? "" : " (" + e.kind + ")",
+        e.message.substr(0, 400));
   }
   return out;
 }
 
-std::string runs_text(const std::vector<run_entry>& runs, store::epoch_ms now) {
-  std::string out;
-  if (runs.empty()) return "no runs\n";
-  fmt::format_to(std::back_inserter(out), "{:<48} {:<10} {:>6} {:>6} {:>10}\n", "run", "state",
-                 "ranks", "steps", "updated");
+// The run that records Slurm job `id` ("" when none does).
+std::string run_of_job(const std::vector<run_entry>& runs, const std::string& id) {
   for (const auto& e : runs)
-    fmt::format_to(std::back_inserter(out), "{:<48} {:<10} {:>6} {:>6} {:>10}\n", e.run.run_id,
-                   store::to_string(e.run.state), e.run.world_size, e.steps_done,
-                   age_text(seconds_since(e.run.updated_ms, now)) + " ago");
+    if (e.run.slurm_job_id == id) return e.run.run_id;
+  return "";
+}
+
+std::string runs_text(const std::vector<run_entry>& runs, store::epoch_ms now,
+                      const std::optional<slurm_job_list>& slurm) {
+  std::string out;
+  if (runs.empty()) {
+    out = "no runs\n";
+  } else {
+    put(out, "{:<48} {:<10} {:>6} {:>6} {:>10}\n", "run", "state", "ranks", "steps", "updated");
+    for (const auto& e : runs)
+      put(out, "{:<48} {:<10} {:>6} {:>6} {:>10}\n", e.run.run_id, store::to_string(e.run.state),
+          e.run.world_size, e.steps_done, age_text(seconds_since(e.run.updated_ms, now)) + " ago");
+  }
+  if (!slurm) return out;
+  if (!slurm->error.empty()) {
+    put(out, "\nSlurm: squeue --me failed: {}\n", slurm->error);
+    return out;
+  }
+  if (slurm->jobs.empty()) {
+    out += "\nSlurm: no jobs of yours (squeue --me)\n";
+    return out;
+  }
+  put(out, "\nSlurm jobs of yours (squeue --me):\n{:<12} {:<11} {:>11} {:>5}  {:<20} {:<20} {}\n",
+      "job", "state", "time", "nodes", "nodelist(reason)", "name", "run");
+  for (const auto& j : slurm->jobs)
+    put(out, "{:<12} {:<11} {:>11} {:>5}  {:<20} {:<20} {}\n", j.id, j.state, j.elapsed, j.nodes,
+        j.where, j.name, run_of_job(runs, j.id));
   return out;
 }
 

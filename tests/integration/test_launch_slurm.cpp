@@ -18,6 +18,8 @@
 #include <sstream>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "common/run_reader.hpp"
 #include "tests/support/launch_output.hpp"
 #include "tests/support/slurm_cluster.hpp"
@@ -27,10 +29,10 @@
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using clock_type = std::chrono::steady_clock;
-using muster::test::process_result;
-using muster::test::slurm_cluster;
 using muster::test::contract_lines;
 using muster::test::has_event;
+using muster::test::process_result;
+using muster::test::slurm_cluster;
 
 namespace {
 
@@ -126,7 +128,6 @@ class background {
   fs::path log_;
   pid_t pid_;
 };
-
 
 // The events of one node's store alone (run_reader merges every node-*.db of a directory, so
 // it reads a copy of that one file).
@@ -248,10 +249,9 @@ TEST_CASE("srun --mpi=pmix: the launchers find node 0's store through PMIx", "[s
   slurm_cluster cluster;
   muster::test::temp_dir runs("muster-runs");
   SECTION("one task per node") {
-    auto r = muster::test::run_process(
-        srun_launch({"--mpi=pmix", "-N2", "--ntasks-per-node=1"}, runs.path(), {"launch.nproc=2"},
-                    {}),
-        launch_env(cluster));
+    auto r = muster::test::run_process(srun_launch({"--mpi=pmix", "-N2", "--ntasks-per-node=1"},
+                                                   runs.path(), {"launch.nproc=2"}, {}),
+                                       launch_env(cluster));
     INFO("srun stdout: " << r.out << "\nsrun stderr: " << r.err << "\n" << cluster.log_tail());
     REQUIRE(r.exit_code == 0);
     const auto dir = run_dir_of(runs.path(), cluster.first_job_id());
@@ -305,7 +305,8 @@ TEST_CASE("scancel -s USR1 reaches every worker through srun and the launchers",
   for (int rank = 0; rank < 4; ++rank) {
     const auto log = muster::test::read_file(rank_log(dir, rank));
     std::size_t got = 0;
-    for (auto at = log.find("got SIGUSR1"); at != std::string::npos; at = log.find("got SIGUSR1", at + 1))
+    for (auto at = log.find("got SIGUSR1"); at != std::string::npos;
+         at = log.find("got SIGUSR1", at + 1))
       ++got;
     CHECK(got == 1);
   }
@@ -409,4 +410,60 @@ TEST_CASE(
     CHECK(lines[1].restart == 1);
     CHECK(lines[1].rank == rank);
   }
+}
+
+TEST_CASE("muster status lists the user's Slurm jobs beside the runs, each with its run",
+          "[slurm]") {
+  MUSTER_SKIP_WITHOUT_SLURM();
+  slurm_cluster cluster;
+  muster::test::temp_dir runs("muster-runs");
+  const auto job_id = cluster.first_job_id();
+  const auto dir = run_dir_of(runs.path(), job_id);
+  // a batch job whose step runs muster launch (so a run records the job), and a plain one
+  std::string step;
+  for (const auto& word : srun_launch({"-N1", "--ntasks-per-node=1"}, runs.path(),
+                                      {"launch.nproc=1"}, {"--sleep-ms", "60000"}))
+    step += (step.empty() ? "" : " ") + word;
+  REQUIRE(cluster
+              .command({"sbatch", "--parsable", "-N1", "-J", "muster-step", "-o", "/dev/null",
+                        "--wrap", step})
+              .exit_code == 0);
+  REQUIRE(cluster
+              .command({"sbatch", "--parsable", "-N1", "-J", "plain sleep", "-o", "/dev/null",
+                        "--wrap", "sleep 60"})
+              .exit_code == 0);
+  if (!wait_for([&] { return rank_started(dir, 0); }, 20s))
+    FAIL("the batch job's rank did not start within 20 s\n" << cluster.log_tail());
+
+  auto env = launch_env(cluster);
+  const auto text =
+      muster::test::run_process({kMuster, "status", "--runs-dir", runs.path().string()}, env);
+  INFO(text.out << text.err);
+  REQUIRE(text.exit_code == 0);
+  CHECK_THAT(text.out, Catch::Contains("Slurm jobs of yours (squeue --me):"));
+  const auto line_of = [&](std::uint32_t id) {
+    const auto at = text.out.find("\n" + std::to_string(id) + " ");
+    return at == std::string::npos ? std::string()
+                                   : text.out.substr(at + 1, text.out.find('\n', at + 1) - at - 1);
+  };
+  CHECK_THAT(line_of(job_id), Catch::Contains("RUNNING") && Catch::Contains("muster-step") &&
+                                  Catch::EndsWith(dir.filename().string()));
+  CHECK_THAT(line_of(job_id + 1), Catch::Contains("plain sleep"));
+
+  const auto as_json = muster::test::run_process(
+      {kMuster, "status", "--runs-dir", runs.path().string(), "--json"}, env);
+  const auto doc = nlohmann::json::parse(as_json.out);
+  REQUIRE(doc["slurm_jobs"].size() == 2);
+  CHECK(doc["slurm_jobs"][0]["id"] == std::to_string(job_id));
+  CHECK(doc["slurm_jobs"][0]["run"] == dir.filename().string());
+  CHECK(doc["slurm_jobs"][1]["run"].is_null());
+
+  // a controller that does not answer: one line that says so, the runs still listed
+  env.set["SLURM_CONF"] = (runs / "missing.conf").string();
+  const auto broken =
+      muster::test::run_process({kMuster, "status", "--runs-dir", runs.path().string()}, env);
+  CHECK(broken.exit_code == 0);
+  CHECK_THAT(broken.out, Catch::Contains(dir.filename().string()) &&
+                             Catch::Contains("Slurm: squeue --me failed: "));
+  cluster.command({"scancel", std::to_string(job_id), std::to_string(job_id + 1)});
 }

@@ -62,3 +62,19 @@ TEST_CASE("a rank two steps behind the others is a laggard, progress is the newe
   CHECK(find_run("4242", tmp.path()) == paths.dir());
   CHECK(list_runs(tmp.path()).size() == 1);
 }
+
+TEST_CASE("squeue's lines are read with the job name last, and odd lines skipped", "[status]") {
+  const auto list = muster::launcher::status::parse_squeue(
+      "4242|RUNNING|1:02:03|2|gpu-a[01-02]|pretrain|moe\n"
+      "4243_7|PENDING|0:00|4|(Priority)|sweep\n"
+      "slurm_load_jobs error: Unable to contact slurm controller\n"
+      "|RUNNING|0:01|1|x|no id\n");
+  REQUIRE(list.jobs.size() == 2);
+  CHECK(list.jobs[0].id == "4242");
+  CHECK(list.jobs[0].where == "gpu-a[01-02]");
+  CHECK(list.jobs[0].name == "pretrain|moe");
+  CHECK(list.jobs[1].id == "4243_7");
+  CHECK(list.jobs[1].state == "PENDING");
+  CHECK(list.jobs[1].where == "(Priority)");
+  CHECK(list.error.empty());
+}

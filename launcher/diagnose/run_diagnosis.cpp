@@ -1,0 +1,97 @@
+// Diagnosing a run directory and extra logs in one call: see run_diagnosis.hpp.
+#include "launcher/diagnose/run_diagnosis.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "common/error.hpp"
+#include "common/job_config.hpp"
+#include "common/run_dir.hpp"
+#include "common/run_reader.hpp"
+#include "launcher/diagnose/log_reader.hpp"
+#include "launcher/plan/job_plan.hpp"
+
+namespace muster::launcher::diagnose {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The rank whose log `file` is ("rank-3.log" -> 3), if its name says so.
+std::optional<int> rank_of_file(const fs::path& file) {
+  const auto name = file.filename().string();
+  if (!name.starts_with("rank-") || !name.ends_with(".log")) return std::nullopt;
+  const auto digits = name.substr(5, name.size() - 9);
+  if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos ||
+      digits.size() > 6)
+    return std::nullopt;
+  return std::stoi(digits);
+}
+
+// The ranks' logs of a run directory, in rank order.
+std::vector<fs::path> rank_logs(const fs::path& run) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(run / "logs", ec))
+    if (rank_of_file(entry.path())) out.push_back(entry.path());
+  std::sort(out.begin(), out.end(), [](const fs::path& a, const fs::path& b) {
+    return *rank_of_file(a) < *rank_of_file(b);
+  });
+  return out;
+}
+
+// The planner's worst-stage estimate for the run's job (0 when the job file or the plan cannot
+// be had: a run of another program, or an older muster).
+std::int64_t planned_memory(const fs::path& dir, const store::run_record& run) {
+  try {
+    const auto loaded = load_job_config(store::run_paths(dir).job_config(), {});
+    plan::plan_request request;
+    request.world = plan::world_size{static_cast<int>(run.world_size), "the run"};
+    request.gpus_per_node =
+        static_cast<int>(run.world_size / std::max<std::int64_t>(run.num_nodes, 1));
+    return plan::make_plan(loaded.config, loaded.where, request).memory.total_bytes();
+  } catch (const error&) {
+    return 0;
+  }
+}
+
+}  // namespace
+
+run_diagnosis diagnose_run(const fs::path& run_dir, const std::vector<fs::path>& logs,
+                           int world_size) {
+  run_diagnosis out;
+  std::vector<std::pair<fs::path, std::optional<int>>> files;
+  if (!run_dir.empty()) {
+    if (!store::run_paths(run_dir).node_dbs().empty()) {
+      out.run = status::read_run_status(run_dir, store::now_ms());
+      out.events = store::run_reader(run_dir).events();
+      if (world_size == 0 && out.run->run) world_size = static_cast<int>(out.run->run->world_size);
+    }
+    const auto ranks = rank_logs(run_dir);
+    MUSTER_CHECK(out.run || !ranks.empty(), errc::invalid_input,
+                 "diagnose: {} holds neither a run store (node-*.db) nor rank logs (logs/); give "
+                 "a run directory, or --log FILE",
+                 run_dir.string());
+    for (const auto& log : ranks) files.emplace_back(log, rank_of_file(log));
+    if (world_size == 0) world_size = static_cast<int>(ranks.size());
+  }
+  for (const auto& log : logs) files.emplace_back(log, std::nullopt);
+
+  diagnoser d(world_size);
+  if (out.run) {
+    add_store_findings(d, *out.run, out.events);
+    out.analysis =
+        analyse_ranks(*out.run, out.run->run ? planned_memory(run_dir, *out.run->run) : 0);
+    d.set_planned_memory(out.analysis->planned_mem_bytes);
+  }
+  for (const auto& [file, rank] : files) {
+    const auto name = file.string();
+    d.add_lines_read(read_log_lines(
+        file,
+        [&](std::int64_t number, std::string_view line) { d.add_line(name, number, line, rank); },
+        diagnoser::keywords()));
+  }
+  out.result = d.finish();
+  return out;
+}
+
+}  // namespace muster::launcher::diagnose

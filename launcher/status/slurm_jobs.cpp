@@ -1,0 +1,51 @@
+// The user's Slurm jobs: see slurm_jobs.hpp.
+#include "launcher/status/slurm_jobs.hpp"
+
+#include <cerrno>
+#include <cstdlib>
+#include <filesystem>
+
+#include "common/run_program.hpp"
+
+namespace muster::launcher::status {
+
+slurm_job_list parse_squeue(std::string_view output) {
+  slurm_job_list out;
+  while (!output.empty()) {
+    const auto nl = output.find('\n');
+    auto line = output.substr(0, nl);
+    output = nl == std::string_view::npos ? std::string_view() : output.substr(nl + 1);
+    std::vector<std::string> fields;
+    for (int i = 0; i < 5; ++i) {
+      const auto bar = line.find('|');
+      if (bar == std::string_view::npos) break;
+      fields.emplace_back(line.substr(0, bar));
+      line.remove_prefix(bar + 1);
+    }
+    if (fields.size() != 5 || fields[0].empty()) continue;
+    out.jobs.push_back({fields[0], fields[1], fields[2], fields[3], fields[4], std::string(line)});
+  }
+  return out;
+}
+
+std::optional<slurm_job_list> user_slurm_jobs(std::chrono::milliseconds timeout) {
+  const char* conf = std::getenv("SLURM_CONF");
+  std::error_code ec;
+  if (!(conf && *conf) && !std::filesystem::exists("/etc/slurm/slurm.conf", ec))
+    return std::nullopt;
+  const auto r =
+      run_program({"squeue", "--me", "--noheader", "--format=%i|%T|%M|%D|%R|%j"}, timeout);
+  if (!r.started && r.spawn_errno == ENOENT) return std::nullopt;
+  if (!r.ok()) {
+    slurm_job_list failed;
+    failed.error = r.timed_out ? "squeue did not answer in time"
+                   : r.started ? r.output.substr(0, r.output.find('\n'))
+                               : r.why_not;
+    if (failed.error.empty())
+      failed.error = "squeue exited with code " + std::to_string(r.exit_code);
+    return failed;
+  }
+  return parse_squeue(r.output);
+}
+
+}  // namespace muster::launcher::status

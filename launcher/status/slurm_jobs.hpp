@@ -1,0 +1,36 @@
+// The user's Slurm jobs for `muster status` without a run: what `squeue --me` says, run through
+// an argv (common/run_program.hpp), with each job's run when a run directory records it.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace muster::launcher::status {
+
+struct slurm_job {
+  std::string id;       // "4242", "4242_3" for an array task
+  std::string state;    // RUNNING, PENDING, ...
+  std::string elapsed;  // squeue's %M: "1-02:03:04", "5:06"
+  std::string nodes;    // the node count
+  std::string where;    // the nodelist when running, "(Reason)" when pending
+  std::string name;
+};
+
+struct slurm_job_list {
+  std::vector<slurm_job> jobs;
+  std::string error;  // squeue's own words when it failed (no controller, a bad config)
+};
+
+// squeue's output in the format user_slurm_jobs asks for ("%i|%T|%M|%D|%R|%j" a line; the name
+// last, since it may hold '|'). Lines of another shape are skipped.
+slurm_job_list parse_squeue(std::string_view output);
+
+// This user's jobs, or std::nullopt when this host has no Slurm: no squeue in PATH, or neither
+// SLURM_CONF nor /etc/slurm/slurm.conf (a laptop with the client installed). Waits at most
+// `timeout` for squeue.
+std::optional<slurm_job_list> user_slurm_jobs(std::chrono::milliseconds timeout);
+
+}  // namespace muster::launcher::status
