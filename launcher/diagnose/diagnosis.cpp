@@ -7,6 +7,7 @@
 #include "common/byte_size.hpp"
 #include "common/worker_error.hpp"
 #include "launcher/diagnose/explain.hpp"
+#include "launcher/diagnose/line_time.hpp"
 
 namespace muster::launcher::diagnose {
 namespace {
@@ -39,7 +40,61 @@ int root_order(const finding& f) {
 }
 
 evidence_line evidence_of(const std::string& file, std::int64_t number, std::string_view text) {
-  return {file, number, std::string(text.substr(0, kMaxEvidenceText))};
+  return {file, number, std::string(text.substr(0, kMaxEvidenceText)), time_of_line(text)};
+}
+
+// Whether a signal says the same thing as finding `f` (one finding per category; a timeout
+// per collective: its op and sequence number).
+bool same(const finding& f, const log_signal& s) {
+  if (f.category != s.category) return false;
+  if (s.category != "nccl_timeout") return true;
+  auto fact = [](const std::map<std::string, std::string>& facts, const char* key) {
+    const auto it = facts.find(key);
+    return it == facts.end() ? std::string() : it->second;
+  };
+  return fact(f.facts, "op") == fact(s.facts, "op") && fact(f.facts, "seq") == fact(s.facts, "seq");
+}
+
+// Whether `a` happened before `b`: by their times when both have one.
+bool earlier(const finding& a, const finding& b) {
+  return a.first_time_s && b.first_time_s && *a.first_time_s < *b.first_time_s;
+}
+
+// The root among `findings` (diagnosis.hpp): the lowest root_order, among equals the earliest.
+std::vector<finding>::iterator pick_root(std::vector<finding>& findings) {
+  auto best = findings.begin();
+  for (auto it = findings.begin(); it != findings.end(); ++it)
+    if (root_order(*it) < root_order(*best) ||
+        (root_order(*it) == root_order(*best) && earlier(*it, *best)))
+      best = it;
+  return best;
+}
+
+// The timeouts other than `root` as one nccl_timeout_cascade finding, in the place of the
+// first of them: facts from the earliest, ranks and counts of all, evidence up to kMaxEvidence.
+void merge_cascades(std::vector<finding>& findings, const finding* root) {
+  std::optional<std::size_t> into;
+  for (std::size_t i = 0; i < findings.size(); ++i) {
+    auto& f = findings[i];
+    if (f.category != "nccl_timeout" || &f == root) continue;
+    f.category = "nccl_timeout_cascade";
+    if (!into) {
+      into = i;
+      continue;
+    }
+    auto& m = findings[*into];
+    if (earlier(f, m)) {
+      m.facts = f.facts;
+      m.first_time_s = f.first_time_s;
+    }
+    m.count += f.count;
+    m.ranks.insert(f.ranks.begin(), f.ranks.end());
+    m.hosts.insert(f.hosts.begin(), f.hosts.end());
+    for (auto& e : f.evidence)
+      if (m.evidence.size() < kMaxEvidence) m.evidence.push_back(e);
+    f.category.clear();  // merged: removed below
+  }
+  std::erase_if(findings, [](const finding& f) { return f.category.empty(); });
 }
 
 }  // namespace
@@ -63,15 +118,26 @@ void diagnoser::add_line(const std::string& file, std::int64_t number, std::stri
 }
 
 void diagnoser::add_signal(log_signal signal, evidence_line evidence) {
-  const auto& category = signal.category;
   auto it = std::find_if(findings_.begin(), findings_.end(),
-                         [&](const finding& f) { return f.category == category; });
+                         [&](const finding& f) { return same(f, signal); });
   if (it == findings_.end()) {
-    findings_.push_back({category, false, {}, {}, {}, 0, signal.facts, "", {}});
+    finding f;
+    f.category = signal.category;
+    f.facts = signal.facts;
+    f.first_time_s = evidence.time_s;
+    findings_.push_back(std::move(f));
     it = findings_.end() - 1;
   } else {
-    for (const char* key : {"source", "root_cause"})  // what decides the root, from any line
-      if (auto v = signal.facts.find(key); v != signal.facts.end()) it->facts[key] = v->second;
+    std::map<std::string, std::string> keep;  // what decides the root, from any line
+    for (const char* key : {"source", "root_cause"}) {
+      if (auto v = it->facts.find(key); v != it->facts.end()) keep[key] = v->second;
+      if (auto v = signal.facts.find(key); v != signal.facts.end()) keep[key] = v->second;
+    }
+    if (evidence.time_s && (!it->first_time_s || *evidence.time_s < *it->first_time_s)) {
+      it->facts = signal.facts;  // the earliest line speaks for the finding
+      it->first_time_s = evidence.time_s;
+    }
+    for (auto& [key, value] : keep) it->facts[key] = value;
   }
   ++it->count;
   if (signal.rank) it->ranks.insert(*signal.rank);
@@ -171,17 +237,19 @@ diagnosis diagnoser::finish() const {
   // the root (diagnosis.hpp); beside another root the timeouts are its knock-on effect,
   // wherever their lines stand: the ranks that waited on the failed one time out, and their
   // logs may be read first.
-  const auto root = std::min_element(
-      d.findings.begin(), d.findings.end(),
-      [](const finding& a, const finding& b) { return root_order(a) < root_order(b); });
-  if (root != d.findings.end()) {
-    if (root->category != "nccl_timeout")
-      for (auto& f : d.findings)
-        if (f.category == "nccl_timeout") f.category = "nccl_timeout_cascade";
+  if (!d.findings.empty()) {
+    auto root = pick_root(d.findings);
     root->root = true;
+    merge_cascades(d.findings, root->category == "nccl_timeout" ? &*root : nullptr);
+    root =
+        std::find_if(d.findings.begin(), d.findings.end(), [](const finding& f) { return f.root; });
     std::rotate(d.findings.begin(), root, root + 1);
   }
-  for (auto& f : d.findings) explain(f, world_size_);
+  explain_context context{world_size_, {}};
+  for (const auto& f : d.findings)
+    if (f.category == "nccl_timeout" || f.category == "nccl_timeout_cascade")
+      context.timed_out.insert(f.ranks.begin(), f.ranks.end());
+  for (auto& f : d.findings) explain(f, context);
   if (d.findings.empty()) d.suspicious = suspicious_;
   return d;
 }

@@ -3,14 +3,19 @@
 // the lines say, and the fixes in the order to try them, naming the setting to change (muster's
 // config key and the Megatron / torchrun / Slurm flag).
 //
+// Lines with a timestamp (line_time.hpp) are ordered by it across files; lines without one
+// keep the order they were read in.
+//
 // Root and knock-on: a failure that names its cause (an OOM, a GPU fault, a bad environment, a
 // checkpoint that does not fit, a time limit, ...) comes before one that only says a worker died
 // (killed, failed, hung as muster saw it), which comes before a collective timeout, which comes
-// before a stuck watchdog; among equals the first in the logs' order. Beside any other root
-// the timeouts are a cascade (nccl_timeout_cascade): the ranks that waited on the failed one
-// time out in turn, and their lines may come first. A timeout that is the root names the ranks
-// that did not report: the usual culprits. With nothing found, `unknown` carries the most
-// suspicious lines.
+// before a stuck watchdog; among equals the earliest (by time where both lines give one, else
+// the first read). Each distinct collective that timed out (op and sequence number) is its own
+// timeout; the earliest may be the root, and every later one, like every timeout beside another
+// root, is the cascade (nccl_timeout_cascade, one finding): the ranks that waited on the failed
+// one time out in turn, and their lines may come first. A timeout that is the root names the
+// ranks that reported no timeout at all: the usual culprits. With nothing found, `unknown` carries
+// the most suspicious lines.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +35,7 @@ struct evidence_line {
   std::string file;
   std::int64_t line = 0;
   std::string text;
+  std::optional<double> time_s;  // when the line says it was written (line_time.hpp)
 };
 
 struct finding {
@@ -39,7 +45,9 @@ struct finding {
   std::set<std::string> hosts;
   std::vector<evidence_line> evidence;       // the first kMaxEvidence lines
   std::int64_t count = 0;                    // lines that said it
-  std::map<std::string, std::string> facts;  // from the first line that said it
+  std::map<std::string, std::string> facts;  // from the earliest line that said it (by the
+                                             // lines' times, else the first read)
+  std::optional<double> first_time_s;        // the earliest time of its lines that give one
   std::string summary;                       // one line for people
   std::vector<std::string> fixes;            // in the order to try them
 };

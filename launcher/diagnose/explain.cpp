@@ -76,7 +76,7 @@ void memory(finding& f) {
                     fact(f, "planned")));
 }
 
-void collective(finding& f, int world_size) {
+void collective(finding& f, const explain_context& context) {
   const auto ranks = ranks_of(f);
   if (f.category == "hang_watchdog_stuck") {
     if (fact(f, "source") == "muster") {
@@ -103,10 +103,10 @@ void collective(finding& f, int world_size) {
     return;
   }
   std::string missing;
-  if (world_size > 0 && !f.ranks.empty()) {
+  if (context.world_size > 0 && !f.ranks.empty() && f.category == "nccl_timeout") {
     std::vector<int> silent;
-    for (int r = 0; r < world_size; ++r)
-      if (!f.ranks.contains(r)) silent.push_back(r);
+    for (int r = 0; r < context.world_size; ++r)
+      if (!f.ranks.contains(r) && !context.timed_out.contains(r)) silent.push_back(r);
     if (!silent.empty()) missing = fmt::format("; rank {} did not report", fmt::join(silent, ", "));
   }
   if (missing.empty() && !fact(f, "not_arrived").empty())
@@ -276,12 +276,12 @@ void node(finding& f) {
 
 }  // namespace
 
-void explain(finding& f, int world_size) {
+void explain(finding& f, const explain_context& context) {
   const auto& c = f.category;
   if (c == "cuda_oom" || c == "nccl_oom")
     memory(f);
   else if (c == "nccl_timeout" || c == "nccl_timeout_cascade" || c == "hang_watchdog_stuck")
-    collective(f, world_size);
+    collective(f, context);
   else if (c == "worker_killed_sigkill" || c == "worker_failed_see_error_file")
     worker(f);
   else if (c == "slurm_time_limit" || c == "host_oom_kill" || c == "gpu_hardware_fault" ||

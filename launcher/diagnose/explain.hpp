@@ -3,12 +3,20 @@
 // / NCCL flag for jobs muster did not launch). One function per category family; pure.
 #pragma once
 
+#include <set>
+
 #include "launcher/diagnose/diagnosis.hpp"
 
 namespace muster::launcher::diagnose {
 
-// Fills f.summary and f.fixes from f.category and f.facts. `world_size` (0: unknown) lets a
-// timeout name the ranks that did not report.
-void explain(finding& f, int world_size);
+// What the other findings tell a finding's explanation.
+struct explain_context {
+  int world_size = 0;       // 0: unknown
+  std::set<int> timed_out;  // the ranks that reported a collective timeout (any of them)
+};
+
+// Fills f.summary and f.fixes from f.category and f.facts. A timeout names the ranks of the
+// world that reported no timeout.
+void explain(finding& f, const explain_context& context);
 
 }  // namespace muster::launcher::diagnose

@@ -21,6 +21,10 @@ const char* category_of_kind(const std::string& kind) {
   return "worker_failed_see_error_file";
 }
 
+double seconds(store::epoch_ms ms) {
+  return static_cast<double>(ms) / 1000;
+}
+
 // The q-quantile of `v`, interpolated between neighbours (q = 0.5: the median).
 double quantile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
@@ -46,7 +50,7 @@ void add_store_findings(diagnoser& d, const status::run_status& run,
     if (e.kind != "hang" || !e.rank) continue;
     hung.insert(*e.rank);
     d.add_signal({"hang_watchdog_stuck", static_cast<int>(*e.rank), {{"source", "muster"}}},
-                 {store_file(run, "events"), number, e.message});
+                 {store_file(run, "events"), number, e.message, seconds(e.time_ms)});
   }
 
   std::set<std::int64_t> with_error;
@@ -67,7 +71,8 @@ void add_store_findings(diagnoser& d, const status::run_status& run,
     if (signal->category == "worker_failed_see_error_file")
       signal->facts["error"] =
           e.message.substr(0, std::min<std::size_t>(e.message.find('\n'), 400));
-    d.add_signal(std::move(*signal), {store_file(run, "errors"), number, e.message});
+    d.add_signal(std::move(*signal),
+                 {store_file(run, "errors"), number, e.message, seconds(e.time_ms)});
   }
 
   number = 0;
@@ -90,7 +95,8 @@ void add_store_findings(diagnoser& d, const status::run_status& run,
     }
     if (rank.pid) s.facts["pid"] = std::to_string(*rank.pid);
     d.add_signal(std::move(s), {store_file(run, "ranks"), number,
-                                fmt::format("rank {} on {} {}", rank.rank, rank.host, how)});
+                                fmt::format("rank {} on {} {}", rank.rank, rank.host, how),
+                                seconds(rank.updated_ms)});
   }
 }
 

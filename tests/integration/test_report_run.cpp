@@ -34,12 +34,27 @@ std::size_t count(const std::string& text, const std::string& word) {
   return n;
 }
 
-// Chromium headless on `page`: its DOM after the scripts ran, and what it logged (console
-// messages included) on stderr.
-muster::test::process_result dump_dom(const fs::path& page) {
-  return muster::test::run_process({kChromium, "--headless", "--no-sandbox", "--disable-gpu",
-                                    "--enable-logging=stderr", "--v=0", "--dump-dom",
-                                    "file://" + page.string()});
+// Headless Chromium with a profile of its own (tests run side by side), nothing fetched in the
+// background, and `args`.
+muster::test::process_result chromium(const fs::path& profile, std::vector<std::string> args) {
+  std::vector<std::string> argv = {kChromium,
+                                   "--headless",
+                                   "--no-sandbox",
+                                   "--disable-gpu",
+                                   "--disable-background-networking",
+                                   "--disable-component-update",
+                                   "--disable-sync",
+                                   "--no-first-run",
+                                   "--user-data-dir=" + profile.string()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return muster::test::run_process(argv);
+}
+
+// `page`'s DOM after its scripts ran, and what Chromium logged (console messages included) on
+// stderr.
+muster::test::process_result dump_dom(const fs::path& profile, const fs::path& page) {
+  return chromium(profile,
+                  {"--enable-logging=stderr", "--v=0", "--dump-dom", "file://" + page.string()});
 }
 
 // The width and height a PNG's header gives, or {0, 0} for a file that is not a PNG.
@@ -131,7 +146,8 @@ TEST_CASE("the report renders in headless Chromium with no script error", "[repo
 
   // the page's script ran to its end (it marks the page with the charts it found) and logged
   // no error; the same check catches a page whose script throws
-  const auto dom = dump_dom(page);
+  const auto profile = runs / "chromium-profile";
+  const auto dom = dump_dom(profile, page);
   INFO(dom.err);
   REQUIRE(dom.exit_code == 0);
   CHECK_THAT(dom.out, Catch::Contains("data-ready=\"4\""));
@@ -139,13 +155,12 @@ TEST_CASE("the report renders in headless Chromium with no script error", "[repo
   CHECK(count(dom.err, "Uncaught") == 0);
   muster::test::write_file(runs / "broken.html",
                            "<html><body><script>no_such_function();</script></body></html>");
-  CHECK(count(dump_dom(runs / "broken.html").err, "Uncaught") == 1);
+  CHECK(count(dump_dom(profile, runs / "broken.html").err, "Uncaught") == 1);
 
   // the screenshot: a PNG of the window's size, with far more in it than a blank page
   const auto shot = [&](const fs::path& html, const fs::path& png) {
-    return muster::test::run_process({kChromium, "--headless", "--no-sandbox", "--disable-gpu",
-                                      "--hide-scrollbars", "--window-size=1280,1600",
-                                      "--screenshot=" + png.string(), "file://" + html.string()});
+    return chromium(profile, {"--hide-scrollbars", "--window-size=1280,1600",
+                              "--screenshot=" + png.string(), "file://" + html.string()});
   };
   REQUIRE(shot(page, runs / "report.png").exit_code == 0);
   muster::test::write_file(runs / "blank.html", "<html><body></body></html>");

@@ -339,3 +339,49 @@ TEST_CASE("decoys for the new categories are no failure", "[diagnose]") {
   for (const auto& f : d.findings) INFO(f.category << ": " << f.evidence.front().text);
   CHECK_FALSE(d.failed());
 }
+
+TEST_CASE("across files the lines' times order the timeouts: the earliest is the root",
+          "[diagnose]") {
+  diagnoser d(4);
+  // rank 0's log is read first, but its timeout (the DP all-reduce) came ten minutes after
+  // rank 3's (an expert all-to-all): rank 3's is the root, rank 0's its knock-on effect
+  d.add_line("rank-0.log", 7,
+             "[rank0]:[E1122 03:22:44.1 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught "
+             "collective operation timeout: WorkNCCL(SeqNum=1043, OpType=ALLREDUCE, "
+             "NumelIn=1048576, NumelOut=1048576, Timeout(ms)=600000) ran for 600012 "
+             "milliseconds before timing out.",
+             0);
+  d.add_line("rank-3.log", 9,
+             "[rank3]:[E1122 03:12:44.1 ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught "
+             "collective operation timeout: WorkNCCL(SeqNum=77, OpType=ALLTOALL_BASE, "
+             "NumelIn=4096, NumelOut=4096, Timeout(ms)=600000) ran for 600001 milliseconds "
+             "before timing out.",
+             3);
+  d.add_line("rank-1.log", 8,
+             "[rank1]:[E1122 03:22:44.2 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught "
+             "collective operation timeout: WorkNCCL(SeqNum=1043, OpType=ALLREDUCE, "
+             "NumelIn=1048576, NumelOut=1048576, Timeout(ms)=600000) ran for 600012 "
+             "milliseconds before timing out.",
+             1);
+  const auto result = d.finish();
+  REQUIRE(result.findings.size() == 2);
+  const auto& root = root_of(result);
+  CHECK(root.category == "nccl_timeout");
+  CHECK(root.facts.at("op") == "ALLTOALL_BASE");
+  CHECK(root.ranks == std::set<int>{3});
+  // rank 2 reported no timeout at all: the usual culprit
+  CHECK_THAT(root.summary, Catch::EndsWith("; rank 2 did not report"));
+  CHECK(result.findings[1].category == "nccl_timeout_cascade");
+  CHECK(result.findings[1].ranks == std::set<int>{0, 1});
+  CHECK(result.findings[1].count == 2);
+
+  // without times the first read is the root
+  const auto untimed = diagnose_lines(
+      {"[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, "
+       "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1000) ran for 1001 milliseconds "
+       "before timing out.",
+       "[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=6, "
+       "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1000) ran for 1001 milliseconds "
+       "before timing out."});
+  CHECK(root_of(untimed).facts.at("seq") == "5");
+}
