@@ -46,8 +46,13 @@ int write_report(const report_options& o) {
     std::ofstream file(temp, std::ios::binary | std::ios::trunc);
     file << page;
     file.close();
-    MUSTER_CHECK(file.good(), errc::io, "report: cannot write {}: {}; give another -o path",
-                 temp.string(), std::strerror(errno));
+    if (!file.good()) {
+      const int e = errno;
+      std::error_code ignored;
+      fs::remove(temp, ignored);
+      MUSTER_THROW(errc::io, "report: cannot write {}: {}; give another -o path", temp.string(),
+                   e != 0 ? std::strerror(e) : "the write failed");
+    }
   }
   std::error_code ec;
   fs::rename(temp, out, ec);

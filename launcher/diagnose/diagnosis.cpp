@@ -29,13 +29,21 @@ bool has_fact(const finding& f, const char* key, std::string_view value) {
   return it != f.facts.end() && it->second == value;
 }
 
+bool worker_death(const finding& f) {
+  return f.category == "worker_killed_sigkill" || f.category == "worker_failed_see_error_file";
+}
+
 // Which finding is the root (diagnosis.hpp): lower first.
 int root_order(const finding& f) {
   const auto& c = f.category;
-  if (c == "nccl_timeout") return 3;
-  if (c == "hang_watchdog_stuck") return has_fact(f, "source", "muster") ? 2 : 4;
-  if (c == "worker_killed_sigkill" || c == "worker_failed_see_error_file")
-    return has_fact(f, "root_cause", "yes") ? 1 : 2;
+  if (c == "nccl_timeout") return 4;
+  if (c == "hang_watchdog_stuck") return has_fact(f, "source", "muster") ? 2 : 6;
+  if (worker_death(f)) {
+    if (has_fact(f, "root_cause", "yes")) return 1;
+    return f.ranks.empty() ? 5 : 2;  // a death of no known rank may be any timed-out rank's
+  }
+  // a network error is often a peer's death seen from the other end
+  if (c == "nccl_system_error") return has_fact(f, "sub_cause", "shared memory") ? 0 : 3;
   return 0;  // a failure that names its cause
 }
 
@@ -52,7 +60,10 @@ bool same(const finding& f, const log_signal& s) {
     const auto it = facts.find(key);
     return it == facts.end() ? std::string() : it->second;
   };
-  return fact(f.facts, "op") == fact(s.facts, "op") && fact(f.facts, "seq") == fact(s.facts, "seq");
+  // "Timeout at NCCL work: 1042" names no op: the same as the watchdog's line of seq 1042
+  const auto op = fact(f.facts, "op"), other = fact(s.facts, "op");
+  return fact(f.facts, "seq") == fact(s.facts, "seq") &&
+         (op == other || op.empty() || other.empty());
 }
 
 // Whether `a` happened before `b`: by their times when both have one.
@@ -141,6 +152,10 @@ void diagnoser::add_signal(log_signal signal, evidence_line evidence) {
   }
   ++it->count;
   if (signal.rank) it->ranks.insert(*signal.rank);
+  it->ranks.insert(signal.more_ranks.begin(), signal.more_ranks.end());
+  for (const char* key : {"op", "timeout_ms"})  // a line that names no op fills in from another
+    if (auto v = signal.facts.find(key); v != signal.facts.end() && !it->facts.count(key))
+      it->facts[key] = v->second;
   if (auto host = signal.facts.find("host"); host != signal.facts.end())
     it->hosts.insert(host->second);
   if (it->evidence.size() < kMaxEvidence) {
@@ -225,13 +240,14 @@ diagnosis diagnoser::finish() const {
       if (auto host = rank_hosts_.find(rank); host != rank_hosts_.end())
         f.hosts.insert(host->second);
   }
-  // a worker's failure without its cause is said already where a finding names the cause for
-  // each of its ranks (the store's failed rank beside the OOM in its log)
+  // a worker's death is said already where another finding says what happened to each of its
+  // ranks (the store's failed rank beside the OOM in its log; ranks the watchdog aborted after
+  // their timeout)
   std::set<int> explained;
   for (const auto& f : d.findings)
-    if (root_order(f) == 0) explained.insert(f.ranks.begin(), f.ranks.end());
+    if (!worker_death(f)) explained.insert(f.ranks.begin(), f.ranks.end());
   std::erase_if(d.findings, [&](const finding& f) {
-    return f.category == "worker_failed_see_error_file" && !f.ranks.empty() &&
+    return worker_death(f) && !f.ranks.empty() &&
            std::includes(explained.begin(), explained.end(), f.ranks.begin(), f.ranks.end());
   });
   // the root (diagnosis.hpp); beside another root the timeouts are its knock-on effect,
@@ -245,10 +261,12 @@ diagnosis diagnoser::finish() const {
         std::find_if(d.findings.begin(), d.findings.end(), [](const finding& f) { return f.root; });
     std::rotate(d.findings.begin(), root, root + 1);
   }
-  explain_context context{world_size_, {}};
-  for (const auto& f : d.findings)
+  explain_context context{world_size_, {}, {}};
+  for (const auto& f : d.findings) {
+    context.categories.insert(f.category);
     if (f.category == "nccl_timeout" || f.category == "nccl_timeout_cascade")
       context.timed_out.insert(f.ranks.begin(), f.ranks.end());
+  }
   for (auto& f : d.findings) explain(f, context);
   if (d.findings.empty()) d.suspicious = suspicious_;
   return d;

@@ -10,7 +10,9 @@ namespace {
 // the line is not that field.
 std::optional<std::string_view> field(std::string_view line, std::string_view key) {
   const auto at = line.find(key);
-  if (at == std::string_view::npos) return std::nullopt;
+  // the field's name stands alone ("  host      : ..."), not inside a word ("localhost:29500")
+  if (at == std::string_view::npos || (at > 0 && line[at - 1] != ' ' && line[at - 1] != '\t'))
+    return std::nullopt;
   auto rest = line.substr(at + key.size());
   while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
   if (rest.empty() || rest.front() != ':') return std::nullopt;
@@ -64,6 +66,7 @@ std::optional<elastic_failure> elastic_failure_reader::add_line(std::int64_t num
     e->line = number;
     auto done = std::move(e);
     e.reset();
+    if (section_ == section::root_cause) section_ = section::none;  // the block's last entry
     return done;
   }
   return std::nullopt;

@@ -24,6 +24,24 @@ std::string ranks_of(const finding& f) {
   return out;
 }
 
+// "0-3, 5, 7-4095" for ascending ranks, at most 16 ranges (then "...").
+std::string rank_ranges(const std::vector<int>& ranks) {
+  std::string out;
+  int shown = 0;
+  for (std::size_t i = 0; i < ranks.size();) {
+    std::size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    if (++shown > 16) {
+      out += ", ...";
+      break;
+    }
+    out += (out.empty() ? "" : ", ") +
+           (i == j ? std::to_string(ranks[i]) : fmt::format("{}-{}", ranks[i], ranks[j]));
+    i = j + 1;
+  }
+  return out;
+}
+
 void memory(finding& f) {
   const auto ranks = ranks_of(f);
   if (f.category == "nccl_oom") {
@@ -107,7 +125,7 @@ void collective(finding& f, const explain_context& context) {
     std::vector<int> silent;
     for (int r = 0; r < context.world_size; ++r)
       if (!f.ranks.contains(r) && !context.timed_out.contains(r)) silent.push_back(r);
-    if (!silent.empty()) missing = fmt::format("; rank {} did not report", fmt::join(silent, ", "));
+    if (!silent.empty()) missing = fmt::format("; rank {} did not report", rank_ranges(silent));
   }
   if (missing.empty() && !fact(f, "not_arrived").empty())
     missing = fmt::format("; not arrived: {}", fact(f, "not_arrived"));
@@ -130,13 +148,14 @@ void collective(finding& f, const explain_context& context) {
         "init_process_group(timeout=...), Megatron --distributed-timeout-minutes)"};
 }
 
-void worker(finding& f) {
+void worker(finding& f, const explain_context& context) {
   const auto ranks = ranks_of(f);
   if (f.category == "worker_killed_sigkill") {
-    f.summary = fmt::format(
-        "{} was killed with SIGKILL (signal 9){}; these logs hold no "
-        "evidence of an OOM kill",
-        ranks, aside(fact(f, "pid").empty() ? "" : "pid " + fact(f, "pid")));
+    f.summary = fmt::format("{} was killed with SIGKILL (signal 9){}; {}", ranks,
+                            aside(fact(f, "pid").empty() ? "" : "pid " + fact(f, "pid")),
+                            context.categories.contains("host_oom_kill")
+                                ? "the kernel's OOM killer above is the likely sender"
+                                : "these logs hold no evidence of an OOM kill");
     f.fixes = {
         "look for the kernel's OOM killer on that node: dmesg -T | grep -i -E "
         "'killed process|oom' and sacct -j <job> --format=JobID,State,MaxRSS; give "
@@ -148,7 +167,11 @@ void worker(finding& f) {
   }
   const auto error = fact(f, "error");
   const auto code = fact(f, "exit_code");
-  f.summary = fmt::format("{} failed{}{}", ranks, code.empty() ? "" : " with exit code " + code,
+  const auto signal = fact(f, "signal_name");
+  f.summary = fmt::format("{} failed{}{}", ranks,
+                          !code.empty()     ? " with exit code " + code
+                          : !signal.empty() ? ": " + signal
+                                            : "",
                           error.empty() ? "" : ": " + error);
   const auto file = fact(f, "error_file");
   if (!error.empty())
@@ -283,7 +306,7 @@ void explain(finding& f, const explain_context& context) {
   else if (c == "nccl_timeout" || c == "nccl_timeout_cascade" || c == "hang_watchdog_stuck")
     collective(f, context);
   else if (c == "worker_killed_sigkill" || c == "worker_failed_see_error_file")
-    worker(f);
+    worker(f, context);
   else if (c == "slurm_time_limit" || c == "host_oom_kill" || c == "gpu_hardware_fault" ||
            c == "nccl_system_error")
     node(f);

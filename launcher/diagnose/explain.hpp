@@ -4,6 +4,7 @@
 #pragma once
 
 #include <set>
+#include <string>
 
 #include "launcher/diagnose/diagnosis.hpp"
 
@@ -11,8 +12,9 @@ namespace muster::launcher::diagnose {
 
 // What the other findings tell a finding's explanation.
 struct explain_context {
-  int world_size = 0;       // 0: unknown
-  std::set<int> timed_out;  // the ranks that reported a collective timeout (any of them)
+  int world_size = 0;                // 0: unknown
+  std::set<int> timed_out;           // the ranks that reported a collective timeout
+  std::set<std::string> categories;  // of every finding
 };
 
 // Fills f.summary and f.fixes from f.category and f.facts. A timeout names the ranks of the

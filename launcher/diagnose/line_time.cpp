@@ -32,11 +32,12 @@ int number(std::string_view s, std::size_t at, std::size_t n) {
 int current_year() {
   const time_t now = ::time(nullptr);
   struct tm tm {};
-  gmtime_r(&now, &tm);
+  localtime_r(&now, &tm);
   return tm.tm_year + 1900;
 }
 
-// Seconds since the epoch of a UTC date and time, or nullopt when out of range.
+// Seconds since the epoch of a local date and time (logs are written in the node's zone), or
+// nullopt when out of range.
 std::optional<double> seconds(int year, int month, int day, int h, int m, int s, double fraction) {
   if (month < 1 || month > 12 || day < 1 || day > 31 || h > 23 || m > 59 || s > 60)
     return std::nullopt;
@@ -47,7 +48,10 @@ std::optional<double> seconds(int year, int month, int day, int h, int m, int s,
   tm.tm_hour = h;
   tm.tm_min = m;
   tm.tm_sec = s;
-  return static_cast<double>(timegm(&tm)) + fraction;
+  tm.tm_isdst = -1;  // the zone's rules decide
+  const time_t t = mktime(&tm);
+  if (t == static_cast<time_t>(-1)) return std::nullopt;
+  return static_cast<double>(t) + fraction;
 }
 
 // "hh:mm:ss[.frac]" at `at`: the three numbers and the fraction.

@@ -6,8 +6,9 @@
 //                          logging, Slurm's "CANCELLED AT 2026-11-22T03:00:01")
 //   dmesg -T:              "[Sun Nov 22 03:12:44 2026]"
 //   syslog, journalctl:    "Nov 22 03:12:44 host kernel: ..."
-// A form without a year takes the current one. Seconds on one scale (UTC arithmetic, whatever
-// the zone the logs were written in): good for ordering lines of one cluster, not for clocks.
+// A form without a year takes the current one. The times are read in this host's zone (the
+// nodes' logs are written in theirs: one cluster, one zone), so they compare with the run
+// store's epoch times.
 #pragma once
 
 #include <optional>

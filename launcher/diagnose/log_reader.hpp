@@ -14,8 +14,9 @@ namespace muster::launcher::diagnose {
 inline constexpr std::size_t kMaxLineBytes = 64 * 1024;
 
 // Calls on_line(line number from 1, line without its newline) for each line of `file`, or,
-// given `keywords`, only for the lines that contain one of them (found with memmem over each
-// buffer, so a long log where almost nothing matches is read at memory speed). Returns the
+// given `keywords`, only for the lines that contain one of them (found by one anchored pass
+// over each buffer, keyword_scan.hpp, so a long log where almost nothing matches is read at
+// about memory speed; a keyword past a line's first kMaxLineBytes is not seen). Returns the
 // number of lines in the file. Throws errc::invalid_input naming the file when it cannot be
 // read.
 std::int64_t read_log_lines(const std::filesystem::path& file,

@@ -152,6 +152,18 @@ log_signal rendezvous_timeout(std::string_view line) {
   return s;
 }
 
+// Whether an "NVRM: Xid (PCI:...): N, ..." line names a fault of the GPU or its links rather
+// than of the program (13, 31, 43: the application's; 45: the driver cleaning up after a killed
+// process): NVIDIA's Xid catalogue.
+bool hardware_xid(std::string_view line) {
+  const auto n = number_at(after(line, "): ", ","));
+  if (!n) return false;
+  static constexpr int kHardware[] = {48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140, 154};
+  for (int x : kHardware)
+    if (*n == x) return true;
+  return false;
+}
+
 // torchelastic's agent on a worker that failed:
 //   "torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 0 (pid:
 //    280966) of binary: /usr/bin/python3"
@@ -167,15 +179,47 @@ std::optional<log_signal> worker_exit(std::string_view line) {
     put(s, "pid", after(line, "(pid: ", ")"));
     return s;
   }
-  if (has(line, "srun: error: ") && has(line, ": task ")) {
-    const bool killed = line.ends_with(": Killed");
-    if (!killed && (!has(line, "Exited with exit code") || line.ends_with("exit code 0")))
-      return std::nullopt;
+  if (has(line, "srun: error: ") && (has(line, ": task ") || has(line, ": tasks "))) {
+    // "srun: error: gpu-a07: task 3: Killed", "srun: error: gpu-a07: tasks 0-7: Exited with
+    // exit code 1", "... tasks 0,2: Aborted (core dumped)"
+    const auto tasks_at = line.find(": task");
+    auto rest = line.substr(tasks_at + 6);
+    if (rest.starts_with("s")) rest.remove_prefix(1);
+    rest.remove_prefix(std::min<std::size_t>(1, rest.size()));
+    const auto colon = rest.find(": ");
+    if (colon == std::string_view::npos) return std::nullopt;
+    const auto tasks = rest.substr(0, colon);
+    std::string_view status = rest.substr(colon + 2);
+    while (!status.empty() && status.back() == ' ') status.remove_suffix(1);
+    if (status == "Terminated" || status.ends_with("exit code 0")) return std::nullopt;  // stopped
+    const bool killed = status == "Killed";
+    if (!killed && !status.starts_with("Exited with exit code") &&
+        status.find_first_of("0123456789") != std::string_view::npos)
+      return std::nullopt;  // not a task's end
     auto s = signal_of(killed ? "worker_killed_sigkill" : "worker_failed_see_error_file");
-    if (killed) s.facts["signal"] = "9";
-    put(s, "exit_code", after(line, "exit code ", " "));
+    if (killed)
+      s.facts["signal"] = "9";
+    else if (!status.starts_with("Exited"))
+      s.facts["signal_name"] = std::string(status);
+    put(s, "exit_code", after(status, "exit code ", " "));
     put(s, "host", between(line, "srun: error: ", {": task"}));
-    if (auto n = number_at(after(line, ": task ", ":"))) s.rank = *n;
+    // the ranks: "3", "0-7", "0,2-3"
+    std::size_t at = 0;
+    while (at < tasks.size()) {
+      const auto comma = std::min(tasks.find(',', at), tasks.size());
+      const auto item = tasks.substr(at, comma - at);
+      const auto dash = item.find('-');
+      const auto lo = number_at(item.substr(0, dash));
+      const auto hi = dash == std::string_view::npos ? lo : number_at(item.substr(dash + 1));
+      if (lo && hi && *hi >= *lo && *hi - *lo < 100000)
+        for (int r = *lo; r <= *hi; ++r) {
+          if (!s.rank)
+            s.rank = r;
+          else
+            s.more_ranks.push_back(r);
+        }
+      at = comma + 1;
+    }
     return s;
   }
   if (has(line, "Signal 9 (SIGKILL) received by PID")) {
@@ -193,7 +237,8 @@ std::optional<log_signal> worker_exit(std::string_view line) {
 // nccl-ub-expandable-segments).
 std::optional<log_signal> env_misconfig(std::string_view line) {
   if (has(line, "CUDA_DEVICE_MAX_CONNECTIONS") &&
-      (has(line, "AssertionError") || has(line, "require"))) {
+      (has(line, "AssertionError") || has(line, "RuntimeError")) && !has(line, "warn") &&
+      !has(line, "Warn") && !has(line, "recommend")) {
     auto s = signal_of("env_misconfig");
     s.facts["variable"] = "CUDA_DEVICE_MAX_CONNECTIONS";
     put(s, "wanted", after(line, "CUDA_DEVICE_MAX_CONNECTIONS to ", " ."));
@@ -253,8 +298,9 @@ std::span<const std::string_view> signal_keywords() {
       " is hung: ",
       "DUE TO TIME LIMIT",
       "oom_kill event",
+      "oom-kill event",
       ": Out Of Memory",
-      "Out of memory: Killed process",
+      "of memory: Killed process",
       "NVRM: Xid",
       "fallen off the bus",
       "uncorrectable ECC error",
@@ -290,7 +336,8 @@ std::optional<int> rank_of_line(std::string_view line) {
     if (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
     if (auto n = number_at(rest)) return n;
   }
-  // srun -l: "3: text" (a number, a colon, a space)
+  // srun -l: "3: text" (a number, a colon, a space; padded to the widest: " 3: text")
+  while (line.starts_with(' ')) line.remove_prefix(1);
   std::size_t digits = 0;
   while (digits < line.size() && digits < 7 &&
          std::isdigit(static_cast<unsigned char>(line[digits])))
@@ -322,13 +369,13 @@ std::optional<log_signal> match_log_line(std::string_view line) {
     put(*s, "job", after(line, "*** JOB ", " "));
     put(*s, "step", after(line, "*** STEP ", " "));
     put(*s, "host", after(line, " ON ", " "));
-  } else if (has(line, "oom_kill event") || has(line, ": Out Of Memory") ||
-             has(line, "Out of memory: Killed process")) {
+  } else if (has(line, "oom_kill event") || has(line, "oom-kill event") ||
+             has(line, ": Out Of Memory") || has(line, "of memory: Killed process")) {
     s = signal_of("host_oom_kill");
-    put(*s, "step", after(line, "StepId=", " ."));
+    put(*s, "step", after(line, "StepId=", " "));
     put(*s, "killed", after(line, "Killed process ", "("));
     if (auto n = number_at(after(line, "task ", ":"))) s->rank = *n;
-  } else if (has(line, "NVRM: Xid") || has(line, "fallen off the bus") ||
+  } else if ((has(line, "NVRM: Xid") && hardware_xid(line)) || has(line, "fallen off the bus") ||
              has(line, "uncorrectable ECC error")) {
     s = signal_of("gpu_hardware_fault");
     put(*s, "pci", after(line, "(PCI:", ")"));
@@ -336,11 +383,15 @@ std::optional<log_signal> match_log_line(std::string_view line) {
   } else if (has(line, "unhandled system error") ||
              (has(line, "NCCL WARN") && has(line, "shared memory segment"))) {
     s = signal_of("nccl_system_error");
-    if (has(line, "/dev/shm") || has(line, "shm"))
+    if (has(line, "/dev/shm") || has(line, "shm_open") || has(line, "shared memory"))
       s->facts["sub_cause"] = "shared memory";
-    else if (has(line, "socket") || has(line, "Connection"))
+    else if (has(line, "NET/") || has(line, "Connection refused") ||
+             has(line, "Connection reset") || has(line, "Connection closed") ||
+             has(line, "No route to host") || has(line, "Network is unreachable"))
       s->facts["sub_cause"] = "network";
-  } else if (has(line, "ddress already in use")) {
+  } else if (has(line, "ddress already in use") &&
+             (has(line, "socket") || has(line, "TCPStore") || has(line, "c10d") ||
+              has(line, "rendezvous") || has(line, "errno: 98") || has(line, "MASTER_PORT"))) {
     s = signal_of("rendezvous_port_in_use");
     put(*s, "port", after(line, "port: ", " ,)"));
   } else if (has(line, "client socket has timed out") ||

@@ -15,6 +15,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace muster::launcher::diagnose {
 
@@ -23,6 +24,7 @@ struct log_signal {
   std::string category;  // cuda_oom, nccl_timeout, host_oom_kill, slurm_time_limit, ...
   std::optional<int> rank;
   std::map<std::string, std::string> facts;  // what the line says: "tried_to_allocate", ...
+  std::vector<int> more_ranks{};             // a line about several ("tasks 0-7: Killed")
 };
 
 // The signal in `line`, or nullopt for a line that says nothing about a failure. A bare

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -107,7 +108,7 @@ rank_analysis analyse_ranks(const status::run_status& run, std::int64_t planned_
   std::map<std::int64_t, std::int64_t> peaks;
   for (const auto& s : run.history) {
     // the first step of a run (and of a resume) carries start-up work: not a straggler's sign
-    if (s.step > 0) times[s.rank].push_back(s.step_time_s);
+    if (s.step > 0 && std::isfinite(s.step_time_s)) times[s.rank].push_back(s.step_time_s);
     peaks[s.rank] = std::max({peaks[s.rank], s.peak_mem_bytes, s.mem_bytes});
   }
   std::vector<double> medians;

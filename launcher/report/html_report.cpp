@@ -75,8 +75,9 @@ double gib(std::int64_t bytes) {
   return static_cast<double>(bytes) / double(1LL << 30);
 }
 
-std::string number_or_dash(double v, const char* format) {
-  return std::isnan(v) ? "-" : fmt::format(fmt::runtime(format), v);
+// A diverged loss is NaN: said so, not hidden as a missing value.
+std::string loss_text(double v) {
+  return std::isnan(v) ? "NaN" : fmt::format("{:.4f}", v);
 }
 
 void summary(std::string& out, const status::run_status& s, store::epoch_ms now) {
@@ -292,8 +293,8 @@ void ranks_table(std::string& out, const status::run_status& s,
         "<td class=\"num\">{}</td><td class=\"num\" data-v=\"{}\">{}</td></tr>",
         rt && rt->straggler ? " class=\"straggler\"" : "", r.rank.rank, escape(r.rank.host),
         store::to_string(r.rank.state), exit, r.last ? std::to_string(r.last->step + 1) : "-",
-        r.last ? number_or_dash(r.last->loss, "{:.4f}") : "-",
-        rt ? fmt::format("{:.3f}", rt->median_step_s) : "-", rt ? rt->slower : 0.0,
+        r.last ? loss_text(r.last->loss) : "-", rt ? fmt::format("{:.3f}", rt->median_step_s) : "-",
+        rt ? rt->slower : 0.0,
         rt ? fmt::format("{:+.0f}%", std::abs(rt->slower) < 0.005 ? 0.0 : rt->slower * 100) : "-",
         r.heartbeat_age_s ? fmt::format("{:.1f}", *r.heartbeat_age_s) : "-",
         rt ? rt->peak_mem_bytes : 0,

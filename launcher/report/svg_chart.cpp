@@ -28,7 +28,12 @@ std::vector<double> ticks(double lo, double hi, int count) {
       break;
     }
   std::vector<double> out;
-  for (double t = std::ceil(lo / step) * step; t <= hi + step * 1e-9; t += step) out.push_back(t);
+  const double first = std::ceil(lo / step) * step;
+  for (int i = 0; i <= 2 * count + 2; ++i) {  // by index: a step below an ulp never advances
+    const double t = first + i * step;
+    if (t > hi + step * 1e-9) break;
+    out.push_back(t);
+  }
   return out;
 }
 
@@ -103,8 +108,15 @@ std::string render(const line_chart& c) {
         kTop + ph / 2);
     return out;
   }
-  if (y1 == y0) y0 -= 0.5, y1 += 0.5;
-  if (x1 == x0) x0 -= 0.5, x1 += 0.5;
+  // a flat range (to rounding) gets a width of its own
+  auto widen = [](double& lo, double& hi) {
+    if (hi - lo <= 1e-9 * std::max(1.0, std::abs(lo))) {
+      const double pad = std::max(0.5, std::abs(lo) * 0.05);
+      lo -= pad, hi += pad;
+    }
+  };
+  widen(y0, y1);
+  widen(x0, x1);
   const double pad = (y1 - y0) * 0.05;
   y0 -= pad, y1 += pad;
   auto px = [&](double x) { return kLeft + (x - x0) / (x1 - x0) * pw; };

@@ -29,14 +29,18 @@ slurm_job_list parse_squeue(std::string_view output) {
 }
 
 std::optional<slurm_job_list> user_slurm_jobs(std::chrono::milliseconds timeout) {
+  // configless Slurm has no slurm.conf here and squeue still works; a host with only the
+  // client installed fails, and stays quiet unless it looks like a Slurm host
   const char* conf = std::getenv("SLURM_CONF");
+  const char* job = std::getenv("SLURM_JOB_ID");
   std::error_code ec;
-  if (!(conf && *conf) && !std::filesystem::exists("/etc/slurm/slurm.conf", ec))
-    return std::nullopt;
+  const bool slurm_host =
+      (conf && *conf) || (job && *job) || std::filesystem::exists("/etc/slurm/slurm.conf", ec);
   const auto r =
       run_program({"squeue", "--me", "--noheader", "--format=%i|%T|%M|%D|%R|%j"}, timeout);
   if (!r.started && r.spawn_errno == ENOENT) return std::nullopt;
   if (!r.ok()) {
+    if (!slurm_host) return std::nullopt;
     slurm_job_list failed;
     failed.error = r.timed_out ? "squeue did not answer in time"
                    : r.started ? r.output.substr(0, r.output.find('\n'))

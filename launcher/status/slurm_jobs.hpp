@@ -28,8 +28,9 @@ struct slurm_job_list {
 // last, since it may hold '|'). Lines of another shape are skipped.
 slurm_job_list parse_squeue(std::string_view output);
 
-// This user's jobs, or std::nullopt when this host has no Slurm: no squeue in PATH, or neither
-// SLURM_CONF nor /etc/slurm/slurm.conf (a laptop with the client installed). Waits at most
+// This user's jobs, or std::nullopt when this host has no Slurm: no squeue in PATH, or squeue
+// failing on a host with neither SLURM_CONF, SLURM_JOB_ID nor /etc/slurm/slurm.conf (a laptop
+// with the client installed; configless Slurm answers without a slurm.conf). Waits at most
 // `timeout` for squeue.
 std::optional<slurm_job_list> user_slurm_jobs(std::chrono::milliseconds timeout);
 

@@ -385,3 +385,94 @@ TEST_CASE("across files the lines' times order the timeouts: the earliest is the
        "before timing out."});
   CHECK(root_of(untimed).facts.at("seq") == "5");
 }
+
+TEST_CASE("ranks that died after their own timeout are the timeout's, not its root", "[diagnose]") {
+  const std::string timeout =
+      "] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE, "
+      "NumelIn=8, NumelOut=8, Timeout(ms)=600000) ran for 600003 milliseconds before timing out.";
+  // the watchdog aborts each rank that timed out; srun and torchelastic report the deaths
+  const auto d = diagnose_lines({"[Rank 0" + timeout, "[Rank 1" + timeout,
+                                 "srun: error: gpu-a07: tasks 0-1: Aborted (core dumped)",
+                                 "E1122 torch/distributed/elastic/multiprocessing/api.py:826] "
+                                 "failed (exitcode: -6) local_rank: 0 (pid: 1) of binary: x"},
+                                3);
+  const auto& root = root_of(d);
+  CHECK(root.category == "nccl_timeout");
+  CHECK_THAT(root.summary, Catch::EndsWith("; rank 2 did not report"));
+  for (const auto& f : d.findings) CHECK(f.category != "worker_failed_see_error_file");
+  // a rank that died without a timeout of its own is the culprit the others waited on
+  const auto dead = diagnose_lines(
+      {"[Rank 0" + timeout, "[Rank 1" + timeout, "srun: error: gpu-a08: task 2: Killed"}, 3);
+  CHECK(root_of(dead).category == "worker_killed_sigkill");
+  CHECK(root_of(dead).ranks == std::set<int>{2});
+  CHECK(dead.findings[1].category == "nccl_timeout_cascade");
+}
+
+TEST_CASE("srun's task ranges and padded labels give every rank", "[diagnose]") {
+  auto s = one("srun: error: gpu-a07: tasks 0-3,6: Killed");
+  CHECK(s.rank == 0);
+  CHECK(s.more_ranks == std::vector<int>{1, 2, 3, 6});
+  s = one("srun: error: gpu-a07: task 5: Segmentation fault (core dumped)");
+  CHECK(s.category == "worker_failed_see_error_file");
+  CHECK(s.facts.at("signal_name") == "Segmentation fault (core dumped)");
+  CHECK_FALSE(match_log_line("srun: error: gpu-a07: tasks 0-7: Terminated"));  // stopped by srun
+  CHECK(one(" 3: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.").rank ==
+        3);
+  const auto d = diagnose_lines({"srun: error: gpu-a07: tasks 0-3: Killed"});
+  CHECK(root_of(d).ranks == std::set<int>{0, 1, 2, 3});
+  CHECK_THAT(root_of(d).summary, Catch::StartsWith("rank 0, 1, 2, 3 on gpu-a07 was killed"));
+}
+
+TEST_CASE("the watchdog's timeout line and its progress line are one timeout", "[diagnose]") {
+  const auto d = diagnose_lines(
+      {"[rank1]:[E1122 03:12:44.1 ProcessGroupNCCL.cpp:570] [Rank 1] Timeout at NCCL work: 42, "
+       "last enqueued NCCL work: 42, last completed NCCL work: 41.",
+       "[rank1]:[E1122 03:12:44.2 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective "
+       "operation timeout: WorkNCCL(SeqNum=42, OpType=REDUCE_SCATTER, NumelIn=64, NumelOut=32, "
+       "Timeout(ms)=600000) ran for 600001 milliseconds before timing out."},
+      2);
+  REQUIRE(d.findings.size() == 1);
+  CHECK(root_of(d).count == 2);
+  CHECK_THAT(root_of(d).summary,
+             Catch::StartsWith("collective REDUCE_SCATTER seq 42 timed out after 600000 ms on "
+                               "rank 1 (last enqueued 42, last completed 41)"));
+}
+
+TEST_CASE("decoys from the review: warnings, application Xids, other services' ports",
+          "[diagnose]") {
+  // Megatron warns (it does not assert) for Megatron-FSDP with TP on Hopper
+  CHECK_FALSE(match_log_line(
+      "WARNING: warn_rank_0: Megatron-FSDP with tensor parallelism requires setting the "
+      "environment variable CUDA_DEVICE_MAX_CONNECTIONS to 1 for best overlap"));
+  // application and clean-up Xids are not the GPU's fault; 79 is
+  CHECK_FALSE(
+      match_log_line("NVRM: Xid (PCI:0000:3b:00): 31, pid=4242, name=python3, Ch "
+                     "00000008, intr 00000000. MMU Fault"));
+  CHECK_FALSE(
+      match_log_line("NVRM: Xid (PCI:0000:3b:00): 45, pid=4242, name=python3, Ch 00000008"));
+  CHECK_FALSE(match_log_line("NVRM: Xid (PCI:0000:3b:00): 13, Graphics Exception"));
+  CHECK(one("NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, GPU has fallen off the bus.").category ==
+        "gpu_hardware_fault");
+  // another service's port
+  CHECK_FALSE(match_log_line("OSError: [Errno 98] Address already in use (tensorboard 6006)"));
+  // NCCL's generic system-error text names sockets without being a network error
+  auto s =
+      one("[rank0]: torch.distributed.DistBackendError: NCCL error in: "
+          "ProcessGroupNCCL.cpp:1970, unhandled system error (run with NCCL_DEBUG=INFO for "
+          "details), NCCL version 2.21.5 ncclSystemError: System call (e.g. socket, malloc) "
+          "or external library call failed or device error.");
+  CHECK(s.category == "nccl_system_error");
+  CHECK_FALSE(s.facts.count("sub_cause"));
+  // host OOM in older Slurm and the kernel's cgroup words
+  s =
+      one("slurmstepd: error: Detected 1 oom-kill event(s) in StepId=4242.0. Some of your "
+          "processes may have been killed by the cgroup out-of-memory handler.");
+  CHECK(s.category == "host_oom_kill");
+  CHECK(s.facts.at("step") == "4242.0");
+  CHECK(one("Memory cgroup out of memory: Killed process 4242 (python3) total-vm:1kB").category ==
+        "host_oom_kill");
+  // a line mentioning localhost:29500 inside a failures block starts no entry
+  const auto d = diagnose_lines(
+      {"Failures:", "[W socket.cpp:464] [c10d] localhost:29500 slow", "  traceback : nothing"});
+  CHECK_FALSE(d.failed());
+}
