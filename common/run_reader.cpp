@@ -29,7 +29,10 @@ constexpr std::string_view kRanksSql =
     "ORDER BY rank";
 constexpr std::string_view kStepColumns =
     "s.rank, s.step, s.loss, s.tokens, s.step_time_s, s.mem_bytes, s.time_ms, s.aux_loss, "
-    "s.z_loss, s.grad_norm, s.lr, s.tokens_per_s, s.mfu, s.peak_mem_bytes";
+    "s.z_loss, s.grad_norm, s.lr, s.tokens_per_s, s.mfu, s.peak_mem_bytes, s.comm_wait_s";
+// Version 2 files (before comm_wait_s) are read too, with the column as NULL.
+constexpr int kOldestReadable = 2;
+constexpr std::string_view kNewInVersion3 = "s.comm_wait_s";
 constexpr std::string_view kStepsWhere =
     "WHERE s.step BETWEEN ?1 AND ?2 AND (?3 IS NULL OR s.rank = ?3) ORDER BY s.step, s.rank";
 // One index seek per rank, thanks to the (rank, step) primary key.
@@ -87,8 +90,9 @@ struct node_file {
   std::string host;
   std::filesystem::path file;
   std::optional<sqlite_db> db;
-  bool immutable = false;  // opened with immutable=1: no writer had the file open then
-  bool empty = false;      // no schema yet: holds nothing
+  bool immutable = false;   // opened with immutable=1: no writer had the file open then
+  bool empty = false;       // no schema yet: holds nothing
+  int version = 0;          // its schema version (kOldestReadable .. kCurrentVersion)
   file_state opened_state;  // of an immutable connection, when it was opened
   bool racy = false;        // opened_state cannot prove the file unchanged later
 
@@ -105,7 +109,27 @@ struct node_file {
     db.emplace(file, immutable ? open_mode::read_immutable : open_mode::read_only);
     db->set_busy_timeout(kBusyTimeoutMs);
     db->exec("PRAGMA query_only = ON", "make the connection query-only");
-    empty = !schema::check_readable(*db);
+    check();
+  }
+
+  // Reads the file's version: an older readable one is read as it is, anything else must be
+  // the current one (schema::check_readable says why not).
+  void check() {
+    version = schema::user_version(*db);
+    empty =
+        !schema::check_readable(*db, version >= kOldestReadable && version < schema::kCurrentVersion
+                                         ? version
+                                         : schema::kCurrentVersion);
+  }
+
+  // `sql` as this file's version reads it: the columns it does not have yet are NULL.
+  std::string sql_for(std::string_view sql) const {
+    std::string out(sql);
+    if (version < 3)
+      for (auto at = out.find(kNewInVersion3); at != std::string::npos;
+           at = out.find(kNewInVersion3, at))
+        out.replace(at, kNewInVersion3.size(), "NULL");
+    return out;
   }
 
   // Whether an immutable connection may no longer match the file (see above).
@@ -117,7 +141,7 @@ struct node_file {
     if (stale() || (immutable && racy)) {
       open();
     } else if (empty) {
-      empty = !schema::check_readable(*db);
+      check();
     }
   }
 
@@ -185,11 +209,11 @@ rank_record read_rank(const node_file& node, const sqlite_stmt& s) {
 }
 
 step_record read_step(const sqlite_stmt& s) {
-  return step_record{s.column_int64(0),  s.column_int64(1),  s.column_double(2),
-                     s.column_int64(3),  s.column_double(4), s.column_int64(5),
-                     s.column_int64(6),  s.column_double(7), s.column_double(8),
-                     s.column_double(9), s.column_double(10), s.column_double(11),
-                     s.column_double(12), s.column_int64(13)};
+  return step_record{s.column_int64(0),   s.column_int64(1),   s.column_double(2),
+                     s.column_int64(3),   s.column_double(4),  s.column_int64(5),
+                     s.column_int64(6),   s.column_double(7),  s.column_double(8),
+                     s.column_double(9),  s.column_double(10), s.column_double(11),
+                     s.column_double(12), s.column_int64(13),  s.column_double(14)};
 }
 
 event_record read_event(const node_file& node, const sqlite_stmt& s) {
@@ -244,9 +268,9 @@ struct run_reader::impl {
   void discover() {
     for (const auto& file : run_paths(dir).node_dbs()) {
       std::string host = node_db_host(file);
-      auto at = std::lower_bound(
-          nodes.begin(), nodes.end(), host,
-          [](const node_file& n, const std::string& h) { return n.host < h; });
+      auto at =
+          std::lower_bound(nodes.begin(), nodes.end(), host,
+                           [](const node_file& n, const std::string& h) { return n.host < h; });
       if (at != nodes.end() && at->host == host) continue;
       node_file node;
       node.host = std::move(host);
@@ -267,7 +291,7 @@ struct run_reader::impl {
       std::vector<Row> part = node.read([&] {
         std::vector<Row> found;
         if (node.empty) return found;
-        sqlite_stmt stmt = node.db->prepare(sql);
+        sqlite_stmt stmt = node.db->prepare(node.sql_for(sql));
         query(std::as_const(node), stmt, found);
         return found;
       });
@@ -285,7 +309,9 @@ run_reader::~run_reader() = default;
 run_reader::run_reader(run_reader&&) noexcept = default;
 run_reader& run_reader::operator=(run_reader&&) noexcept = default;
 
-const std::filesystem::path& run_reader::dir() const { return impl_->dir; }
+const std::filesystem::path& run_reader::dir() const {
+  return impl_->dir;
+}
 
 std::vector<std::string> run_reader::hosts() const {
   impl_->discover();
@@ -310,10 +336,10 @@ std::optional<run_record> run_reader::run() const {
 }
 
 std::vector<rank_record> run_reader::ranks() const {
-  auto all = impl_->collect<rank_record>(kRanksSql, [](const node_file& node, sqlite_stmt& s,
-                                                       auto& out) {
-    s.for_each_row("read ranks", [&] { out.push_back(read_rank(node, s)); });
-  });
+  auto all =
+      impl_->collect<rank_record>(kRanksSql, [](const node_file& node, sqlite_stmt& s, auto& out) {
+        s.for_each_row("read ranks", [&] { out.push_back(read_rank(node, s)); });
+      });
   // Newest wins; on a tie the first host (rows come in host order, stable_sort keeps it).
   return first_per_key(
       std::move(all),
@@ -354,33 +380,32 @@ std::vector<step_record> run_reader::last_steps() const {
 }
 
 std::vector<event_record> run_reader::events(epoch_ms since_ms) const {
-  auto events = impl_->collect<event_record>(kEventsSql, [&](const node_file& node,
-                                                             sqlite_stmt& s, auto& out) {
-    s.bind(1, since_ms);
-    s.for_each_row("read events", [&] { out.push_back(read_event(node, s)); });
-  });
+  auto events = impl_->collect<event_record>(
+      kEventsSql, [&](const node_file& node, sqlite_stmt& s, auto& out) {
+        s.bind(1, since_ms);
+        s.for_each_row("read events", [&] { out.push_back(read_event(node, s)); });
+      });
   std::stable_sort(events.begin(), events.end(),
                    [](const auto& a, const auto& b) { return a.time_ms < b.time_ms; });
   return events;
 }
 
 std::vector<error_record> run_reader::errors() const {
-  auto errors = impl_->collect<error_record>(kErrorsSql, [&](const node_file&, sqlite_stmt& s,
-                                                             auto& out) {
-    s.for_each_row("read errors", [&] {
-      out.push_back({s.column_int64(0), s.column_int64(1), s.column_optional_int64(2),
-                     s.column_text(3), s.column_text(4), s.column_text(5)});
-    });
-  });
+  auto errors =
+      impl_->collect<error_record>(kErrorsSql, [&](const node_file&, sqlite_stmt& s, auto& out) {
+        s.for_each_row("read errors", [&] {
+          out.push_back({s.column_int64(0), s.column_int64(1), s.column_optional_int64(2),
+                         s.column_text(3), s.column_text(4), s.column_text(5)});
+        });
+      });
   std::stable_sort(errors.begin(), errors.end(),
                    [](const auto& a, const auto& b) { return a.time_ms < b.time_ms; });
   return errors;
 }
 
 std::string run_reader::integrity_check() const {
-  std::vector<std::string> problems =
-      impl_->collect<std::string>("PRAGMA integrity_check", [](const node_file& node,
-                                                                sqlite_stmt& s, auto& out) {
+  std::vector<std::string> problems = impl_->collect<std::string>(
+      "PRAGMA integrity_check", [](const node_file& node, sqlite_stmt& s, auto& out) {
         s.for_each_row("check integrity", [&] {
           if (std::string line = s.column_text(0); line != "ok") {
             out.push_back(fmt::format("{}: {}", node.file.string(), line));

@@ -43,14 +43,14 @@ ON CONFLICT (rank) DO UPDATE SET
 
 constexpr std::string_view kAddStepSql = R"sql(
 INSERT INTO steps (rank, step, loss, tokens, step_time_s, mem_bytes, time_ms, aux_loss, z_loss,
-                   grad_norm, lr, tokens_per_s, mfu, peak_mem_bytes)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
+                   grad_norm, lr, tokens_per_s, mfu, peak_mem_bytes, comm_wait_s)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
 ON CONFLICT (rank, step) DO UPDATE SET
   loss = excluded.loss, tokens = excluded.tokens, step_time_s = excluded.step_time_s,
   mem_bytes = excluded.mem_bytes, time_ms = excluded.time_ms, aux_loss = excluded.aux_loss,
   z_loss = excluded.z_loss, grad_norm = excluded.grad_norm, lr = excluded.lr,
   tokens_per_s = excluded.tokens_per_s, mfu = excluded.mfu,
-  peak_mem_bytes = excluded.peak_mem_bytes)sql";
+  peak_mem_bytes = excluded.peak_mem_bytes, comm_wait_s = excluded.comm_wait_s)sql";
 
 constexpr std::string_view kAddErrorSql =
     "INSERT INTO errors (time_ms, rank, step, phase, kind, message) "
@@ -70,8 +70,8 @@ void configure(sqlite_db& db, const writer_options& options) {
   // here: the switch is retried until the busy timeout, and once the file is in WAL mode it
   // needs no switch at all.
   std::optional<std::string> mode;
-  const auto give_up = std::chrono::steady_clock::now() +
-                       std::chrono::milliseconds(options.busy_timeout_ms);
+  const auto give_up =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(options.busy_timeout_ms);
   for (;;) {
     try {
       mode = db.query_text("PRAGMA journal_mode = WAL", "switch to WAL mode");
@@ -136,6 +136,7 @@ struct node_writer::impl {
     add_step.bind(12, s.tokens_per_s);
     add_step.bind(13, s.mfu);
     add_step.bind(14, s.peak_mem_bytes);
+    add_step.bind(15, s.comm_wait_s);
     // The only constraint a typed step can fail is the foreign key to its rank.
     add_step.execute(fmt::format("add step {} of rank {}", s.step, s.rank),
                      fmt::format("rank {} is not in this file: put the rank (put_rank) before "
@@ -201,7 +202,9 @@ void node_writer::put_rank(const rank_record& rank) {
   s.execute(fmt::format("put rank {}", rank.rank));
 }
 
-void node_writer::add_step(const step_record& step) { impl_->insert_step(step); }
+void node_writer::add_step(const step_record& step) {
+  impl_->insert_step(step);
+}
 
 void node_writer::add_steps(std::span<const step_record> steps) {
   sqlite_transaction transaction(impl_->db);
@@ -230,8 +233,12 @@ void node_writer::add_error(const error_record& error) {
   s.execute(fmt::format("add error of rank {}", error.rank));
 }
 
-int node_writer::schema_version() const { return schema::user_version(impl_->db); }
+int node_writer::schema_version() const {
+  return schema::user_version(impl_->db);
+}
 
-const std::filesystem::path& node_writer::file() const { return impl_->db.file(); }
+const std::filesystem::path& node_writer::file() const {
+  return impl_->db.file();
+}
 
 }  // namespace muster::store

@@ -27,11 +27,11 @@
 namespace muster::store {
 
 // The schema version this muster writes and reads (`PRAGMA user_version`).
-inline constexpr int kSchemaVersion = 2;
+inline constexpr int kSchemaVersion = 3;
 
 struct writer_options {
-  int busy_timeout_ms = 5000;   // wait this long for a lock held by another connection
-  std::int64_t max_bytes = 0;   // > 0: fail with SQLITE_FULL beyond about this file size
+  int busy_timeout_ms = 5000;  // wait this long for a lock held by another connection
+  std::int64_t max_bytes = 0;  // > 0: fail with SQLITE_FULL beyond about this file size
 };
 
 class node_writer {

@@ -1,6 +1,6 @@
 // Names of the run store's enums and the clock: see run_store_records.hpp.
-#include <cmath>
 #include "common/run_store_records.hpp"
+#include <cmath>
 
 #include <array>
 #include <chrono>
@@ -59,7 +59,9 @@ epoch_ms now_ms() {
 }
 
 namespace {
-bool same(double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); }
+bool same(double a, double b) {
+  return a == b || (std::isnan(a) && std::isnan(b));
+}
 }  // namespace
 
 bool step_record::operator==(const step_record& o) const {
@@ -67,12 +69,18 @@ bool step_record::operator==(const step_record& o) const {
          same(step_time_s, o.step_time_s) && mem_bytes == o.mem_bytes && time_ms == o.time_ms &&
          same(aux_loss, o.aux_loss) && same(z_loss, o.z_loss) && same(grad_norm, o.grad_norm) &&
          same(lr, o.lr) && same(tokens_per_s, o.tokens_per_s) && same(mfu, o.mfu) &&
-         peak_mem_bytes == o.peak_mem_bytes;
+         peak_mem_bytes == o.peak_mem_bytes && same(comm_wait_s, o.comm_wait_s);
 }
 
-std::string_view to_string(run_state state) { return name_of(kRunStates, state); }
-std::string_view to_string(rank_state state) { return name_of(kRankStates, state); }
-std::string_view to_string(severity level) { return name_of(kSeverities, level); }
+std::string_view to_string(run_state state) {
+  return name_of(kRunStates, state);
+}
+std::string_view to_string(rank_state state) {
+  return name_of(kRankStates, state);
+}
+std::string_view to_string(severity level) {
+  return name_of(kSeverities, level);
+}
 
 std::optional<run_state> parse_run_state(std::string_view text) {
   return parse(kRunStates, text);

@@ -37,28 +37,28 @@ inline constexpr double kNotReported = std::numeric_limits<double>::quiet_NaN();
 
 // One training run, as its node's launcher sees it. Every node file holds at most one.
 struct run_record {
-  std::string run_id;                        // the run directory's name, see make_run_id
-  std::string name;                          // the job name from the config
+  std::string run_id;  // the run directory's name, see make_run_id
+  std::string name;    // the job name from the config
   run_state state = run_state::created;
   epoch_ms created_ms = 0;
   epoch_ms updated_ms = 0;
-  std::int64_t world_size = 0;               // number of ranks in the job
+  std::int64_t world_size = 0;  // number of ranks in the job
   std::int64_t num_nodes = 0;
-  std::optional<std::string> slurm_job_id;   // text: array jobs read "1234_7"; none outside Slurm
-  std::string config_path;                   // the resolved config, usually <run_dir>/job.toml
-  std::string config_text;                   // its contents, or empty when only the path is kept
+  std::optional<std::string> slurm_job_id;  // text: array jobs read "1234_7"; none outside Slurm
+  std::string config_path;                  // the resolved config, usually <run_dir>/job.toml
+  std::string config_text;                  // its contents, or empty when only the path is kept
   bool operator==(const run_record&) const = default;
 };
 
 // One rank (a worker process). Keyed by the global rank: putting it again replaces it.
 struct rank_record {
-  std::int64_t rank = 0;                     // global rank, 0 .. world_size-1
-  std::string host;                          // the node it runs on
-  std::int64_t local_rank = 0;               // its index among the ranks of that node
-  std::optional<std::int64_t> pid;           // none before it was started
+  std::int64_t rank = 0;            // global rank, 0 .. world_size-1
+  std::string host;                 // the node it runs on
+  std::int64_t local_rank = 0;      // its index among the ranks of that node
+  std::optional<std::int64_t> pid;  // none before it was started
   rank_state state = rank_state::pending;
-  std::optional<std::int64_t> exit_code;     // set when it exited
-  std::optional<std::int64_t> signal;        // set when a signal ended it
+  std::optional<std::int64_t> exit_code;  // set when it exited
+  std::optional<std::int64_t> signal;     // set when a signal ended it
   epoch_ms updated_ms = 0;
   bool operator==(const rank_record&) const = default;
 };
@@ -68,19 +68,21 @@ struct rank_record {
 struct step_record {
   std::int64_t rank = 0;
   std::int64_t step = 0;
-  double loss = 0;                           // NaN is kept (a diverged run is worth recording)
-  std::int64_t tokens = 0;                   // tokens processed in this step by this rank
-  double step_time_s = 0;                    // wall time of the step, seconds
-  std::int64_t mem_bytes = 0;                // peak device (or host) memory during the step
-  epoch_ms time_ms = 0;                      // when the step finished
+  double loss = 0;             // NaN is kept (a diverged run is worth recording)
+  std::int64_t tokens = 0;     // tokens processed in this step by this rank
+  double step_time_s = 0;      // wall time of the step, seconds
+  std::int64_t mem_bytes = 0;  // peak device (or host) memory during the step
+  epoch_ms time_ms = 0;        // when the step finished
   // What the built-in engine adds (NaN: not reported; the store keeps NULL).
-  double aux_loss = kNotReported;            // load-balancing loss, times its coefficient
-  double z_loss = kNotReported;              // router z-loss, times its coefficient
-  double grad_norm = kNotReported;           // global gradient norm before clipping
-  double lr = kNotReported;                  // learning rate of the step
-  double tokens_per_s = kNotReported;        // this rank's tokens / step_time_s
-  double mfu = kNotReported;                 // model FLOPs utilisation, 0..1
-  std::int64_t peak_mem_bytes = 0;           // peak device (or host RSS) memory so far; 0: none
+  double aux_loss = kNotReported;      // load-balancing loss, times its coefficient
+  double z_loss = kNotReported;        // router z-loss, times its coefficient
+  double grad_norm = kNotReported;     // global gradient norm before clipping
+  double lr = kNotReported;            // learning rate of the step
+  double tokens_per_s = kNotReported;  // this rank's tokens / step_time_s
+  double mfu = kNotReported;           // model FLOPs utilisation, 0..1
+  std::int64_t peak_mem_bytes = 0;     // peak device (or host RSS) memory so far; 0: none
+  double comm_wait_s = kNotReported;   // of step_time_s, the time blocked in collectives
+                                       // (waiting for the others, and the transfer)
   // Equal when every field is, a NaN equal to a NaN (not reported, or a diverged loss).
   bool operator==(const step_record& o) const;
 };
@@ -88,10 +90,10 @@ struct step_record {
 // Something that happened: a rank started or died, a watchdog fired, a node lost contact.
 struct event_record {
   epoch_ms time_ms = 0;
-  std::optional<std::int64_t> rank;          // none: the node or its launcher
+  std::optional<std::int64_t> rank;  // none: the node or its launcher
   severity level = severity::info;
-  std::string kind;                          // short machine-readable tag, "rank_exit"
-  std::string message;                       // one line for people
+  std::string kind;     // short machine-readable tag, "rank_exit"
+  std::string message;  // one line for people
   bool operator==(const event_record&) const = default;
 };
 
@@ -99,10 +101,10 @@ struct event_record {
 struct error_record {
   epoch_ms time_ms = 0;
   std::int64_t rank = 0;
-  std::optional<std::int64_t> step;          // 0-based step it failed in; none before the first
-  std::string phase;                         // startup, data, forward, backward, optimizer,
-                                             // checkpoint; "" when the worker did not say
-  std::string kind;                          // exception, collective_timeout, oom, bad_input
+  std::optional<std::int64_t> step;  // 0-based step it failed in; none before the first
+  std::string phase;                 // startup, data, forward, backward, optimizer,
+                                     // checkpoint; "" when the worker did not say
+  std::string kind;                  // exception, collective_timeout, oom, bad_input
   std::string message;
   bool operator==(const error_record&) const = default;
 };

@@ -92,9 +92,16 @@ CREATE TABLE errors (
 CREATE INDEX errors_by_time ON errors (time_ms);
 )sql";
 
+// v3: of each step's wall time, the time the rank was blocked in collectives: a straggler's is
+// short while the others wait for it (their step times are all alike in synchronous training).
+constexpr std::string_view kVersion3 = R"sql(
+ALTER TABLE steps ADD COLUMN comm_wait_s REAL;
+)sql";
+
 constexpr std::array kMigrations{
     sqlite_migration{1, kVersion1},
     sqlite_migration{2, kVersion2},
+    sqlite_migration{3, kVersion3},
 };
 static_assert(kMigrations.back().to_version == kCurrentVersion,
               "the last migration must produce kCurrentVersion");

@@ -6,9 +6,9 @@
 #include <array>
 #include <charconv>
 #include <cmath>
-#include <utility>
 #include <cstdlib>
 #include <sstream>
+#include <utility>
 
 namespace muster {
 namespace {
@@ -33,7 +33,8 @@ template <class Record>
 auto optional_keys(Record& s) {
   return std::array{std::pair{"aux_loss", &s.aux_loss},         std::pair{"z_loss", &s.z_loss},
                     std::pair{"grad_norm", &s.grad_norm},       std::pair{"lr", &s.lr},
-                    std::pair{"tokens_per_s", &s.tokens_per_s}, std::pair{"mfu", &s.mfu}};
+                    std::pair{"tokens_per_s", &s.tokens_per_s}, std::pair{"mfu", &s.mfu},
+                    std::pair{"comm_wait_s", &s.comm_wait_s}};
 }
 
 }  // namespace

@@ -78,6 +78,7 @@ void record(std::ofstream& steps, const engine::train::step_result& r) {
   s.tokens_per_s = r.tokens_per_s;
   s.mfu = r.mfu;
   s.peak_mem_bytes = peak;
+  s.comm_wait_s = r.comm_wait_s;
   steps << format_step_line(s);
   steps.flush();
 }

@@ -16,12 +16,17 @@
 
 #include "common/error.hpp"
 #include "engine/comm/communicator.hpp"
+#include "engine/comm/wait_clock.hpp"
 
 namespace muster::engine::comm {
 namespace {
 
-std::vector<uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
-std::string text_of(const std::vector<uint8_t>& b) { return {b.begin(), b.end()}; }
+std::vector<uint8_t> bytes_of(const std::string& s) {
+  return {s.begin(), s.end()};
+}
+std::string text_of(const std::vector<uint8_t>& b) {
+  return {b.begin(), b.end()};
+}
 
 // A copy in a type Gloo carries (bf16 -> fp32), contiguous.
 torch::Tensor on_wire(const torch::Tensor& t) {
@@ -32,8 +37,12 @@ class gloo_group final : public communicator {
  public:
   gloo_group(c10::intrusive_ptr<c10d::Store> root, std::string name, std::vector<int> members,
              int world_rank, const world_options& times)
-      : root_(std::move(root)), name_(std::move(name)), members_(std::move(members)),
-        world_rank_(world_rank), times_(times), timeout_(times.timeout) {
+      : root_(std::move(root)),
+        name_(std::move(name)),
+        members_(std::move(members)),
+        world_rank_(world_rank),
+        times_(times),
+        timeout_(times.timeout) {
     rank_ = static_cast<int>(std::find(members_.begin(), members_.end(), world_rank) -
                              members_.begin());
     MUSTER_CHECK(rank_ < static_cast<int>(members_.size()), errc::internal,
@@ -99,12 +108,12 @@ class gloo_group final : public communicator {
 
   torch::Tensor all_to_all(const torch::Tensor& input, const std::vector<std::int64_t>& send_rows,
                            const std::vector<std::int64_t>& recv_rows) override {
-    MUSTER_CHECK(static_cast<int>(send_rows.size()) == size() &&
-                     static_cast<int>(recv_rows.size()) == size() &&
-                     std::accumulate(send_rows.begin(), send_rows.end(), std::int64_t(0)) ==
-                         input.size(0),
-                 errc::internal, "all_to_all: {} rows, send counts of {} ranks, group of {}",
-                 input.size(0), send_rows.size(), size());
+    MUSTER_CHECK(
+        static_cast<int>(send_rows.size()) == size() &&
+            static_cast<int>(recv_rows.size()) == size() &&
+            std::accumulate(send_rows.begin(), send_rows.end(), std::int64_t(0)) == input.size(0),
+        errc::internal, "all_to_all: {} rows, send counts of {} ranks, group of {}", input.size(0),
+        send_rows.size(), size());
     auto in = on_wire(input);
     auto shape = in.sizes().vec();
     shape[0] = std::accumulate(recv_rows.begin(), recv_rows.end(), std::int64_t(0));
@@ -183,15 +192,19 @@ class gloo_group final : public communicator {
   void finish(const started& s) {
     std::string error = s.error;
     if (s.work) {
+      const auto waiting = std::chrono::steady_clock::now();
       try {
         s.work->wait(timeout_);
       } catch (const std::exception& e) {
         error = first_line(e.what());
       }
+      add_wait_seconds(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - waiting).count());
     }
     if (error.empty()) return;
     broken_ = true;
-    MUSTER_THROW(errc::comm, "[rank {}/{} group {}] {} seq={} bytes={} failed after at most {} ms; "
+    MUSTER_THROW(errc::comm,
+                 "[rank {}/{} group {}] {} seq={} bytes={} failed after at most {} ms; "
                  "not arrived: {} ({})",
                  rank_, size(), name_, s.op, s.seq, s.bytes, timeout_.count(), laggards(s.seq),
                  error);
@@ -287,8 +300,7 @@ std::shared_ptr<communicator> make_group(communicator& world, const std::string&
   auto* gloo = dynamic_cast<gloo_group*>(&world);
   MUSTER_CHECK(gloo && gloo->name() == "world", errc::internal,
                "make_group({}) needs the world group", name);
-  return std::make_shared<gloo_group>(gloo->root(), name, ranks, gloo->world_rank(),
-                                      gloo->times());
+  return std::make_shared<gloo_group>(gloo->root(), name, ranks, gloo->world_rank(), gloo->times());
 }
 
 }  // namespace muster::engine::comm

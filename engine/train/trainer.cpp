@@ -6,6 +6,7 @@
 
 #include "common/error.hpp"
 #include "engine/checkpoint/checkpoint_io.hpp"
+#include "engine/comm/wait_clock.hpp"
 #include "engine/model/autocast_scope.hpp"
 #include "engine/model/init.hpp"
 #include "engine/parallel/expert_dispatch.hpp"
@@ -80,6 +81,7 @@ trainer::trainer(const job_config& config, std::unique_ptr<data::document_source
 
 step_result trainer::step() {
   const auto start = std::chrono::steady_clock::now();
+  const double waited = comm::waited_seconds();
   const auto& t = config_.train;
   step_result r;
   r.step = next_step_;
@@ -142,6 +144,7 @@ step_result trainer::step() {
   optimizer_->step(r.lr);
   ++next_step_;
   r.step_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.comm_wait_s = comm::waited_seconds() - waited;
   r.tokens_per_s = double(r.tokens) / std::max(r.step_time_s, 1e-9);
   r.mfu = r.tokens_per_s * flops_per_token_ / (peak_tflops_ * 1e12);
   phase_ = "data";

@@ -39,6 +39,7 @@ struct step_result {
   double lr = 0;
   std::int64_t tokens = 0;    // tokens this rank processed in the step (padding included)
   double step_time_s = 0;
+  double comm_wait_s = 0;     // of step_time_s, blocked in collectives (engine/comm/wait_clock)
   double tokens_per_s = 0;
   double mfu = 0;             // model FLOPs (planner's count, no recompute) / step time / peak
   bool stop = false;          // some rank was asked to stop (request_stop) before this step's end

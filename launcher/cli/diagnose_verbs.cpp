@@ -48,12 +48,15 @@ json analysis_json(const rank_analysis& a) {
                      {"steps", r.steps},
                      {"median_step_s", r.median_step_s},
                      {"p90_step_s", r.p90_step_s},
+                     {"median_busy_s", a.by_busy ? json(r.median_busy_s) : json()},
                      {"slower", r.slower},
                      {"straggler", r.straggler},
                      {"heartbeat_age_s", r.heartbeat_age_s ? json(*r.heartbeat_age_s) : json()},
                      {"peak_mem_bytes", r.peak_mem_bytes}});
   return {
       {"median_step_s", a.median_step_s},
+      {"median_busy_s", a.by_busy ? json(a.median_busy_s) : json()},
+      {"stragglers_by", a.by_busy ? "busy_time" : "step_time"},
       {"stragglers", a.stragglers},
       {"oldest_heartbeat_rank", a.oldest_heartbeat_rank ? json(*a.oldest_heartbeat_rank) : json()},
       {"oldest_heartbeat_age_s", a.oldest_heartbeat_rank ? json(a.oldest_heartbeat_age_s) : json()},
@@ -85,14 +88,21 @@ json to_json(const diagnosis& d, const std::optional<rank_analysis>& a) {
 void print_analysis(const rank_analysis& a) {
   if (a.median_step_s > 0) {
     fmt::print("ranks: median step time {:.3f} s", a.median_step_s);
+    if (a.by_busy)
+      fmt::print(", busy {:.3f} s (the step less its waits in collectives)", a.median_busy_s);
+    const char* pace = a.by_busy ? "busier" : "slower";
     if (a.stragglers.empty()) {
-      fmt::print("; no rank more than {:.0f}% slower\n", kStragglerSlowdown * 100);
+      fmt::print("; no rank more than {:.0f}% {}\n", kStragglerSlowdown * 100, pace);
     } else {
-      fmt::print("; stragglers (more than {:.0f}% slower):\n", kStragglerSlowdown * 100);
+      fmt::print("; stragglers (more than {:.0f}% {}):\n", kStragglerSlowdown * 100, pace);
       for (const auto& r : a.ranks)
         if (r.straggler)
-          fmt::print("  rank {} on {}: median {:.3f} s (+{:.0f}%), p90 {:.3f} s\n", r.rank, r.host,
-                     r.median_step_s, r.slower * 100, r.p90_step_s);
+          fmt::print(
+              "  rank {} on {}: {} {:.3f} s (+{:.0f}%), step time median {:.3f} s, p90 "
+              "{:.3f} s\n",
+              r.rank, r.host, a.by_busy ? "busy" : "median",
+              a.by_busy ? r.median_busy_s : r.median_step_s, r.slower * 100, r.median_step_s,
+              r.p90_step_s);
     }
   }
   if (a.oldest_heartbeat_rank)

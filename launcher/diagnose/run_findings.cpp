@@ -104,16 +104,26 @@ void add_store_findings(diagnoser& d, const status::run_status& run,
 rank_analysis analyse_ranks(const status::run_status& run, std::int64_t planned_mem_bytes) {
   rank_analysis a;
   a.planned_mem_bytes = planned_mem_bytes;
-  std::map<std::int64_t, std::vector<double>> times;
+  std::map<std::int64_t, std::vector<double>> times, busy;
   std::map<std::int64_t, std::int64_t> peaks;
+  bool every_wait = true;  // every step says how long it waited in collectives
   for (const auto& s : run.history) {
-    // the first step of a run (and of a resume) carries start-up work: not a straggler's sign
-    if (s.step > 0 && std::isfinite(s.step_time_s)) times[s.rank].push_back(s.step_time_s);
     peaks[s.rank] = std::max({peaks[s.rank], s.peak_mem_bytes, s.mem_bytes});
+    // the first step of a run (and of a resume) carries start-up work: not a straggler's sign
+    if (s.step == 0 || !std::isfinite(s.step_time_s)) continue;
+    times[s.rank].push_back(s.step_time_s);
+    if (std::isfinite(s.comm_wait_s))
+      busy[s.rank].push_back(std::max(0.0, s.step_time_s - s.comm_wait_s));
+    else
+      every_wait = false;
   }
-  std::vector<double> medians;
-  for (const auto& [rank, t] : times) medians.push_back(quantile(t, 0.5));
-  a.median_step_s = quantile(medians, 0.5);
+  std::vector<double> step_medians, busy_medians;
+  for (const auto& [rank, t] : times) step_medians.push_back(quantile(t, 0.5));
+  for (const auto& [rank, t] : busy) busy_medians.push_back(quantile(t, 0.5));
+  a.median_step_s = quantile(step_medians, 0.5);
+  a.by_busy = every_wait && !busy.empty();
+  a.median_busy_s = a.by_busy ? quantile(busy_medians, 0.5) : std::nan("");
+  const double median_pace = a.by_busy ? a.median_busy_s : a.median_step_s;
   for (const auto& r : run.ranks) {
     const auto rank = r.rank.rank;
     if (r.heartbeat_age_s && r.rank.state == store::rank_state::running &&
@@ -127,16 +137,17 @@ rank_analysis analyse_ranks(const status::run_status& run, std::int64_t planned_
     }
     const auto t = times.find(rank);
     if (t == times.end()) continue;
-    rank_timing rt{rank,
-                   r.rank.host,
-                   static_cast<std::int64_t>(t->second.size()),
-                   quantile(t->second, 0.5),
-                   quantile(t->second, 0.9),
-                   0,
-                   false,
-                   r.heartbeat_age_s,
-                   peaks[rank]};
-    if (a.median_step_s > 0) rt.slower = rt.median_step_s / a.median_step_s - 1;
+    rank_timing rt;
+    rt.rank = rank;
+    rt.host = r.rank.host;
+    rt.steps = static_cast<std::int64_t>(t->second.size());
+    rt.median_step_s = quantile(t->second, 0.5);
+    rt.p90_step_s = quantile(t->second, 0.9);
+    rt.median_busy_s = a.by_busy ? quantile(busy[rank], 0.5) : std::nan("");
+    rt.heartbeat_age_s = r.heartbeat_age_s;
+    rt.peak_mem_bytes = peaks[rank];
+    const double pace = a.by_busy ? rt.median_busy_s : rt.median_step_s;
+    if (median_pace > 0) rt.slower = pace / median_pace - 1;
     rt.straggler = rt.slower > kStragglerSlowdown;
     if (rt.straggler) a.stragglers.push_back(rank);
     a.ranks.push_back(rt);

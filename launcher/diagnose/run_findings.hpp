@@ -4,6 +4,11 @@
 // SIGKILL, or an exit code), and a per-rank analysis of the steps: step-time distribution, the
 // ranks more than 20% slower than the median (stragglers), the rank whose heartbeat is oldest,
 // the measured memory peak beside the planner's estimate.
+//
+// Slower by what: in synchronous training every rank's step takes as long as the slowest's (the
+// others wait for it in the collectives), so when every rank reports the time it was blocked in
+// collectives (comm_wait_s, as muster's engine does) a rank's pace is its busy time, the step
+// time less that wait; else (a worker that does not report it) the step time itself.
 // Not here: reading the store (launcher/status/run_status.hpp), the logs (diagnose_verbs.cpp).
 #pragma once
 
@@ -27,7 +32,8 @@ struct rank_timing {
   std::int64_t steps = 0;  // steps it reported
   double median_step_s = 0;
   double p90_step_s = 0;
-  double slower = 0;  // median_step_s / the run's median - 1
+  double median_busy_s = 0;  // step time less collective waits; NaN: not reported
+  double slower = 0;         // its pace (busy, else step time) / the run's median pace - 1
   bool straggler = false;
   std::optional<double> heartbeat_age_s;
   std::int64_t peak_mem_bytes = 0;
@@ -35,6 +41,8 @@ struct rank_timing {
 
 struct rank_analysis {
   double median_step_s = 0;        // the median of the ranks' medians; 0: no steps
+  double median_busy_s = 0;        // the same of busy times; NaN: not every rank reports them
+  bool by_busy = false;            // stragglers judged by busy time (else by step time)
   std::vector<rank_timing> ranks;  // by rank, those that reported steps
   std::vector<std::int64_t> stragglers;
   std::optional<std::int64_t> oldest_heartbeat_rank;  // among running ranks with a heartbeat

@@ -175,7 +175,20 @@ double median(std::vector<double> v) {
 // Step time per rank (rows, grouped when there are too many: the slowest of the group) and
 // step bucket (columns: the mean of the bucket's steps), coloured against each column's median.
 heatmap step_heatmap(const status::run_status& s) {
-  heatmap m{"Step time per rank", "steps", {}, {}, {}, {}, "s"};
+  // with every rank's waits in collectives known, its busy time (synchronous training makes the
+  // step times themselves alike: everyone waits for the slowest)
+  const bool busy = !s.history.empty() && std::all_of(s.history.begin(), s.history.end(),
+                                                      [](const store::step_record& h) {
+                                                        return std::isfinite(h.comm_wait_s);
+                                                      });
+  heatmap m{
+      busy ? "Busy time per rank (step time less waits in collectives)" : "Step time per rank",
+      "steps",
+      {},
+      {},
+      {},
+      {},
+      "s"};
   if (s.history.empty()) return m;
   std::int64_t first = s.history.front().step, last = first;
   std::map<std::int64_t, std::string> hosts;
@@ -197,7 +210,7 @@ heatmap step_heatmap(const status::run_status& s) {
   for (const auto& h : s.history) {
     auto& [total, n] = sum[static_cast<std::size_t>(h.rank)]
                           [static_cast<std::size_t>(h.step - first) / per_column];
-    total += h.step_time_s;
+    total += busy ? std::max(0.0, h.step_time_s - h.comm_wait_s) : h.step_time_s;
     ++n;
   }
   m.values.assign(rows, std::vector<double>(cols, std::nan("")));

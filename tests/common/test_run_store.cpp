@@ -29,18 +29,19 @@ using namespace muster::store;
 namespace {
 
 run_record sample_run(const std::string& id = "job-20261122-143005-9f3a") {
-  return run_record{id, "job", run_state::running, 1000, 2000, 4, 2, "7781_3", "/r/job.toml",
-                    "[train]\nsteps = 10\n"};
+  return run_record{id, "job", run_state::running, 1000,          2000,
+                    4,  2,     "7781_3",           "/r/job.toml", "[train]\nsteps = 10\n"};
 }
 
 rank_record sample_rank(std::int64_t rank, const std::string& host) {
-  return rank_record{rank, host, rank % 2, 4000 + rank, rank_state::running, std::nullopt,
-                     std::nullopt, 100 + rank};
+  return rank_record{rank,         host,         rank % 2,  4000 + rank, rank_state::running,
+                     std::nullopt, std::nullopt, 100 + rank};
 }
 
 step_record sample_step(std::int64_t rank, std::int64_t step) {
-  return step_record{rank, step, 2.5 - 0.01 * static_cast<double>(step), 4096, 0.25,
-                     (1ll << 33) + rank, 10'000 + step};
+  return step_record{rank,         step, 2.5 - 0.01 * static_cast<double>(step),
+                     4096,         0.25, (1ll << 33) + rank,
+                     10'000 + step};
 }
 
 // A run directory with node files written through node_writer.
@@ -85,8 +86,8 @@ TEST_CASE("every record type round-trips through a node file", "[run_store]") {
   bare.slurm_job_id.reset();
   bare.config_text.clear();
   rank_record ended{3, "gpu-b", 1, 77, rank_state::killed, 137, 9, 555};
-  rank_record waiting{4, "gpu-b", 2, std::nullopt, rank_state::pending, std::nullopt,
-                      std::nullopt, 556};
+  rank_record waiting{4,  "gpu-b", 2, std::nullopt, rank_state::pending, std::nullopt, std::nullopt,
+                      556};
   step_record nan_step{3, 8, std::numeric_limits<double>::quiet_NaN(), 1, 1.5, 2, 3};
   step_record inf_step{3, 9, std::numeric_limits<double>::infinity(), -1, 0, 0, 4};
   event_record launcher_event{50, std::nullopt, severity::warn, "node_slow", "héllo ✓ 'q' \"x\""};
@@ -163,12 +164,13 @@ TEST_CASE("a version 1 node file is migrated, keeping its steps", "[run_store]")
   {
     // Take the file back to version 1 (SQLite 3.35+ drops columns).
     sqlite_db db(file, open_mode::read_write);
-    db.exec("DROP TABLE errors; ALTER TABLE steps DROP COLUMN aux_loss; "
-            "ALTER TABLE steps DROP COLUMN z_loss; ALTER TABLE steps DROP COLUMN grad_norm; "
-            "ALTER TABLE steps DROP COLUMN lr; ALTER TABLE steps DROP COLUMN tokens_per_s; "
-            "ALTER TABLE steps DROP COLUMN mfu; ALTER TABLE steps DROP COLUMN peak_mem_bytes; "
-            "PRAGMA user_version = 1",
-            "test: make a version 1 file");
+    db.exec(
+        "DROP TABLE errors; ALTER TABLE steps DROP COLUMN aux_loss; "
+        "ALTER TABLE steps DROP COLUMN z_loss; ALTER TABLE steps DROP COLUMN grad_norm; "
+        "ALTER TABLE steps DROP COLUMN lr; ALTER TABLE steps DROP COLUMN tokens_per_s; "
+        "ALTER TABLE steps DROP COLUMN mfu; ALTER TABLE steps DROP COLUMN peak_mem_bytes; "
+        "ALTER TABLE steps DROP COLUMN comm_wait_s; PRAGMA user_version = 1",
+        "test: make a version 1 file");
   }
   {
     node_writer writer(file);
@@ -179,6 +181,33 @@ TEST_CASE("a version 1 node file is migrated, keeping its steps", "[run_store]")
   REQUIRE(reader.steps().size() == 1);
   CHECK(reader.steps()[0] == sample_step(0, 3));
   CHECK(reader.errors().size() == 1);
+}
+
+TEST_CASE("a version 2 node file is read as it is, its steps without waits", "[run_store]") {
+  run_fixture fx;
+  const fs::path file = fx.paths.node_db("a");
+  auto step = sample_step(0, 3);
+  step.comm_wait_s = 0.25;
+  {
+    node_writer writer(file);
+    writer.put_rank(sample_rank(0, "a"));
+    writer.add_step(step);
+  }
+  CHECK(run_reader(fx.paths.dir()).steps() == std::vector{step});  // today's file: the wait kept
+  {
+    sqlite_db db(file, open_mode::read_write);
+    db.exec("ALTER TABLE steps DROP COLUMN comm_wait_s; PRAGMA user_version = 2",
+            "test: make a version 2 file");
+  }
+  // a reader reads version 2 without migrating it (readers never write)
+  run_reader reader(fx.paths.dir());
+  const auto steps = reader.steps();
+  REQUIRE(steps.size() == 1);
+  CHECK(std::isnan(steps[0].comm_wait_s));
+  step.comm_wait_s = kNotReported;
+  CHECK(steps[0] == step);
+  CHECK(reader.last_steps() == std::vector{step});
+  CHECK(schema::user_version(sqlite_db(file, open_mode::read_only)) == 2);
 }
 
 TEST_CASE("putting a rank again replaces the earlier record", "[run_store]") {
@@ -235,13 +264,12 @@ TEST_CASE("a batch of steps is stored whole or not at all", "[run_store]") {
   std::vector batch{sample_step(0, 1), sample_step(0, 2), sample_step(7, 2)};  // no rank 7
   auto e = muster::test::expect_error([&] { writer.add_steps(batch); });
   CHECK(e.category() == errc::store);
-  CHECK_THAT(e.what(), Catch::Contains("add step 2 of rank 7") &&
-                           Catch::Contains("FOREIGN KEY") &&
+  CHECK_THAT(e.what(), Catch::Contains("add step 2 of rank 7") && Catch::Contains("FOREIGN KEY") &&
                            Catch::Contains(fx.paths.node_db("a").string()) &&
                            Catch::Contains("put the rank (put_rank) before its steps"));
   auto single = muster::test::expect_error([&] { writer.add_step(sample_step(5, 1)); });
-  CHECK_THAT(single.what(), Catch::Contains("rank 5 is not in this file") &&
-                                Catch::Contains("put_rank"));
+  CHECK_THAT(single.what(),
+             Catch::Contains("rank 5 is not in this file") && Catch::Contains("put_rank"));
   CHECK(run_reader(fx.paths.dir()).steps().empty());
   batch.pop_back();
   writer.add_steps(batch);  // the writer is usable after a failed batch
@@ -288,8 +316,8 @@ TEST_CASE("the reader merges node files: ranks, steps, events and last steps", "
   for (const auto& event : reader.events()) kinds.push_back(event.kind);
   CHECK(kinds == std::vector<std::string>{"a10", "b20", "a30", "b30"});
   CHECK(reader.events(25).size() == 2);
-  CHECK(reader.last_steps() == std::vector{sample_step(0, 2), sample_step(1, 2),
-                                           sample_step(2, 3), sample_step(3, 2)});
+  CHECK(reader.last_steps() ==
+        std::vector{sample_step(0, 2), sample_step(1, 2), sample_step(2, 3), sample_step(3, 2)});
 }
 
 TEST_CASE("step queries select a range of steps and a rank", "[run_store]") {
@@ -351,16 +379,14 @@ TEST_CASE("a node file from a newer muster is refused, naming both versions", "[
                                                       [&] { node_writer w(file); }}) {
     auto e = muster::test::expect_error(open);
     CHECK(e.category() == errc::store);
-    CHECK_THAT(e.what(), Catch::Contains("schema version 99") &&
-                             Catch::Contains("newer muster") &&
+    CHECK_THAT(e.what(), Catch::Contains("schema version 99") && Catch::Contains("newer muster") &&
                              Catch::Contains(fmt::format("up to {}", kSchemaVersion)) &&
                              Catch::Contains(file.string()));
     CHECK(snapshot(fx.tmp.path()) == before);  // refused before anything was written
   }
 }
 
-TEST_CASE("a file with tables but no schema version is refused and left unchanged",
-          "[run_store]") {
+TEST_CASE("a file with tables but no schema version is refused and left unchanged", "[run_store]") {
   run_fixture fx;
   fs::path file = fx.paths.node_db("a");
   sqlite_db(file, open_mode::read_write)
@@ -390,11 +416,11 @@ TEST_CASE("a reader refuses a schema older than the one it reads and never migra
                              Catch::Contains("never migrate") && Catch::Contains(file.string()));
     CHECK(schema::user_version(db) == kSchemaVersion);
     // And the other way round: an older reader refuses today's file as newer.
-    CHECK_THAT(muster::test::expect_error([&] { schema::check_readable(db, kSchemaVersion - 1); })
-                   .what(),
-               Catch::Contains(fmt::format("schema version {} was written by a newer muster",
-                                           kSchemaVersion)) &&
-                   Catch::Contains(fmt::format("up to {}", kSchemaVersion - 1)));
+    CHECK_THAT(
+        muster::test::expect_error([&] { schema::check_readable(db, kSchemaVersion - 1); }).what(),
+        Catch::Contains(
+            fmt::format("schema version {} was written by a newer muster", kSchemaVersion)) &&
+            Catch::Contains(fmt::format("up to {}", kSchemaVersion - 1)));
     CHECK(schema::check_readable(db));
   }
   CHECK(snapshot(fx.tmp.path()) == before);
@@ -451,12 +477,12 @@ TEST_CASE("an unwritable directory or file is reported with what to do", "[run_s
   fs::create_directory(ro_dir);
   { node_writer(fx.paths.node_db("a")).put_rank(sample_rank(0, "a")); }
   { node_writer(ro_dir / "node-b.db").put_rank(sample_rank(1, "b")); }
-  fs::permissions(fx.tmp.path(), fs::perms::owner_all | fs::perms::group_exec |
-                                     fs::perms::others_exec);
+  fs::permissions(fx.tmp.path(),
+                  fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
   fs::permissions(fx.paths.dir(), fs::perms::owner_all | fs::perms::others_all);
   fs::permissions(fx.paths.node_db("a"), fs::perms::owner_read | fs::perms::others_read);
-  fs::permissions(ro_dir, fs::perms::owner_read | fs::perms::owner_exec |
-                              fs::perms::others_read | fs::perms::others_exec);
+  fs::permissions(ro_dir, fs::perms::owner_read | fs::perms::owner_exec | fs::perms::others_read |
+                              fs::perms::others_exec);
   if (!muster::test::reachable_by_nobody(fx.paths.dir())) {
     WARN("skipped: user nobody cannot reach " << fx.paths.dir().string()
                                               << " (a parent directory denies search); run "
@@ -465,7 +491,10 @@ TEST_CASE("an unwritable directory or file is reported with what to do", "[run_s
     return;
   }
   auto try_writer = [](fs::path file) {
-    return [file] { node_writer w(file); return std::string("opened"); };
+    return [file] {
+      node_writer w(file);
+      return std::string("opened");
+    };
   };
 
   std::string read_only_file = muster::test::run_unprivileged(try_writer(fx.paths.node_db("a")));
@@ -476,9 +505,8 @@ TEST_CASE("an unwritable directory or file is reported with what to do", "[run_s
   CHECK_THAT(new_in_ro_dir, Catch::Contains((ro_dir / "node-c.db").string()) &&
                                 Catch::Contains("is not writable by this user"));
   // A reader needs no write access: it reads a closed file in place, creating nothing.
-  std::string read = muster::test::run_unprivileged([&] {
-    return fmt::format("{} ranks", run_reader(ro_dir).ranks().size());
-  });
+  std::string read = muster::test::run_unprivileged(
+      [&] { return fmt::format("{} ranks", run_reader(ro_dir).ranks().size()); });
   CHECK(read == "1 ranks");
   CHECK_FALSE(fs::exists(ro_dir / "node-b.db-wal"));
   fs::permissions(ro_dir, fs::perms::owner_all);
@@ -529,8 +557,7 @@ TEST_CASE("SQLite URIs keep any path the file system's own", "[run_store]") {
         "file://" + (fs::current_path() / "rel/a.db").string() + "?mode=rwc");
 }
 
-TEST_CASE("a reader keeps one row per (step, rank) across node files, the newest",
-          "[run_store]") {
+TEST_CASE("a reader keeps one row per (step, rank) across node files, the newest", "[run_store]") {
   // A requeued job whose rank 0 moved from host a to host b: both files hold steps 1 and 2.
   run_fixture fx;
   step_record old1 = sample_step(0, 1), old2 = sample_step(0, 2);

@@ -29,12 +29,14 @@ TEST_CASE("the engine's metrics round-trip, and are left out when not reported",
   s.tokens_per_s = 128;
   s.mfu = 0.25;
   s.peak_mem_bytes = 4096;
+  s.comm_wait_s = 0.125;
   auto back = parse_step_line(format_step_line(s));
   REQUIRE(back);
   CHECK(*back == s);
   const auto bare = format_step_line({0, 3, 2.5, 64, 0.5, 1000, 7});
   CHECK(bare.find("mfu") == std::string::npos);
   CHECK(bare.find("peak_mem_bytes") == std::string::npos);
+  CHECK(bare.find("comm_wait_s") == std::string::npos);
   auto plain = parse_step_line(bare);
   REQUIRE(plain);
   CHECK(std::isnan(plain->mfu));

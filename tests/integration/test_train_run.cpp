@@ -75,6 +75,7 @@ TEST_CASE("muster run trains with muster-train and sees its progress", "[train_r
     CHECK(steps[i].mfu > 0);
     CHECK(steps[i].mfu < 1);
     CHECK(steps[i].peak_mem_bytes >= steps[i].mem_bytes);
+    CHECK(steps[i].comm_wait_s == 0);  // one rank waits for nobody
   }
   CHECK(steps[4].lr > 0);
 
@@ -291,8 +292,13 @@ TEST_CASE("a run resumed from its checkpoint continues the loss curve bit for bi
     INFO("stderr: " << r.err);
     REQUIRE(r.exit_code == 0);
     std::vector<double> losses;  // rank 0's, exact (the run store keeps every digit)
-    for (const auto& s : muster::store::run_reader(muster::test::only_run_dir(dir / runs)).steps())
+    for (const auto& s :
+         muster::store::run_reader(muster::test::only_run_dir(dir / runs)).steps()) {
       if (s.rank == 0) losses.push_back(s.loss);
+      // each step says how long its rank waited in collectives: part of the step, and some
+      CHECK(s.comm_wait_s > 0);
+      CHECK(s.comm_wait_s <= s.step_time_s);
+    }
     return losses;
   };
   const auto straight = run("straight", 20, {});

@@ -3,6 +3,8 @@
 // without an error file, and the per-rank analysis (stragglers, oldest heartbeat, memory peak).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -27,15 +29,17 @@ launcher::status::rank_status rank_of(std::int64_t rank, store::rank_state state
   return r;
 }
 
-// Steps 0..steps-1 of `rank` taking `seconds` each (step 0 ten times as long: start-up).
+// Steps 0..steps-1 of `rank` taking `seconds` each (step 0 ten times as long: start-up), of
+// which `wait` blocked in collectives (NaN: not reported).
 void add_steps(launcher::status::run_status& run, std::int64_t rank, int steps, double seconds,
-               std::int64_t peak = 0) {
+               std::int64_t peak = 0, double wait = store::kNotReported) {
   for (int s = 0; s < steps; ++s) {
     store::step_record r;
     r.rank = rank;
     r.step = s;
     r.step_time_s = s == 0 ? seconds * 10 : seconds;
     r.peak_mem_bytes = peak;
+    r.comm_wait_s = wait;
     run.history.push_back(r);
   }
 }
@@ -142,4 +146,30 @@ TEST_CASE("the rank analysis finds stragglers, the oldest heartbeat and the memo
   CHECK(b.peak_mem_bytes == (30 << 20));
   CHECK(b.peak_mem_rank == 2);
   CHECK(b.planned_mem_bytes == (64 << 20));
+}
+
+TEST_CASE("in synchronous training the straggler is the rank that waits least", "[diagnose]") {
+  launcher::status::run_status run;
+  for (int r = 0; r < 4; ++r) run.ranks.push_back(rank_of(r, store::rank_state::running));
+  // every step takes 1 s everywhere; rank 2 computes for 0.9 s while the others wait 0.5 s
+  add_steps(run, 0, 20, 1.0, 0, 0.5);
+  add_steps(run, 1, 20, 1.0, 0, 0.5);
+  add_steps(run, 2, 20, 1.0, 0, 0.1);
+  add_steps(run, 3, 20, 1.0, 0, 0.5);
+  const auto a = analyse_ranks(run, 0);
+  CHECK(a.by_busy);
+  CHECK(a.median_step_s == Approx(1.0));
+  CHECK(a.median_busy_s == Approx(0.5));
+  CHECK(a.stragglers == std::vector<std::int64_t>{2});
+  CHECK(a.ranks[2].median_busy_s == Approx(0.9));
+  CHECK(a.ranks[2].slower == Approx(0.8));
+  // one rank that does not report its waits: step times decide, and find no straggler
+  run.history.erase(std::remove_if(run.history.begin(), run.history.end(),
+                                   [](const store::step_record& s) { return s.rank == 3; }),
+                    run.history.end());
+  add_steps(run, 3, 20, 1.0);
+  const auto b = analyse_ranks(run, 0);
+  CHECK_FALSE(b.by_busy);
+  CHECK(std::isnan(b.median_busy_s));
+  CHECK(b.stragglers.empty());
 }
