@@ -4,8 +4,6 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -20,13 +18,6 @@ namespace {
 const std::string kMuster = std::string(MUSTER_BIN_DIR) + "/muster";
 const std::string kWorker = std::string(MUSTER_BIN_DIR) + "/muster-test-worker";
 const std::string kChromium = "/usr/bin/chromium";
-
-std::string read_file(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 std::size_t count(const std::string& text, const std::string& word) {
   std::size_t n = 0;
@@ -105,7 +96,7 @@ TEST_CASE("muster report writes one self-contained page of a failed run", "[repo
   REQUIRE(made.exit_code == 0);
   CHECK_THAT(made.out, Catch::Contains("root cause cuda_oom"));
   CHECK_FALSE(fs::exists(page.string() + ".partial"));
-  const auto html = read_file(page);
+  const auto html = muster::test::read_file(page);
   CHECK_THAT(html, Catch::StartsWith("<!DOCTYPE html>"));
   // self-contained: nothing to fetch
   CHECK(count(html, "http://") + count(html, "https://") ==
@@ -165,8 +156,8 @@ TEST_CASE("the report renders in headless Chromium with no script error", "[repo
   REQUIRE(shot(page, runs / "report.png").exit_code == 0);
   muster::test::write_file(runs / "blank.html", "<html><body></body></html>");
   REQUIRE(shot(runs / "blank.html", runs / "blank.png").exit_code == 0);
-  const auto png = read_file(runs / "report.png");
-  const auto blank = read_file(runs / "blank.png");
+  const auto png = muster::test::read_file(runs / "report.png");
+  const auto blank = muster::test::read_file(runs / "blank.png");
   CHECK(png_size(png) == std::pair{1280, 1600});
   CHECK(png.size() > 5 * blank.size());
 }
