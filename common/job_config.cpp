@@ -186,6 +186,19 @@ const field<job_config> kSchema[] = {
     FIELD(comm.timeout, "comm.timeout",
           "seconds a collective waits for every rank before the rank fails, naming the ranks "
           "that never arrived (torch's process-group timeout)"),
+    FIELD(slurm.nodes, "slurm.nodes", "nodes muster-sbatch asks for (one muster launch task each)"),
+    FIELD(slurm.gpus_per_node, "slurm.gpus_per_node",
+          "GPUs per node muster-sbatch asks for (--gpus-per-node); 0 = none"),
+    FIELD(slurm.time, "slurm.time",
+          "time limit (--time, e.g. \"4:00:00\" or \"1-00:00:00\"); \"\" = the partition's default"),
+    FIELD(slurm.partition, "slurm.partition", "partition (--partition); \"\" = the cluster's default"),
+    FIELD(slurm.account, "slurm.account", "account (--account); \"\" = the user's default"),
+    FIELD(slurm.checkpoint_lead, "slurm.checkpoint_lead",
+          "seconds before the time limit Slurm sends USR1 (--signal=B:USR1@N), which the "
+          "launchers pass to every worker to checkpoint; 0 = none"),
+    FIELD(slurm.requeue, "slurm.requeue",
+          "--requeue, and after the pre-timeout checkpoint the job requeues itself and resumes "
+          "in the same run directory (sets launch.requeue_on_signal)"),
     FIELD(log.level, "log.level",
           "log level: trace, debug, info, warn, error, critical or off (MUSTER_LOG_LEVEL wins)"),
 };
@@ -339,6 +352,19 @@ void validate_comm(const comm_section& c, const config::sources& where) {
   check_at_least(c.timeout, 1, where, "comm.timeout");
 }
 
+void validate_slurm(const slurm_section& s, const config::sources& where) {
+  check_at_least(s.nodes, 1, where, "slurm.nodes");
+  check_at_least(s.gpus_per_node, 0, where, "slurm.gpus_per_node");
+  check_at_least(s.checkpoint_lead, 0, where, "slurm.checkpoint_lead");
+  for (auto [key, value] : {std::pair{"slurm.time", &s.time},
+                            std::pair{"slurm.partition", &s.partition},
+                            std::pair{"slurm.account", &s.account}})
+    MUSTER_CHECK(value->find_first_of(" \t\n'\"\\$`;&|<>") == std::string::npos, errc::config,
+                 "{}: {}: \"{}\" holds a space or a shell character; Slurm names and times have "
+                 "none (e.g. \"gpu\", \"4:00:00\")",
+                 config::place_of(where, key), key, *value);
+}
+
 void validate_data(const data_section& d, const config::sources& where) {
   check_choice(d.format, {"text", "indexed"}, where, "data.format");
   MUSTER_CHECK(!d.paths.empty(), errc::config,
@@ -400,6 +426,7 @@ void validate(const job_config& c, const config::sources& where) {
   validate_data(c.data, where);
   validate_checkpoint(c.checkpoint, where);
   validate_comm(c.comm, where);
+  validate_slurm(c.slurm, where);
 }
 
 loaded_job_config load_job_config(const std::filesystem::path& file,

@@ -132,6 +132,18 @@ struct comm_section {
   int timeout = 600;     // seconds a collective may wait for the other ranks (NCCL/Gloo timeout)
 };
 
+// What muster-sbatch asks Slurm for (slurm/sbatch/): one task per node, the launcher spawns
+// the ranks.
+struct slurm_section {
+  int nodes = 1;
+  int gpus_per_node = 0;      // --gpus-per-node; 0 = ask for none (CPU jobs)
+  std::string time;           // --time ("4:00:00", "1-00:00:00"); "" = the partition's default
+  std::string partition;      // "" = the cluster's default
+  std::string account;        // "" = the user's default
+  int checkpoint_lead = 300;  // --signal=B:USR1@N: USR1 N s before the limit; 0 = none
+  bool requeue = false;       // --requeue, and launch.requeue_on_signal for the launchers
+};
+
 struct job_config {
   job_section job;
   launch_section launch;
@@ -142,6 +154,7 @@ struct job_config {
   data_section data;
   checkpoint_section checkpoint;
   comm_section comm;
+  slurm_section slurm;
 };
 
 // One row per key of the job file, in the order the example file shows them.

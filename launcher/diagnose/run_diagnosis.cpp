@@ -72,6 +72,10 @@ run_diagnosis diagnose_run(const fs::path& run_dir, const std::vector<fs::path>&
                  "a run directory, or --log FILE",
                  run_dir.string());
     for (const auto& log : ranks) files.emplace_back(log, rank_of_file(log));
+    // Slurm's output of the job, linked there by muster-sbatch's script
+    std::error_code ec;
+    if (fs::exists(run_dir / "slurm.out", ec))
+      files.emplace_back(run_dir / "slurm.out", std::nullopt);
     if (world_size == 0) world_size = static_cast<int>(ranks.size());
   }
   for (const auto& log : logs) files.emplace_back(log, std::nullopt);

@@ -1,6 +1,6 @@
 // Diagnosing a run directory and extra logs in one call: the store (run_findings.hpp), the
-// ranks' logs (logs/rank-N.log) and any other log, streamed; what `muster diagnose` prints and
-// `muster report` draws.
+// ranks' logs (logs/rank-N.log), Slurm's output when muster-sbatch linked it there (slurm.out)
+// and any other log, streamed; what `muster diagnose` prints and `muster report` draws.
 #pragma once
 
 #include <filesystem>

@@ -467,3 +467,64 @@ TEST_CASE("muster status lists the user's Slurm jobs beside the runs, each with 
                              Catch::Contains("Slurm: squeue --me failed: "));
   cluster.command({"scancel", std::to_string(job_id), std::to_string(job_id + 1)});
 }
+
+TEST_CASE(
+    "muster-sbatch submits a two-node job that runs to its end, Slurm's output in the run "
+    "directory",
+    "[slurm]") {
+  MUSTER_SKIP_WITHOUT_SLURM();
+  slurm_cluster cluster;
+  muster::test::temp_dir dir("muster-sbatch");
+  const std::string sbatch = std::string(MUSTER_BIN_DIR) + "/muster-sbatch";
+  const auto job = dir / "job.toml";
+  muster::test::write_file(job, "[job]\nname = \"sb\"\n[slurm]\nnodes = 2\ntime = \"5:00\"\n");
+  const auto runs = dir / "runs";
+  const std::vector<std::string> args = {sbatch,
+                                         job.string(),
+                                         "launch.runs_dir=" + runs.string(),
+                                         "launch.master_addr=127.0.0.1",
+                                         "launch.nproc=2",
+                                         "--",
+                                         kWorker,
+                                         "--sleep-ms",
+                                         "300"};
+  // --dry-run shows the script and submits nothing
+  auto dry = args;
+  dry.insert(dry.begin() + 2, "--dry-run");
+  const auto shown = muster::test::run_process(dry, launch_env(cluster));
+  REQUIRE(shown.exit_code == 0);
+  CHECK_THAT(shown.out,
+             Catch::StartsWith("#!/bin/bash\n") && Catch::Contains("#SBATCH --nodes=2\n") &&
+                 Catch::Contains("#SBATCH --time=5:00\n") &&
+                 Catch::Contains("# submit (not done: --dry-run): 'sbatch' '--parsable'"));
+  CHECK_FALSE(fs::exists(runs));
+
+  const auto submitted = muster::test::run_process(args, launch_env(cluster));
+  INFO("muster-sbatch: " << submitted.out << submitted.err);
+  REQUIRE(submitted.exit_code == 0);
+  const auto job_id = static_cast<std::uint32_t>(std::stoul(submitted.out));
+  CHECK_THAT(submitted.err, Catch::Contains("muster status " + std::to_string(job_id)));
+  const auto state = [&] { return job_fields(cluster, job_id)["JobState"]; };
+  if (!wait_for([&] { return state() == "COMPLETED" || state() == "FAILED"; }, 30s))
+    FAIL("the job did not end within 30 s: " << state() << "\n" << cluster.log_tail());
+  CHECK(state() == "COMPLETED");
+  const auto run_dir = runs / ("sb-" + std::to_string(job_id));
+  CHECK(fs::exists(run_dir / "node-gpu-a01.db"));
+  CHECK(fs::exists(run_dir / "node-gpu-a02.db"));
+  muster::store::run_reader reader(run_dir);
+  REQUIRE(reader.ranks().size() == 4);
+  for (const auto& rank : reader.ranks()) CHECK(rank.state == muster::store::rank_state::succeeded);
+  // Slurm's output, linked into the run directory, which diagnose reads
+  CHECK(fs::is_symlink(run_dir / "slurm.out"));
+  CHECK(fs::equivalent(run_dir / "slurm.out", runs / ("slurm-" + std::to_string(job_id) + ".out")));
+  CHECK(fs::exists(runs / "sbatch"));
+  const auto diagnosed = muster::test::run_process({kMuster, "diagnose", run_dir.string()});
+  CHECK(diagnosed.exit_code == 0);
+
+  // bad input: no job file, a bad key
+  CHECK(muster::test::run_process({sbatch}, launch_env(cluster)).exit_code == 2);
+  const auto bad =
+      muster::test::run_process({sbatch, job.string(), "slurm.nodes=0"}, launch_env(cluster));
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.err, Catch::Contains("slurm.nodes"));
+}

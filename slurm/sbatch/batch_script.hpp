@@ -1,0 +1,39 @@
+// The batch script muster-sbatch submits for a job file: #SBATCH lines from the [slurm]
+// section (nodes, GPUs per node, time, partition, account, the pre-timeout USR1, requeue, the
+// output file), then one `muster launch` task per node through srun, run in the background
+// while the batch shell waits, so the shell's trap passes Slurm's USR1 on at once (bash runs a
+// trap only between foreground commands).
+//
+// Slurm's output goes to <runs_dir>/slurm-<job id>.out (Slurm creates no directories, and the
+// run directory is named after the job id, which is known only once the job runs); the script
+// links it into the run directory as slurm.out, where `muster diagnose` reads it.
+// Every word that comes from the user is single-quoted for the batch shell.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/job_config.hpp"
+
+namespace muster::slurm {
+
+struct batch_request {
+  std::filesystem::path job_file;      // absolute
+  std::vector<std::string> overrides;  // key=value for muster launch, as given
+  std::vector<std::string> command;    // the worker command after `--`; empty: the engine
+  std::filesystem::path runs_dir;      // absolute
+  std::filesystem::path muster;        // the muster binary, absolute
+};
+
+// `text` as one word for a POSIX shell: single-quoted, a quote inside written '\''.
+std::string shell_quote(std::string_view text);
+
+// The script for `config` (loaded from request.job_file with request.overrides).
+std::string batch_script(const job_config& config, const batch_request& request);
+
+// The arguments of `muster launch` the script's srun runs (without srun's own).
+std::vector<std::string> launch_args(const job_config& config, const batch_request& request);
+
+}  // namespace muster::slurm

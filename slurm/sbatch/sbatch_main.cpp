@@ -1,0 +1,178 @@
+// muster-sbatch JOB.toml [sbatch options] [key=value ...] [--dry-run] [-- COMMAND ...]: builds
+// the batch script for a job file (batch_script.hpp), shows it with --dry-run, or writes it to
+// <runs_dir>/sbatch/ and submits it with sbatch (an argv, never a shell) and prints the job id.
+//
+// Arguments after the job file: one that starts with '-' is an sbatch option (a bare word after
+// it is its value: prefer --qos=high), key=value is a job-file override for muster launch, and
+// everything after `--` is the worker command (default: the built-in engine).
+// Exit 0 submitted (or shown), 1 sbatch failed, 2 bad input.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "common/error.hpp"
+#include "common/job_config.hpp"
+#include "common/run_program.hpp"
+#include "muster/version.hpp"
+#include "slurm/sbatch/batch_script.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kExitOk = 0, kExitFailure = 1, kExitUsage = 2;
+
+constexpr const char* kUsage =
+    "usage: muster-sbatch JOB.toml [sbatch options] [key=value ...] [--dry-run] [-- COMMAND ...]\n"
+    "\n"
+    "Builds the batch script for a job file from its [slurm] section (nodes, gpus_per_node,\n"
+    "time, partition, account, checkpoint_lead, requeue): one `muster launch` task per node,\n"
+    "Slurm's output in <runs_dir>/slurm-<job id>.out, linked into the run directory.\n"
+    "  --dry-run     print the script and the sbatch command; submit nothing\n"
+    "  -h, --help    this text; --version: the version\n"
+    "  --opt=value   any other option goes to sbatch (it wins over the script's #SBATCH lines)\n"
+    "  key=value     a job-file override, for the script and for muster launch\n"
+    "  -- COMMAND    the worker command (default: the built-in engine, muster-train)\n"
+    "example: muster-sbatch etc/examples/tiny-moe.toml slurm.nodes=2 slurm.time=1:00:00\n";
+
+struct arguments {
+  fs::path job_file;
+  std::vector<std::string> sbatch_options;
+  std::vector<std::string> overrides;
+  std::vector<std::string> command;
+  bool dry_run = false;
+};
+
+arguments parse(int argc, char** argv) {
+  arguments a;
+  bool after_option = false;  // the previous word was an sbatch option: a bare word is its value
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word == "--") {
+      a.command.assign(argv + i + 1, argv + argc);
+      MUSTER_CHECK(!a.command.empty(), muster::errc::invalid_input,
+                   "muster-sbatch: nothing after --; give the worker command, or leave -- out "
+                   "for the built-in engine");
+      break;
+    }
+    if (word == "--dry-run") {
+      a.dry_run = true;
+    } else if (word.starts_with("-")) {
+      a.sbatch_options.push_back(word);
+      after_option = word.find('=') == std::string::npos;
+      continue;
+    } else if (a.job_file.empty()) {
+      a.job_file = word;
+    } else if (word.find('=') != std::string::npos) {
+      a.overrides.push_back(word);
+    } else if (after_option) {
+      a.sbatch_options.push_back(word);
+    } else {
+      MUSTER_THROW(muster::errc::invalid_input,
+                   "muster-sbatch: {:?} is neither an sbatch option, a key=value override nor "
+                   "the command after --; e.g. muster-sbatch job.toml --qos=high slurm.nodes=2",
+                   word);
+    }
+    after_option = false;
+  }
+  MUSTER_CHECK(!a.job_file.empty(), muster::errc::invalid_input, "muster-sbatch: no job file; {}",
+               "usage: muster-sbatch JOB.toml [...]");
+  return a;
+}
+
+// The muster binary beside this one (the same install), else the first on PATH.
+fs::path muster_binary() {
+  std::error_code ec;
+  const auto self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec && fs::exists(self.parent_path() / "muster")) return self.parent_path() / "muster";
+  return "muster";
+}
+
+std::string stamp() {
+  const auto now = std::chrono::system_clock::now();
+  const auto t = std::chrono::system_clock::to_time_t(now);
+  struct tm tm {};
+  localtime_r(&t, &tm);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y%m%d-%H%M%S", &tm);
+  return text;
+}
+
+int submit(const arguments& a) {
+  const auto loaded = muster::load_job_config(a.job_file, a.overrides);
+  const auto& config = loaded.config;
+  muster::slurm::batch_request request{fs::absolute(a.job_file), a.overrides, a.command,
+                                       fs::absolute(config.launch.runs_dir).lexically_normal(),
+                                       muster_binary()};
+  const auto script = muster::slurm::batch_script(config, request);
+  const auto file =
+      request.runs_dir / "sbatch" / fmt::format("{}-{}.sbatch", config.job.name, stamp());
+  std::vector<std::string> sbatch = {"sbatch", "--parsable"};
+  sbatch.insert(sbatch.end(), a.sbatch_options.begin(), a.sbatch_options.end());
+  sbatch.push_back(file.string());
+  if (a.dry_run) {
+    fmt::print("{}", script);
+    std::string words;
+    for (const auto& w : sbatch)
+      words += (words.empty() ? "" : " ") + muster::slurm::shell_quote(w);
+    fmt::print("# submit (not done: --dry-run): {}\n", words);
+    return kExitOk;
+  }
+  std::error_code ec;
+  fs::create_directories(file.parent_path(), ec);
+  MUSTER_CHECK(!ec, muster::errc::io,
+               "muster-sbatch: cannot create {}: {}; set launch.runs_dir "
+               "to a directory you can write (it must be on a file system every node sees)",
+               file.parent_path().string(), ec.message());
+  {
+    std::ofstream out(file, std::ios::trunc);
+    out << script;
+    out.close();
+    MUSTER_CHECK(out.good(), muster::errc::io, "muster-sbatch: cannot write {}", file.string());
+  }
+  const auto r = muster::run_program(sbatch, std::chrono::seconds(60));
+  if (!r.ok()) {
+    fmt::print(stderr, "muster-sbatch: sbatch failed{}: {}\nmuster-sbatch: the script is {}\n",
+               r.timed_out ? " (no answer in 60 s)" : "", r.started ? r.output : r.why_not,
+               file.string());
+    return kExitFailure;
+  }
+  const auto id = r.output.substr(0, r.output.find_first_of(";\n"));
+  fmt::print("{}\n", id);
+  fmt::print(stderr,
+             "muster-sbatch: submitted job {} ({}); run directory {}/{}-{}, Slurm output "
+             "{}/slurm-{}.out; follow it with: muster status {}\n",
+             id, file.string(), request.runs_dir.string(), config.job.name, id,
+             request.runs_dir.string(), id, id);
+  return kExitOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc && std::string(argv[i]) != "--"; ++i) {
+    const std::string word = argv[i];
+    if (word == "-h" || word == "--help") {
+      fmt::print("{}", kUsage);
+      return kExitOk;
+    }
+    if (word == "--version") {
+      fmt::print("muster-sbatch {} ({})\n", muster::kVersion, muster::kGitCommit);
+      return kExitOk;
+    }
+  }
+  try {
+    return submit(parse(argc, argv));
+  } catch (const muster::error& e) {
+    fmt::print(stderr, "{}\n", e.what());
+    const bool bad_input =
+        e.category() == muster::errc::invalid_input || e.category() == muster::errc::config;
+    return bad_input ? kExitUsage : kExitFailure;
+  }
+}
