@@ -9,8 +9,11 @@
 // to $TORCHELASTIC_ERROR_FILE for the launcher to report. Exit codes: 0 done, 1 a failure,
 // 2 bad input.
 #include <malloc.h>
+#include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <limits>
 
@@ -18,6 +21,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <thread>
 #include <filesystem>
 #include <fstream>
 
@@ -35,8 +39,37 @@
 namespace {
 
 // The signal that asked this rank to stop (SIGUSR1 or SIGTERM), or 0.
-volatile std::sig_atomic_t g_stop_signal = 0;
-void on_stop_signal(int signal) { g_stop_signal = signal; }
+std::atomic<int> g_stop_signal{0};
+// Whether the training loop acts on g_stop_signal yet (before it, a signal ends the process).
+std::atomic<bool> g_stop_handled{false};
+
+// SIGUSR1 and SIGTERM are blocked in every thread (LibTorch's, Gloo's, OpenMP's: all are
+// created later and inherit the mask) and taken by one thread with sigwait, so no thread is
+// ever interrupted in a system call by them. Before the training loop takes over, a signal has
+// its default action, as it would without this.
+void watch_stop_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGUSR1);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::thread([set] {
+    for (;;) {
+      int signal = 0;
+      if (sigwait(&set, &signal) != 0) continue;
+      if (g_stop_handled.load()) {
+        g_stop_signal.store(signal);
+        continue;
+      }
+      std::signal(signal, SIG_DFL);
+      sigset_t one;
+      sigemptyset(&one);
+      sigaddset(&one, signal);
+      pthread_sigmask(SIG_UNBLOCK, &one, nullptr);
+      ::raise(signal);
+    }
+  }).detach();
+}
 
 using namespace muster;
 
@@ -191,8 +224,7 @@ int run(engine::train::trainer& trainer, const job_config& config) {
     logger->info("loaded checkpoint {}: continuing at step {}", from->string(),
                  trainer.next_step() + 1);
   }
-  std::signal(SIGUSR1, on_stop_signal);
-  std::signal(SIGTERM, on_stop_signal);
+  g_stop_handled.store(true);
   auto save = [&] {
     const auto dir = trainer.save(root, config.checkpoint.keep);
     logger->info("saved checkpoint {} after step {}", dir.string(), trainer.next_step());
@@ -205,7 +237,7 @@ int run(engine::train::trainer& trainer, const job_config& config) {
   std::ofstream steps;
   if (!env("MUSTER_STEPS_FILE").empty()) steps.open(env("MUSTER_STEPS_FILE"), std::ios::app);
   while (trainer.next_step() < config.train.steps) {
-    if (g_stop_signal != 0) trainer.request_stop();
+    if (g_stop_signal.load() != 0) trainer.request_stop();
     const auto r = trainer.step();
     const auto report_start = std::chrono::steady_clock::now();
     beat(heartbeat, r, config.train.steps);
@@ -221,7 +253,7 @@ int run(engine::train::trainer& trainer, const job_config& config) {
     if (r.stop) {
       // Asked to stop (Slurm's pre-timeout SIGUSR1, or SIGTERM): save, then end as signalled.
       save();
-      const int signal = g_stop_signal != 0 ? static_cast<int>(g_stop_signal) : SIGTERM;
+      const int signal = g_stop_signal.load() != 0 ? g_stop_signal.load() : SIGTERM;
       logger->info("stopping after step {} ({})", r.step + 1, strsignal(signal));
       return 128 + signal;
     }
@@ -240,6 +272,7 @@ int run(engine::train::trainer& trainer, const job_config& config) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  watch_stop_signals();
   try {
     return train(argc, argv);
   } catch (const muster::error& e) {
