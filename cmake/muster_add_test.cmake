@@ -1,4 +1,4 @@
-# muster_add_test(NAME <name> SOURCES <files...> [LIBS <targets...>] LABELS unit|integration|gpu
+# muster_add_test(NAME <name> SOURCES <files...> [LIBS <targets...>] LABELS unit|integration|gpu [slurm]
 #                 [TIMEOUT <seconds>])
 # The one way tests are registered: a Catch2 executable whose TEST_CASEs become CTest tests,
 # each carrying the labels (so `ctest -L unit` works). Tests find built programs through
@@ -7,15 +7,42 @@ add_library(muster_catch_main STATIC ${CMAKE_SOURCE_DIR}/tests/support/catch_mai
 target_link_libraries(muster_catch_main PUBLIC Catch2::Catch2)
 
 include(Catch)
+
+# muster_discovered_tests_property(TARGET PROPERTY VALUE): sets PROPERTY to VALUE (a list is
+# fine) on every test CTest discovers in TARGET, once the discovery's own file has run.
+function(muster_discovered_tests_property target property value)
+  set(file ${CMAKE_CURRENT_BINARY_DIR}/${target}_${property}.cmake)
+  set(text [=[
+file(GLOB discovered "${CMAKE_CURRENT_LIST_DIR}/@TARGET@_tests-*.cmake")
+foreach(tests_file IN LISTS discovered)
+  file(STRINGS "${tests_file}" lines REGEX "^add_test[(] [[]=*[[]")
+  foreach(line IN LISTS lines)
+    string(REGEX REPLACE "^add_test[(] [[]=*[[]([^]]*)[]].*" "\\1" name "${line}")
+    set_tests_properties("${name}" PROPERTIES @PROPERTY@ "@VALUE@")
+  endforeach()
+endforeach()
+]=])
+  string(REPLACE "@TARGET@" "${target}" text "${text}")
+  string(REPLACE "@PROPERTY@" "${property}" text "${text}")
+  string(REPLACE "@VALUE@" "${value}" text "${text}")
+  file(WRITE ${file} "${text}")
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${file})
+endfunction()
 function(muster_add_test)
   cmake_parse_arguments(T "" "NAME;TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
   if(NOT T_NAME OR NOT T_SOURCES OR NOT T_LABELS)
     message(FATAL_ERROR "muster_add_test: NAME, SOURCES and LABELS are required")
   endif()
-  list(LENGTH T_LABELS _num_labels)
-  if(NOT _num_labels EQUAL 1 OR NOT T_LABELS MATCHES "^(unit|integration|gpu)$")
-    message(FATAL_ERROR "muster_add_test(${T_NAME}): LABELS must be one of unit, integration, gpu")
+  set(_extra ${T_LABELS})
+  list(POP_FRONT _extra _kind)
+  if(NOT _kind MATCHES "^(unit|integration|gpu)$")
+    message(FATAL_ERROR "muster_add_test(${T_NAME}): LABELS must start with unit, integration or gpu")
   endif()
+  foreach(_label IN LISTS _extra)
+    if(NOT _label STREQUAL "slurm")
+      message(FATAL_ERROR "muster_add_test(${T_NAME}): extra label ${_label}: only slurm is known")
+    endif()
+  endforeach()
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 120)
   endif()
@@ -32,5 +59,8 @@ function(muster_add_test)
   catch_discover_tests(${T_NAME}
     TEST_PREFIX "${T_NAME}: "
     EXTRA_ARGS --warn NoTests
-    PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT})
+    PROPERTIES LABELS ${_kind} TIMEOUT ${T_TIMEOUT})
+  if(_extra)  # Catch.cmake passes properties on as a flat list, so a list value goes this way
+    muster_discovered_tests_property(${T_NAME} LABELS "${T_LABELS}")
+  endif()
 endfunction()

@@ -189,6 +189,18 @@ bool node_store::step_ended(const step_entry& s) {
   return db_.query_int64("SELECT changes()", "count the steps ended") > 0;
 }
 
+int node_store::job_ended(const std::string& job_id, std::int64_t ended_ms,
+                          const std::string& message) {
+  auto stmt = db_.prepare(
+      "UPDATE steps SET state = 'cancelled', ended_ms = ?2, message = ?3 "
+      "WHERE job_id = ?1 AND state = 'running'");
+  stmt.bind(1, job_id);
+  stmt.bind(2, ended_ms);
+  stmt.bind(3, message);
+  stmt.execute("record a job's end");
+  return static_cast<int>(db_.query_int64("SELECT changes()", "count the steps ended"));
+}
+
 void node_store::add_decisions(const std::vector<decision_entry>& decisions) {
   store::sqlite_transaction transaction(db_);
   auto stmt = db_.prepare(

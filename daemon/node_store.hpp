@@ -81,6 +81,9 @@ class node_store {
   void step_started(const step_entry& step);
   // A step ends; false when no such step was started.
   bool step_ended(const step_entry& step);
+  // The job has ended on this node (Slurm's epilog): its steps still running are marked
+  // cancelled at `ended_ms` with `message`. Returns how many were.
+  int job_ended(const std::string& job_id, std::int64_t ended_ms, const std::string& message);
 
   void add_decisions(const std::vector<decision_entry>& decisions);
   void add_preflight(const preflight_entry& preflight);

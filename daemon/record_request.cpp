@@ -12,8 +12,32 @@ namespace muster::daemon {
 
 using nlohmann::json;
 
+namespace {
+
+request_work job_end_work(const json& request, const slurm_lookup& slurm, const peer& who) {
+  only_keys(request, "request", {"version", "request", "event", "job"});
+  const json& job = object_field(request, "job", "request");
+  only_keys(job, "job", {"id"});
+  const auto ref = *read_job_ref(job, true);
+  return [ref, slurm, uid = who.uid](node_store& store) {
+    work_result out;
+    out.access = authorize_job(store, slurm, ref.id, uid, job_use::read);
+    if (!out.access.allowed) return out;
+    const int closed = store.job_ended(
+        ref.id, store::now_ms(),
+        fmt::format("job {} ended on this node before the step recorded its end (its launcher "
+                    "was killed, or the step was not a muster launch)",
+                    ref.id));
+    out.fields = fmt::format(R"("recorded":"job_end","closed":{})", closed);
+    return out;
+  };
+}
+
+}  // namespace
+
 request_work record_work(const json& request, const slurm_lookup& slurm, const peer& who) {
   const auto event = required_string(request, "event", "request");
+  if (event == "job_end") return job_end_work(request, slurm, who);
   step_entry step;
   const json& job = object_field(request, "job", "request");
   only_keys(job, "job", {"id", "step"});
@@ -41,7 +65,7 @@ request_work record_work(const json& request, const slurm_lookup& slurm, const p
     if (step.message.size() > 4096) step.message.resize(4096);
     step.ended_ms = store::now_ms();
   } else {
-    throw bad_request(fmt::format("request.event: \"{}\" is not start or end", event));
+    throw bad_request(fmt::format("request.event: \"{}\" is not start, end or job_end", event));
   }
   return [step, event, slurm](node_store& store) {
     work_result out;

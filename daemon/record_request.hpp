@@ -8,7 +8,12 @@
 //   {"version": 1, "request": "record", "event": "end", "job": {"id": "4242", "step": "0"},
 //    "state": "failed", "exit_code": 3, "message": "rank 5 failed first (exit 3)"}
 //   reply: {"version": 1, "ok": true, "recorded": "start"}
+//   {"version": 1, "request": "record", "event": "job_end", "job": {"id": "4242"}}
+//   reply: {"version": 1, "ok": true, "recorded": "job_end", "closed": 1}
 // state is one of completed, failed, cancelled. The step's pid is the asker's (SO_PEERCRED).
+// job_end (Slurm's epilog, `muster node job-end`): the job is over on this node; steps that
+// never recorded their end (a launcher killed with SIGKILL, the node's job ended under it) are
+// closed as cancelled, saying so; "closed" counts them.
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -1,18 +1,22 @@
-// `muster node status|env|preflight [--json]`: this node's musterd, asked through its socket.
+// `muster node status|env|preflight|job-end`: this node's musterd, asked through its socket.
 //   status     the daemon's version and uptime, the node's GPUs, network and HCAs, the site's
 //              policy, recent job steps (its `status` request)
 //   env        the environment musterd gives a job's workers here, each with its rule and
 //              reason (its `env` request for the job file's layout)
 //   preflight  whether the node is fit for a job step now (its `preflight` request); Slurm's
 //              job, step and GPUs by default, so a prolog runs it bare
+//   job-end    the job is over on this node (Slurm's epilog): steps that never recorded their
+//              end are closed as cancelled
 // Exit 1 when no daemon answers (naming the socket and why) or preflight finds the node unfit;
 // 2 for bad input, and for an env whose settings cannot work together; preflight exits 4 when
-// it could not ask (no daemon, or a refusal), so a prolog drains only nodes found unfit.
+// it could not ask (no daemon, or a refusal), so a prolog drains only nodes found unfit;
+// job-end exits 0 when recorded (or the node never saw the job), 4 when it could not ask.
 #include <fmt/format.h>
 
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 
 #include "common/error.hpp"
 #include "common/job_config.hpp"
@@ -36,8 +40,10 @@ std::string joined(const json& list) {
   return out.empty() ? "none" : out;
 }
 
-// The daemon's reply to `request`, or nullopt after saying on stderr why there is none.
-std::optional<json> ask(const std::string& verb, const std::string& request) {
+// The daemon's reply to `request`, or nullopt after saying on stderr why there is none. An
+// error reply whose code is in `also_answers` is returned as it is.
+std::optional<json> ask(const std::string& verb, const std::string& request,
+                        std::initializer_list<std::string_view> also_answers = {}) {
   const auto socket = launcher::daemon_socket();
   if (!socket) {
     fmt::print(stderr, "muster: node {}: MUSTER_DAEMON_SOCKET is empty: no daemon to ask\n", verb);
@@ -53,7 +59,16 @@ std::optional<json> ask(const std::string& verb, const std::string& request) {
     return std::nullopt;
   }
   auto r = json::parse(*reply, nullptr, false);
-  if (!r.is_object() || r.value("ok", false) != true) {
+  const auto is_answer = [&](const json& reply) {
+    if (reply.value("ok", false)) return true;
+    const auto code = reply.contains("error") && reply["error"].is_object()
+                          ? reply["error"].value("code", "")
+                          : std::string();
+    for (const auto accepted : also_answers)
+      if (code == accepted) return true;
+    return false;
+  };
+  if (!r.is_object() || !is_answer(r)) {
     fmt::print(stderr, "muster: node {}: musterd answered: {}\n", verb, *reply);
     return std::nullopt;
   }
@@ -232,6 +247,22 @@ int node_preflight(const preflight_options& o) {
   return print_reply("preflight", *r, print_preflight);
 }
 
+int node_job_end(const std::string& job_arg) {
+  const auto job = env_or("SLURM_JOB_ID", job_arg);
+  MUSTER_CHECK(!job.empty(), errc::invalid_input,
+               "node job-end: which job? give --job ID (in Slurm's epilog, SLURM_JOB_ID is taken)");
+  const json request = {
+      {"version", 1}, {"request", "record"}, {"event", "job_end"}, {"job", {{"id", job}}}};
+  const auto r = ask("job-end", request.dump(), {"not_found"});
+  if (!r) return kExitNotAsked;
+  if (!r->value("ok", false))
+    fmt::print("job {}: this node recorded no step of it\n", job);
+  else
+    fmt::print("job {}: ended; {} step(s) that never recorded their end closed as cancelled\n", job,
+               r->at("closed").get<int>());
+  return kExitOk;
+}
+
 }  // namespace
 
 void add_node_verbs(CLI::App& app, verb_action& run) {
@@ -264,6 +295,13 @@ void add_node_verbs(CLI::App& app, verb_action& run) {
   pre_cmd->add_option("--run-dir", pre->run_dir, "the run directory the job will write");
   pre_cmd->add_flag("--json", pre->json, "the daemon's reply as JSON");
   pre_cmd->callback([pre, &run] { run = [pre] { return node_preflight(*pre); }; });
+
+  auto end_job = std::make_shared<std::string>();
+  auto* end_cmd = node->add_subcommand(
+      "job-end",
+      "the job is over on this node (Slurm's epilog): close its steps that never recorded an end");
+  end_cmd->add_option("--job", *end_job, "the job id (default: SLURM_JOB_ID)");
+  end_cmd->callback([end_job, &run] { run = [end_job] { return node_job_end(*end_job); }; });
 }
 
 }  // namespace muster::cli

@@ -33,6 +33,7 @@ using muster::test::contract_lines;
 using muster::test::has_event;
 using muster::test::process_result;
 using muster::test::slurm_cluster;
+using muster::test::wait_for;
 
 namespace {
 
@@ -63,16 +64,6 @@ std::vector<std::string> srun_launch(const std::vector<std::string>& srun_option
 
 fs::path run_dir_of(const fs::path& runs, std::uint32_t job_id) {
   return runs / ("muster-job-" + std::to_string(job_id));
-}
-
-// Polls `done` every 20 ms until it holds or `limit` passes; returns whether it held.
-bool wait_for(const std::function<bool()>& done, clock_type::duration limit) {
-  const auto deadline = clock_type::now() + limit;
-  while (!done()) {
-    if (clock_type::now() > deadline) return false;
-    std::this_thread::sleep_for(20ms);
-  }
-  return true;
 }
 
 fs::path rank_log(const fs::path& run_dir, int rank) {
@@ -138,24 +129,7 @@ std::vector<muster::store::event_record> node_events(const fs::path& run_dir,
   return muster::store::run_reader(one.path()).events();
 }
 
-// "JobState=RUNNING Restarts=1 ..." of `scontrol show job -o`, as a map.
-std::map<std::string, std::string> job_fields(const slurm_cluster& cluster, std::uint32_t job_id) {
-  std::map<std::string, std::string> fields;
-  const auto out = cluster.command({"scontrol", "show", "job", "-o", std::to_string(job_id)}).out;
-  std::istringstream words(out);
-  for (std::string word; words >> word;)
-    if (auto eq = word.find('='); eq != std::string::npos && eq > 0)
-      fields.emplace(word.substr(0, eq), word.substr(eq + 1));  // the first of a name wins
-  return fields;
-}
-
 }  // namespace
-
-#define MUSTER_SKIP_WITHOUT_SLURM()              \
-  if (auto why = slurm_cluster::unavailable()) { \
-    WARN("SKIPPED: " << *why);                   \
-    return;                                      \
-  }
 
 TEST_CASE("srun -N2 with one task per node: muster launch starts 4 ranks with global ranks",
           "[slurm]") {
@@ -349,7 +323,7 @@ TEST_CASE(
       batch = muster::test::read_file(batch_log);
     } catch (const std::exception&) {
     }
-    const auto fields = job_fields(cluster, job_id);
+    const auto fields = cluster.job_fields(job_id);
     auto field = [&](const char* name) {
       auto it = fields.find(name);
       return it == fields.end() ? std::string("?") : it->second;
@@ -373,7 +347,7 @@ TEST_CASE(
   // launcher, asked for a requeue by the SIGUSR1, runs `scontrol requeue` once they ended.
   REQUIRE(cluster.command({"scancel", "-s", "TERM", job}).exit_code == 0);
   auto requeued = [&] {
-    auto fields = job_fields(cluster, job_id);
+    auto fields = cluster.job_fields(job_id);
     return fields["JobState"] == "PENDING" && fields["Restarts"] == "1";
   };
   if (!wait_for(requeued, 20s)) FAIL("the job was not requeued within 20 s; " << context());
@@ -385,13 +359,13 @@ TEST_CASE(
   // here. So this cluster has cred_expire=5, Slurm's least, and the job starts after 6-7 s.
   std::string state;
   auto ended = [&] {
-    state = job_fields(cluster, job_id)["JobState"];
+    state = cluster.job_fields(job_id)["JobState"];
     return state == "COMPLETED" || state == "FAILED" || state == "CANCELLED";
   };
   if (!wait_for(ended, 30s)) FAIL("the requeued job did not end within 30 s; " << context());
   INFO(context());
   CHECK(state == "COMPLETED");
-  CHECK(job_fields(cluster, job_id)["Restarts"] == "1");
+  CHECK(cluster.job_fields(job_id)["Restarts"] == "1");
   std::vector<fs::path> dirs;
   for (const auto& e : fs::directory_iterator(runs.path()))
     if (e.is_directory()) dirs.push_back(e.path());
@@ -504,7 +478,7 @@ TEST_CASE(
   REQUIRE(submitted.exit_code == 0);
   const auto job_id = static_cast<std::uint32_t>(std::stoul(submitted.out));
   CHECK_THAT(submitted.err, Catch::Contains("muster status " + std::to_string(job_id)));
-  const auto state = [&] { return job_fields(cluster, job_id)["JobState"]; };
+  const auto state = [&] { return cluster.job_fields(job_id)["JobState"]; };
   if (!wait_for([&] { return state() == "COMPLETED" || state() == "FAILED"; }, 30s))
     FAIL("the job did not end within 30 s: " << state() << "\n" << cluster.log_tail());
   CHECK(state() == "COMPLETED");

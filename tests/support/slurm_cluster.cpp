@@ -218,7 +218,8 @@ void slurm_cluster::write_config() const {
   if (!munge_socket_.empty()) conf << ",socket=" << munge_socket_.string();
   conf << "\n"
        << "StateSaveLocation=" << d << "/state\n"
-       << "SlurmdSpoolDir=" << d << "/spool/%n\n"
+       << "SlurmdSpoolDir=" << d
+       << "/spool/%n\n"
        // srun --mpi=pmix: each node's PMIx folders in its own TmpFS (one host, two slurmd)
        << "TmpFS=" << d << "/tmp/%n\n"
        << "SlurmctldPidFile=" << d << "/slurmctld.pid\n"
@@ -244,6 +245,12 @@ void slurm_cluster::write_config() const {
        << "AccountingStorageType=accounting_storage/none\n"
        << "JobCompType=jobcomp/none\n"
        << "SwitchType=switch/none\n";
+  if (!options_.plugstack.empty()) {
+    write_file(plugstack_conf(), options_.plugstack);
+    conf << "PlugStackConfig=" << plugstack_conf().string() << "\n";
+  }
+  if (!options_.prolog.empty()) conf << "Prolog=" << options_.prolog << "\nPrologFlags=Alloc\n";
+  if (!options_.epilog.empty()) conf << "Epilog=" << options_.epilog << "\n";
   for (std::size_t i = 0; i < nodes().size(); ++i)
     conf << "NodeName=" << nodes()[i]
          << " NodeHostname=localhost NodeAddr=127.0.0.1 Port=" << node_ports_[i]
@@ -279,6 +286,36 @@ void slurm_cluster::wait_until(const std::string& what, Ready ready) {
 process_result slurm_cluster::command(std::vector<std::string> argv) const {
   argv.at(0) = program(argv[0]);
   return run_process(argv, env_);
+}
+
+bool wait_for(const std::function<bool()>& done, clock_type::duration limit) {
+  const auto deadline = clock_type::now() + limit;
+  while (!done()) {
+    if (clock_type::now() > deadline) return false;
+    std::this_thread::sleep_for(kPoll);
+  }
+  return true;
+}
+
+namespace {
+
+std::map<std::string, std::string> fields_of(const std::string& text) {
+  std::map<std::string, std::string> fields;
+  std::istringstream words(text);
+  for (std::string word; words >> word;)
+    if (auto eq = word.find('='); eq != std::string::npos && eq > 0)
+      fields.emplace(word.substr(0, eq), word.substr(eq + 1));
+  return fields;
+}
+
+}  // namespace
+
+std::map<std::string, std::string> slurm_cluster::job_fields(std::uint32_t job_id) const {
+  return fields_of(command({"scontrol", "show", "job", "-o", std::to_string(job_id)}).out);
+}
+
+std::map<std::string, std::string> slurm_cluster::node_fields(const std::string& node) const {
+  return fields_of(command({"scontrol", "show", "node", "-o", node}).out);
 }
 
 std::string slurm_cluster::log_tail(std::size_t num_lines) const {

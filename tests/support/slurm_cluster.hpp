@@ -4,7 +4,8 @@
 // so tests that run at the same time (ctest -j) never meet. munged is the running one when
 // `munge -n` works, else a private one (its own key and socket in the directory, named by
 // AuthInfo in slurm.conf), so /etc/munge and /run/munge are never touched.
-// Not here: GPUs (no gres.conf), accounting, PMIx.
+// SPANK plugins, a prolog and an epilog come from slurm_cluster_options.
+// Not here: GPUs (no gres.conf), accounting.
 //
 //   if (auto why = slurm_cluster::unavailable()) { WARN("SKIPPED: " << *why); return; }
 //   slurm_cluster cluster;
@@ -13,8 +14,11 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,7 +26,18 @@
 #include "tests/support/subprocess.hpp"
 #include "tests/support/temp_dir.hpp"
 
+// In a TEST_CASE: prints "SKIPPED: <why>" (ctest reads it as skipped) and returns when no
+// cluster can run here.
+#define MUSTER_SKIP_WITHOUT_SLURM()                              \
+  if (auto why = ::muster::test::slurm_cluster::unavailable()) { \
+    WARN("SKIPPED: " << *why);                                   \
+    return;                                                      \
+  }
+
 namespace muster::test {
+
+// Polls `done` every 20 ms until it holds or `limit` passes; returns whether it held.
+bool wait_for(const std::function<bool()>& done, std::chrono::steady_clock::duration limit);
 
 struct slurm_cluster_options {
   // AuthInfo=cred_expire: how long a job step's credential is valid, and so how long a
@@ -30,6 +45,13 @@ struct slurm_cluster_options {
   // while the nodes still hold the revoked credential). Slurm's default is 120; 5 is the least
   // it takes.
   int cred_expire_s = 120;
+  // plugstack.conf's text (PlugStackConfig=<dir>/plugstack.conf); empty: no SPANK plugins.
+  // srun and each job step read the file when they start, so a test may rewrite it between
+  // steps (plugstack_conf() is its path).
+  std::string plugstack;
+  // Prolog= and Epilog= (run by slurmd as root on each node of a job; PrologFlags=Alloc, so the
+  // prolog runs when the job is allocated, not at its first step); empty: none.
+  std::string prolog, epilog;
 };
 
 class slurm_cluster {
@@ -60,9 +82,15 @@ class slurm_cluster {
 
   const std::filesystem::path& dir() const { return dir_.path(); }
   const std::filesystem::path& conf() const { return conf_; }
+  std::filesystem::path plugstack_conf() const { return dir_.path() / "plugstack.conf"; }
   // The id of the cluster's first job (FirstJobId); later jobs count up from it.
   std::uint32_t first_job_id() const { return first_job_id_; }
   static const std::vector<std::string>& nodes();
+
+  // `scontrol show job|node -o <id>` as NAME=value fields (the first of a name wins; values
+  // with spaces, such as a node's Reason, keep only their first word: use the raw text).
+  std::map<std::string, std::string> job_fields(std::uint32_t job_id) const;
+  std::map<std::string, std::string> node_fields(const std::string& node) const;
 
   // The last lines of every daemon's log, for a failing test's message.
   std::string log_tail(std::size_t num_lines = 25) const;

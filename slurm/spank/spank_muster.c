@@ -1,0 +1,218 @@
+/* spank_muster: Slurm's SPANK plugin that gives every task of every job step on a node the
+ * site's GPU environment policy from that node's musterd, so even a plain `srun python
+ * train.py` gets it (muster launch asks the daemon itself as well; the answers agree).
+ *
+ * By context (the one dispatch file; the parts are muster_config, muster_env, muster_client):
+ *   srun, sbatch, salloc   registers --muster-policy and --muster-off; a bad --muster-policy
+ *                          fails there, before anything is queued.
+ *   slurmstepd             in slurm_spank_task_init, just before each task execs: asks musterd
+ *                          (`env` request; the task with local id 0 sends the job and step, so
+ *                          the node records the decisions once) and applies them with
+ *                          spank_setenv / spank_unsetenv; sets MUSTER_SPANK_POLICY to what it did.
+ *   anything else          nothing.
+ * The step's layout: --muster-policy, else MUSTER_POLICY in the job's environment, else none.
+ * A daemon that is not there or does not answer within timeout_ms is logged and the task runs
+ * as it is; with required=1 the task fails. A combination the policy refuses (nccl_ub with
+ * expandable_segments, ...) always fails the task, with the policy's message.
+ * Only slurm_spank_* and the plugin's identity are exported (spank_muster.map). */
+#include <slurm/slurm.h> /* SLURM_BATCH_SCRIPT and the other special step ids */
+#include <slurm/spank.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "muster_client.h"
+#include "muster_config.h"
+#include "muster_env.h"
+
+SPANK_PLUGIN(muster, 1);
+
+static struct {
+  int loaded; /* config parsed */
+  struct muster_config config;
+  char* policy; /* --muster-policy, NULL when not given */
+  int off;      /* --muster-off */
+} state;
+
+static int on_policy(int val, const char* optarg, int remote) {
+  struct muster_policy p;
+  char err[512];
+  (void)val;
+  (void)remote;
+  if (muster_policy_parse(optarg, &p, err, sizeof err) != 0) {
+    slurm_error("muster: --muster-policy: %s", err);
+    return -1;
+  }
+  free(state.policy);
+  state.policy = strdup(optarg ? optarg : "");
+  return 0;
+}
+
+static int on_off(int val, const char* optarg, int remote) {
+  (void)val;
+  (void)optarg;
+  (void)remote;
+  state.off = 1;
+  return 0;
+}
+
+static struct spank_option options[] = {
+    {"muster-policy", "LAYOUT",
+     "the step's layout for musterd's GPU environment policy: tp=N,cp=N,ep=N,sharding=MODE and "
+     "features such as nccl_ub or expandable_segments (muster's Slurm guide lists them)",
+     1, 0, on_policy},
+    {"muster-off", NULL, "run this job's tasks without musterd's GPU environment policy", 0, 0,
+     on_off},
+    SPANK_OPTIONS_TABLE_END};
+
+int slurm_spank_init(spank_t sp, int ac, char** av) {
+  const spank_context_t context = spank_context();
+  char err[512];
+  if (context != S_CTX_LOCAL && context != S_CTX_REMOTE && context != S_CTX_ALLOCATOR) return 0;
+  if (!state.loaded) {
+    if (muster_config_parse(ac, av, &state.config, err, sizeof err) != 0) {
+      slurm_error("muster: plugstack.conf: %s", err);
+      return -1;
+    }
+    state.loaded = 1;
+  }
+  for (struct spank_option* o = options; o->name; ++o) {
+    const spank_err_t rc = spank_option_register(sp, o);
+    if (rc != ESPANK_SUCCESS) {
+      slurm_error("muster: cannot register --%s: %s", o->name, spank_strerror(rc));
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* "4242", and the step as Slurm names it in squeue: "0", "batch", "extern", "interactive". */
+static void step_name(uint32_t step, char* out, size_t len) {
+  if (step == SLURM_BATCH_SCRIPT)
+    snprintf(out, len, "batch");
+  else if (step == SLURM_EXTERN_CONT)
+    snprintf(out, len, "extern");
+  else if (step == SLURM_INTERACTIVE_STEP)
+    snprintf(out, len, "interactive");
+  else
+    snprintf(out, len, "%u", step);
+}
+
+/* The daemon could not be asked: the task goes on without the policy, or fails (required). */
+static int without_daemon(const char* why, const char* job, const char* step, int task) {
+  if (state.config.required) {
+    slurm_error(
+        "muster: job %s step %s task %d: musterd did not answer (%s) and plugstack.conf says "
+        "required=1, so the task does not start; start the daemon (systemctl start musterd) or "
+        "set required=0",
+        job, step, task, why);
+    return -1;
+  }
+  slurm_error(
+      "muster: job %s step %s task %d runs without the site's GPU policy: musterd did not answer "
+      "(%s); start it with systemctl start musterd",
+      job, step, task, why);
+  return 0;
+}
+
+static int apply(spank_t sp, const struct muster_env_reply* reply, const char* job,
+                 const char* step, int task) {
+  int num_set = 0, num_unset = 0;
+  for (size_t i = 0; i < reply->num_changes; ++i) {
+    const struct muster_env_change* c = &reply->changes[i];
+    const spank_err_t rc =
+        c->value ? spank_setenv(sp, c->variable, c->value, 1) : spank_unsetenv(sp, c->variable);
+    if (rc != ESPANK_SUCCESS) {
+      slurm_error("muster: job %s step %s task %d: cannot %s %s (rule %s): %s", job, step, task,
+                  c->value ? "set" : "unset", c->variable, c->rule, spank_strerror(rc));
+      return -1;
+    }
+    if (c->value) {
+      slurm_verbose("muster: task %d: set %s=%s (%s)", task, c->variable, c->value, c->rule);
+      ++num_set;
+    } else {
+      slurm_verbose("muster: task %d: unset %s (%s)", task, c->variable, c->rule);
+      ++num_unset;
+    }
+  }
+  char what[64];
+  snprintf(what, sizeof what, "musterd: %d set, %d unset", num_set, num_unset);
+  spank_setenv(sp, "MUSTER_SPANK_POLICY", what, 1);
+  return 0;
+}
+
+int slurm_spank_task_init(spank_t sp, int ac, char** av) {
+  uint32_t job_id = 0, step_id = 0;
+  int task = 0, gpus = -1, rc = -1;
+  char job[16], step[16], err[512], buf[4096];
+  char** env = NULL;
+  char *request = NULL, *line = NULL;
+  struct muster_policy policy;
+  struct muster_env_reply reply;
+  (void)ac;
+  (void)av;
+  memset(&reply, 0, sizeof reply);
+  if (!spank_remote(sp) || state.off) return 0;
+  if (spank_get_item(sp, S_JOB_ID, &job_id) != ESPANK_SUCCESS ||
+      spank_get_item(sp, S_JOB_STEPID, &step_id) != ESPANK_SUCCESS ||
+      spank_get_item(sp, S_TASK_ID, &task) != ESPANK_SUCCESS ||
+      spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS) {
+    slurm_error("muster: cannot read the task's job, step, task id or environment from Slurm");
+    return -1;
+  }
+  snprintf(job, sizeof job, "%u", job_id);
+  step_name(step_id, step, sizeof step);
+
+  const char* layout = state.policy;
+  if (!layout && spank_getenv(sp, "MUSTER_POLICY", buf, sizeof buf) == ESPANK_SUCCESS) layout = buf;
+  if (muster_policy_parse(layout, &policy, err, sizeof err) != 0) {
+    slurm_error("muster: job %s step %s: %s: %s", job, step,
+                state.policy ? "--muster-policy" : "MUSTER_POLICY", err);
+    return -1;
+  }
+  if (spank_getenv(sp, "CUDA_VISIBLE_DEVICES", buf, sizeof buf) == ESPANK_SUCCESS)
+    gpus = muster_visible_gpus(buf);
+
+  request = muster_env_request(task == 0 ? job : NULL, step, &policy, gpus, env);
+  if (!request) {
+    slurm_error("muster: out of memory building the request to musterd");
+    goto out;
+  }
+  line = muster_daemon_ask(state.config.socket, request, state.config.timeout_ms, err, sizeof err);
+  if (!line) {
+    rc = without_daemon(err, job, step, task);
+    goto out;
+  }
+  if (muster_env_reply_parse(line, strlen(line), &reply, err, sizeof err) != 0) {
+    rc = without_daemon(err, job, step, task);
+    goto out;
+  }
+  if (!reply.ok) {
+    snprintf(buf, sizeof buf, "it refused the request: %s: %s", reply.error_code,
+             reply.error_message);
+    rc = without_daemon(buf, job, step, task);
+    goto out;
+  }
+  if (reply.num_errors > 0) {
+    for (size_t i = 0; i < reply.num_errors; ++i)
+      slurm_error("muster: job %s step %s: the site's GPU policy refuses this step: %s", job, step,
+                  reply.errors[i] ? reply.errors[i] : "(out of memory)");
+    goto out;
+  }
+  rc = apply(sp, &reply, job, step, task);
+out:
+  muster_env_reply_free(&reply);
+  free(line);
+  free(request);
+  return rc;
+}
+
+int slurm_spank_exit(spank_t sp, int ac, char** av) {
+  (void)sp;
+  (void)ac;
+  (void)av;
+  free(state.policy);
+  state.policy = NULL;
+  return 0;
+}
