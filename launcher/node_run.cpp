@@ -6,8 +6,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <numeric>
 #include <fstream>
+#include <numeric>
 #include <thread>
 
 #include <fmt/format.h>
@@ -83,10 +83,9 @@ rendezvous::group_failure local_failure(const node_run_plan& plan, const supervi
     if (const auto& error = recorder.first_error()) f.what += "; error file: " + *error;
   } else {
     f.no_restart = result.launcher_signal.has_value();
-    f.what = result.launcher_signal
-                 ? fmt::format("the launcher on {} was stopped by {}", plan.host,
-                               signal_name(*result.launcher_signal))
-                 : fmt::format("a rank on {} failed", plan.host);
+    f.what = result.launcher_signal ? fmt::format("the launcher on {} was stopped by {}", plan.host,
+                                                  signal_name(*result.launcher_signal))
+                                    : fmt::format("a rank on {} failed", plan.host);
   }
   return f;
 }
@@ -99,11 +98,11 @@ node_run_result run_node(const node_run_plan& plan, const store::run_paths& path
   const int n = plan.local_ranks;
   env_map base_env = plan.base_env;
   auto visible = base_env.find("CUDA_VISIBLE_DEVICES");
-  const auto gpus = assign_gpus(
-      n,
-      visible == base_env.end() ? std::nullopt
-                                : std::optional(parse_visible_devices(visible->second)),
-      plan.num_gpus);
+  const auto gpus =
+      assign_gpus(n,
+                  visible == base_env.end() ? std::nullopt
+                                            : std::optional(parse_visible_devices(visible->second)),
+                  plan.num_gpus);
   const bool has_gpus = gpus.front().has_value();
   const auto cpus = split_cpus(allowed_cpus(), n);
   const auto& policy = plan.policy;
@@ -121,8 +120,7 @@ node_run_result run_node(const node_run_plan& plan, const store::run_paths& path
   if (!plan.rendezvous.empty())
     recorder.event(std::nullopt, store::severity::info, "rendezvous", plan.rendezvous);
   for (const auto& d : policy)
-    recorder.event(std::nullopt, store::severity::info, "gpu_policy",
-                   describe(d));
+    recorder.event(std::nullopt, store::severity::info, "gpu_policy", describe(d));
 
   worker_identity who;
   who.world_size = plan.world_size;
@@ -187,9 +185,9 @@ node_run_result run_node(const node_run_plan& plan, const store::run_paths& path
     return fmt::format("lost the rendezvous store on {} (node 0's launcher ended)",
                        plan.master_addr);
   };
-  log::get("launcher")->info("run {}: ranks {}-{} of {} on {}: {}", paths.run_id(),
-                             plan.first_rank, plan.first_rank + n - 1, plan.world_size,
-                             plan.host, plan.argv[0]);
+  log::get("launcher")
+      ->info("run {}: ranks {}-{} of {} on {}: {}", paths.run_id(), plan.first_rank,
+             plan.first_rank + n - 1, plan.world_size, plan.host, plan.argv[0]);
 
   node_run_result out;
   supervise_result result;
@@ -204,8 +202,11 @@ node_run_result run_node(const node_run_plan& plan, const store::run_paths& path
     result = supervise(make_specs(plan.restart_base + round), options);
     steps.collect();  // what the workers wrote last
     if (watch) watch->stop();
-    const bool local = result.first_failure || result.launcher_signal ||
-                       (!result.stop_requested && result.exit_code() != 0);
+    // Ranks stopped on a passed-on signal (the pre-timeout checkpoint) end the run here: no
+    // failure for the other nodes (their ranks stop on the same signal), no restart.
+    const bool local =
+        result.first_failure || result.launcher_signal ||
+        (!result.stop_requested && !result.stopped_as_asked() && result.exit_code() != 0);
     failure.reset();
     if (local) failure = local_failure(plan, result, recorder);
     if (g) {
@@ -238,8 +239,8 @@ node_run_result run_node(const node_run_plan& plan, const store::run_paths& path
     print_summary(result, paths, recorder,
                   failure->node != plan.node_rank ? std::optional(failure->what) : std::nullopt);
     recorder.event(std::nullopt, store::severity::warn, "restart",
-                   fmt::format("restart {} of {} after {}", round + 1,
-                               config.launch.max_restarts, failure->what));
+                   fmt::format("restart {} of {} after {}", round + 1, config.launch.max_restarts,
+                               failure->what));
     fmt::print(stderr, "muster: restarting the ranks ({} of {})\n", round + 1,
                config.launch.max_restarts);
   }
@@ -250,15 +251,16 @@ node_run_result run_node(const node_run_plan& plan, const store::run_paths& path
   }
 
   out.exit_code = failure ? failure->exit_code : result.exit_code();
-  auto state = !failure                  ? store::run_state::succeeded
+  auto state = !failure                 ? store::run_state::succeeded
                : result.launcher_signal ? store::run_state::cancelled
-                                         : store::run_state::failed;
+                                        : store::run_state::failed;
   if (failure && failure->no_restart && !result.launcher_signal)
     state = store::run_state::cancelled;  // another node's launcher was stopped
+  if (!failure && result.stopped_as_asked()) state = store::run_state::cancelled;
   recorder.set_state(paths.run_id(), state);
-  print_summary(result, paths, recorder,
-                failure && failure->node != plan.node_rank ? std::optional(failure->what)
-                                                           : std::nullopt);
+  print_summary(
+      result, paths, recorder,
+      failure && failure->node != plan.node_rank ? std::optional(failure->what) : std::nullopt);
   return out;
 }
 

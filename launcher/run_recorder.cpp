@@ -23,8 +23,8 @@ void run_recorder::write(F&& f) {
   }
 }
 
-run_recorder::run_recorder(store::node_writer& db, const store::run_paths& paths,
-                           std::string host, int first_rank)
+run_recorder::run_recorder(store::node_writer& db, const store::run_paths& paths, std::string host,
+                           int first_rank)
     : db_(db), paths_(paths), host_(std::move(host)), first_rank_(first_rank) {}
 
 void run_recorder::operator()(const supervisor_event& e) {
@@ -83,8 +83,8 @@ void run_recorder::put_rank(int rank, pid_t pid, store::rank_state state, const 
 void run_recorder::event(std::optional<int> rank, store::severity level, std::string kind,
                          std::string text) {
   write([&] {
-    db_.add_event({store::now_ms(), rank ? std::optional<std::int64_t>(*rank) : std::nullopt,
-                   level, std::move(kind), std::move(text)});
+    db_.add_event({store::now_ms(), rank ? std::optional<std::int64_t>(*rank) : std::nullopt, level,
+                   std::move(kind), std::move(text)});
   });
 }
 
@@ -97,9 +97,9 @@ void run_recorder::set_state(const std::string& run_id, store::run_state state) 
 }
 
 void run_recorder::on_exit(const rank_exit& x) {
-  auto state = !x.failed()  ? store::rank_state::succeeded
-               : x.knock_on ? store::rank_state::killed
-                            : store::rank_state::failed;
+  auto state = !x.failed()                        ? store::rank_state::succeeded
+               : x.knock_on || x.stopped_as_asked ? store::rank_state::killed
+                                                  : store::rank_state::failed;
   put_rank(x.rank, x.pid, state, &x);
   std::optional<worker_error> error;
   if (x.failed()) error = read_worker_error(paths_.rank_error_file(x.rank));
@@ -114,15 +114,20 @@ void run_recorder::on_exit(const rank_exit& x) {
     if (error) {
       first_error_ = error->message;
       if (!error->phase.empty())
-        *first_error_ += error->step ? fmt::format(" (in {} of step {})", error->phase, *error->step + 1)
-                                     : fmt::format(" (in {})", error->phase);
+        *first_error_ += error->step
+                             ? fmt::format(" (in {} of step {})", error->phase, *error->step + 1)
+                             : fmt::format(" (in {})", error->phase);
     }
-    std::string text = fmt::format("rank {} on {} (pid {}) failed first: {}", x.rank, host_,
-                                   x.pid, x.describe());
+    std::string text =
+        fmt::format("rank {} on {} (pid {}) failed first: {}", x.rank, host_, x.pid, x.describe());
     if (first_error_) text += fmt::format("; error file: {}", *first_error_);
     if (!x.last_lines.empty())
       text += fmt::format("; last output: {}", fmt::join(x.last_lines, " | "));
     event(x.rank, store::severity::error, "first_failure", text);
+  } else if (x.stopped_as_asked) {
+    event(x.rank, store::severity::info, "stopped_as_asked",
+          fmt::format("rank {} stopped on the signal the launcher passed on: {}", x.rank,
+                      x.describe()));
   } else if (x.knock_on) {
     event(x.rank, store::severity::info, "knock_on",
           fmt::format("rank {} stopped after the first failure: {}", x.rank, x.describe()));
@@ -131,7 +136,6 @@ void run_recorder::on_exit(const rank_exit& x) {
           fmt::format("rank {}: {}", x.rank, x.describe()));
   }
 }
-
 
 void print_summary(const supervise_result& result, const store::run_paths& paths,
                    const run_recorder& recorder, const std::optional<std::string>& elsewhere) {
@@ -146,6 +150,12 @@ void print_summary(const supervise_result& result, const store::run_paths& paths
     if (result.launcher_signal)
       fmt::print(stderr, "muster: stopped by {}; logs in {}\n",
                  signal_name(*result.launcher_signal), paths.logs_dir().string());
+    else if (result.stopped_as_asked())
+      fmt::print(stderr,
+                 "muster: the ranks stopped on the {} passed on to them, as asked (the built-in "
+                 "engine saves a checkpoint first; exit code {}); logs in {}\n",
+                 signal_name(result.forwarded_signals.back()), result.exit_code(),
+                 paths.logs_dir().string());
     return;
   }
   const auto& x = result.exits[static_cast<std::size_t>(*result.first_failure)];

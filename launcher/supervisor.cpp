@@ -40,12 +40,12 @@ void write_all(int fd, std::string_view data) {
 // One worker as the loop tracks it.
 struct worker {
   rank_exit exit;
-  int output_fd = -1;            // -1 once at end of file
+  int output_fd = -1;  // -1 once at end of file
   int log_fd = -1;
   bool running = true;
   bool tee = false;
-  std::string partial;           // the unfinished last line
-  std::deque<std::string> lines; // the last kLastLines lines
+  std::string partial;            // the unfinished last line
+  std::deque<std::string> lines;  // the last kLastLines lines
 };
 
 class node_supervisor {
@@ -162,7 +162,8 @@ class node_supervisor {
       }
       // Output still in the pipes when the last worker ends is read for a short while; a
       // grandchild holding a pipe open does not keep the launcher waiting.
-      if (!any_running() && !drain_until) drain_until = clock::now() + std::chrono::milliseconds(300);
+      if (!any_running() && !drain_until)
+        drain_until = clock::now() + std::chrono::milliseconds(300);
     }
   }
 
@@ -181,7 +182,8 @@ class node_supervisor {
     if (hung.empty()) return;
     std::vector<std::pair<int, std::optional<heartbeat>>> beats;
     for (auto& w : workers_)
-      if (w.running) beats.emplace_back(w.exit.rank, read_heartbeat(options_.heartbeat_path(w.exit.rank)));
+      if (w.running)
+        beats.emplace_back(w.exit.rank, read_heartbeat(options_.heartbeat_path(w.exit.rank)));
     const std::string detail = "last heartbeats: " + describe_heartbeats(beats);
     for (worker* w : hung) {
       emit(supervisor_event::kind::hung, w->exit.rank, w->exit.pid, options_.hang_signal, nullptr,
@@ -212,7 +214,8 @@ class node_supervisor {
     }
     if (options_.progress_line && !stopping_ && (!next || next_progress_ < *next))
       next = std::max(next_progress_, clock::now());
-    if (options_.on_tick && (!next || next_tick_ < *next)) next = std::max(next_tick_, clock::now());
+    if (options_.on_tick && (!next || next_tick_ < *next))
+      next = std::max(next_tick_, clock::now());
     if (drain_until && (!next || *drain_until < *next)) next = drain_until;
     if (!next) return -1;
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*next - clock::now());
@@ -282,6 +285,13 @@ class node_supervisor {
     }
   }
 
+  // Whether a forwarded signal ended it, or it exited with 128 + one (as it asked to).
+  bool ended_by_forwarded(const rank_exit& e) const {
+    for (int sig : forwarded_)
+      if (e.signal == sig || e.exit_code == 128 + sig) return true;
+    return false;
+  }
+
   void record_exit(worker& w, int status) {
     w.running = false;
     if (WIFEXITED(status)) w.exit.exit_code = WEXITSTATUS(status);
@@ -289,6 +299,8 @@ class node_supervisor {
     w.exit.time_ms = store::now_ms();
     if (stopping_) {
       w.exit.knock_on = true;
+    } else if (w.exit.failed() && ended_by_forwarded(w.exit)) {
+      w.exit.stopped_as_asked = true;
     } else if (w.exit.failed()) {
       w.exit.first_failure = true;
       first_failure_ = static_cast<int>(&w - workers_.data());
@@ -398,6 +410,16 @@ int supervise_result::exit_code() const {
   for (const auto& e : exits)
     if (e.failed()) return e.signal ? 128 + *e.signal : *e.exit_code;
   return 0;
+}
+
+bool supervise_result::stopped_as_asked() const {
+  if (first_failure || launcher_signal) return false;
+  bool any = false;
+  for (const auto& e : exits) {
+    if (e.failed() && !e.stopped_as_asked) return false;
+    any = any || e.stopped_as_asked;
+  }
+  return any;
 }
 
 supervise_result supervise(const std::vector<worker_spec>& specs,

@@ -37,13 +37,16 @@ enum class tee_mode { none, rank0, all };
 struct rank_exit {
   int rank = 0;
   pid_t pid = -1;
-  std::optional<int> exit_code;        // set when it exited
-  std::optional<int> signal;           // set when a signal ended it
-  bool first_failure = false;          // the failure that stopped the others
-  bool knock_on = false;               // ended after the others were being stopped
-  std::int64_t time_ms = 0;            // epoch ms when it was reaped
-  std::vector<std::string> last_lines; // its last output lines (up to kLastLines)
-  std::optional<std::int64_t> hung_ms; // set when it was stopped for no heartbeat this long
+  std::optional<int> exit_code;         // set when it exited
+  std::optional<int> signal;            // set when a signal ended it
+  bool first_failure = false;           // the failure that stopped the others
+  bool knock_on = false;                // ended after the others were being stopped
+  std::int64_t time_ms = 0;             // epoch ms when it was reaped
+  std::vector<std::string> last_lines;  // its last output lines (up to kLastLines)
+  std::optional<std::int64_t> hung_ms;  // set when it was stopped for no heartbeat this long
+  // Ended by a signal the launcher passed on (SIGUSR1: checkpoint and stop), or with
+  // 128 + it as the built-in engine does after saving: asked to, not a failure.
+  bool stopped_as_asked = false;
 
   bool failed() const { return signal.has_value() || exit_code.value_or(0) != 0; }
   // "exit code 3" or "signal 9 (SIGKILL)".
@@ -55,23 +58,30 @@ inline constexpr std::size_t kLastLines = 20;
 // What happened, as it happens, for the caller to record.
 struct supervisor_event {
   enum class kind {
-    started, exited, forwarded_signal, stopping, killing, leftovers_killed, hung, stop_requested
+    started,
+    exited,
+    forwarded_signal,
+    stopping,
+    killing,
+    leftovers_killed,
+    hung,
+    stop_requested
   };
   kind what = kind::started;
-  int rank = -1;                       // the rank, for started and exited; -1 otherwise
+  int rank = -1;  // the rank, for started and exited; -1 otherwise
   pid_t pid = -1;
-  int signal = 0;                      // forwarded_signal, stopping: the signal
-  const rank_exit* exit = nullptr;     // exited: how
-  std::string detail;                  // hung: every rank's last heartbeat (age, step) and
-                                       // the ranks behind;
-                                       // stop_requested: what stop_reason() said;
-                                       // forwarded_signal: who delivered it, when not muster
+  int signal = 0;                   // forwarded_signal, stopping: the signal
+  const rank_exit* exit = nullptr;  // exited: how
+  std::string detail;               // hung: every rank's last heartbeat (age, step) and
+                                    // the ranks behind;
+                                    // stop_requested: what stop_reason() said;
+                                    // forwarded_signal: who delivered it, when not muster
 };
 
 struct supervise_options {
   std::chrono::milliseconds kill_grace{30000};  // SIGTERM -> SIGKILL (Slurm's KillWait)
   tee_mode tee = tee_mode::rank0;
-  int console_fd = 1;                           // where the console view goes
+  int console_fd = 1;  // where the console view goes
   // The log file of each rank (created or appended to); required.
   std::function<std::filesystem::path(int rank)> log_path;
   std::function<void(const supervisor_event&)> on_event;  // optional
@@ -100,15 +110,19 @@ struct supervise_options {
 };
 
 struct supervise_result {
-  std::vector<rank_exit> exits;            // one per worker, in spec order
-  std::optional<int> first_failure;        // index into exits
-  std::optional<int> launcher_signal;      // SIGTERM/SIGINT/SIGHUP the launcher received
-  bool stop_requested = false;             // stopped through stop_fd
-  std::vector<int> forwarded_signals;      // SIGUSR1/SIGUSR2 passed on, in order
+  std::vector<rank_exit> exits;        // one per worker, in spec order
+  std::optional<int> first_failure;    // index into exits
+  std::optional<int> launcher_signal;  // SIGTERM/SIGINT/SIGHUP the launcher received
+  bool stop_requested = false;         // stopped through stop_fd
+  std::vector<int> forwarded_signals;  // SIGUSR1/SIGUSR2 passed on, in order
 
   // The launcher's exit code: the first failure's exit code (128 + signal when a signal ended
-  // it), else 128 + the launcher's signal, else 0.
+  // it), else 128 + the launcher's signal, else that of the first rank that did not succeed
+  // (one stopped as asked: 128 + the signal), else 0.
   int exit_code() const;
+  // Whether the ranks that did not succeed all stopped on a signal the launcher passed on (the
+  // pre-timeout checkpoint-and-stop), with no failure and no signal to the launcher itself.
+  bool stopped_as_asked() const;
 };
 
 // Starts every spec, supervises them as above, and returns when all have exited. Throws (after

@@ -18,6 +18,8 @@
 //   --error-message T   write T to $TORCHELASTIC_ERROR_FILE (torchelastic's JSON) before failing
 //   --stderr-line T     print T on stderr before failing (a traceback's last line, for diagnose)
 //   --lines N           print N numbered lines before anything else
+//   --stop-on-usr1 MS   on SIGUSR1, wait MS ms (a checkpoint being saved) and exit 138 (128 +
+//                       SIGUSR1), as the built-in engine does after its pre-timeout save
 //
 // On SIGUSR1 or SIGUSR2 it prints "rank R got SIGUSR1" and creates
 // $MUSTER_RUN_DIR/signal-<NAME>-rank-<R>, then keeps running. On SIGTERM it prints
@@ -62,6 +64,7 @@ struct options {
   std::string error_message;
   std::string stderr_line;  // printed by the acting rank before it ends, as a traceback's last line
   int lines = 0;
+  long stop_on_usr1_ms = -1;
 };
 
 options parse(int argc, char** argv) {
@@ -99,6 +102,8 @@ options parse(int argc, char** argv) {
       o.lines = std::atoi(next());
     else if (a == "--stderr-line")
       o.stderr_line = next();
+    else if (a == "--stop-on-usr1")
+      o.stop_on_usr1_ms = std::atol(next());
     else {
       std::fprintf(stderr, "muster-test-worker: unknown option %s\n", argv[i]);
       std::exit(2);
@@ -146,6 +151,10 @@ void run_for(long ms, const options& o, const std::string& rank, long hang_after
       std::fflush(stdout);
       if (sig == SIGTERM) std::exit(143);
       std::ofstream(env("MUSTER_RUN_DIR") + "/signal-SIG" + sigabbrev_np(sig) + "-rank-" + rank);
+      if (sig == SIGUSR1 && o.stop_on_usr1_ms >= 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(o.stop_on_usr1_ms));
+        std::exit(128 + SIGUSR1);
+      }
     }
     if (o.heartbeat_ms > 0 && clock::now() >= next_beat && clock::now() < hang_at) {
       beat(o, step);

@@ -131,6 +131,38 @@ std::vector<muster::store::event_record> node_events(const fs::path& run_dir,
 
 }  // namespace
 
+TEST_CASE(
+    "the Slurm harness stops its jobs and every daemon it started, by pid, when a test "
+    "fails",
+    "[slurm]") {
+  MUSTER_SKIP_WITHOUT_SLURM();
+  muster::test::temp_dir keep("muster-harness");
+  std::vector<pid_t> pids;
+  fs::path dir;
+  try {
+    slurm_cluster cluster;
+    pids = cluster.daemon_pids();
+    dir = cluster.dir();
+    // a job left running, as a failing test leaves it
+    REQUIRE(cluster
+                .command({"sbatch", "-N2", "-o", "/dev/null", "--wrap",
+                          "echo $$ > '" + (keep / "batch.pid").string() + "'; sleep 300"})
+                .exit_code == 0);
+    REQUIRE(wait_for([&] { return fs::exists(keep / "batch.pid"); }, 20s));
+    throw std::runtime_error("the test failed here");
+  } catch (const std::runtime_error& e) {
+    CHECK(std::string(e.what()) == "the test failed here");
+  }
+  REQUIRE(pids.size() >= 3);  // slurmctld and two slurmd (and munged, when it started one)
+  for (const pid_t pid : pids) {
+    INFO("daemon pid " << pid);
+    CHECK(::kill(pid, 0) != 0);  // stopped and reaped
+  }
+  const auto batch = static_cast<pid_t>(std::stol(muster::test::read_file(keep / "batch.pid")));
+  CHECK(::kill(batch, 0) != 0);  // the job's batch shell is gone with its job
+  CHECK_FALSE(fs::exists(dir));
+}
+
 TEST_CASE("srun -N2 with one task per node: muster launch starts 4 ranks with global ranks",
           "[slurm]") {
   MUSTER_SKIP_WITHOUT_SLURM();
@@ -164,15 +196,17 @@ TEST_CASE("srun -N2 with one task per node: muster launch starts 4 ranks with gl
   }
 }
 
-TEST_CASE("srun: a rank failing on gpu-a02 ends the step with its exit code within seconds",
-          "[slurm]") {
+TEST_CASE(
+    "srun --kill-on-bad-exit: a rank failing on gpu-a02 ends the step with its exit code "
+    "within seconds, the first failure recorded on both nodes",
+    "[slurm]") {
   MUSTER_SKIP_WITHOUT_SLURM();
   slurm_cluster cluster;
   muster::test::temp_dir runs("muster-runs");
   const auto start = clock_type::now();
   auto r = muster::test::run_process(
       srun_launch(
-          {"-N2", "--ntasks-per-node=1"}, runs.path(), {"launch.nproc=2"},
+          {"-N2", "--ntasks-per-node=1", "--kill-on-bad-exit=1"}, runs.path(), {"launch.nproc=2"},
           {"--only-rank", "3", "--exit-code", "3", "--after-ms", "300", "--sleep-ms", "60000"}),
       launch_env(cluster));
   const auto elapsed = clock_type::now() - start;
@@ -180,6 +214,7 @@ TEST_CASE("srun: a rank failing on gpu-a02 ends the step with its exit code with
   CHECK(r.exit_code == 3);
   CHECK(elapsed < 5s);  // the other ranks run for 60 s unless stopped
   const auto dir = run_dir_of(runs.path(), cluster.first_job_id());
+  CHECK(has_event(node_events(dir, "gpu-a02"), "first_failure", "rank 3 on gpu-a02 (pid "));
   CHECK(has_event(node_events(dir, "gpu-a01"), "first_failure_elsewhere",
                   "rank 3 on gpu-a02 failed first"));
   muster::store::run_reader reader(dir);

@@ -62,7 +62,8 @@ std::vector<pid_t> running_pids(const muster::test::temp_dir& runs, int n) {
         try {
           muster::store::run_reader reader(muster::test::only_run_dir(runs.path()));
           for (const auto& r : reader.ranks())
-            if (r.state == muster::store::rank_state::running && r.pid) pids.push_back(static_cast<pid_t>(*r.pid));
+            if (r.state == muster::store::rank_state::running && r.pid)
+              pids.push_back(static_cast<pid_t>(*r.pid));
         } catch (const std::exception&) {
           return false;
         }
@@ -113,8 +114,9 @@ TEST_CASE("muster run starts N ranks with torchrun's environment and records the
 TEST_CASE("one rank exiting 3 stops the others within a second and muster exits 3", "[local_run]") {
   muster::test::temp_dir runs;
   auto start = clock_type::now();
-  auto r = muster::test::run_process(run_args(
-      runs, 4, {"--only-rank", "2", "--after-ms", "300", "--exit-code", "3", "--sleep-ms", "60000",
+  auto r = muster::test::run_process(
+      run_args(runs, 4,
+               {"--only-rank", "2", "--after-ms", "300", "--exit-code", "3", "--sleep-ms", "60000",
                 "--error-message", "CUDA out of memory. Tried to allocate 2.00 GiB"}));
   auto elapsed = clock_type::now() - start;
   INFO("stderr: " << r.err);
@@ -152,9 +154,8 @@ TEST_CASE("one rank exiting 3 stops the others within a second and muster exits 
 
 TEST_CASE("a rank killed by SIGKILL is recorded as a signal and muster exits 137", "[local_run]") {
   muster::test::temp_dir runs;
-  auto r = muster::test::run_process(
-      run_args(runs, 3, {"--only-rank", "1", "--after-ms", "200", "--signal", "9", "--sleep-ms",
-                         "60000"}));
+  auto r = muster::test::run_process(run_args(
+      runs, 3, {"--only-rank", "1", "--after-ms", "200", "--signal", "9", "--sleep-ms", "60000"}));
   CHECK(r.exit_code == 128 + 9);
   CHECK_THAT(r.err, Catch::Contains("rank 1 failed first (signal 9 (SIGKILL))"));
   muster::store::run_reader reader(muster::test::only_run_dir(runs.path()));
@@ -168,10 +169,11 @@ TEST_CASE("a rank killed by SIGKILL is recorded as a signal and muster exits 137
 TEST_CASE("a worker ignoring SIGTERM is killed after launch.kill_grace", "[local_run]") {
   muster::test::temp_dir runs;
   auto start = clock_type::now();
-  auto r = muster::test::run_process(
-      run_args(runs, 2, {"--only-rank", "0", "--after-ms", "100", "--exit-code", "5", "--sleep-ms",
-                         "60000", "--ignore-term"},
-               {"launch.kill_grace=1"}));
+  auto r =
+      muster::test::run_process(run_args(runs, 2,
+                                         {"--only-rank", "0", "--after-ms", "100", "--exit-code",
+                                          "5", "--sleep-ms", "60000", "--ignore-term"},
+                                         {"launch.kill_grace=1"}));
   auto elapsed = clock_type::now() - start;
   CHECK(r.exit_code == 5);
   CHECK(elapsed >= 1s);
@@ -234,10 +236,53 @@ TEST_CASE("SIGUSR1 to the launcher reaches every worker, SIGTERM stops them", "[
   for (const auto& rank : reader.ranks()) CHECK(rank.exit_code == 143);
 }
 
+TEST_CASE(
+    "ranks that stop on the passed-on SIGUSR1 as asked end the run cancelled, no failure "
+    "and no restart",
+    "[local_run]") {
+  muster::test::temp_dir runs;
+  // each rank "saves" for 50 ms after the signal, then exits 138 as the engine does
+  muster::test::temp_dir out;
+  const pid_t launcher = muster::test::spawn_logged(
+      run_args(runs, 3, {"--sleep-ms", "60000", "--stop-on-usr1", "50"}, {"launch.max_restarts=2"}),
+      {}, out / "launcher.log");
+  running_pids(runs, 3);
+  auto dir = muster::test::only_run_dir(runs.path());
+  wait_for(
+      [&] {
+        for (int rank = 0; rank < 3; ++rank) {
+          auto log = dir / "logs" / ("rank-" + std::to_string(rank) + ".log");
+          if (!fs::exists(log) || fs::file_size(log) == 0) return false;
+        }
+        return true;
+      },
+      5s, "every worker to start");
+  ::kill(launcher, SIGUSR1);
+  auto result = muster::test::wait_process(launcher);
+  const auto err = muster::test::read_file(out / "launcher.log");
+  INFO(err);
+  CHECK(result.exit_code == 128 + SIGUSR1);
+  CHECK_THAT(err, Catch::Contains("the ranks stopped on the SIGUSR1 passed on to them, as asked"));
+  CHECK_THAT(err, !Catch::Contains("failed first") && !Catch::Contains("restarting"));
+  muster::store::run_reader reader(dir);
+  CHECK(reader.run()->state == muster::store::run_state::cancelled);
+  int stopped = 0;
+  for (const auto& e : reader.events()) {
+    stopped += e.kind == "stopped_as_asked";
+    CHECK(e.kind != "first_failure");
+    CHECK(e.kind != "restart");
+  }
+  CHECK(stopped == 3);
+  for (const auto& rank : reader.ranks()) {
+    CHECK(rank.exit_code == 128 + SIGUSR1);
+    CHECK(rank.state == muster::store::rank_state::killed);
+  }
+}
+
 TEST_CASE("bad input to muster run is one clear line and starts nothing", "[local_run]") {
   muster::test::temp_dir runs;
-  auto missing = muster::test::run_process({kMuster, "run", "launch.runs_dir=" + runs.path().string(),
-                                            "--", "no-such-program-xyz"});
+  auto missing = muster::test::run_process(
+      {kMuster, "run", "launch.runs_dir=" + runs.path().string(), "--", "no-such-program-xyz"});
   CHECK(missing.exit_code == 2);
   CHECK_THAT(missing.err, Catch::StartsWith("muster: command 'no-such-program-xyz' is not on the "
                                             "workers' PATH"));
@@ -247,7 +292,8 @@ TEST_CASE("bad input to muster run is one clear line and starts nothing", "[loca
   CHECK_THAT(typo.err, Catch::Contains("did you mean 'launch.nproc'?"));
   auto stray = muster::test::run_process({kMuster, "plan", "--", "x"});
   CHECK(stray.exit_code == 2);
-  CHECK_THAT(stray.err, Catch::Contains("only `muster run` and `muster launch` take a program after --"));
+  CHECK_THAT(stray.err,
+             Catch::Contains("only `muster run` and `muster launch` take a program after --"));
   muster::test::write_file(runs / "file", "");
   auto blocked = muster::test::run_process(
       {kMuster, "run", "launch.runs_dir=" + (runs / "file").string(), "--", kWorker});
@@ -256,13 +302,15 @@ TEST_CASE("bad input to muster run is one clear line and starts nothing", "[loca
   CHECK_THAT(blocked.err, Catch::Contains("file"));
 }
 
-TEST_CASE("a rank that stops its heartbeat is found hung, named, and fails the job", "[local_run]") {
+TEST_CASE("a rank that stops its heartbeat is found hung, named, and fails the job",
+          "[local_run]") {
   muster::test::temp_dir runs;
   auto start = clock_type::now();
-  auto r = muster::test::run_process(
-      run_args(runs, 3, {"--heartbeat-ms", "50", "--steps", "1000", "--sleep-ms", "60000",
-                         "--only-rank", "1", "--hang-after-ms", "200"},
-               {"launch.timeout_hang=1", "launch.kill_grace=2"}));
+  auto r =
+      muster::test::run_process(run_args(runs, 3,
+                                         {"--heartbeat-ms", "50", "--steps", "1000", "--sleep-ms",
+                                          "60000", "--only-rank", "1", "--hang-after-ms", "200"},
+                                         {"launch.timeout_hang=1", "launch.kill_grace=2"}));
   auto elapsed = clock_type::now() - start;
   INFO("stderr: " << r.err);
   CHECK(r.exit_code == 128 + SIGABRT);
@@ -276,7 +324,7 @@ TEST_CASE("a rank that stops its heartbeat is found hung, named, and fails the j
     if (e.kind == "hang") {
       ++hangs;
       CHECK(e.rank == 1);
-      CHECK_THAT(e.message, Catch::Contains("rank 2: step "));  // every rank's last step
+      CHECK_THAT(e.message, Catch::Contains("rank 2: step "));            // every rank's last step
       CHECK_THAT(e.message, Catch::Contains("; behind: rank 1 (step "));  // and who lags
     }
   CHECK(hangs == 1);
@@ -284,8 +332,8 @@ TEST_CASE("a rank that stops its heartbeat is found hung, named, and fails the j
 
 TEST_CASE("on a terminal, rank 0's heartbeat is a progress line redrawn in place", "[local_run]") {
   muster::test::temp_dir runs;
-  const std::vector<std::string> worker = {"--heartbeat-ms", "50", "--steps", "10",
-                                           "--sleep-ms", "1500"};
+  const std::vector<std::string> worker = {"--heartbeat-ms", "50",  "--steps", "10",
+                                           "--sleep-ms",     "1500"};
   muster::test::env_change env;
   env.set["TERM"] = "xterm";
   auto r = muster::test::run_in_terminal(run_args(runs, 2, worker), env);
@@ -306,9 +354,9 @@ TEST_CASE("on a terminal, rank 0's heartbeat is a progress line redrawn in place
 
 TEST_CASE("launch.max_restarts restarts the ranks in the same run, counting", "[local_run]") {
   muster::test::temp_dir runs;
-  auto r = muster::test::run_process(run_args(
-      runs, 2, {"--only-rank", "1", "--after-ms", "50", "--exit-code", "7"},
-      {"launch.max_restarts=2", "launch.tee=none"}));
+  auto r = muster::test::run_process(
+      run_args(runs, 2, {"--only-rank", "1", "--after-ms", "50", "--exit-code", "7"},
+               {"launch.max_restarts=2", "launch.tee=none"}));
   CHECK(r.exit_code == 7);
   auto dir = muster::test::only_run_dir(runs.path());
   auto log = muster::test::read_file(dir / "logs" / "rank-1.log");
@@ -324,10 +372,10 @@ TEST_CASE("launch.max_restarts restarts the ranks in the same run, counting", "[
 
 TEST_CASE("the GPU policy sets the workers' environment and records why", "[local_run]") {
   muster::test::temp_dir runs;
-  auto r = muster::test::run_process(
-      {kMuster, "run", "launch.runs_dir=" + runs.path().string(), "launch.nproc=2",
-       "parallel.tensor=2", "parallel.sequence_parallel=true", "parallel.sharding=no_shard", "--",
-       "/usr/bin/env"});
+  auto r = muster::test::run_process({kMuster, "run", "launch.runs_dir=" + runs.path().string(),
+                                      "launch.nproc=2", "parallel.tensor=2",
+                                      "parallel.sequence_parallel=true",
+                                      "parallel.sharding=no_shard", "--", "/usr/bin/env"});
   REQUIRE(r.exit_code == 0);
   auto dir = muster::test::only_run_dir(runs.path());
   CHECK_THAT(muster::test::read_file(dir / "logs" / "rank-1.log"),
@@ -335,16 +383,17 @@ TEST_CASE("the GPU policy sets the workers' environment and records why", "[loca
   muster::store::run_reader reader(dir);
   bool recorded = false;
   for (const auto& e : reader.events())
-    recorded |= e.kind == "gpu_policy" &&
-                e.message.find("cuda-max-connections-tp-cp: set CUDA_DEVICE_MAX_CONNECTIONS=1") == 0;
+    recorded |=
+        e.kind == "gpu_policy" &&
+        e.message.find("cuda-max-connections-tp-cp: set CUDA_DEVICE_MAX_CONNECTIONS=1") == 0;
   CHECK(recorded);
 
   muster::test::env_change conflict;
   conflict.set["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True";
-  auto refused = muster::test::run_process(
-      {kMuster, "run", "launch.runs_dir=" + (runs / "refused").string(), "comm.nccl_ub=true", "--",
-       "/usr/bin/env"},
-      conflict);
+  auto refused =
+      muster::test::run_process({kMuster, "run", "launch.runs_dir=" + (runs / "refused").string(),
+                                 "comm.nccl_ub=true", "--", "/usr/bin/env"},
+                                conflict);
   CHECK(refused.exit_code == 2);
   CHECK_THAT(refused.err, Catch::Contains("comm.nccl_ub = true and "
                                           "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True cannot "
@@ -355,12 +404,14 @@ TEST_CASE("the GPU policy sets the workers' environment and records why", "[loca
 TEST_CASE("a console that goes away does not stop the run", "[local_run]") {
   muster::test::temp_dir runs;
   // Rank 0 prints 2000 lines to a console pipe the test closes at once.
-  auto child = muster::test::spawn_process(run_args(runs, 2, {"--lines", "2000"}, {"launch.tee=all"}));
+  auto child =
+      muster::test::spawn_process(run_args(runs, 2, {"--lines", "2000"}, {"launch.tee=all"}));
   ::close(child.out_fd);
   auto result = muster::test::wait_process(child.pid);
   CHECK(result.signal == 0);
   CHECK(result.exit_code == 0);
-  auto log = muster::test::read_file(muster::test::only_run_dir(runs.path()) / "logs" / "rank-0.log");
+  auto log =
+      muster::test::read_file(muster::test::only_run_dir(runs.path()) / "logs" / "rank-0.log");
   CHECK_THAT(log, Catch::Contains("rank 0 line 1999\n"));
 }
 
@@ -393,8 +444,8 @@ namespace {
 class small_disk {
  public:
   explicit small_disk(const std::string& bytes) {
-    const std::vector<std::string> args = {"mount", "-t", "tmpfs", "-o", "size=" + bytes,
-                                           "tmpfs", dir_.path().string()};
+    const std::vector<std::string> args = {
+        "mount", "-t", "tmpfs", "-o", "size=" + bytes, "tmpfs", dir_.path().string()};
     mounted_ = ::geteuid() == 0 && muster::test::run_process(args).exit_code == 0;
   }
   ~small_disk() {
@@ -424,9 +475,8 @@ TEST_CASE("a full disk: one clear line before anything starts, mid-run the ranks
     while (fill.write(block.data(), static_cast<std::streamsize>(block.size())) && fill.flush()) {
     }
     fill.close();
-    auto r = muster::test::run_process({kMuster, "run",
-                                        "launch.runs_dir=" + (disk.path() / "runs").string(),
-                                        "--", kWorker});
+    auto r = muster::test::run_process(
+        {kMuster, "run", "launch.runs_dir=" + (disk.path() / "runs").string(), "--", kWorker});
     INFO("stderr: " << r.err);
     CHECK(r.exit_code == 1);
     CHECK_THAT(r.err, Catch::StartsWith("muster: "));
@@ -438,8 +488,8 @@ TEST_CASE("a full disk: one clear line before anything starts, mid-run the ranks
     small_disk disk("400k");
     REQUIRE(disk.mounted());
     auto r = muster::test::run_process({kMuster, "run", "launch.nproc=2", "launch.tee=none",
-                                        "launch.runs_dir=" + (disk.path() / "runs").string(),
-                                        "--", kWorker, "--lines", "20000"});
+                                        "launch.runs_dir=" + (disk.path() / "runs").string(), "--",
+                                        kWorker, "--lines", "20000"});
     INFO("stderr: " << r.err);
     CHECK(r.exit_code == 0);  // the ranks' own result
     CHECK_THAT(r.err, Catch::Contains("is full"));

@@ -127,6 +127,13 @@ const std::vector<std::string>& slurm_cluster::nodes() {
   return names;
 }
 
+std::vector<pid_t> slurm_cluster::daemon_pids() const {
+  std::vector<pid_t> pids;
+  for (const auto& d : daemons_)
+    if (d.pid > 0) pids.push_back(d.pid);
+  return pids;
+}
+
 slurm_cluster::slurm_cluster(const slurm_cluster_options& options)
     : dir_("muster-slurm"), options_(options) {
   if (options_.cred_expire_s < 5)

@@ -86,6 +86,8 @@ class slurm_cluster {
   // The id of the cluster's first job (FirstJobId); later jobs count up from it.
   std::uint32_t first_job_id() const { return first_job_id_; }
   static const std::vector<std::string>& nodes();
+  // The pids of the daemons this object started and has not stopped.
+  std::vector<pid_t> daemon_pids() const;
 
   // `scontrol show job|node -o <id>` as NAME=value fields (the first of a name wins; values
   // with spaces, such as a node's Reason, keep only their first word: use the raw text).

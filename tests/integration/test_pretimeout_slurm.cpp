@@ -1,0 +1,180 @@
+// The pre-timeout checkpoint and requeue cycle of a muster-sbatch job running the built-in
+// engine, in a real Slurm on loopback (tests/support/slurm_cluster.hpp): Slurm's
+// --signal=B:USR1@N reaches the batch shell, whose trap passes it to srun, the launchers and
+// every muster-train rank; the ranks checkpoint the same step and stop; node 0's launcher
+// requeues the job; the job comes back with SLURM_RESTART_COUNT=1 and resumes from the
+// checkpoint at the next step in the same run directory, and `muster status` shows one run
+// with one restart.
+// Skipped, with "SKIPPED: <reason>", where the cluster cannot run (not root, no Slurm).
+#include <catch2/catch.hpp>
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+
+#include "common/run_reader.hpp"
+#include "tests/support/slurm_cluster.hpp"
+#include "tests/support/subprocess.hpp"
+#include "tests/support/temp_dir.hpp"
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using muster::test::slurm_cluster;
+using muster::test::wait_for;
+
+namespace {
+
+const std::string kMuster = std::string(MUSTER_BIN_DIR) + "/muster";
+const std::string kSbatch = std::string(MUSTER_BIN_DIR) + "/muster-sbatch";
+
+// Two nodes, 2 ranks each, a 2-minute limit and USR1 100 s before it: Slurm checks time
+// limits every 30 s, so the signal comes 20 to 50 s after the start, when every rank is well
+// inside its training loop. The restart's own warning comes no sooner than 20 s after it
+// starts, long after its two remaining steps.
+std::string job_file(int steps) {
+  return fmt::format(R"([job]
+name = "pt"
+[slurm]
+nodes = 2
+time = "2:00"
+checkpoint_lead = 100
+requeue = true
+[model]
+num_layers = 2
+hidden_size = 32
+ffn_hidden_size = 64
+num_attention_heads = 4
+num_query_groups = 2
+num_experts = 4
+moe_ffn_hidden_size = 32
+moe_router_topk = 2
+[train]
+micro_batch_size = 2
+seq_length = 64
+max_tokens_per_pack = 64
+steps = {}
+precision = "fp32"
+)",
+                     steps);
+}
+
+// The steps saved under `checkpoints` (step-00000012 -> 12).
+std::vector<int> saved_steps(const fs::path& checkpoints) {
+  std::vector<int> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(checkpoints, ec))
+    if (e.path().filename().string().starts_with("step-"))
+      out.push_back(std::stoi(e.path().filename().string().substr(5)));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "muster-sbatch's pre-timeout USR1: the engine checkpoints, the job requeues and "
+    "resumes at the next step in the same run",
+    "[slurm][requeue]") {
+  MUSTER_SKIP_WITHOUT_SLURM();
+  muster::test::slurm_cluster_options options;
+  options.cred_expire_s = 5;  // a requeued job may start again 6 s after the requeue
+  slurm_cluster cluster(options);
+  muster::test::temp_dir dir("muster-pretimeout");
+  const auto job = dir / "job.toml";
+  const auto runs = dir / "runs";
+  muster::test::write_file(job, job_file(100000));  // the first start runs until the signal
+  auto env = cluster.env();
+  env.set["OMP_NUM_THREADS"] = "1";  // 4 ranks on this machine's cores
+  const auto submitted =
+      muster::test::run_process({kSbatch, job.string(), "launch.runs_dir=" + runs.string(),
+                                 "launch.master_addr=127.0.0.1", "launch.nproc=2"},
+                                env);
+  INFO("muster-sbatch: " << submitted.out << submitted.err);
+  REQUIRE(submitted.exit_code == 0);
+  const auto job_id = static_cast<std::uint32_t>(std::stoul(submitted.out));
+  const auto run_dir = runs / ("pt-" + std::to_string(job_id));
+  const auto checkpoints = run_dir / "checkpoints";
+  auto field = [&](const char* name) {
+    auto fields = cluster.job_fields(job_id);
+    return fields.count(name) ? fields[name] : std::string("(none)");
+  };
+  auto context = [&] {
+    std::string out;
+    try {
+      out = muster::test::read_file(runs / ("slurm-" + std::to_string(job_id) + ".out"));
+    } catch (const std::exception&) {
+    }
+    return "JobState=" + field("JobState") + " Restarts=" + field("Restarts") +
+           "\nbatch output:\n" + out + cluster.log_tail();
+  };
+
+  // The first start: trains until Slurm's USR1, saves, stops, and node 0 requeues the job.
+  auto requeued = [&] { return field("Restarts") == "1" && field("JobState") == "PENDING"; };
+  if (!wait_for(requeued, 90s)) FAIL("no requeue within 90 s: " << context());
+  const auto saved = saved_steps(checkpoints);
+  INFO(context());
+  REQUIRE(saved.size() == 1);
+  const int step = saved[0];
+  CHECK(step >= 1);
+  // The restart resumes and ends two steps later.
+  muster::test::write_file(job, job_file(step + 2));
+  auto ended = [&] {
+    const auto state = field("JobState");
+    return state == "COMPLETED" || state == "FAILED" || state == "CANCELLED" || state == "TIMEOUT";
+  };
+  if (!wait_for(ended, 60s)) FAIL("the restart did not end within 60 s: " << context());
+  CHECK(field("JobState") == "COMPLETED");
+  CHECK(field("Restarts") == "1");
+
+  // One run directory for both starts.
+  std::vector<fs::path> dirs;
+  for (const auto& e : fs::directory_iterator(runs))
+    if (e.is_directory() && e.path().filename() != "sbatch") dirs.push_back(e.path());
+  CHECK(dirs == std::vector<fs::path>{run_dir});
+  // Every rank saved the same step on the signal and stopped after it.
+  for (int rank = 0; rank < 4; ++rank) {
+    const auto log = muster::test::read_file(run_dir / "logs" / fmt::format("rank-{}.log", rank));
+    INFO("rank " << rank << " log:\n" << log);
+    CHECK_THAT(log, Catch::Contains(fmt::format("stopping after step {}", step)));
+  }
+  // The store: steps 0 .. step+1 once per rank, so the restart began at the step after the
+  // checkpoint; the requeue on node 0 and a resume on each node.
+  muster::store::run_reader reader(run_dir);
+  CHECK(reader.hosts() == slurm_cluster::nodes());  // both nodes' stores, 2 ranks each
+  for (const auto& rank : reader.ranks()) {
+    CHECK(rank.host == (rank.rank < 2 ? "gpu-a01" : "gpu-a02"));
+    CHECK(rank.state == muster::store::rank_state::succeeded);
+  }
+  std::map<std::int64_t, std::multiset<std::int64_t>> steps_of_rank;
+  for (const auto& s : reader.steps()) steps_of_rank[s.rank].insert(s.step);
+  REQUIRE(steps_of_rank.size() == 4);
+  std::multiset<std::int64_t> expected;
+  for (int s = 0; s < step + 2; ++s) expected.insert(s);
+  for (const auto& [rank, steps] : steps_of_rank) {
+    INFO("rank " << rank);
+    CHECK(steps == expected);
+  }
+  int requeues = 0, resumed = 0;
+  for (const auto& e : reader.events()) {
+    requeues += e.kind == "requeue";
+    resumed += e.kind == "resumed" && e.message.find("SLURM_RESTART_COUNT=1") != std::string::npos;
+  }
+  CHECK(requeues == 1);
+  CHECK(resumed == 2);
+
+  // muster status: one run, one restart, every step done
+  const auto list = muster::test::run_process(
+      {kMuster, "status", "--runs-dir", runs.string(), "--json"}, cluster.env());
+  const auto listed = nlohmann::json::parse(list.out);
+  CHECK(listed["runs"].size() == 1);
+  const auto one =
+      muster::test::run_process({kMuster, "status", run_dir.string(), "--json"}, cluster.env());
+  INFO(one.out << one.err);
+  const auto status = nlohmann::json::parse(one.out);
+  CHECK(status["restarts"] == 1);
+  CHECK(status["steps_done"] == step + 2);
+  CHECK(status["run"]["state"] == "succeeded");
+}
