@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -177,4 +178,60 @@ TEST_CASE(
   CHECK(status["restarts"] == 1);
   CHECK(status["steps_done"] == step + 2);
   CHECK(status["run"]["state"] == "succeeded");
+}
+
+TEST_CASE("etc/examples/muster.sbatch runs as written on two nodes with the engine", "[slurm]") {
+  MUSTER_SKIP_WITHOUT_SLURM();
+  slurm_cluster cluster;
+  // The script names etc/examples/tiny-moe.toml from the submit directory and muster on PATH:
+  // a submit directory with a copy of the example job, cut to 3 steps.
+  muster::test::temp_dir dir("muster-example");
+  fs::create_directories(dir / "etc/examples");
+  auto job =
+      muster::test::read_file(std::string(MUSTER_SOURCE_DIR) + "/etc/examples/tiny-moe.toml");
+  const auto steps_at = job.find("\nsteps = ");
+  REQUIRE(steps_at != std::string::npos);
+  job.replace(steps_at, job.find('\n', steps_at + 1) - steps_at, "\nsteps = 3");
+  muster::test::write_file(dir / "etc/examples/tiny-moe.toml", job);
+  fs::create_directories(dir / "muster-runs");  // Slurm creates no directory for --output
+  // The loopback nodes' names do not resolve, so the `muster` the script finds on PATH is a
+  // wrapper that adds launch.master_addr=127.0.0.1, as every launch in these tests does.
+  fs::create_directories(dir / "bin");
+  muster::test::write_file(dir / "bin/muster", "#!/bin/sh\nexec '" + kMuster +
+                                                   "' \"$@\" launch.master_addr=127.0.0.1\n");
+  fs::permissions(dir / "bin/muster", fs::perms::owner_all);
+  auto env = cluster.env();
+  env.set["PATH"] = (dir / "bin").string() + ":" + std::getenv("PATH");
+  env.set["OMP_NUM_THREADS"] = "1";
+  // this cluster has no GPUs: the command line overrides the script's --gpus-per-node
+  const auto submitted = muster::test::run_process(
+      {slurm_cluster::program("sbatch"), "--parsable", "--chdir=" + dir.path().string(),
+       "--gpus-per-node=0", std::string(MUSTER_SOURCE_DIR) + "/etc/examples/muster.sbatch"},
+      env);
+  INFO(submitted.out << submitted.err);
+  REQUIRE(submitted.exit_code == 0);
+  const auto job_id = static_cast<std::uint32_t>(std::stoul(submitted.out));
+  const auto output = dir / "muster-runs" / ("slurm-" + std::to_string(job_id) + ".out");
+  auto state = [&] {
+    auto fields = cluster.job_fields(job_id);
+    return fields.count("JobState") ? fields["JobState"] : std::string("(none)");
+  };
+  auto ended = [&] {
+    const auto s = state();
+    return s == "COMPLETED" || s == "FAILED" || s == "CANCELLED" || s == "TIMEOUT";
+  };
+  const bool done = wait_for(ended, 90s);
+  std::string text;
+  if (fs::exists(output)) text = muster::test::read_file(output);
+  INFO("JobState=" << state() << "\nbatch output:\n" << text << cluster.log_tail());
+  REQUIRE(done);
+  CHECK(state() == "COMPLETED");
+  const auto run_dir = dir / "muster-runs" / ("tiny-moe-" + std::to_string(job_id));
+  muster::store::run_reader reader(run_dir);
+  CHECK(reader.hosts() == slurm_cluster::nodes());
+  REQUIRE(reader.ranks().size() == 4);
+  for (const auto& rank : reader.ranks()) CHECK(rank.state == muster::store::rank_state::succeeded);
+  std::set<std::int64_t> steps;
+  for (const auto& s : reader.steps()) steps.insert(s.step);
+  CHECK(steps == std::set<std::int64_t>{0, 1, 2});
 }
