@@ -7,7 +7,8 @@
 // the collective is done on this rank, at most the group's timeout; then they throw errc::comm
 // with one c10d-style line naming the rank, the group, the op, its sequence number, its bytes,
 // the limit, and the ranks that never reached that sequence number:
-//   [rank 1/2 group world] all_reduce seq=7 bytes=4096 timed out after 2000 ms; not arrived: rank 0 (at seq 6)
+//   [rank 1/2 group world] all_reduce seq=7 bytes=4096 timed out after 2000 ms; not arrived: rank 0
+//   (at seq 6)
 // After such an error the group is broken: end the rank (its destructor does not wait for the
 // peers that never came). Tensors are contiguous and on the CPU; bf16 travels as fp32 (Gloo in
 // LibTorch 1.13 has no bf16) and comes back as bf16.

@@ -2,8 +2,9 @@
 //
 // Gloo in LibTorch 1.13 lacks reduce_scatter, the flat all_gather and bf16: reduce_scatter is
 // an all_to_all of equal chunks and a local sum, all_gather the list form concatenated, and
-// bf16 travels as fp32. Before each collective a rank writes its sequence number to the group's
-// store ("seq/<rank>"), so a timeout can name the ranks that never got there.
+// bf16 travels as fp32. Each collective's sequence number goes on the process's seq_board
+// (muster/<group>/seq/<rank> in the rendezvous store, written off the collective path), so a
+// timeout can name the ranks that never got there.
 #include <cstdlib>
 #include <exception>
 #include <functional>
@@ -16,17 +17,11 @@
 
 #include "common/error.hpp"
 #include "engine/comm/communicator.hpp"
+#include "engine/comm/seq_board.hpp"
 #include "engine/comm/wait_clock.hpp"
 
 namespace muster::engine::comm {
 namespace {
-
-std::vector<uint8_t> bytes_of(const std::string& s) {
-  return {s.begin(), s.end()};
-}
-std::string text_of(const std::vector<uint8_t>& b) {
-  return {b.begin(), b.end()};
-}
 
 // A copy in a type Gloo carries (bf16 -> fp32), contiguous.
 torch::Tensor on_wire(const torch::Tensor& t) {
@@ -35,9 +30,10 @@ torch::Tensor on_wire(const torch::Tensor& t) {
 
 class gloo_group final : public communicator {
  public:
-  gloo_group(c10::intrusive_ptr<c10d::Store> root, std::string name, std::vector<int> members,
-             int world_rank, const world_options& times)
+  gloo_group(c10::intrusive_ptr<c10d::Store> root, std::shared_ptr<seq_board> board,
+             std::string name, std::vector<int> members, int world_rank, const world_options& times)
       : root_(std::move(root)),
+        board_(std::move(board)),
         name_(std::move(name)),
         members_(std::move(members)),
         world_rank_(world_rank),
@@ -68,6 +64,7 @@ class gloo_group final : public communicator {
   const std::string& name() const override { return name_; }
   std::int64_t sequence() const override { return sequence_; }
   const c10::intrusive_ptr<c10d::Store>& root() const { return root_; }
+  const std::shared_ptr<seq_board>& board() const { return board_; }
   int world_rank() const { return world_rank_; }
   const world_options& times() const { return times_; }
 
@@ -175,12 +172,12 @@ class gloo_group final : public communicator {
     std::exception_ptr failure_;
   };
 
-  // Records the sequence number in the store (for laggards()) and issues the collective.
+  // Puts the sequence number on the board (for laggards()) and issues the collective.
   template <class Issue>
   started start(const char* op, const torch::Tensor& data, Issue issue) {
     started s{op, sequence_++, data.defined() ? data.numel() * data.element_size() : 0, {}, {}};
+    board_->publish(seq_key(rank_), s.seq);
     try {
-      store_->set(fmt::format("seq/{}", rank_), bytes_of(std::to_string(s.seq)));
       s.work = issue();
     } catch (const std::exception& e) {
       s.error = first_line(e.what());
@@ -215,21 +212,23 @@ class gloo_group final : public communicator {
     finish(start(op, data, issue));
   }
 
+  std::string seq_key(int rank) const { return fmt::format("muster/{}/seq/{}", name_, rank); }
+
   // The ranks that never reached sequence number `seq`, with where they are.
   std::string laggards(std::int64_t seq) {
+    std::vector<std::string> keys;
+    for (int r = 0; r < size(); ++r) keys.push_back(seq_key(r));
+    const auto seen = board_->read(keys, kBoardLimit);
+    if (!seen)
+      return fmt::format(
+          "unknown: the rendezvous store (served by world rank 0's process) did not answer "
+          "within {} ms",
+          kBoardLimit.count());
     std::string out;
     for (int r = 0; r < size(); ++r) {
-      std::string at = "no collective yet";
-      try {
-        const auto key = fmt::format("seq/{}", r);
-        if (store_->check({key})) {
-          const auto theirs = std::stoll(text_of(store_->get(key)));
-          if (theirs >= seq) continue;
-          at = fmt::format("at seq {}", theirs);
-        }
-      } catch (const std::exception&) {
-        at = "unknown: the store is gone";
-      }
+      const auto& theirs = (*seen)[std::size_t(r)];
+      if (theirs && *theirs >= seq) continue;
+      const auto at = theirs ? fmt::format("at seq {}", *theirs) : std::string("no collective yet");
       out += fmt::format("{}rank {} ({})", out.empty() ? "" : ", ", members_[std::size_t(r)], at);
     }
     return out.empty() ? "none (every rank got there; the failure is in the transfer)" : out;
@@ -237,7 +236,10 @@ class gloo_group final : public communicator {
 
   static std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
+  static constexpr std::chrono::milliseconds kBoardLimit{3000};
+
   c10::intrusive_ptr<c10d::Store> root_;
+  std::shared_ptr<seq_board> board_;
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
   std::string name_;
@@ -290,9 +292,19 @@ std::shared_ptr<communicator> make_world(const world_options& options) {
     MUSTER_THROW(errc::comm, "[rank {}/{}] cannot {} the rendezvous store at {}:{}: {}", rank,
                  world, rank == 0 ? "serve" : "reach", addr, port, e.what());
   }
+  // The board's own connection: its thread never shares a client with this one.
+  c10d::TCPStoreOptions board_options = store_options;
+  board_options.isServer = false;
+  std::shared_ptr<seq_board> board;
+  try {
+    board = std::make_shared<seq_board>(c10::make_intrusive<c10d::TCPStore>(addr, board_options));
+  } catch (const std::exception& e) {
+    MUSTER_THROW(errc::comm, "[rank {}/{}] cannot reach the rendezvous store at {}:{}: {}", rank,
+                 world, addr, port, e.what());
+  }
   std::vector<int> all(static_cast<std::size_t>(world));
   std::iota(all.begin(), all.end(), 0);
-  return std::make_shared<gloo_group>(store, "world", all, rank, options);
+  return std::make_shared<gloo_group>(store, std::move(board), "world", all, rank, options);
 }
 
 std::shared_ptr<communicator> make_group(communicator& world, const std::string& name,
@@ -300,7 +312,8 @@ std::shared_ptr<communicator> make_group(communicator& world, const std::string&
   auto* gloo = dynamic_cast<gloo_group*>(&world);
   MUSTER_CHECK(gloo && gloo->name() == "world", errc::internal,
                "make_group({}) needs the world group", name);
-  return std::make_shared<gloo_group>(gloo->root(), name, ranks, gloo->world_rank(), gloo->times());
+  return std::make_shared<gloo_group>(gloo->root(), gloo->board(), name, ranks, gloo->world_rank(),
+                                      gloo->times());
 }
 
 }  // namespace muster::engine::comm
