@@ -52,9 +52,16 @@ char* muster_daemon_ask(const char* socket_path, const char* request, int timeou
   char* reply = NULL;
   size_t len = 0, cap = 0;
   /* A unix-socket connect does not wait for accept(): it succeeds while the listen backlog has
-   * room, else fails with EAGAIN (a daemon too busy to accept). */
-  if (connect(fd, (struct sockaddr*)&addr, sizeof addr) != 0) {
-    snprintf(err, errlen, "cannot connect to %s: %s", socket_path, strerror(errno));
+   * room, else fails with EAGAIN (many tasks starting at once): then it is tried again every
+   * 10 ms until the deadline. */
+  while (connect(fd, (struct sockaddr*)&addr, sizeof addr) != 0) {
+    if (errno == EAGAIN && now_ms() + 10 < deadline) {
+      const struct timespec pause = {0, 10 * 1000 * 1000};
+      nanosleep(&pause, NULL);
+      continue;
+    }
+    snprintf(err, errlen, "cannot connect to %s: %s", socket_path,
+             errno == EAGAIN ? "its listen queue stayed full until the deadline" : strerror(errno));
     goto fail;
   }
   for (size_t sent = 0, total = strlen(request); sent < total;) {

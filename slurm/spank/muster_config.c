@@ -17,6 +17,7 @@ int muster_config_parse(int argc, char** argv, struct muster_config* out, char* 
                         size_t errlen) {
   snprintf(out->socket, sizeof out->socket, "%s", MUSTER_DEFAULT_SOCKET);
   out->timeout_ms = 1000;
+  out->record_timeout_ms = 4000;
   out->required = 0;
   for (int i = 0; i < argc; ++i) {
     const char* arg = argv[i];
@@ -39,6 +40,14 @@ int muster_config_parse(int argc, char** argv, struct muster_config* out, char* 
                  "timeout_ms: invalid value: \"%s\" (1 to 60000, e.g. timeout_ms=1000)", value);
         return -1;
       }
+    } else if (KEY_IS("record_timeout_ms")) {
+      if (number(value, 0, 60000, &out->record_timeout_ms) != 0) {
+        snprintf(err, errlen,
+                 "record_timeout_ms: invalid value: \"%s\" (0 to 60000, e.g. "
+                 "record_timeout_ms=4000; 0: no record)",
+                 value);
+        return -1;
+      }
     } else if (KEY_IS("required")) {
       if (number(eq ? value : "1", 0, 1, &out->required) != 0) {
         snprintf(err, errlen, "required: invalid value: \"%s\" (0 or 1)", value);
@@ -47,7 +56,7 @@ int muster_config_parse(int argc, char** argv, struct muster_config* out, char* 
     } else {
       snprintf(err, errlen,
                "unknown argument \"%s\" in plugstack.conf; known: socket=, "
-               "timeout_ms=, required=",
+               "timeout_ms=, record_timeout_ms=, required=",
                arg);
       return -1;
     }

@@ -262,6 +262,8 @@ static int add_changes(const struct muster_json* list, int with_value, struct mu
     c->variable = strdup(variable);
     c->value = with_value ? strdup(value) : NULL;
     c->rule = strdup(rule);
+    if (!c->variable || !c->rule || (with_value && !c->value))
+      return set_err(err, errlen, "out of memory"), -1;
   }
   return 0;
 }
@@ -308,8 +310,12 @@ int muster_env_reply_parse(const char* line, size_t len, struct muster_env_reply
       out->errors = grown;
       const size_t n = strlen(rule) + strlen(message) + 3;
       out->errors[out->num_errors] = malloc(n);
-      if (out->errors[out->num_errors])
-        snprintf(out->errors[out->num_errors], n, "%s: %s", rule, message);
+      if (!out->errors[out->num_errors]) {
+        rc = -1;
+        set_err(err, errlen, "out of memory");
+        break;
+      }
+      snprintf(out->errors[out->num_errors], n, "%s: %s", rule, message);
       ++out->num_errors;
     }
   }

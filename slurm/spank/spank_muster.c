@@ -5,10 +5,13 @@
  * By context (the one dispatch file; the parts are muster_config, muster_env, muster_client):
  *   srun, sbatch, salloc   registers --muster-policy and --muster-off; a bad --muster-policy
  *                          fails there, before anything is queued.
- *   slurmstepd             in slurm_spank_task_init, just before each task execs: asks musterd
- *                          (`env` request; the task with local id 0 sends the job and step, so
- *                          the node records the decisions once) and applies them with
- *                          spank_setenv / spank_unsetenv; sets MUSTER_SPANK_POLICY to what it did.
+ *   slurmstepd             in slurm_spank_user_init, once per step and node: the request with
+ *                          the job and step, so the node records the decisions (bounded by
+ *                          record_timeout_ms; a failure is logged only); in
+ *                          slurm_spank_task_init, just before each task execs: the request
+ *                          without them (answered at once, the same for every task), applied
+ *                          with spank_setenv / spank_unsetenv; MUSTER_SPANK_POLICY says what it
+ *                          did.
  *   anything else          nothing.
  * The step's layout: --muster-policy, else MUSTER_POLICY in the job's environment, else none.
  * A daemon that is not there or does not answer within timeout_ms is logged and the task runs
@@ -142,65 +145,124 @@ static int apply(spank_t sp, const struct muster_env_reply* reply, const char* j
   return 0;
 }
 
-int slurm_spank_task_init(spank_t sp, int ac, char** av) {
-  uint32_t job_id = 0, step_id = 0;
-  int task = 0, gpus = -1, rc = -1;
-  char job[16], step[16], err[512], buf[4096];
-  char** env = NULL;
-  char *request = NULL, *line = NULL;
+/* What a request needs from Slurm about the step (and, in a task, the task). */
+struct step_facts {
+  char job[16], step[16];
+  int task; /* the local task id; -1 outside a task */
+  int gpus; /* the GPUs CUDA_VISIBLE_DEVICES names; -1 when it is not set */
+  char** env;
   struct muster_policy policy;
+};
+
+/* The value of NAME in a "NAME=value" array, or NULL. */
+static const char* env_value(char** env, const char* name) {
+  const size_t n = strlen(name);
+  for (char** e = env; e && *e; ++e)
+    if (strncmp(*e, name, n) == 0 && (*e)[n] == '=') return *e + n + 1;
+  return NULL;
+}
+
+static int read_step(spank_t sp, int in_task, struct step_facts* f) {
+  uint32_t job_id = 0, step_id = 0;
+  char err[512];
+  memset(f, 0, sizeof *f);
+  f->task = -1;
+  if (spank_get_item(sp, S_JOB_ID, &job_id) != ESPANK_SUCCESS ||
+      spank_get_item(sp, S_JOB_STEPID, &step_id) != ESPANK_SUCCESS ||
+      spank_get_item(sp, S_JOB_ENV, &f->env) != ESPANK_SUCCESS ||
+      (in_task && spank_get_item(sp, S_TASK_ID, &f->task) != ESPANK_SUCCESS)) {
+    slurm_error("muster: cannot read the job, step, task id or environment from Slurm");
+    return -1;
+  }
+  snprintf(f->job, sizeof f->job, "%u", job_id);
+  step_name(step_id, f->step, sizeof f->step);
+  const char* layout = state.policy ? state.policy : env_value(f->env, "MUSTER_POLICY");
+  if (muster_policy_parse(layout, &f->policy, err, sizeof err) != 0) {
+    slurm_error("muster: job %s step %s: %s: %s", f->job, f->step,
+                state.policy ? "--muster-policy" : "MUSTER_POLICY", err);
+    return -1;
+  }
+  const char* visible = env_value(f->env, "CUDA_VISIBLE_DEVICES");
+  f->gpus = visible ? muster_visible_gpus(visible) : -1;
+  return 0;
+}
+
+/* Once per step on each node, before its tasks start: the node records the step's decisions
+ * (a job-scoped request, which may wait for the daemon to ask Slurm who owns the job; the
+ * tasks' own requests are answered at once). A record that cannot be made is logged only. */
+int slurm_spank_user_init(spank_t sp, int ac, char** av) {
+  struct step_facts f;
+  char err[512] = "";
+  (void)ac;
+  (void)av;
+  if (!spank_remote(sp) || state.off || state.config.record_timeout_ms == 0) return 0;
+  if (read_step(sp, 0, &f) != 0) return 0; /* task_init says why, and fails the task */
+  char* request = muster_env_request(f.job, f.step, &f.policy, f.gpus, f.env);
+  char* line = NULL;
+  if (!request)
+    snprintf(err, sizeof err, "out of memory");
+  else
+    line = muster_daemon_ask(state.config.socket, request, state.config.record_timeout_ms, err,
+                             sizeof err);
+  if (line) {
+    struct muster_env_reply reply;
+    if (muster_env_reply_parse(line, strlen(line), &reply, err, sizeof err) == 0) {
+      if (reply.ok)
+        err[0] = '\0';
+      else
+        snprintf(err, sizeof err, "%s: %s", reply.error_code, reply.error_message);
+    }
+    muster_env_reply_free(&reply);
+  }
+  if (err[0])
+    slurm_verbose("muster: job %s step %s: the node keeps no record of its GPU policy: %s", f.job,
+                  f.step, err);
+  free(line);
+  free(request);
+  return 0;
+}
+
+/* Each task, just before it execs: the policy's answer, applied. Every task of a step asks
+ * the same question without a job id, which the daemon answers at once, so all of them get the
+ * same environment. */
+int slurm_spank_task_init(spank_t sp, int ac, char** av) {
+  struct step_facts f;
   struct muster_env_reply reply;
+  char err[512], buf[1024];
+  char *request = NULL, *line = NULL;
+  int rc = -1;
   (void)ac;
   (void)av;
   memset(&reply, 0, sizeof reply);
   if (!spank_remote(sp) || state.off) return 0;
-  if (spank_get_item(sp, S_JOB_ID, &job_id) != ESPANK_SUCCESS ||
-      spank_get_item(sp, S_JOB_STEPID, &step_id) != ESPANK_SUCCESS ||
-      spank_get_item(sp, S_TASK_ID, &task) != ESPANK_SUCCESS ||
-      spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS) {
-    slurm_error("muster: cannot read the task's job, step, task id or environment from Slurm");
-    return -1;
-  }
-  snprintf(job, sizeof job, "%u", job_id);
-  step_name(step_id, step, sizeof step);
-
-  const char* layout = state.policy;
-  if (!layout && spank_getenv(sp, "MUSTER_POLICY", buf, sizeof buf) == ESPANK_SUCCESS) layout = buf;
-  if (muster_policy_parse(layout, &policy, err, sizeof err) != 0) {
-    slurm_error("muster: job %s step %s: %s: %s", job, step,
-                state.policy ? "--muster-policy" : "MUSTER_POLICY", err);
-    return -1;
-  }
-  if (spank_getenv(sp, "CUDA_VISIBLE_DEVICES", buf, sizeof buf) == ESPANK_SUCCESS)
-    gpus = muster_visible_gpus(buf);
-
-  request = muster_env_request(task == 0 ? job : NULL, step, &policy, gpus, env);
+  if (read_step(sp, 1, &f) != 0) return -1;
+  request = muster_env_request(NULL, f.step, &f.policy, f.gpus, f.env);
   if (!request) {
     slurm_error("muster: out of memory building the request to musterd");
     goto out;
   }
   line = muster_daemon_ask(state.config.socket, request, state.config.timeout_ms, err, sizeof err);
   if (!line) {
-    rc = without_daemon(err, job, step, task);
+    rc = without_daemon(err, f.job, f.step, f.task);
     goto out;
   }
   if (muster_env_reply_parse(line, strlen(line), &reply, err, sizeof err) != 0) {
-    rc = without_daemon(err, job, step, task);
+    rc = without_daemon(err, f.job, f.step, f.task);
     goto out;
   }
   if (!reply.ok) {
     snprintf(buf, sizeof buf, "it refused the request: %s: %s", reply.error_code,
              reply.error_message);
-    rc = without_daemon(buf, job, step, task);
+    rc = without_daemon(buf, f.job, f.step, f.task);
     goto out;
   }
   if (reply.num_errors > 0) {
     for (size_t i = 0; i < reply.num_errors; ++i)
-      slurm_error("muster: job %s step %s: the site's GPU policy refuses this step: %s", job, step,
-                  reply.errors[i] ? reply.errors[i] : "(out of memory)");
+      slurm_error("muster: job %s step %s: the site's GPU policy refuses this step: %s", f.job,
+                  f.step, reply.errors[i]);
     goto out;
   }
-  rc = apply(sp, &reply, job, step, task);
+  rc = apply(sp, &reply, f.job, f.step, f.task);
 out:
   muster_env_reply_free(&reply);
   free(line);

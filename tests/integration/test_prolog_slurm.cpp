@@ -101,6 +101,15 @@ TEST_CASE("the prolog drains a node musterd finds unfit, the epilog closes steps
     FAIL("job " << first + 1 << " is " << job_state(cluster, first + 1) << "\n"
                 << cluster.log_tail());
 
+  // 2b. A CLI that fails without a verdict (exit 1, no "preflight FAILED"): logged, no drain
+  muster::test::write_file(defaults, "MUSTER_BIN=/bin/false\n");
+  REQUIRE(cluster.command({"sbatch", "-N1", "-w", "gpu-a02", "-o", "/dev/null", "--wrap", "true"})
+              .exit_code == 0);
+  if (!wait_for([&] { return job_state(cluster, first + 2) == "COMPLETED"; }, 20s))
+    FAIL("job " << first + 2 << " is " << job_state(cluster, first + 2) << "\n"
+                << cluster.log_tail());
+  CHECK(cluster.node_fields("gpu-a02")["State"].find("DRAIN") == std::string::npos);
+
   // 3. An unfit node: drained with the failed check as the reason; the job does not run there
   use_daemon(unfit.socket.string());
   REQUIRE(cluster.command({"sbatch", "-N1", "-w", "gpu-a02", "-o", "/dev/null", "--wrap", "true"})
@@ -112,12 +121,12 @@ TEST_CASE("the prolog drains a node musterd finds unfit, the epilog closes steps
     FAIL("gpu-a02 was not drained: " << cluster.command({"scontrol", "show", "node", "gpu-a02"}).out
                                      << cluster.log_tail());
   const auto node = cluster.command({"scontrol", "show", "node", "gpu-a02"}).out;
-  INFO(node << "job " << first + 2 << ": " << job_state(cluster, first + 2));
+  INFO(node << "job " << first + 3 << ": " << job_state(cluster, first + 3));
   CHECK_THAT(node, Catch::Contains("Reason=muster preflight: shm_size /dev/shm holds"));
-  CHECK(job_state(cluster, first + 2) != "COMPLETED");
+  CHECK(job_state(cluster, first + 3) != "COMPLETED");
   muster::test::client u(unfit.socket);
   const auto unfit_record =
-      u.ask(R"({"version":1,"request":"job","job":{"id":")" + std::to_string(first + 2) + "\"}}");
+      u.ask(R"({"version":1,"request":"job","job":{"id":")" + std::to_string(first + 3) + "\"}}");
   REQUIRE(unfit_record["preflights"].size() == 1);
   CHECK(unfit_record["preflights"][0]["passed"] == false);
   // the other node stays in service

@@ -123,8 +123,8 @@ TEST_CASE("the SPANK plugin gives a plain srun task musterd's policy, seen from 
     CHECK_THAT(value_of(env, "MUSTER_SPANK_POLICY"),
                Catch::StartsWith("musterd: ") && Catch::EndsWith(" set, 1 unset"));
   }
-  // each node records the step's decisions once (its local task 0 sends the job), under job
-  // and step; here both nodes ask the same daemon
+  // each node records the step's decisions once (slurm_spank_user_init), under job and step;
+  // here both nodes ask the same daemon
   muster::test::client c(daemon.socket);
   const auto recorded = c.ask(R"({"version":1,"request":"job","job":{"id":")" + job + "\"}}");
   INFO(recorded.dump());
@@ -144,6 +144,16 @@ TEST_CASE("the SPANK plugin gives a plain srun task musterd's policy, seen from 
     INFO(option << "\n" << tp.result.out << tp.result.err);
     REQUIRE(tp.result.exit_code == 0);
     CHECK(value_of(tp.tasks[0], "CUDA_DEVICE_MAX_CONNECTIONS") == "1");
+  }
+
+  // every task of a step gets the same environment (two per node here)
+  auto four = srun_env(cluster, {"-N2", "--ntasks-per-node=2", "--muster-policy=tp=2"});
+  INFO(four.result.err);
+  REQUIRE(four.tasks.size() == 4);
+  for (const auto& [task, env] : four.tasks) {
+    INFO("task " << task);
+    CHECK(value_of(env, "CUDA_DEVICE_MAX_CONNECTIONS") == "1");
+    CHECK(value_of(env, "MUSTER_SPANK_POLICY") == value_of(four.tasks[0], "MUSTER_SPANK_POLICY"));
   }
 
   // a task that sees no GPU: the GPU rules stay quiet, the plugin still answered

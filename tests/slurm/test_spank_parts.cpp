@@ -359,13 +359,16 @@ TEST_CASE("plugstack.conf arguments: defaults, each key, and errors naming key a
   CHECK(muster_config_parse(0, nullptr, &c, err, sizeof err) == 0);
   CHECK(std::string(c.socket) == "/run/muster/musterd.sock");
   CHECK(c.timeout_ms == 1000);
+  CHECK(c.record_timeout_ms == 4000);
   CHECK(c.required == 0);
-  std::vector<std::string> words = {"socket=/tmp/x.sock", "timeout_ms=250", "required"};
+  std::vector<std::string> words = {"socket=/tmp/x.sock", "timeout_ms=250", "record_timeout_ms=0",
+                                    "required"};
   std::vector<char*> argv;
   for (auto& w : words) argv.push_back(w.data());
   REQUIRE(muster_config_parse(int(argv.size()), argv.data(), &c, err, sizeof err) == 0);
   CHECK(std::string(c.socket) == "/tmp/x.sock");
   CHECK(c.timeout_ms == 250);
+  CHECK(c.record_timeout_ms == 0);
   CHECK(c.required == 1);
   auto refused = [&](std::string word) {
     char* one = word.data();
@@ -378,8 +381,11 @@ TEST_CASE("plugstack.conf arguments: defaults, each key, and errors naming key a
   CHECK(refused("timeout_ms=0") ==
         "timeout_ms: invalid value: \"0\" (1 to 60000, e.g. timeout_ms=1000)");
   CHECK(refused("required=yes") == "required: invalid value: \"yes\" (0 or 1)");
+  CHECK_THAT(refused("record_timeout_ms=-1"),
+             Catch::StartsWith("record_timeout_ms: invalid value"));
   CHECK(refused("sokcet=/x") ==
-        "unknown argument \"sokcet=/x\" in plugstack.conf; known: socket=, timeout_ms=, required=");
+        "unknown argument \"sokcet=/x\" in plugstack.conf; known: socket=, timeout_ms=, "
+        "record_timeout_ms=, required=");
 }
 
 TEST_CASE("the plugin's client gets a reply, and gives up on a silent or missing daemon in time",
