@@ -64,3 +64,10 @@ function(muster_add_test)
     muster_discovered_tests_property(${T_NAME} LABELS "${T_LABELS}")
   endif()
 endfunction()
+
+# muster_skip_when(TARGET REGEX): ctest reports a test of TARGET as Skipped when its output
+# matches REGEX (tests print "SKIPPED: <reason>" when what they need cannot run here: Slurm,
+# a GPU).
+function(muster_skip_when target regex)
+  muster_discovered_tests_property(${target} SKIP_REGULAR_EXPRESSION "${regex}")
+endfunction()

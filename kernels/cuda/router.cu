@@ -1,0 +1,176 @@
+// The MoE router on the GPU: see muster/kernels/router.hpp. One warp per token: each lane holds
+// the logits of experts lane, lane + 32, ... in registers (up to 1024 experts), the softmax's
+// max and sum are warp reductions, and the top-k is k rounds of a warp arg-max (ties to the
+// lower expert id); lane j ends with the j-th choice. The backward is one warp per token too.
+#include <cfloat>
+#include <cstdint>
+
+#include "kernels/cuda/cuda_check.hpp"
+#include "muster/kernels/router.hpp"
+
+namespace muster::kernels::cuda {
+namespace {
+
+constexpr int kWarp = 32;
+constexpr int kPerLane = static_cast<int>(kRouterMaxExperts / kWarp);
+constexpr int kWarpsPerBlock = 8;
+constexpr float kTaken = -1.0f;  // below every score (softmax and sigmoid are >= 0)
+
+__device__ float warp_sum(float v) {
+  for (int offset = kWarp / 2; offset > 0; offset /= 2)
+    v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+__device__ float warp_max(float v) {
+  for (int offset = kWarp / 2; offset > 0; offset /= 2)
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+
+// The greater (value, expert) of the warp, ties to the lower expert.
+__device__ void warp_argmax(float& value, int& expert) {
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
+    const float v = __shfl_xor_sync(0xffffffffu, value, offset);
+    const int e = __shfl_xor_sync(0xffffffffu, expert, offset);
+    if (v > value || (v == value && e < expert)) {
+      value = v;
+      expert = e;
+    }
+  }
+}
+
+__global__ void router_forward_kernel(const float* logits, float* scores, std::int64_t* experts,
+                                      float* weights, std::int64_t num_tokens, int num_experts,
+                                      int topk, bool sigmoid, bool renormalize) {
+  const std::int64_t t =
+      static_cast<std::int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
+  const int lane = static_cast<int>(threadIdx.x % kWarp);
+  if (t >= num_tokens) return;  // the whole warp leaves together
+  const float* x = logits + t * num_experts;
+  float* p = scores + t * num_experts;
+  float v[kPerLane];
+  float top = -FLT_MAX;
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    const int e = lane + i * kWarp;
+    v[i] = e < num_experts ? x[e] : -FLT_MAX;
+    top = fmaxf(top, v[i]);
+  }
+  if (sigmoid) {
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i)
+      v[i] = lane + i * kWarp < num_experts ? 1.0f / (1.0f + __expf(-v[i])) : kTaken;
+  } else {
+    top = warp_max(top);
+    float sum = 0;
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+      v[i] = lane + i * kWarp < num_experts ? __expf(v[i] - top) : 0.0f;
+      sum += v[i];
+    }
+    const float inv = 1.0f / warp_sum(sum);
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) v[i] = lane + i * kWarp < num_experts ? v[i] * inv : kTaken;
+  }
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i)
+    if (lane + i * kWarp < num_experts) p[lane + i * kWarp] = v[i];
+
+  float mine = 0.0f;  // lane j < topk: the j-th choice
+  int mine_expert = 0;
+  for (int j = 0; j < topk; ++j) {
+    float best = kTaken - 1.0f;
+    int best_expert = num_experts;
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i)
+      if (v[i] > best) {  // ascending experts: the first of equals stays
+        best = v[i];
+        best_expert = lane + i * kWarp;
+      }
+    warp_argmax(best, best_expert);
+    if (lane == j) {
+      mine = best;
+      mine_expert = best_expert;
+    }
+    if (best_expert % kWarp == lane) {
+#pragma unroll
+      for (int i = 0; i < kPerLane; ++i)
+        if (i == best_expert / kWarp) v[i] = kTaken;
+    }
+  }
+  const float total = warp_sum(lane < topk ? mine : 0.0f);
+  if (lane < topk) {
+    experts[t * topk + lane] = mine_expert;
+    weights[t * topk + lane] = renormalize ? mine / total : mine;
+  }
+}
+
+__global__ void router_backward_kernel(const float* scores, const std::int64_t* experts,
+                                       const float* grad_weights, const float* grad_scores,
+                                       float* grad_logits, std::int64_t num_tokens, int num_experts,
+                                       int topk, bool sigmoid, bool renormalize) {
+  const std::int64_t t =
+      static_cast<std::int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
+  const int lane = static_cast<int>(threadIdx.x % kWarp);
+  if (t >= num_tokens) return;
+  const float* p = scores + t * num_experts;
+  float* dx = grad_logits + t * num_experts;
+  const bool chooser = lane < topk;
+  const int e = chooser ? static_cast<int>(experts[t * topk + lane]) : 0;
+  const float pe = chooser ? p[e] : 0.0f;
+  float g = chooser ? grad_weights[t * topk + lane] : 0.0f;  // becomes dL/dscore of e
+  if (renormalize) {
+    const float total = warp_sum(pe);
+    const float dot = warp_sum(g * pe) / total;
+    g = (g - dot) / total;
+  }
+  // dL/dscore: grad_scores (gs, when given) plus g at the chosen experts
+  const float* gs = grad_scores ? grad_scores + t * num_experts : nullptr;
+  const float gse = chooser && gs ? gs[e] : 0.0f;
+  if (sigmoid) {
+    for (int i = lane; i < num_experts; i += kWarp)
+      dx[i] = gs ? gs[i] * p[i] * (1.0f - p[i]) : 0.0f;
+    __syncwarp();
+    if (chooser) dx[e] = (gse + g) * pe * (1.0f - pe);
+  } else {
+    float part = chooser ? pe * g : 0.0f;  // sum_m p_m dp_m: the weights' share...
+    if (gs)
+      for (int i = lane; i < num_experts; i += kWarp) part += p[i] * gs[i];  // ...the scores'
+    const float dot = warp_sum(part);
+    for (int i = lane; i < num_experts; i += kWarp) dx[i] = p[i] * ((gs ? gs[i] : 0.0f) - dot);
+    __syncwarp();
+    if (chooser) dx[e] = pe * (gse + g - dot);
+  }
+}
+
+unsigned blocks_for(std::int64_t num_tokens) {
+  return static_cast<unsigned>((num_tokens + kWarpsPerBlock - 1) / kWarpsPerBlock);
+}
+
+}  // namespace
+
+void router_forward(const float* logits, float* scores, std::int64_t* experts, float* weights,
+                    const router_shape& s, void* stream) {
+  check_router_shape(s);
+  if (s.num_tokens == 0) return;
+  router_forward_kernel<<<blocks_for(s.num_tokens), kWarpsPerBlock * kWarp, 0,
+                          static_cast<cudaStream_t>(stream)>>>(
+      logits, scores, experts, weights, s.num_tokens, static_cast<int>(s.num_experts), s.topk,
+      s.score == router_score::sigmoid, s.renormalize);
+  MUSTER_CUDA_CHECK(cudaGetLastError());
+}
+
+void router_backward(const float* scores, const std::int64_t* experts, const float* grad_weights,
+                     const float* grad_scores, float* grad_logits, const router_shape& s,
+                     void* stream) {
+  check_router_shape(s);
+  if (s.num_tokens == 0) return;
+  router_backward_kernel<<<blocks_for(s.num_tokens), kWarpsPerBlock * kWarp, 0,
+                           static_cast<cudaStream_t>(stream)>>>(
+      scores, experts, grad_weights, grad_scores, grad_logits, s.num_tokens,
+      static_cast<int>(s.num_experts), s.topk, s.score == router_score::sigmoid, s.renormalize);
+  MUSTER_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace muster::kernels::cuda

@@ -1,0 +1,128 @@
+// The router's CUDA kernels against the CPU reference (kernels/cpu/router.cpp) on small, odd
+// and large shapes, both score functions, with and without renormalisation: the experts
+// exactly, scores, weights and the backward within a normalised error bound; the first
+// mismatches are printed. Without a CUDA device: "SKIPPED: no CUDA device" (ctest: Skipped).
+#include <catch2/catch.hpp>
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <sstream>
+#include <tuple>
+#include <vector>
+
+#include "muster/kernels/router.hpp"
+#include "tests/kernels/normal_draws.hpp"
+
+using namespace muster::kernels;
+
+namespace {
+
+bool have_device() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+// A device copy of a host vector, freed with it.
+template <class T>
+struct device_buffer {
+  T* ptr = nullptr;
+  std::size_t n = 0;
+  explicit device_buffer(std::size_t count) : n(count) {
+    REQUIRE(cudaMalloc(reinterpret_cast<void**>(&ptr), std::max<std::size_t>(1, n) * sizeof(T)) ==
+            cudaSuccess);
+  }
+  explicit device_buffer(const std::vector<T>& host) : device_buffer(host.size()) {
+    REQUIRE(cudaMemcpy(ptr, host.data(), n * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess);
+  }
+  ~device_buffer() { cudaFree(ptr); }
+  std::vector<T> host() const {
+    std::vector<T> out(n);
+    REQUIRE(cudaMemcpy(out.data(), ptr, n * sizeof(T), cudaMemcpyDeviceToHost) == cudaSuccess);
+    return out;
+  }
+};
+
+// max |a - b| / (max |b| + tiny), with the first few mismatches over `bound` described.
+template <class T>
+double compare(const std::vector<T>& got, const std::vector<T>& want, double bound,
+               std::string& report) {
+  double scale = 1e-30, worst = 0;
+  for (const auto& w : want) scale = std::max(scale, std::abs(double(w)));
+  std::ostringstream out;
+  int shown = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const double err = std::abs(double(got[i]) - double(want[i])) / scale;
+    worst = std::max(worst, err);
+    if (err > bound && shown++ < 5)
+      out << "  [" << i << "] cuda " << got[i] << " cpu " << want[i] << "\n";
+  }
+  report = out.str();
+  return worst;
+}
+
+}  // namespace
+
+TEST_CASE("the router's CUDA kernels match the CPU reference", "[kernels][router][gpu]") {
+  if (!have_device()) {
+    WARN("SKIPPED: no CUDA device");
+    return;
+  }
+  std::uint32_t seed = 5;
+  for (const auto score : {router_score::softmax, router_score::sigmoid})
+    for (const bool renormalize : {false, true})
+      for (const auto& [tokens, experts, topk] :
+           std::vector<std::tuple<std::int64_t, std::int64_t, int>>{{1, 1, 1},
+                                                                    {3, 7, 2},
+                                                                    {33, 13, 3},
+                                                                    {1000, 64, 8},
+                                                                    {4097, 128, 8},
+                                                                    {65536, 256, 8},
+                                                                    {17, 1024, 32}}) {
+        router_shape s;
+        s.num_tokens = tokens;
+        s.num_experts = experts;
+        s.topk = topk;
+        s.score = score;
+        s.renormalize = renormalize;
+        INFO("tokens " << tokens << ", experts " << experts << ", topk " << topk
+                       << (score == router_score::softmax ? ", softmax" : ", sigmoid")
+                       << (renormalize ? ", renormalised" : ""));
+        const auto n = std::size_t(tokens * experts), nk = std::size_t(tokens * topk);
+        const auto logits = muster::test::normal_draws(n, seed++);
+        const auto grad_w = muster::test::normal_draws(nk, seed++);
+        const auto grad_s = muster::test::normal_draws(n, seed++);
+        std::vector<float> scores(n), weights(nk), grad(n), grad_both(n);
+        std::vector<std::int64_t> chosen(nk);
+        cpu::router_forward(logits.data(), scores.data(), chosen.data(), weights.data(), s);
+        cpu::router_backward(scores.data(), chosen.data(), grad_w.data(), nullptr, grad.data(), s);
+        cpu::router_backward(scores.data(), chosen.data(), grad_w.data(), grad_s.data(),
+                             grad_both.data(), s);
+
+        device_buffer<float> d_logits(logits), d_scores(n), d_weights(nk), d_grad_w(grad_w),
+            d_grad_s(grad_s), d_grad(n), d_grad_both(n);
+        device_buffer<std::int64_t> d_chosen(nk);
+        cuda::router_forward(d_logits.ptr, d_scores.ptr, d_chosen.ptr, d_weights.ptr, s, nullptr);
+        REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+        // the backward from the CPU's choice, so a near-tie choosing differently cannot blur it
+        device_buffer<std::int64_t> d_cpu_chosen(chosen);
+        device_buffer<float> d_cpu_scores(scores);
+        cuda::router_backward(d_cpu_scores.ptr, d_cpu_chosen.ptr, d_grad_w.ptr, nullptr, d_grad.ptr,
+                              s, nullptr);
+        cuda::router_backward(d_cpu_scores.ptr, d_cpu_chosen.ptr, d_grad_w.ptr, d_grad_s.ptr,
+                              d_grad_both.ptr, s, nullptr);
+        REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+
+        std::string report;
+        CHECK(compare(d_scores.host(), scores, 1e-5, report) <= 1e-5);
+        INFO(report);
+        // experts: exact, except where two scores are within rounding of each other
+        const auto got = d_chosen.host();
+        std::size_t differ = 0;
+        for (std::size_t i = 0; i < nk; ++i) differ += got[i] != chosen[i];
+        CHECK(differ <= nk / 10000);
+        if (differ == 0) CHECK(compare(d_weights.host(), weights, 1e-5, report) <= 1e-5);
+        CHECK(compare(d_grad.host(), grad, 1e-5, report) <= 1e-5);
+        CHECK(compare(d_grad_both.host(), grad_both, 1e-5, report) <= 1e-5);
+      }
+}
