@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "common/error.hpp"
+#include "engine/ops/router_op.hpp"
 
 namespace muster::engine::model {
 namespace {
@@ -11,9 +12,9 @@ namespace {
 // Which assignments fit: each expert keeps its first `capacity` ones in token order.
 torch::Tensor within_capacity(const torch::Tensor& experts, std::int64_t num_experts,
                               std::int64_t capacity) {
-  auto flat = experts.reshape({-1});                                      // (T*k)
-  auto one_hot = torch::one_hot(flat, num_experts);                       // (T*k, E)
-  auto position = one_hot.cumsum(0).gather(1, flat.unsqueeze(1)) - 1;     // (T*k, 1)
+  auto flat = experts.reshape({-1});                                   // (T*k)
+  auto one_hot = torch::one_hot(flat, num_experts);                    // (T*k, E)
+  auto position = one_hot.cumsum(0).gather(1, flat.unsqueeze(1)) - 1;  // (T*k, 1)
   return (position < capacity).reshape(experts.sizes());
 }
 
@@ -23,9 +24,8 @@ routing route(const torch::Tensor& logits, const model_config& c, const router_g
               bool defer_balance_loss) {
   const auto num_tokens = logits.size(0), num_experts = logits.size(1);
   const double all_tokens = double(num_tokens) * group.size;
-  auto scores = c.sigmoid_router ? torch::sigmoid(logits) : torch::softmax(logits, -1);
-  auto [top, chosen] = scores.topk(c.topk, -1);
-  if (c.topk_norm) top = top / top.sum(-1, /*keepdim=*/true);
+  auto [scores, chosen, top] =
+      ops::route_topk(logits, static_cast<int>(c.topk), c.sigmoid_router, c.topk_norm);
   routing r;
   r.experts = chosen;
   r.weights = top;
@@ -33,13 +33,12 @@ routing route(const torch::Tensor& logits, const model_config& c, const router_g
   auto all_assigned = torch::bincount(chosen.reshape({-1}), {}, num_experts).to(torch::kFloat64);
   if (group.start_sum) r.counts_summed = group.start_sum(all_assigned);  // every rank's counts
   if (c.capacity_factor > 0) {
-    const auto capacity = static_cast<std::int64_t>(std::ceil(
-        c.capacity_factor * double(num_tokens * c.topk) / double(num_experts)));
+    const auto capacity = static_cast<std::int64_t>(
+        std::ceil(c.capacity_factor * double(num_tokens * c.topk) / double(num_experts)));
     r.kept = within_capacity(chosen, num_experts, capacity);
     r.weights = r.weights * r.kept;
   }
-  r.tokens_per_expert =
-      torch::bincount(chosen.masked_select(r.kept), {}, num_experts);
+  r.tokens_per_expert = torch::bincount(chosen.masked_select(r.kept), {}, num_experts);
   // Load balance: on probabilities (sigmoid scores normalised per token, as Megatron does).
   auto probs = c.sigmoid_router ? scores / scores.sum(-1, true) : scores;
   const double scale =
@@ -61,7 +60,8 @@ void finish_balance_loss(routing& r) {
 
 moe_block::moe_block(const model_config& c) : config_(c) {
   gate = register_module(
-      "gate", torch::nn::Linear(torch::nn::LinearOptions(c.hidden_size, c.num_experts).bias(false)));
+      "gate",
+      torch::nn::Linear(torch::nn::LinearOptions(c.hidden_size, c.num_experts).bias(false)));
   const auto local = c.num_experts / c.ep_size;
   first_expert = c.ep_rank * local;
   auto holder = register_module("experts", std::make_shared<torch::nn::Module>());
@@ -92,8 +92,8 @@ moe_output moe_block::forward(const torch::Tensor& x) {
   // The balance loss is finished at the end, after the experts ran while the counts travelled.
   moe_output out{torch::zeros_like(x), route(logits, config_, group_, /*defer_balance_loss=*/true)};
   // Group the kept assignments by expert (dropped ones sort last, under expert E).
-  auto flat_expert = out.how.experts.masked_fill(out.how.kept.logical_not(), num_experts)
-                         .reshape({-1});
+  auto flat_expert =
+      out.how.experts.masked_fill(out.how.kept.logical_not(), num_experts).reshape({-1});
   auto order = std::get<1>(flat_expert.sort(/*stable=*/true, /*dim=*/0, /*descending=*/false));
   auto token_of = torch::arange(num_tokens, x.options().dtype(torch::kInt64))
                       .repeat_interleave(k)
@@ -119,7 +119,8 @@ moe_output moe_block::forward(const torch::Tensor& x) {
   return out;
 }
 
-torch::Tensor moe_block::run_experts(const torch::Tensor& x, const std::vector<std::int64_t>& rows) {
+torch::Tensor moe_block::run_experts(const torch::Tensor& x,
+                                     const std::vector<std::int64_t>& rows) {
   std::vector<torch::Tensor> ys;
   // One split: its backward is one cat of the experts' gradients (a narrow per expert would
   // give each a zeroed gradient the size of x, then add them up).
@@ -166,7 +167,8 @@ torch::Tensor moe_block::dispatch(const torch::Tensor& rows, const std::int64_t*
       per_expert[static_cast<std::size_t>(e)] += n;
     }
   std::vector<std::int64_t> inverse(order.size());
-  for (std::size_t i = 0; i < order.size(); ++i) inverse[static_cast<std::size_t>(order[i])] = std::int64_t(i);
+  for (std::size_t i = 0; i < order.size(); ++i)
+    inverse[static_cast<std::size_t>(order[i])] = std::int64_t(i);
   const auto by_expert = torch::tensor(order, torch::kInt64);
   const auto by_rank = torch::tensor(inverse, torch::kInt64);
   auto y = run_experts(arrived.index_select(0, by_expert), per_expert);
