@@ -30,7 +30,8 @@ TEST_CASE("gemm computes alpha * op(A) op(B) + beta * C for every transpose", "[
         for (std::int64_t j = 0; j < n; ++j) {
           double sum = 0;
           for (std::int64_t p = 0; p < k; ++p)
-            sum += double(ta ? a[p * lda + i] : a[i * lda + p]) * (tb ? b[j * ldb + p] : b[p * ldb + j]);
+            sum += double(ta ? a[p * lda + i] : a[i * lda + p]) *
+                   (tb ? b[j * ldb + p] : b[p * ldb + j]);
           REQUIRE(c[i * ldc + j] == Approx(alpha * sum + beta * before[i * ldc + j]).margin(1e-5));
         }
       // the padding between rows is left alone

@@ -35,7 +35,8 @@ TEST_CASE("adamw_update matches torch.optim.AdamW's formula over several steps",
     s.step = step;
     cpu::adamw_update(s, param.data(), grad.data(), m.data(), v.data(), mask.data(),
                       static_cast<std::int64_t>(n));
-    const double bias1 = 1 - std::pow(s.beta1, double(step)), bias2 = 1 - std::pow(s.beta2, double(step));
+    const double bias1 = 1 - std::pow(s.beta1, double(step)),
+                 bias2 = 1 - std::pow(s.beta2, double(step));
     for (std::size_t i = 0; i < n; ++i) {
       ref_p[i] *= 1 - s.lr * s.weight_decay * mask[i];
       ref_m[i] = s.beta1 * ref_m[i] + (1 - s.beta1) * grad[i];

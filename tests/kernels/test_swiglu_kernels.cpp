@@ -13,7 +13,9 @@ using namespace muster::kernels;
 
 namespace {
 
-double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+double sigmoid(double x) {
+  return 1.0 / (1.0 + std::exp(-x));
+}
 
 // Inputs: normal draws, then values out to where exp over/underflows.
 std::vector<float> gates(std::size_t n) {
@@ -21,8 +23,8 @@ std::vector<float> gates(std::size_t n) {
   std::normal_distribution<float> dist(0.0f, 3.0f);
   std::vector<float> v(n);
   for (auto& x : v) x = dist(gen);
-  const float extremes[] = {0.0f, -0.0f, 1e-8f, -1e-8f, 20.0f, -20.0f, 87.0f, -87.0f, 88.5f,
-                            -88.5f, 100.0f, -100.0f, 1e30f, -1e30f};
+  const float extremes[] = {0.0f,   -0.0f, 1e-8f,  -1e-8f, 20.0f,   -20.0f, 87.0f,
+                            -87.0f, 88.5f, -88.5f, 100.0f, -100.0f, 1e30f,  -1e30f};
   for (std::size_t i = 0; i < std::size(extremes) && i < n; ++i) v[i] = extremes[i];
   return v;
 }
@@ -51,20 +53,24 @@ TEST_CASE("swiglu_backward gives silu's derivative times up, and silu for up", "
     b[i] = 1.5f - float(i % 5) * 0.5f;
     g[i] = float(i % 3) - 0.75f;
   }
-  cpu::swiglu_backward(a.data(), b.data(), g.data(), da.data(), db.data(), static_cast<std::int64_t>(n));
+  cpu::swiglu_backward(a.data(), b.data(), g.data(), da.data(), db.data(),
+                       static_cast<std::int64_t>(n));
   for (std::size_t i = 0; i < n; ++i) {
     const double s = sigmoid(a[i]);
     INFO("gate " << a[i]);
     REQUIRE(db[i] == Approx(double(g[i]) * a[i] * s).epsilon(2e-6).margin(1e-30));
     // 1 + a * (1 - s) cancels near a = -1.28: the error scales with its terms, not the result
     const double terms = std::abs(double(g[i]) * b[i]) * s * (1 + std::abs(a[i]));
-    REQUIRE(da[i] == Approx(double(g[i]) * b[i] * s * (1 + a[i] * (1 - s))).epsilon(5e-6).margin(std::max(1e-6 * terms, 1e-30)));
+    REQUIRE(da[i] == Approx(double(g[i]) * b[i] * s * (1 + a[i] * (1 - s)))
+                         .epsilon(5e-6)
+                         .margin(std::max(1e-6 * terms, 1e-30)));
   }
 }
 
 TEST_CASE("swiglu passes NaN through", "[kernels]") {
   const float nan = std::nanf("");
-  std::vector<float> a{nan, 1.0f, nan}, b{1.0f, nan, 2.0f}, out(3), g{1.0f, 1.0f, 1.0f}, da(3), db(3);
+  std::vector<float> a{nan, 1.0f, nan}, b{1.0f, nan, 2.0f}, out(3), g{1.0f, 1.0f, 1.0f}, da(3),
+      db(3);
   cpu::swiglu_forward(a.data(), b.data(), out.data(), 3);
   cpu::swiglu_backward(a.data(), b.data(), g.data(), da.data(), db.data(), 3);
   for (int i = 0; i < 3; ++i) {
