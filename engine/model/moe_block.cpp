@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "common/error.hpp"
+#include "engine/ops/permute_op.hpp"
 #include "engine/ops/router_op.hpp"
 
 namespace muster::engine::model {
@@ -80,7 +81,7 @@ moe_block::moe_block(const model_config& c) : config_(c) {
 }
 
 moe_output moe_block::forward(const torch::Tensor& x) {
-  const auto num_tokens = x.size(0), k = config_.topk, num_experts = config_.num_experts;
+  const auto num_experts = config_.num_experts;
   // The router runs in fp32 at least (bf16 logits would flip close top-k choices).
   // Under bf16 autocast too: the router's linear is kept out of it.
   const auto router_dtype = c10::promoteTypes(x.scalar_type(), torch::kFloat32);
@@ -90,26 +91,17 @@ moe_output moe_block::forward(const torch::Tensor& x) {
     logits = torch::nn::functional::linear(x.to(router_dtype), gate->weight.to(router_dtype));
   }
   // The balance loss is finished at the end, after the experts ran while the counts travelled.
-  moe_output out{torch::zeros_like(x), route(logits, config_, group_, /*defer_balance_loss=*/true)};
-  // Group the kept assignments by expert (dropped ones sort last, under expert E).
-  auto flat_expert =
-      out.how.experts.masked_fill(out.how.kept.logical_not(), num_experts).reshape({-1});
-  auto order = std::get<1>(flat_expert.sort(/*stable=*/true, /*dim=*/0, /*descending=*/false));
-  auto token_of = torch::arange(num_tokens, x.options().dtype(torch::kInt64))
-                      .repeat_interleave(k)
-                      .index_select(0, order);
-  auto weight_of = out.how.weights.reshape({-1}).index_select(0, order).to(x.scalar_type());
-  // The experts' token counts, read on the host once (not one item() per expert).
-  const auto counts_tensor = out.how.tokens_per_expert.to(torch::kCPU).contiguous();
-  const auto* counts = counts_tensor.data_ptr<std::int64_t>();
-  std::int64_t kept = 0;
-  for (std::int64_t e = 0; e < num_experts; ++e) kept += counts[e];
-  auto tokens = token_of.narrow(0, 0, kept);
-  auto rows = x.index_select(0, tokens);
+  moe_output out{torch::Tensor(), route(logits, config_, group_, /*defer_balance_loss=*/true)};
+  // Group the kept assignments by expert, in assignment order within each (dropped ones get
+  // no row), run the experts on the rows, and combine their rows back with the weights.
+  const auto perm =
+      ops::permute_index(out.how.experts.masked_fill(out.how.kept.logical_not(), -1), num_experts);
+  const auto* counts = perm.counts.data_ptr<std::int64_t>();  // on the host, read once
+  auto rows = ops::permute_rows(x, perm);
   auto y = config_.ep_size == 1
                ? run_experts(rows, std::vector<std::int64_t>(counts, counts + num_experts))
                : dispatch(rows, counts);
-  out.y.index_add_(0, tokens, y * weight_of.narrow(0, 0, kept).unsqueeze(1));
+  out.y = ops::unpermute_rows(y, perm, out.how.weights.to(x.scalar_type()));
   if (shared_expert) {
     auto shared = shared_expert->forward(x);
     if (shared_expert_gate) shared = shared * torch::sigmoid(shared_expert_gate(x));
