@@ -1,7 +1,8 @@
 // The SwiGLU activation of a gated MLP, out = silu(gate) * up with silu(x) = x * sigmoid(x),
 // and its backward, elementwise in one pass (torch's ops take one pass and a temporary each:
 // silu, the product, and three in the backward). Raw pointers and counts; no CUDA or torch
-// types. The cpu:: functions work on any range, so a caller may split a buffer over threads.
+// types. The cpu:: functions work on any range, so a caller may split a buffer over threads;
+// the cuda:: ones take the whole buffer.
 #pragma once
 
 #include <cstdint>
@@ -17,3 +18,13 @@ void swiglu_backward(const float* gate, const float* up, const float* grad_out, 
                      float* grad_up, std::int64_t n);
 
 }  // namespace muster::kernels::cpu
+
+namespace muster::kernels::cuda {
+
+// The same on the GPU: device pointers, enqueued on `stream` (a cudaStream_t; nullptr: the
+// default stream). Built only with CUDA; see kernels/cuda/swiglu.cu.
+void swiglu_forward(const float* gate, const float* up, float* out, std::int64_t n, void* stream);
+void swiglu_backward(const float* gate, const float* up, const float* grad_out, float* grad_gate,
+                     float* grad_up, std::int64_t n, void* stream);
+
+}  // namespace muster::kernels::cuda

@@ -1,0 +1,51 @@
+// The SwiGLU CUDA kernels against the CPU reference (kernels/cpu/swiglu.cpp), on small, odd and
+// large sizes, aligned (the float4 path) and not (the scalar path), with values out to where
+// exp overflows. Without a CUDA device: "SKIPPED: no CUDA device".
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+#include "muster/kernels/swiglu.hpp"
+#include "tests/kernels/cuda_test_support.hpp"
+#include "tests/kernels/normal_draws.hpp"
+
+using namespace muster::kernels;
+using muster::test::compare;
+using muster::test::device_buffer;
+
+TEST_CASE("the SwiGLU CUDA kernels match the CPU reference", "[kernels][swiglu][gpu]") {
+  if (!muster::test::have_device()) {
+    WARN("SKIPPED: no CUDA device");
+    return;
+  }
+  std::uint32_t seed = 41;
+  for (const std::int64_t n : {1, 3, 4, 4099, 1 << 22})
+    for (const std::int64_t offset : {0, 1}) {  // 1: pointers off 16-byte alignment
+      INFO("n " << n << " offset " << offset);
+      auto gate = muster::test::normal_draws(std::size_t(n + offset), seed++);
+      for (auto& v : gate) v *= 4;
+      if (n > 8) gate[std::size_t(offset)] = 100.0f, gate[std::size_t(offset + 1)] = -100.0f;
+      const auto up = muster::test::normal_draws(std::size_t(n + offset), seed++);
+      const auto grad = muster::test::normal_draws(std::size_t(n + offset), seed++);
+      const auto m = std::size_t(n);
+      std::vector<float> y(m), da(m), db(m);
+      cpu::swiglu_forward(gate.data() + offset, up.data() + offset, y.data(), n);
+      cpu::swiglu_backward(gate.data() + offset, up.data() + offset, grad.data() + offset,
+                           da.data(), db.data(), n);
+      device_buffer<float> d_gate(gate), d_up(up), d_grad(grad), d_y(m + 1), d_da(m + 1),
+          d_db(m + 1);
+      cuda::swiglu_forward(d_gate.ptr + offset, d_up.ptr + offset, d_y.ptr + offset, n, nullptr);
+      cuda::swiglu_backward(d_gate.ptr + offset, d_up.ptr + offset, d_grad.ptr + offset,
+                            d_da.ptr + offset, d_db.ptr + offset, n, nullptr);
+      REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+      auto slice = [&](const device_buffer<float>& b) {
+        auto all = b.host();
+        return std::vector<float>(all.begin() + offset, all.begin() + offset + n);
+      };
+      std::string report;
+      CHECK(compare(slice(d_y), y, 1e-5, report) <= 1e-5);
+      INFO(report);
+      CHECK(compare(slice(d_da), da, 1e-5, report) <= 1e-5);
+      CHECK(compare(slice(d_db), db, 1e-5, report) <= 1e-5);
+    }
+}
