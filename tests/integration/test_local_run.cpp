@@ -73,6 +73,19 @@ std::vector<pid_t> running_pids(const muster::test::temp_dir& runs, int n) {
   return pids;
 }
 
+// A worker handles SIGUSR1 once it runs its main(): waits for each rank's first line.
+void wait_for_first_lines(const fs::path& dir, int n) {
+  wait_for(
+      [&] {
+        for (int rank = 0; rank < n; ++rank) {
+          auto log = dir / "logs" / ("rank-" + std::to_string(rank) + ".log");
+          if (!fs::exists(log) || fs::file_size(log) == 0) return false;
+        }
+        return true;
+      },
+      5s, "every worker to start");
+}
+
 bool process_gone(pid_t pid) {
   if (::kill(pid, 0) != 0) return true;
   std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
@@ -202,16 +215,7 @@ TEST_CASE("SIGUSR1 to the launcher reaches every worker, SIGTERM stops them", "[
   auto child = muster::test::spawn_process(run_args(runs, 3, {"--sleep-ms", "60000"}));
   running_pids(runs, 3);
   auto dir = muster::test::only_run_dir(runs.path());
-  // A worker handles SIGUSR1 once it runs its main(): wait for each one's first line.
-  wait_for(
-      [&] {
-        for (int rank = 0; rank < 3; ++rank) {
-          auto log = dir / "logs" / ("rank-" + std::to_string(rank) + ".log");
-          if (!fs::exists(log) || fs::file_size(log) == 0) return false;
-        }
-        return true;
-      },
-      5s, "every worker to start");
+  wait_for_first_lines(dir, 3);
   ::kill(child.pid, SIGUSR1);
   wait_for(
       [&] {
@@ -248,15 +252,7 @@ TEST_CASE(
       {}, out / "launcher.log");
   running_pids(runs, 3);
   auto dir = muster::test::only_run_dir(runs.path());
-  wait_for(
-      [&] {
-        for (int rank = 0; rank < 3; ++rank) {
-          auto log = dir / "logs" / ("rank-" + std::to_string(rank) + ".log");
-          if (!fs::exists(log) || fs::file_size(log) == 0) return false;
-        }
-        return true;
-      },
-      5s, "every worker to start");
+  wait_for_first_lines(dir, 3);
   ::kill(launcher, SIGUSR1);
   auto result = muster::test::wait_process(launcher);
   const auto err = muster::test::read_file(out / "launcher.log");

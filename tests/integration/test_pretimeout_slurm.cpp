@@ -21,6 +21,7 @@
 #include "tests/support/slurm_cluster.hpp"
 #include "tests/support/subprocess.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "tests/support/tiny_job.hpp"
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
@@ -37,30 +38,9 @@ const std::string kSbatch = std::string(MUSTER_BIN_DIR) + "/muster-sbatch";
 // inside its training loop. The restart's own warning comes no sooner than 20 s after it
 // starts, long after its two remaining steps.
 std::string job_file(int steps) {
-  return fmt::format(R"([job]
-name = "pt"
-[slurm]
-nodes = 2
-time = "2:00"
-checkpoint_lead = 100
-requeue = true
-[model]
-num_layers = 2
-hidden_size = 32
-ffn_hidden_size = 64
-num_attention_heads = 4
-num_query_groups = 2
-num_experts = 4
-moe_ffn_hidden_size = 32
-moe_router_topk = 2
-[train]
-micro_batch_size = 2
-seq_length = 64
-max_tokens_per_pack = 64
-steps = {}
-precision = "fp32"
-)",
-                     steps);
+  return "[job]\nname = \"pt\"\n[slurm]\nnodes = 2\ntime = \"2:00\"\ncheckpoint_lead = 100\n"
+         "requeue = true\n" +
+         muster::test::tiny_job(steps);
 }
 
 // The steps saved under `checkpoints` (step-00000012 -> 12).

@@ -19,6 +19,7 @@
 #include "tests/support/launch_output.hpp"
 #include "tests/support/subprocess.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "tests/support/tiny_job.hpp"
 
 namespace fs = std::filesystem;
 
@@ -27,22 +28,7 @@ namespace {
 const std::string kMuster = std::string(MUSTER_BIN_DIR) + "/muster";
 const std::string kTrain = std::string(MUSTER_BIN_DIR) + "/muster-train";
 
-const char* kTinyJob = R"([model]
-num_layers = 2
-hidden_size = 32
-ffn_hidden_size = 64
-num_attention_heads = 4
-num_query_groups = 2
-num_experts = 4
-moe_ffn_hidden_size = 32
-moe_router_topk = 2
-[train]
-micro_batch_size = 2
-seq_length = 64
-max_tokens_per_pack = 64
-steps = 5
-precision = "fp32"
-)";
+const std::string kTinyJob = muster::test::tiny_job(5);
 
 }  // namespace
 
@@ -81,7 +67,8 @@ TEST_CASE("muster run trains with muster-train and sees its progress", "[train_r
 
   // muster status: the runs of the directory, the run, and all of it as JSON
   const auto id = run.filename().string();
-  const auto list = muster::test::run_process({kMuster, "status", "--runs-dir", (dir / "runs").string()});
+  const auto list =
+      muster::test::run_process({kMuster, "status", "--runs-dir", (dir / "runs").string()});
   REQUIRE(list.exit_code == 0);
   CHECK_THAT(list.out, Catch::Contains(id) && Catch::Contains("succeeded"));
   const auto text = muster::test::run_process(
@@ -109,10 +96,9 @@ TEST_CASE("a job muster-train cannot run yet fails with its reason, reported by 
           "[train_run]") {
   muster::test::temp_dir dir;
   muster::test::write_file(dir / "tiny.toml", kTinyJob);
-  auto r = muster::test::run_process({kMuster, "run", (dir / "tiny.toml").string(),
-                                      "launch.runs_dir=" + (dir / "runs").string(),
-                                      "launch.nproc=2", "launch.tee=none",
-                                      "parallel.pipeline=2", "--", kTrain});
+  auto r = muster::test::run_process(
+      {kMuster, "run", (dir / "tiny.toml").string(), "launch.runs_dir=" + (dir / "runs").string(),
+       "launch.nproc=2", "launch.tee=none", "parallel.pipeline=2", "--", kTrain});
   INFO("stdout: " << r.out << "\nstderr: " << r.err);
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err, Catch::Contains("muster-train runs data and expert parallel only for now: "
@@ -132,11 +118,10 @@ TEST_CASE("a rank that fails loading its checkpoint records the phase and step i
           "[train_run]") {
   muster::test::temp_dir dir;
   muster::test::write_file(dir / "tiny.toml", kTinyJob);
-  auto r = muster::test::run_process({kMuster, "run", (dir / "tiny.toml").string(),
-                                      "launch.runs_dir=" + (dir / "runs").string(),
-                                      "launch.nproc=1", "launch.tee=none",
-                                      "checkpoint.load=" + (dir / "no-such-step").string(), "--",
-                                      kTrain});
+  auto r = muster::test::run_process(
+      {kMuster, "run", (dir / "tiny.toml").string(), "launch.runs_dir=" + (dir / "runs").string(),
+       "launch.nproc=1", "launch.tee=none", "checkpoint.load=" + (dir / "no-such-step").string(),
+       "--", kTrain});
   INFO("stdout: " << r.out << "\nstderr: " << r.err);
   CHECK(r.exit_code != 0);
   CHECK_THAT(r.err, Catch::Contains("(in checkpoint of step 1)"));
@@ -148,8 +133,10 @@ TEST_CASE("a rank that fails loading its checkpoint records the phase and step i
   CHECK_THAT(errors[0].message, Catch::Contains("no-such-step"));
 }
 
-TEST_CASE("a rank out of memory records an oom error saying what to change, without a C++ "
-          "backtrace", "[train_run]") {
+TEST_CASE(
+    "a rank out of memory records an oom error saying what to change, without a C++ "
+    "backtrace",
+    "[train_run]") {
   muster::test::temp_dir dir;
   muster::test::write_file(dir / "tiny.toml", kTinyJob);
   // one dense layer whose MLP alone is 128 GB: more than this machine holds or will promise
@@ -172,15 +159,18 @@ TEST_CASE("a rank out of memory records an oom error saying what to change, with
 // The loss of every step rank 0 logged ("step 3/20 | loss 4.123456 | ...").
 std::vector<double> logged_losses(const fs::path& runs) {
   std::vector<double> losses;
-  std::istringstream log(muster::test::read_file(muster::test::only_run_dir(runs) / "logs" / "rank-0.log"));
+  std::istringstream log(
+      muster::test::read_file(muster::test::only_run_dir(runs) / "logs" / "rank-0.log"));
   for (std::string line; std::getline(log, line);)
     if (auto at = line.find("| loss "); at != std::string::npos)
       losses.push_back(std::stod(line.substr(at + 7)));
   return losses;
 }
 
-TEST_CASE("data- and expert-parallel ranks give the losses of 1 rank reading the same rows, "
-          "under every sharding strategy and recompute mode", "[train_run]") {
+TEST_CASE(
+    "data- and expert-parallel ranks give the losses of 1 rank reading the same rows, "
+    "under every sharding strategy and recompute mode",
+    "[train_run]") {
   muster::test::temp_dir dir;
   muster::test::write_file(dir / "tiny.toml", kTinyJob);
   // The same 4 rows a step: 1 rank x 4, 2 ranks x 2 or 4 ranks x 1.
@@ -207,12 +197,18 @@ TEST_CASE("data- and expert-parallel ranks give the losses of 1 rank reading the
     std::string sharding, recompute = "none";
   };
   const std::vector<layout> layouts{
-      {2, 1, "no_shard"},    {2, 1, "optim"},           {2, 1, "optim_grads"},
-      {2, 1, "optim_grads_params"}, {2, 2, "optim_grads_params"}, {2, 2, "no_shard"},
+      {2, 1, "no_shard"},
+      {2, 1, "optim"},
+      {2, 1, "optim_grads"},
+      {2, 1, "optim_grads_params"},
+      {2, 2, "optim_grads_params"},
+      {2, 2, "no_shard"},
       {4, 2, "optim_grads_params"},  // EP 2 x expert-data-parallel 2: experts sharded too
       // recompute: layers run again in backward, inside their gather, all-to-all included
-      {1, 1, "no_shard", "selective"}, {1, 1, "no_shard", "full"},
-      {2, 2, "optim_grads_params", "full"}, {2, 2, "optim_grads_params", "selective"},
+      {1, 1, "no_shard", "selective"},
+      {1, 1, "no_shard", "full"},
+      {2, 2, "optim_grads_params", "full"},
+      {2, 2, "optim_grads_params", "selective"},
   };
   for (const auto& l : layouts) {
     const auto other = run(l.nproc, l.sharding, l.expert, l.recompute);
@@ -227,13 +223,16 @@ TEST_CASE("data- and expert-parallel ranks give the losses of 1 rank reading the
 
 // The first number after `key` in rank 0's log ("params 95104 B").
 std::int64_t logged_number(const fs::path& runs, const std::string& key) {
-  const auto log = muster::test::read_file(muster::test::only_run_dir(runs) / "logs" / "rank-0.log");
+  const auto log =
+      muster::test::read_file(muster::test::only_run_dir(runs) / "logs" / "rank-0.log");
   const auto at = log.find(key);
   return at == std::string::npos ? -1 : std::stoll(log.substr(at + key.size()));
 }
 
-TEST_CASE("the planner's per-rank parameter, gradient and optimizer bytes are what muster-train "
-          "holds, and its FSDP buffers bound what it gathers", "[train_run]") {
+TEST_CASE(
+    "the planner's per-rank parameter, gradient and optimizer bytes are what muster-train "
+    "holds, and its FSDP buffers bound what it gathers",
+    "[train_run]") {
   muster::test::temp_dir dir;
   muster::test::write_file(dir / "tiny.toml", kTinyJob);
   // 3 ranks: units whose size 3 does not divide are padded, as the planner counts them; 4 ranks
@@ -243,20 +242,27 @@ TEST_CASE("the planner's per-rank parameter, gradient and optimizer bytes are wh
       INFO(sharding << ", " << variant);
       const std::string world = variant == "ep2" ? "4" : "3";
       const std::vector<std::string> settings{
-          "parallel.sharding=" + sharding, "model.tie_embeddings=" + std::string(variant == "tied" ? "true" : "false"),
-          "parallel.expert=" + std::string(variant == "ep2" ? "2" : "1"), "train.precision=fp32",
-          "train.micro_batch_size=1", "model.num_layers=8"};
-      std::vector<std::string> plan{kMuster, "plan", (dir / "tiny.toml").string(), "--world", world,
-                                    "--json"};
+          "parallel.sharding=" + sharding,
+          "model.tie_embeddings=" + std::string(variant == "tied" ? "true" : "false"),
+          "parallel.expert=" + std::string(variant == "ep2" ? "2" : "1"),
+          "train.precision=fp32",
+          "train.micro_batch_size=1",
+          "model.num_layers=8"};
+      std::vector<std::string> plan{kMuster,   "plan", (dir / "tiny.toml").string(),
+                                    "--world", world,  "--json"};
       plan.insert(plan.end(), settings.begin(), settings.end());
       const auto planned = muster::test::run_process(plan);
       REQUIRE(planned.exit_code == 0);
       const auto worst = nlohmann::json::parse(planned.out)["memory"]["worst"];
 
       const auto runs = dir / (sharding + variant);
-      std::vector<std::string> train{kMuster, "run", (dir / "tiny.toml").string(),
-                                     "launch.runs_dir=" + runs.string(), "launch.nproc=" + world,
-                                     "launch.tee=none", "train.steps=2"};
+      std::vector<std::string> train{kMuster,
+                                     "run",
+                                     (dir / "tiny.toml").string(),
+                                     "launch.runs_dir=" + runs.string(),
+                                     "launch.nproc=" + world,
+                                     "launch.tee=none",
+                                     "train.steps=2"};
       train.insert(train.end(), settings.begin(), settings.end());
       train.insert(train.end(), {"--", kTrain});
       const auto r = muster::test::run_process(train, {{{"OMP_NUM_THREADS", "1"}}, {}});
@@ -276,15 +282,21 @@ TEST_CASE("the planner's per-rank parameter, gradient and optimizer bytes are wh
   }
 }
 
-TEST_CASE("a run resumed from its checkpoint continues the loss curve bit for bit, and the "
-          "checkpoint is in Hugging Face's layout", "[train_run]") {
+TEST_CASE(
+    "a run resumed from its checkpoint continues the loss curve bit for bit, and the "
+    "checkpoint is in Hugging Face's layout",
+    "[train_run]") {
   muster::test::temp_dir dir;
   muster::test::write_file(dir / "tiny.toml", kTinyJob);
   const auto checkpoints = dir / "checkpoints";
   auto run = [&](const std::string& runs, int steps, std::vector<std::string> extra) {
-    std::vector<std::string> argv{kMuster, "run", (dir / "tiny.toml").string(),
-                                  "launch.runs_dir=" + (dir / runs).string(), "launch.nproc=2",
-                                  "launch.tee=none", "parallel.expert=2",
+    std::vector<std::string> argv{kMuster,
+                                  "run",
+                                  (dir / "tiny.toml").string(),
+                                  "launch.runs_dir=" + (dir / runs).string(),
+                                  "launch.nproc=2",
+                                  "launch.tee=none",
+                                  "parallel.expert=2",
                                   "parallel.sharding=optim_grads_params",
                                   "train.steps=" + std::to_string(steps)};
     argv.insert(argv.end(), extra.begin(), extra.end());
@@ -309,7 +321,8 @@ TEST_CASE("a run resumed from its checkpoint continues the loss curve bit for bi
   CHECK(fs::exists(step10 / "model-00001-of-00002.safetensors"));
   CHECK(fs::exists(step10 / "model-00002-of-00002.safetensors"));
   CHECK(fs::exists(step10 / "optimizer" / "rank-00001.safetensors"));
-  const auto index = nlohmann::json::parse(muster::test::read_file(step10 / "model.safetensors.index.json"));
+  const auto index =
+      nlohmann::json::parse(muster::test::read_file(step10 / "model.safetensors.index.json"));
   // each rank wrote its own experts of the MoE layers: 4 experts x 3 tensors x 2 layers
   int experts = 0;
   for (const auto& [name, file] : index["weight_map"].items())
@@ -355,16 +368,19 @@ std::vector<int> checkpoint_steps(const fs::path& root) {
   return steps;
 }
 
-TEST_CASE("SIGUSR1 to the launcher makes every rank save the same step and stop, and the next run "
-          "resumes there", "[train_run]") {
+TEST_CASE(
+    "SIGUSR1 to the launcher makes every rank save the same step and stop, and the next run "
+    "resumes there",
+    "[train_run]") {
   muster::test::temp_dir dir;
   muster::test::write_file(dir / "tiny.toml", kTinyJob);
   const auto checkpoints = dir / "checkpoints";
-  const std::vector<std::string> common{
-      "launch.nproc=2", "launch.tee=none", "parallel.expert=2",
-      "parallel.sharding=optim_grads_params", "checkpoint.dir=" + checkpoints.string()};
+  const std::vector<std::string> common{"launch.nproc=2", "launch.tee=none", "parallel.expert=2",
+                                        "parallel.sharding=optim_grads_params",
+                                        "checkpoint.dir=" + checkpoints.string()};
   std::vector<std::string> argv{kMuster, "run", (dir / "tiny.toml").string(),
-                                "launch.runs_dir=" + (dir / "first").string(), "train.steps=100000"};
+                                "launch.runs_dir=" + (dir / "first").string(),
+                                "train.steps=100000"};
   argv.insert(argv.end(), common.begin(), common.end());
   const pid_t launcher =
       muster::test::spawn_logged(argv, {{{"OMP_NUM_THREADS", "1"}}, {}}, dir / "first.log");
@@ -383,14 +399,18 @@ TEST_CASE("SIGUSR1 to the launcher makes every rank save the same step and stop,
   const auto run_dir = muster::test::only_run_dir(dir / "first");
   for (int rank : {0, 1}) {
     const auto log = muster::test::read_file(run_dir / "logs" / fmt::format("rank-{}.log", rank));
-    CHECK_THAT(log, Catch::Contains(fmt::format("saved checkpoint {}", (checkpoints / fmt::format("step-{:08d}", step)).string())));
+    CHECK_THAT(log, Catch::Contains(
+                        fmt::format("saved checkpoint {}",
+                                    (checkpoints / fmt::format("step-{:08d}", step)).string())));
     CHECK_THAT(log, Catch::Contains(fmt::format("stopping after step {}", step)));
   }
-  CHECK(fs::exists(checkpoints / fmt::format("step-{:08d}", step) / "model-00002-of-00002.safetensors"));
+  CHECK(fs::exists(checkpoints / fmt::format("step-{:08d}", step) /
+                   "model-00002-of-00002.safetensors"));
 
   // The next run picks the checkpoint up and goes on from the step after it.
   argv = {kMuster, "run", (dir / "tiny.toml").string(),
-          "launch.runs_dir=" + (dir / "second").string(), "train.steps=" + std::to_string(step + 2)};
+          "launch.runs_dir=" + (dir / "second").string(),
+          "train.steps=" + std::to_string(step + 2)};
   argv.insert(argv.end(), common.begin(), common.end());
   const auto r = muster::test::run_process(argv, {{{"OMP_NUM_THREADS", "1"}}, {}});
   INFO("stderr: " << r.err);
@@ -400,8 +420,10 @@ TEST_CASE("SIGUSR1 to the launcher makes every rank save the same step and stop,
   CHECK(steps.front().step == step);
 }
 
-TEST_CASE("a rank stuck mid-run makes the others' collective time out, recorded with its phase "
-          "and step", "[train_run]") {
+TEST_CASE(
+    "a rank stuck mid-run makes the others' collective time out, recorded with its phase "
+    "and step",
+    "[train_run]") {
   muster::test::temp_dir dir;
   muster::test::write_file(dir / "tiny.toml", kTinyJob);
   const pid_t launcher = muster::test::spawn_logged(
@@ -435,6 +457,6 @@ TEST_CASE("a rank stuck mid-run makes the others' collective time out, recorded 
   // and muster status shows it
   const auto status = muster::test::run_process(
       {kMuster, "status", muster::test::only_run_dir(dir / "runs").string()});
-  CHECK_THAT(status.out, Catch::Contains("error     rank 0, step ") &&
-                             Catch::Contains("(collective_timeout)"));
+  CHECK_THAT(status.out,
+             Catch::Contains("error     rank 0, step ") && Catch::Contains("(collective_timeout)"));
 }
