@@ -187,37 +187,39 @@ static int read_step(spank_t sp, int in_task, struct step_facts* f) {
   return 0;
 }
 
+/* Asks musterd `request` within timeout_ms. Returns 0 with *reply holding the daemon's answer
+ * (the caller frees it), or -1 with `why` saying why there is none: no connection or answer, a
+ * reply that is not one, or the daemon's refusal. */
+static int ask_policy(const char* request, int timeout_ms, struct muster_env_reply* reply,
+                      char* why, size_t len) {
+  memset(reply, 0, sizeof *reply);
+  char* line = muster_daemon_ask(state.config.socket, request, timeout_ms, why, len);
+  if (!line) return -1;
+  int rc = muster_env_reply_parse(line, strlen(line), reply, why, len);
+  free(line);
+  if (rc == 0 && !reply->ok) {
+    snprintf(why, len, "it refused the request: %s: %s", reply->error_code, reply->error_message);
+    rc = -1;
+  }
+  return rc;
+}
+
 /* Once per step on each node, before its tasks start: the node records the step's decisions
  * (a job-scoped request, which may wait for the daemon to ask Slurm who owns the job; the
  * tasks' own requests are answered at once). A record that cannot be made is logged only. */
 int slurm_spank_user_init(spank_t sp, int ac, char** av) {
   struct step_facts f;
-  char err[512] = "";
+  struct muster_env_reply reply;
+  char why[1024] = "out of memory";
   (void)ac;
   (void)av;
   if (!spank_remote(sp) || state.off || state.config.record_timeout_ms == 0) return 0;
   if (read_step(sp, 0, &f) != 0) return 0; /* task_init says why, and fails the task */
   char* request = muster_env_request(f.job, f.step, &f.policy, f.gpus, f.env);
-  char* line = NULL;
-  if (!request)
-    snprintf(err, sizeof err, "out of memory");
-  else
-    line = muster_daemon_ask(state.config.socket, request, state.config.record_timeout_ms, err,
-                             sizeof err);
-  if (line) {
-    struct muster_env_reply reply;
-    if (muster_env_reply_parse(line, strlen(line), &reply, err, sizeof err) == 0) {
-      if (reply.ok)
-        err[0] = '\0';
-      else
-        snprintf(err, sizeof err, "%s: %s", reply.error_code, reply.error_message);
-    }
-    muster_env_reply_free(&reply);
-  }
-  if (err[0])
+  if (!request || ask_policy(request, state.config.record_timeout_ms, &reply, why, sizeof why))
     slurm_verbose("muster: job %s step %s: the node keeps no record of its GPU policy: %s", f.job,
-                  f.step, err);
-  free(line);
+                  f.step, why);
+  if (request) muster_env_reply_free(&reply);
   free(request);
   return 0;
 }
@@ -228,44 +230,27 @@ int slurm_spank_user_init(spank_t sp, int ac, char** av) {
 int slurm_spank_task_init(spank_t sp, int ac, char** av) {
   struct step_facts f;
   struct muster_env_reply reply;
-  char err[512], buf[1024];
-  char *request = NULL, *line = NULL;
-  int rc = -1;
+  char why[1024];
   (void)ac;
   (void)av;
-  memset(&reply, 0, sizeof reply);
   if (!spank_remote(sp) || state.off) return 0;
   if (read_step(sp, 1, &f) != 0) return -1;
-  request = muster_env_request(NULL, f.step, &f.policy, f.gpus, f.env);
+  char* request = muster_env_request(NULL, f.step, &f.policy, f.gpus, f.env);
   if (!request) {
     slurm_error("muster: out of memory building the request to musterd");
-    goto out;
+    return -1;
   }
-  line = muster_daemon_ask(state.config.socket, request, state.config.timeout_ms, err, sizeof err);
-  if (!line) {
-    rc = without_daemon(err, f.job, f.step, f.task);
-    goto out;
-  }
-  if (muster_env_reply_parse(line, strlen(line), &reply, err, sizeof err) != 0) {
-    rc = without_daemon(err, f.job, f.step, f.task);
-    goto out;
-  }
-  if (!reply.ok) {
-    snprintf(buf, sizeof buf, "it refused the request: %s: %s", reply.error_code,
-             reply.error_message);
-    rc = without_daemon(buf, f.job, f.step, f.task);
-    goto out;
-  }
-  if (reply.num_errors > 0) {
+  int rc = -1;
+  if (ask_policy(request, state.config.timeout_ms, &reply, why, sizeof why) != 0) {
+    rc = without_daemon(why, f.job, f.step, f.task);
+  } else if (reply.num_errors > 0) {
     for (size_t i = 0; i < reply.num_errors; ++i)
       slurm_error("muster: job %s step %s: the site's GPU policy refuses this step: %s", f.job,
                   f.step, reply.errors[i]);
-    goto out;
+  } else {
+    rc = apply(sp, &reply, f.job, f.step, f.task);
   }
-  rc = apply(sp, &reply, f.job, f.step, f.task);
-out:
   muster_env_reply_free(&reply);
-  free(line);
   free(request);
   return rc;
 }
