@@ -394,8 +394,8 @@ TEST_CASE(
   // here. So this cluster has cred_expire=5, Slurm's least, and the job starts after 6-7 s.
   std::string state;
   auto ended = [&] {
-    state = cluster.job_fields(job_id)["JobState"];
-    return state == "COMPLETED" || state == "FAILED" || state == "CANCELLED";
+    state = cluster.job_field(job_id, "JobState");
+    return slurm_cluster::finished(state);
   };
   if (!wait_for(ended, 30s)) FAIL("the requeued job did not end within 30 s; " << context());
   INFO(context());
@@ -513,8 +513,8 @@ TEST_CASE(
   REQUIRE(submitted.exit_code == 0);
   const auto job_id = static_cast<std::uint32_t>(std::stoul(submitted.out));
   CHECK_THAT(submitted.err, Catch::Contains("muster status " + std::to_string(job_id)));
-  const auto state = [&] { return cluster.job_fields(job_id)["JobState"]; };
-  if (!wait_for([&] { return state() == "COMPLETED" || state() == "FAILED"; }, 30s))
+  const auto state = [&] { return cluster.job_field(job_id, "JobState"); };
+  if (!wait_for([&] { return slurm_cluster::finished(state()); }, 30s))
     FAIL("the job did not end within 30 s: " << state() << "\n" << cluster.log_tail());
   CHECK(state() == "COMPLETED");
   const auto run_dir = runs / ("sb-" + std::to_string(job_id));

@@ -78,10 +78,7 @@ TEST_CASE(
   const auto job_id = static_cast<std::uint32_t>(std::stoul(submitted.out));
   const auto run_dir = runs / ("pt-" + std::to_string(job_id));
   const auto checkpoints = run_dir / "checkpoints";
-  auto field = [&](const char* name) {
-    auto fields = cluster.job_fields(job_id);
-    return fields.count(name) ? fields[name] : std::string("(none)");
-  };
+  auto field = [&](const char* name) { return cluster.job_field(job_id, name); };
   auto context = [&] {
     std::string out;
     try {
@@ -102,10 +99,7 @@ TEST_CASE(
   CHECK(step >= 1);
   // The restart resumes and ends two steps later.
   muster::test::write_file(job, job_file(step + 2));
-  auto ended = [&] {
-    const auto state = field("JobState");
-    return state == "COMPLETED" || state == "FAILED" || state == "CANCELLED" || state == "TIMEOUT";
-  };
+  auto ended = [&] { return slurm_cluster::finished(field("JobState")); };
   if (!wait_for(ended, 60s)) FAIL("the restart did not end within 60 s: " << context());
   CHECK(field("JobState") == "COMPLETED");
   CHECK(field("Restarts") == "1");
@@ -192,15 +186,8 @@ TEST_CASE("etc/examples/muster.sbatch runs as written on two nodes with the engi
   REQUIRE(submitted.exit_code == 0);
   const auto job_id = static_cast<std::uint32_t>(std::stoul(submitted.out));
   const auto output = dir / "muster-runs" / ("slurm-" + std::to_string(job_id) + ".out");
-  auto state = [&] {
-    auto fields = cluster.job_fields(job_id);
-    return fields.count("JobState") ? fields["JobState"] : std::string("(none)");
-  };
-  auto ended = [&] {
-    const auto s = state();
-    return s == "COMPLETED" || s == "FAILED" || s == "CANCELLED" || s == "TIMEOUT";
-  };
-  const bool done = wait_for(ended, 90s);
+  auto state = [&] { return cluster.job_field(job_id, "JobState"); };
+  const bool done = wait_for([&] { return slurm_cluster::finished(state()); }, 90s);
   std::string text;
   if (fs::exists(output)) text = muster::test::read_file(output);
   INFO("JobState=" << state() << "\nbatch output:\n" << text << cluster.log_tail());

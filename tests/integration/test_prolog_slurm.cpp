@@ -32,8 +32,7 @@ std::string daemon_config(const fs::path& kernel_log, long long min_shm_mib) {
 }
 
 std::string job_state(const slurm_cluster& cluster, std::uint32_t job) {
-  auto fields = cluster.job_fields(job);
-  return fields.count("JobState") ? fields["JobState"] : "(gone)";
+  return cluster.job_field(job, "JobState");
 }
 
 }  // namespace

@@ -321,6 +321,17 @@ std::map<std::string, std::string> slurm_cluster::job_fields(std::uint32_t job_i
   return fields_of(command({"scontrol", "show", "job", "-o", std::to_string(job_id)}).out);
 }
 
+std::string slurm_cluster::job_field(std::uint32_t job_id, const std::string& name) const {
+  const auto fields = job_fields(job_id);
+  const auto it = fields.find(name);
+  return it == fields.end() ? "(none)" : it->second;
+}
+
+bool slurm_cluster::finished(const std::string& job_state) {
+  return job_state == "COMPLETED" || job_state == "FAILED" || job_state == "CANCELLED" ||
+         job_state == "TIMEOUT";
+}
+
 std::map<std::string, std::string> slurm_cluster::node_fields(const std::string& node) const {
   return fields_of(command({"scontrol", "show", "node", "-o", node}).out);
 }

@@ -93,6 +93,10 @@ class slurm_cluster {
   // with spaces, such as a node's Reason, keep only their first word: use the raw text).
   std::map<std::string, std::string> job_fields(std::uint32_t job_id) const;
   std::map<std::string, std::string> node_fields(const std::string& node) const;
+  // One field of `scontrol show job -o`, or "(none)" when Slurm no longer shows the job.
+  std::string job_field(std::uint32_t job_id, const std::string& name) const;
+  // Whether a JobState is one a job does not leave (COMPLETED, FAILED, CANCELLED, TIMEOUT).
+  static bool finished(const std::string& job_state);
 
   // The last lines of every daemon's log, for a failing test's message.
   std::string log_tail(std::size_t num_lines = 25) const;
