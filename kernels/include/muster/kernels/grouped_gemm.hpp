@@ -1,0 +1,61 @@
+// Grouped matrix products for the experts: group g computes C_g = op(A_g) op(B_g) + beta C_g
+// with its own m, n, k and its own matrices, row-major, op(X) = X or X^T for every group alike.
+// The experts' forward is one group per expert (rows of that expert times its weight); so are
+// the dgrad (rows' gradient times the weight) and the wgrad (the rows' gradient, transposed,
+// times the rows: its reduction dimension is the expert's row count). Raw pointers and sizes;
+// no CUDA or torch types.
+#pragma once
+
+#include <cstdint>
+
+namespace muster::kernels {
+
+// One product: op(A) is (m, k), op(B) is (k, n), C is (m, n); lda, ldb, ldc are the row strides
+// as stored. A group with m, n or k zero is skipped (k zero with beta 0 still writes C = 0).
+struct gemm_group {
+  std::int64_t m = 0, n = 0, k = 0;
+  const void* a = nullptr;
+  std::int64_t lda = 0;
+  const void* b = nullptr;
+  std::int64_t ldb = 0;
+  void* c = nullptr;
+  std::int64_t ldc = 0;
+};
+
+enum class gemm_dtype { f32, bf16 };  // of A, B and C; products accumulate in fp32
+
+struct grouped_gemm_args {
+  bool trans_a = false;
+  bool trans_b = false;
+  float beta = 0.0f;  // 0: C is only written (its old contents may be NaN)
+  gemm_dtype dtype = gemm_dtype::f32;
+};
+
+// Throws std::invalid_argument naming the group and the size when a size or stride is out of
+// range (negative, a stride under the row it holds, a null pointer of a non-empty matrix).
+void check_gemm_groups(const gemm_group* groups, int count, const grouped_gemm_args& args);
+
+namespace cpu {
+
+// fp32 only (dtype f32), through cpu::gemm, one group after another.
+void grouped_gemm(const gemm_group* groups, int count, const grouped_gemm_args& args);
+
+}  // namespace cpu
+
+namespace cuda {
+
+// How the GPU runs the groups: one cublasGemmGroupedBatchedEx (cuBLAS 12.5 or later) or one
+// cublasGemmEx a group, in order on the stream. automatic: grouped where cuBLAS has it.
+enum class grouped_gemm_method { automatic, grouped_batched, per_group };
+
+// The same on the GPU: device pointers, enqueued on `stream` (a cudaStream_t), f32 or bf16.
+// cuBLAS is loaded at the first call (libcublas.so.13, else .12: the one PyTorch has already
+// loaded is reused); throws std::runtime_error saying so when it cannot be.
+void grouped_gemm(const gemm_group* groups, int count, const grouped_gemm_args& args, void* stream,
+                  grouped_gemm_method method = grouped_gemm_method::automatic);
+
+// The method `automatic` takes here (loads cuBLAS).
+grouped_gemm_method resolved_method();
+
+}  // namespace cuda
+}  // namespace muster::kernels
