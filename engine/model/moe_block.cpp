@@ -4,8 +4,10 @@
 #include <cmath>
 
 #include "common/error.hpp"
+#include "engine/ops/grouped_linear_op.hpp"
 #include "engine/ops/permute_op.hpp"
 #include "engine/ops/router_op.hpp"
+#include "engine/ops/swiglu_op.hpp"
 
 namespace muster::engine::model {
 namespace {
@@ -113,15 +115,16 @@ moe_output moe_block::forward(const torch::Tensor& x) {
 
 torch::Tensor moe_block::run_experts(const torch::Tensor& x,
                                      const std::vector<std::int64_t>& rows) {
-  std::vector<torch::Tensor> ys;
-  // One split: its backward is one cat of the experts' gradients (a narrow per expert would
-  // give each a zeroed gradient the size of x, then add them up).
-  const auto pieces = x.split_with_sizes(rows);
-  for (std::size_t e = 0; e < experts.size(); ++e)
-    if (rows[e] != 0) ys.push_back(experts[e]->forward(pieces[e]));
-  // No rows: still an output of x, so the backward of what produced x runs (a collective).
-  if (ys.empty()) return x * 0;
-  return ys.size() == 1 ? ys[0] : torch::cat(ys);
+  // Each projection of every expert as one grouped product over the expert-contiguous rows.
+  std::vector<torch::Tensor> gate, up, down;
+  for (const auto& expert : experts) {
+    gate.push_back(expert->gate_proj->weight);
+    up.push_back(expert->up_proj->weight);
+    down.push_back(expert->down_proj->weight);
+  }
+  return ops::grouped_linear(
+      ops::swiglu(ops::grouped_linear(x, rows, gate), ops::grouped_linear(x, rows, up)), rows,
+      down);
 }
 
 torch::Tensor moe_block::dispatch(const torch::Tensor& rows, const std::int64_t* counts) {

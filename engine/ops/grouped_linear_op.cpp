@@ -1,0 +1,144 @@
+// The experts' linear layers over the grouped GEMM kernel: see grouped_linear_op.hpp.
+#include "engine/ops/grouped_linear_op.hpp"
+
+#include <ATen/autocast_mode.h>
+
+#include "common/error.hpp"
+#include "engine/ops/kernel_tensors.hpp"
+#include "muster/kernels/grouped_gemm.hpp"
+
+namespace muster::engine::ops {
+namespace {
+
+using kernels::gemm_group;
+using kernels::grouped_gemm_args;
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+kernels::gemm_dtype dtype_of(const torch::Tensor& t) {
+  return t.scalar_type() == torch::kBFloat16 ? kernels::gemm_dtype::bf16 : kernels::gemm_dtype::f32;
+}
+
+// The groups' products on the tensors' device.
+void run(const std::vector<gemm_group>& groups, const grouped_gemm_args& args,
+         const torch::Tensor& on) {
+  if (on.is_cuda()) {
+#ifdef MUSTER_WITH_CUDA
+    kernels::cuda::grouped_gemm(groups.data(), static_cast<int>(groups.size()), args,
+                                kernel_stream(on));
+#endif
+  } else {
+    kernels::cpu::grouped_gemm(groups.data(), static_cast<int>(groups.size()), args);
+  }
+}
+
+// Pointers as bytes: the groups do not care for the element type.
+char* at_row(const torch::Tensor& t, std::int64_t r) {
+  return static_cast<char*>(t.data_ptr()) + r * t.size(1) * t.element_size();
+}
+
+// The weights come as a TensorList, the one argument form autograd takes apart into inputs
+// (a std::vector would be taken as a constant).
+struct grouped_linear_function : torch::autograd::Function<grouped_linear_function> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x,
+                               std::vector<std::int64_t> rows, torch::TensorList weights) {
+    const auto in = x.size(1), out = weights[0].size(0);
+    auto y = torch::empty({x.size(0), out}, x.options());
+    std::vector<gemm_group> groups;
+    std::int64_t r = 0;
+    for (std::size_t e = 0; e < rows.size(); ++e) {
+      groups.push_back(
+          {rows[e], out, in, at_row(x, r), in, weights[e].data_ptr(), in, at_row(y, r), out});
+      r += rows[e];
+    }
+    grouped_gemm_args args;
+    args.trans_b = true;
+    args.dtype = dtype_of(x);
+    run(groups, args, x);
+    std::vector<torch::Tensor> saved{x};
+    saved.insert(saved.end(), weights.begin(), weights.end());
+    ctx->save_for_backward(saved);
+    ctx->saved_data["rows"] = c10::IValue(rows);
+    return y;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto& x = saved[0];
+    const auto rows = ctx->saved_data["rows"].toIntVector();
+    const auto grad_y = grads[0].contiguous();
+    const auto in = x.size(1), out = grad_y.size(1);
+    auto grad_x = torch::empty_like(x);
+    std::vector<torch::Tensor> grad_w;
+    std::vector<gemm_group> dgrad, wgrad;
+    std::int64_t r = 0;
+    for (std::size_t e = 0; e < rows.size(); ++e) {
+      const auto& w = saved[e + 1];
+      grad_w.push_back(torch::empty_like(w));
+      // dx_e (rows, in) = dy_e (rows, out) W_e (out, in)
+      dgrad.push_back(
+          {rows[e], in, out, at_row(grad_y, r), out, w.data_ptr(), in, at_row(grad_x, r), in});
+      // dW_e (out, in) = dy_e^T (out, rows) x_e (rows, in); no rows: zero
+      wgrad.push_back({out, in, rows[e], at_row(grad_y, r), out, at_row(x, r), in,
+                       grad_w.back().data_ptr(), in});
+      r += rows[e];
+    }
+    grouped_gemm_args args;
+    args.dtype = dtype_of(x);
+    run(dgrad, args, x);
+    args.trans_a = true;
+    run(wgrad, args, x);
+    variable_list result{grad_x, torch::Tensor()};
+    result.insert(result.end(), grad_w.begin(), grad_w.end());
+    return result;
+  }
+};
+
+bool kernel_takes(const torch::Tensor& x, const std::vector<torch::Tensor>& weights) {
+  const auto takes = [&](const torch::Tensor& t) {
+    if (x.is_cuda()) return cuda_kernel_takes(t, {torch::kFloat32, torch::kBFloat16});
+    return cpu_kernel_takes(t);
+  };
+  if (!takes(x) || x.dim() != 2) return false;
+  for (const auto& w : weights)
+    if (!takes(w) || w.dim() != 2 || w.scalar_type() != x.scalar_type() ||
+        w.device() != x.device() || w.size(1) != x.size(1) || w.size(0) != weights[0].size(0))
+      return false;
+  return true;
+}
+
+// A linear per expert over one split (its backward is one cat of the experts' gradients).
+torch::Tensor per_expert(const torch::Tensor& x, const std::vector<std::int64_t>& rows,
+                         const std::vector<torch::Tensor>& weights) {
+  const auto pieces = x.split_with_sizes(rows);
+  std::vector<torch::Tensor> ys;
+  for (std::size_t e = 0; e < weights.size(); ++e)
+    if (rows[e] != 0) ys.push_back(torch::linear(pieces[e], weights[e]));
+  // No rows: still an output of x, so the backward of what produced x runs (a collective).
+  if (ys.empty()) return torch::linear(x, weights[0]);  // x has no rows
+  return ys.size() == 1 ? ys[0] : torch::cat(ys);
+}
+
+}  // namespace
+
+torch::Tensor grouped_linear(const torch::Tensor& x, const std::vector<std::int64_t>& rows,
+                             const std::vector<torch::Tensor>& weights) {
+  MUSTER_CHECK(!weights.empty() && weights.size() == rows.size(), errc::internal,
+               "grouped_linear: {} weights for {} experts' rows", weights.size(), rows.size());
+  if (x.is_cuda() && at::autocast::is_enabled()) {
+    // What autocast does to a linear: rows and weights in its dtype (the weights' cast is
+    // differentiable, so their fp32 gradient comes back through it).
+    const auto dtype = at::autocast::get_autocast_gpu_dtype();
+    std::vector<torch::Tensor> cast;
+    for (const auto& w : weights) cast.push_back(w.to(dtype));
+    const auto xc = x.to(dtype).contiguous();
+    if (kernel_takes(xc, cast))
+      return grouped_linear_function::apply(xc, rows, torch::TensorList(cast));
+    return per_expert(xc, rows, cast);
+  }
+  if (kernel_takes(x, weights))
+    return grouped_linear_function::apply(x, rows, torch::TensorList(weights));
+  return per_expert(x, rows, weights);
+}
+
+}  // namespace muster::engine::ops

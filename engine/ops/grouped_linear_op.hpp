@@ -1,0 +1,23 @@
+// The experts' linear layers as one grouped product: rows of x, expert-contiguous (the
+// permutation's order), each times its own expert's weight, y_e = x_e W_e^T, with the backward
+// as two grouped products (dgrad dx_e = dy_e W_e, wgrad dW_e = dy_e^T x_e). One autograd node
+// and one kernel call per direction, in place of a split, a linear per expert and a cat.
+// Contiguous fp32 CPU tensors take kernels::cpu::grouped_gemm; contiguous CUDA tensors, fp32 or
+// bf16 (under autocast the rows and the weights are cast to its dtype, as autocast casts a
+// linear's), take kernels::cuda::grouped_gemm on the current stream; anything else a linear per
+// expert.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <torch/torch.h>
+
+namespace muster::engine::ops {
+
+// x is (R, in) with R = sum(rows); weights[e] is (out, in), expert e's rows are the rows[e]
+// after the previous experts'. Returns (R, out). An expert with no rows gets a zero gradient.
+torch::Tensor grouped_linear(const torch::Tensor& x, const std::vector<std::int64_t>& rows,
+                             const std::vector<torch::Tensor>& weights);
+
+}  // namespace muster::engine::ops
