@@ -11,7 +11,8 @@ namespace muster::engine::ops {
 
 // One AdamW step over flat buffers, in place; `decay_mask` undefined: no weight decay.
 void adamw_update(const kernels::adamw_scalars& s, torch::Tensor& param, const torch::Tensor& grad,
-                  torch::Tensor& exp_avg, torch::Tensor& exp_avg_sq, const torch::Tensor& decay_mask);
+                  torch::Tensor& exp_avg, torch::Tensor& exp_avg_sq,
+                  const torch::Tensor& decay_mask);
 
 // The sum of the squares of `x`'s elements, in fp64.
 double sum_of_squares(const torch::Tensor& x);

@@ -35,6 +35,13 @@ void combine(const torch::Tensor& rows, const token_permutation& p, const float*
   const float* r = rows.data_ptr<float>();
   const auto* row_of = p.row_of.data_ptr<std::int64_t>();
   float* out = y.data_ptr<float>();
+  if (y.is_cuda()) {
+#ifdef MUSTER_WITH_CUDA
+    kernels::cuda::unpermute(r, row_of, weights, out, shape_of(p.num_tokens, p.topk, h),
+                             kernel_stream(y));
+#endif
+    return;
+  }
   at::parallel_for(0, p.num_tokens, grain_rows(h * p.topk), [&](std::int64_t b, std::int64_t e) {
     kernels::cpu::unpermute(r, row_of + b * p.topk, weights ? weights + b * p.topk : nullptr,
                             out + b * h, shape_of(e - b, p.topk, h));
@@ -49,10 +56,17 @@ struct permute_function : torch::autograd::Function<permute_function> {
     const float* in = x.data_ptr<float>();
     const auto* source = p.source_of.data_ptr<std::int64_t>();
     float* o = out.data_ptr<float>();
-    at::parallel_for(0, p.num_rows, grain_rows(h), [&](std::int64_t b, std::int64_t e) {
-      kernels::cpu::permute_rows(in, source + b, e - b, o + b * h,
-                                 shape_of(p.num_tokens, p.topk, h));
-    });
+    if (x.is_cuda()) {
+#ifdef MUSTER_WITH_CUDA
+      kernels::cuda::permute_rows(in, source, p.num_rows, o, shape_of(p.num_tokens, p.topk, h),
+                                  kernel_stream(x));
+#endif
+    } else {
+      at::parallel_for(0, p.num_rows, grain_rows(h), [&](std::int64_t b, std::int64_t e) {
+        kernels::cpu::permute_rows(in, source + b, e - b, o + b * h,
+                                   shape_of(p.num_tokens, p.topk, h));
+      });
+    }
     ctx->saved_data["row_of"] = p.row_of;
     ctx->saved_data["tokens"] = p.num_tokens;
     ctx->saved_data["topk"] = static_cast<std::int64_t>(p.topk);
@@ -95,6 +109,13 @@ struct unpermute_function : torch::autograd::Function<unpermute_function> {
                 *g = grad_y.data_ptr<float>();
     const auto* row = row_of.data_ptr<std::int64_t>();
     float *gr = grad_rows.data_ptr<float>(), *gw = grad_weights.data_ptr<float>();
+    if (rows.is_cuda()) {
+#ifdef MUSTER_WITH_CUDA
+      kernels::cuda::unpermute_backward(r, row, w, g, gr, gw, shape_of(tokens, topk, h),
+                                        kernel_stream(rows));
+#endif
+      return {grad_rows, torch::Tensor(), grad_weights};
+    }
     at::parallel_for(0, tokens, grain_rows(h * topk), [&](std::int64_t b, std::int64_t e) {
       kernels::cpu::unpermute_backward(r, row + b * topk, w + b * topk, g + b * h, gr,
                                        gw + b * topk, shape_of(e - b, topk, h));
@@ -103,9 +124,41 @@ struct unpermute_function : torch::autograd::Function<unpermute_function> {
   }
 };
 
+#ifdef MUSTER_WITH_CUDA
+// On the GPU: the index there, and the counts and the row count brought back (one small copy,
+// which waits for the stream: the experts' row counts size the grouped products).
+token_permutation permute_index_on_device(const torch::Tensor& experts, std::int64_t num_experts) {
+  token_permutation p;
+  p.num_tokens = experts.size(0);
+  p.topk = static_cast<int>(experts.size(1));
+  const auto flat = experts.reshape({-1}).to(torch::kInt64).contiguous();
+  kernels::permute_shape s;
+  s.num_tokens = p.num_tokens;
+  s.topk = p.topk;
+  s.num_experts = num_experts;
+  auto counts_offsets = torch::empty({2 * num_experts + 1}, flat.options());
+  p.row_of = torch::empty({flat.numel()}, flat.options());
+  auto source = torch::empty({flat.numel()}, flat.options());
+  auto scratch = torch::empty({kernels::cuda::permute_index_scratch_bytes(s)},
+                              flat.options().dtype(torch::kUInt8));
+  kernels::cuda::permute_index(
+      flat.data_ptr<std::int64_t>(), counts_offsets.data_ptr<std::int64_t>(),
+      counts_offsets.data_ptr<std::int64_t>() + num_experts, p.row_of.data_ptr<std::int64_t>(),
+      source.data_ptr<std::int64_t>(), scratch.data_ptr(), s, kernel_stream(flat));
+  const auto host = counts_offsets.to(torch::kCPU);
+  p.counts = host.narrow(0, 0, num_experts).clone();
+  p.num_rows = host.data_ptr<std::int64_t>()[2 * num_experts];
+  p.source_of = source.narrow(0, 0, p.num_rows);
+  return p;
+}
+#endif
+
 }  // namespace
 
 token_permutation permute_index(const torch::Tensor& experts, std::int64_t num_experts) {
+#ifdef MUSTER_WITH_CUDA
+  if (experts.is_cuda()) return permute_index_on_device(experts, num_experts);
+#endif
   token_permutation p;
   p.num_tokens = experts.size(0);
   p.topk = static_cast<int>(experts.size(1));
@@ -132,14 +185,19 @@ token_permutation permute_index(const torch::Tensor& experts, std::int64_t num_e
   return p;
 }
 
+// The kernels take contiguous fp32 rows on the CPU, or on the GPU with the index there too.
+bool kernel_takes(const torch::Tensor& t, const token_permutation& p) {
+  return (cpu_kernel_takes(t) || cuda_kernel_takes(t)) && p.row_of.device() == t.device();
+}
+
 torch::Tensor permute_rows(const torch::Tensor& x, const token_permutation& p) {
-  if (cpu_kernel_takes(x) && x.dim() == 2) return permute_function::apply(x, p);
+  if (kernel_takes(x, p) && x.dim() == 2) return permute_function::apply(x, p);
   return x.index_select(0, torch::div(p.source_of, p.topk, "floor"));
 }
 
 torch::Tensor unpermute_rows(const torch::Tensor& rows, const token_permutation& p,
                              const torch::Tensor& weights) {
-  if (cpu_kernel_takes(rows) && rows.dim() == 2 && cpu_kernel_takes(weights))
+  if (kernel_takes(rows, p) && rows.dim() == 2 && kernel_takes(weights, p))
     return unpermute_function::apply(rows, p, weights);
   const auto tokens = torch::div(p.source_of, p.topk, "floor");
   const auto w = weights.reshape({-1}).index_select(0, p.source_of).to(rows.scalar_type());

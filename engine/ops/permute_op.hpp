@@ -2,8 +2,9 @@
 // (kernels/include/muster/kernels/permute.hpp): the index of the assignments grouped by expert,
 // the gather of token rows into that order, and the weighted combine of the experts' rows back
 // into token order (its backward gives the router's weights their gradient). Contiguous fp32
-// CPU tensors take the kernels (split over LibTorch's intra-op threads); others take torch's
-// sort, index_select and index_add, which give the same rows.
+// CPU tensors take the kernels (split over LibTorch's intra-op threads), contiguous fp32 CUDA
+// tensors kernels::cuda on LibTorch's current stream (the index there too, its counts brought
+// back); others take torch's sort, index_select and index_add, which give the same rows.
 #pragma once
 
 #include <torch/torch.h>

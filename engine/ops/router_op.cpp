@@ -37,11 +37,19 @@ struct router_function : torch::autograd::Function<router_function> {
     const float* x = logits.data_ptr<float>();
     float *p = scores.data_ptr<float>(), *w = weights.data_ptr<float>();
     auto* e = experts.data_ptr<std::int64_t>();
-    at::parallel_for(0, tokens, kGrainTokens, [&](std::int64_t begin, std::int64_t end) {
-      kernels::cpu::router_forward(x + begin * num_experts, p + begin * num_experts,
-                                   e + begin * topk, w + begin * topk,
-                                   shape_of(logits, end - begin, int(topk), sigmoid, renormalize));
-    });
+    if (logits.is_cuda()) {
+#ifdef MUSTER_WITH_CUDA
+      kernels::cuda::router_forward(x, p, e, w,
+                                    shape_of(logits, tokens, int(topk), sigmoid, renormalize),
+                                    kernel_stream(logits));
+#endif
+    } else {
+      at::parallel_for(0, tokens, kGrainTokens, [&](std::int64_t begin, std::int64_t end) {
+        kernels::cpu::router_forward(
+            x + begin * num_experts, p + begin * num_experts, e + begin * topk, w + begin * topk,
+            shape_of(logits, end - begin, int(topk), sigmoid, renormalize));
+      });
+    }
     ctx->save_for_backward({scores, experts});
     ctx->saved_data["topk"] = topk;
     ctx->saved_data["sigmoid"] = sigmoid;
@@ -67,6 +75,14 @@ struct router_function : torch::autograd::Function<router_function> {
     const float* gw = grad_weights.data_ptr<float>();
     const float* gs = grad_scores.defined() ? grad_scores.data_ptr<float>() : nullptr;
     float* dx = grad_logits.data_ptr<float>();
+    if (scores.is_cuda()) {
+#ifdef MUSTER_WITH_CUDA
+      kernels::cuda::router_backward(p, e, gw, gs, dx,
+                                     shape_of(scores, tokens, int(topk), sigmoid, renormalize),
+                                     kernel_stream(scores));
+#endif
+      return {grad_logits, torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    }
     at::parallel_for(0, tokens, kGrainTokens, [&](std::int64_t begin, std::int64_t end) {
       kernels::cpu::router_backward(p + begin * num_experts, e + begin * topk, gw + begin * topk,
                                     gs ? gs + begin * num_experts : nullptr,
@@ -80,7 +96,7 @@ struct router_function : torch::autograd::Function<router_function> {
 }  // namespace
 
 router_outputs route_topk(const torch::Tensor& logits, int topk, bool sigmoid, bool renormalize) {
-  if (!cpu_kernel_takes(logits) || logits.dim() != 2) {
+  if (!(cpu_kernel_takes(logits) || cuda_kernel_takes(logits)) || logits.dim() != 2) {
     auto scores = sigmoid ? torch::sigmoid(logits) : torch::softmax(logits, -1);
     auto [top, chosen] = scores.topk(topk, -1);
     if (renormalize) top = top / top.sum(-1, /*keepdim=*/true);

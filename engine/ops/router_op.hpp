@@ -2,8 +2,8 @@
 // (kernels/include/muster/kernels/router.hpp): one pass per token forward, one backward that
 // takes both the weights' gradient and the scores' (the balance loss reads the scores).
 // Contiguous fp32 CPU logits take the kernel (tokens split over LibTorch's intra-op threads);
-// anything else takes torch's softmax or sigmoid, topk and division. CUDA logits still take
-// torch's ops: the engine's CUDA build wires kernels::cuda in (issue 9).
+// contiguous fp32 CUDA logits take kernels::cuda on LibTorch's current stream; anything else
+// takes torch's softmax or sigmoid, topk and division.
 #pragma once
 
 #include <torch/torch.h>

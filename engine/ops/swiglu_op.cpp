@@ -22,6 +22,12 @@ struct swiglu_function : torch::autograd::Function<swiglu_function> {
     auto out = torch::empty_like(gate);
     const float *a = gate.data_ptr<float>(), *b = up.data_ptr<float>();
     float* y = out.data_ptr<float>();
+    if (gate.is_cuda()) {
+#ifdef MUSTER_WITH_CUDA
+      kernels::cuda::swiglu_forward(a, b, y, gate.numel(), kernel_stream(gate));
+#endif
+      return out;
+    }
     at::parallel_for(0, gate.numel(), kGrain, [&](std::int64_t begin, std::int64_t end) {
       kernels::cpu::swiglu_forward(a + begin, b + begin, y + begin, end - begin);
     });
@@ -36,6 +42,12 @@ struct swiglu_function : torch::autograd::Function<swiglu_function> {
     const float *a = gate.data_ptr<float>(), *b = up.data_ptr<float>(),
                 *g = grad_out.data_ptr<float>();
     float *da = grad_gate.data_ptr<float>(), *db = grad_up.data_ptr<float>();
+    if (gate.is_cuda()) {
+#ifdef MUSTER_WITH_CUDA
+      kernels::cuda::swiglu_backward(a, b, g, da, db, gate.numel(), kernel_stream(gate));
+#endif
+      return {grad_gate, grad_up};
+    }
     at::parallel_for(0, gate.numel(), kGrain, [&](std::int64_t begin, std::int64_t end) {
       kernels::cpu::swiglu_backward(a + begin, b + begin, g + begin, da + begin, db + begin,
                                     end - begin);
@@ -45,7 +57,9 @@ struct swiglu_function : torch::autograd::Function<swiglu_function> {
 };
 
 bool kernel_takes(const torch::Tensor& gate, const torch::Tensor& up) {
-  return cpu_kernel_takes(gate) && cpu_kernel_takes(up) && gate.sizes() == up.sizes();
+  const bool on_device = (cpu_kernel_takes(gate) && cpu_kernel_takes(up)) ||
+                         (cuda_kernel_takes(gate) && cuda_kernel_takes(up));
+  return on_device && gate.device() == up.device() && gate.sizes() == up.sizes();
 }
 
 }  // namespace
