@@ -5,14 +5,14 @@
 #include <stdexcept>
 #include <string>
 
+#include "common/shared_library.hpp"
 #include "kernels/cuda/cuda_check.hpp"
-#include "kernels/cuda/shared_library.hpp"
 
 namespace muster::kernels::cuda {
 
 const cublas_library& cublas() {
   static const cublas_library api = [] {
-    static const shared_library lib("cuBLAS", {"libcublas.so.13", "libcublas.so.12"});
+    static const muster::shared_library lib("cuBLAS", {"libcublas.so.13", "libcublas.so.12"});
     cublas_library a;
     a.soname = lib.soname();
     lib.load(a.create, "cublasCreate_v2");

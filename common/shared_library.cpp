@@ -1,11 +1,11 @@
 // Opening a library at run time: see shared_library.hpp.
-#include "kernels/cuda/shared_library.hpp"
+#include "common/shared_library.hpp"
 
 #include <dlfcn.h>
 
 #include <stdexcept>
 
-namespace muster::kernels::cuda {
+namespace muster {
 
 shared_library::shared_library(const char* what, std::initializer_list<const char*> sonames)
     : what_(what) {
@@ -36,4 +36,4 @@ void* shared_library::require(const char* name) const {
   return p;
 }
 
-}  // namespace muster::kernels::cuda
+}  // namespace muster

@@ -7,7 +7,7 @@
 #include <initializer_list>
 #include <string>
 
-namespace muster::kernels::cuda {
+namespace muster {
 
 class shared_library {
  public:
@@ -36,4 +36,4 @@ class shared_library {
   void* handle_ = nullptr;
 };
 
-}  // namespace muster::kernels::cuda
+}  // namespace muster
