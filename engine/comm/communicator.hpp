@@ -63,6 +63,13 @@ class communicator {
   // Rank `root`'s `t` into every rank's `t` (same shape everywhere).
   virtual void broadcast(torch::Tensor& t, int root) = 0;
   virtual void barrier() = 0;
+
+  // A flat buffer for this group's collectives (the FSDP all-gather and reduce-scatter
+  // buffers): NCCL user buffers where the backend registers them (comm.nccl_ub), else a plain
+  // tensor. It must not outlive the group.
+  virtual torch::Tensor collective_buffer(std::int64_t numel, const torch::TensorOptions& options) {
+    return torch::empty({numel}, options);
+  }
 };
 
 // What every rank will send to this one: each rank gives the counts it sends to every rank

@@ -17,6 +17,8 @@
 
 #include "common/error.hpp"
 #include "engine/comm/communicator.hpp"
+#include "engine/comm/laggards.hpp"
+#include "engine/comm/rendezvous.hpp"
 #include "engine/comm/seq_board.hpp"
 #include "engine/comm/wait_clock.hpp"
 
@@ -176,7 +178,7 @@ class gloo_group final : public communicator {
   template <class Issue>
   started start(const char* op, const torch::Tensor& data, Issue issue) {
     started s{op, sequence_++, data.defined() ? data.numel() * data.element_size() : 0, {}, {}};
-    board_->publish(seq_key(rank_), s.seq);
+    board_->publish(seq_key(name_, rank_), s.seq);
     try {
       s.work = issue();
     } catch (const std::exception& e) {
@@ -200,11 +202,8 @@ class gloo_group final : public communicator {
     }
     if (error.empty()) return;
     broken_ = true;
-    MUSTER_THROW(errc::comm,
-                 "[rank {}/{} group {}] {} seq={} bytes={} failed after at most {} ms; "
-                 "not arrived: {} ({})",
-                 rank_, size(), name_, s.op, s.seq, s.bytes, timeout_.count(), laggards(s.seq),
-                 error);
+    throw_collective_failure({rank_, size(), name_, s.op, s.seq, s.bytes, timeout_, error}, *board_,
+                             members_);
   }
 
   template <class Issue>
@@ -212,31 +211,7 @@ class gloo_group final : public communicator {
     finish(start(op, data, issue));
   }
 
-  std::string seq_key(int rank) const { return fmt::format("muster/{}/seq/{}", name_, rank); }
-
-  // The ranks that never reached sequence number `seq`, with where they are.
-  std::string laggards(std::int64_t seq) {
-    std::vector<std::string> keys;
-    for (int r = 0; r < size(); ++r) keys.push_back(seq_key(r));
-    const auto seen = board_->read(keys, kBoardLimit);
-    if (!seen)
-      return fmt::format(
-          "unknown: the rendezvous store (served by world rank 0's process) did not answer "
-          "within {} ms",
-          kBoardLimit.count());
-    std::string out;
-    for (int r = 0; r < size(); ++r) {
-      const auto& theirs = (*seen)[std::size_t(r)];
-      if (theirs && *theirs >= seq) continue;
-      const auto at = theirs ? fmt::format("at seq {}", *theirs) : std::string("no collective yet");
-      out += fmt::format("{}rank {} ({})", out.empty() ? "" : ", ", members_[std::size_t(r)], at);
-    }
-    return out.empty() ? "none (every rank got there; the failure is in the transfer)" : out;
-  }
-
   static std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
-
-  static constexpr std::chrono::milliseconds kBoardLimit{3000};
 
   c10::intrusive_ptr<c10d::Store> root_;
   std::shared_ptr<seq_board> board_;
@@ -305,6 +280,13 @@ std::shared_ptr<communicator> make_world(const world_options& options) {
   std::vector<int> all(static_cast<std::size_t>(world));
   std::iota(all.begin(), all.end(), 0);
   return std::make_shared<gloo_group>(store, std::move(board), "world", all, rank, options);
+}
+
+rendezvous rendezvous_of(communicator& world) {
+  auto* gloo = dynamic_cast<gloo_group*>(&world);
+  MUSTER_CHECK(gloo && gloo->name() == "world", errc::internal,
+               "rendezvous_of needs the world group make_world() made");
+  return {gloo->root(), gloo->board(), gloo->world_rank(), gloo->times()};
 }
 
 std::shared_ptr<communicator> make_group(communicator& world, const std::string& name,

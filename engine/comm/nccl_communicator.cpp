@@ -1,0 +1,338 @@
+// Collectives over NCCL: see nccl_communicator.hpp.
+#include "engine/comm/nccl_communicator.hpp"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "common/error.hpp"
+#include "engine/comm/laggards.hpp"
+#include "engine/comm/nccl_library.hpp"
+#include "engine/comm/nccl_ub_policy.hpp"
+#include "engine/comm/rendezvous.hpp"
+#include "engine/comm/wait_clock.hpp"
+#include "engine/ops/kernel_tensors.hpp"
+
+namespace muster::engine::comm {
+namespace {
+
+void cuda_check(cudaError_t e, const char* call) {
+  MUSTER_CHECK(e == cudaSuccess, errc::comm, "{}: {}", call, cudaGetErrorString(e));
+}
+
+ncclDataType_t nccl_type(const torch::Tensor& t) {
+  switch (t.scalar_type()) {
+    case torch::kFloat32:
+      return ncclFloat32;
+    case torch::kBFloat16:
+      return ncclBfloat16;
+    case torch::kFloat16:
+      return ncclFloat16;
+    case torch::kFloat64:
+      return ncclFloat64;
+    case torch::kInt64:
+      return ncclInt64;
+    case torch::kInt32:
+      return ncclInt32;
+    case torch::kUInt8:
+      return ncclUint8;
+    default:
+      MUSTER_THROW(errc::internal, "NCCL carries no {}", c10::toString(t.scalar_type()));
+  }
+}
+
+// The communicator, shared with the user buffers it registered (they deregister on free).
+struct nccl_comm_state {
+  ncclComm_t comm = nullptr;
+  bool aborted = false;
+};
+
+class nccl_group final : public communicator {
+ public:
+  nccl_group(rendezvous rv, std::string name, std::vector<int> members, const nccl_options& opts)
+      : rv_(std::move(rv)), name_(std::move(name)), members_(std::move(members)), options_(opts) {
+    rank_ = static_cast<int>(std::find(members_.begin(), members_.end(), rv_.world_rank) -
+                             members_.begin());
+    MUSTER_CHECK(rank_ < size(), errc::internal, "rank {} is not a member of group {}",
+                 rv_.world_rank, name_);
+    timeout_ = rv_.times.timeout;
+    if (options_.user_buffers) check_nccl_ub_policy();
+    cuda_check(cudaGetDevice(&device_), "cudaGetDevice");
+    const auto key = fmt::format("muster/{}/nccl_id", name_);
+    ncclUniqueId id;
+    if (rank_ == 0) {
+      fail_on(nccl().get_unique_id(&id), "ncclGetUniqueId");
+      const auto* p = reinterpret_cast<const std::uint8_t*>(&id);
+      rv_.store->set(key, std::vector<std::uint8_t>(p, p + sizeof(id)));
+    } else {
+      const auto bytes = rv_.store->get(key);  // waits, at most the store's connect timeout
+      MUSTER_CHECK(bytes.size() == sizeof(id), errc::comm,
+                   "group {}: the NCCL id in the store has {} bytes, not {}", name_, bytes.size(),
+                   sizeof(id));
+      std::memcpy(&id, bytes.data(), sizeof(id));
+    }
+    state_ = std::make_shared<nccl_comm_state>();
+    fail_on(nccl().comm_init_rank(&state_->comm, size(), id, rank_), "ncclCommInitRank");
+    cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    cuda_check(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "cudaEventCreate");
+  }
+
+  ~nccl_group() override {
+    if (!state_->aborted && state_->comm != nullptr) nccl().comm_destroy(state_->comm);
+    state_->comm = nullptr;
+    cudaEventDestroy(ready_);
+    cudaStreamDestroy(stream_);
+  }
+  nccl_group(const nccl_group&) = delete;
+  nccl_group& operator=(const nccl_group&) = delete;
+
+  int rank() const override { return rank_; }
+  int size() const override { return static_cast<int>(members_.size()); }
+  const std::string& name() const override { return name_; }
+  std::int64_t sequence() const override { return sequence_; }
+
+  void all_reduce_sum(torch::Tensor& t) override { all_reduce_sum_async(t)->wait(); }
+
+  std::unique_ptr<pending_collective> all_reduce_sum_async(torch::Tensor& t) override {
+    auto d = on_device(t);
+    auto s = start("all_reduce", d, [&] {
+      return nccl().all_reduce(d.data_ptr(), d.data_ptr(), d.numel(), nccl_type(d), ncclSum,
+                               state_->comm, stream_);
+    });
+    return std::make_unique<pending>(this, s, [t, d]() mutable {
+      if (!t.is_same(d)) t.copy_(d);
+    });
+  }
+
+  torch::Tensor all_gather(const torch::Tensor& shard) override {
+    auto d = on_device(shard);
+    auto out = torch::empty({d.numel() * size()}, d.options());
+    run("all_gather", d, [&] {
+      return nccl().all_gather(d.data_ptr(), out.data_ptr(), d.numel(), nccl_type(d), state_->comm,
+                               stream_);
+    });
+    return out.to(shard.device());
+  }
+
+  torch::Tensor reduce_scatter_sum(const torch::Tensor& full) override {
+    MUSTER_CHECK(full.numel() % size() == 0, errc::internal,
+                 "reduce_scatter of {} elements over {} ranks", full.numel(), size());
+    auto d = on_device(full);
+    auto out = torch::empty({d.numel() / size()}, d.options());
+    run("reduce_scatter", d, [&] {
+      return nccl().reduce_scatter(d.data_ptr(), out.data_ptr(), out.numel(), nccl_type(d), ncclSum,
+                                   state_->comm, stream_);
+    });
+    return out.to(full.device());
+  }
+
+  torch::Tensor all_to_all(const torch::Tensor& input, const std::vector<std::int64_t>& send_rows,
+                           const std::vector<std::int64_t>& recv_rows) override {
+    auto d = on_device(input);
+    const auto row = d.dim() > 1 ? d.numel() / std::max<std::int64_t>(1, d.size(0)) : 1;
+    std::int64_t total = 0;
+    for (auto r : recv_rows) total += r;
+    auto shape = d.sizes().vec();
+    shape[0] = total;
+    auto out = torch::empty(shape, d.options());
+    const auto type = nccl_type(d);
+    const auto bytes_per_row = row * d.element_size();
+    run("all_to_all", d, [&] {
+      auto failure = nccl().group_start();
+      std::int64_t sent = 0, got = 0;
+      for (int r = 0; r < size() && failure == ncclSuccess; ++r) {
+        const auto n = send_rows[std::size_t(r)], m = recv_rows[std::size_t(r)];
+        if (n > 0)
+          failure = nccl().send(static_cast<char*>(d.data_ptr()) + sent * bytes_per_row, n * row,
+                                type, r, state_->comm, stream_);
+        if (m > 0 && failure == ncclSuccess)
+          failure = nccl().recv(static_cast<char*>(out.data_ptr()) + got * bytes_per_row, m * row,
+                                type, r, state_->comm, stream_);
+        sent += n;
+        got += m;
+      }
+      const auto ended = nccl().group_end();
+      return failure != ncclSuccess ? failure : ended;
+    });
+    return out.to(input.device());
+  }
+
+  void broadcast(torch::Tensor& t, int root) override {
+    auto d = on_device(t);
+    run("broadcast", d, [&] {
+      return nccl().broadcast(d.data_ptr(), d.data_ptr(), d.numel(), nccl_type(d), root,
+                              state_->comm, stream_);
+    });
+    if (!t.is_same(d)) t.copy_(d);
+  }
+
+  void barrier() override {
+    auto one = torch::ones({1}, torch::TensorOptions().device(torch::kCUDA, device_));
+    all_reduce_sum(one);
+  }
+
+  // NCCL user buffers when asked for (comm.nccl_ub), else the caching allocator's.
+  torch::Tensor collective_buffer(std::int64_t numel,
+                                  const torch::TensorOptions& options) override {
+    const auto on = options.device(torch::kCUDA, device_);
+    if (!options_.user_buffers) return torch::empty({numel}, on);
+    const auto bytes =
+        static_cast<std::size_t>(numel) * c10::elementSize(c10::typeMetaToScalarType(on.dtype()));
+    void* p = nullptr;
+    fail_on(nccl().mem_alloc(&p, std::max<std::size_t>(bytes, 1)), "ncclMemAlloc");
+    void* handle = nullptr;
+    if (const auto e = nccl().comm_register(state_->comm, p, bytes, &handle); e != ncclSuccess) {
+      nccl().mem_free(p);
+      fail_on(e, "ncclCommRegister");
+    }
+    std::weak_ptr<nccl_comm_state> state = state_;
+    return torch::from_blob(
+        p, {numel},
+        [state, handle](void* q) {
+          if (auto s = state.lock(); s && s->comm != nullptr && !s->aborted)
+            nccl().comm_deregister(s->comm, handle);
+          nccl().mem_free(q);
+        },
+        on);
+  }
+
+ private:
+  struct started {
+    const char* op;
+    std::int64_t seq, bytes;
+    cudaEvent_t done = nullptr;
+    std::string error;
+  };
+
+  class pending final : public pending_collective {
+   public:
+    pending(nccl_group* group, started s, std::function<void()> done)
+        : group_(group), started_(std::move(s)), done_(std::move(done)) {}
+    void wait() override {
+      if (failure_) std::rethrow_exception(failure_);
+      if (waited_) return;
+      try {
+        group_->finish(started_);
+      } catch (...) {
+        failure_ = std::current_exception();
+        throw;
+      }
+      done_();
+      waited_ = true;
+    }
+
+   private:
+    nccl_group* group_;
+    started started_;
+    std::function<void()> done_;
+    bool waited_ = false;
+    std::exception_ptr failure_;
+  };
+
+  void fail_on(ncclResult_t r, const char* call) {
+    const auto failure = nccl_failure(r, call, state_ ? state_->comm : nullptr);
+    MUSTER_CHECK(failure.empty(), errc::comm, "[rank {}/{} group {}] {}", rank_, size(), name_,
+                 failure);
+  }
+
+  // The tensor on this group's device, contiguous (a copy when it is not already).
+  torch::Tensor on_device(const torch::Tensor& t) const {
+    return t.to(torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(device_))).contiguous();
+  }
+
+  // Numbers the collective, orders it after the caller's stream, issues it on the
+  // communication stream and records when it is done there.
+  template <class Issue>
+  started start(const char* op, const torch::Tensor& data, Issue issue) {
+    MUSTER_CHECK(!broken_, errc::comm, "[rank {}/{} group {}] {} after an earlier failure", rank_,
+                 size(), name_, op);
+    started s{op, sequence_++, data.numel() * data.element_size(), nullptr, {}};
+    rv_.board->publish(seq_key(name_, rank_), s.seq);
+    auto* caller = static_cast<cudaStream_t>(ops::kernel_stream(data));
+    if (cudaEventRecord(ready_, caller) != cudaSuccess ||
+        cudaStreamWaitEvent(stream_, ready_, 0) != cudaSuccess)
+      s.error = "cannot order the communication stream after the caller's";
+    if (s.error.empty()) s.error = nccl_failure(issue(), op, state_->comm);
+    if (s.error.empty() &&
+        (cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming) != cudaSuccess ||
+         cudaEventRecord(s.done, stream_) != cudaSuccess))
+      s.error = "cannot record the collective's end";
+    return s;
+  }
+
+  // Waits on the host for the collective, at most the timeout, watching NCCL's async error.
+  void finish(started& s) {
+    const auto began = std::chrono::steady_clock::now();
+    const auto deadline = began + timeout_;
+    std::string error = s.error;
+    while (error.empty()) {
+      const auto q = cudaEventQuery(s.done);
+      if (q == cudaSuccess) break;
+      if (q != cudaErrorNotReady) {
+        error = std::string("CUDA: ") + cudaGetErrorString(q);
+        break;
+      }
+      ncclResult_t async = ncclSuccess;
+      nccl().comm_get_async_error(state_->comm, &async);
+      if (async != ncclSuccess && async != ncclInProgress) {
+        error = nccl_failure(async, "NCCL", state_->comm);
+        break;
+      }
+      if (std::chrono::steady_clock::now() > deadline) {
+        error = "timed out";
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+    add_wait_seconds(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
+    if (s.done != nullptr) cudaEventDestroy(s.done);
+    s.done = nullptr;
+    if (error.empty()) return;
+    broken_ = true;
+    nccl().comm_abort(state_->comm);  // frees the stream of the stuck kernel
+    state_->aborted = true;
+    throw_collective_failure({rank_, size(), name_, s.op, s.seq, s.bytes, timeout_, error},
+                             *rv_.board, members_);
+  }
+
+  template <class Issue>
+  void run(const char* op, const torch::Tensor& data, Issue issue) {
+    auto s = start(op, data, issue);
+    finish(s);
+  }
+
+  rendezvous rv_;
+  std::string name_;
+  std::vector<int> members_;
+  nccl_options options_;
+  int rank_ = 0;
+  int device_ = 0;
+  std::chrono::milliseconds timeout_{0};
+  std::shared_ptr<nccl_comm_state> state_;
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t ready_ = nullptr;
+  std::int64_t sequence_ = 0;
+  bool broken_ = false;
+};
+
+}  // namespace
+
+std::shared_ptr<communicator> make_nccl_group(communicator& world, const std::string& name,
+                                              const std::vector<int>& ranks,
+                                              const nccl_options& options) {
+  return std::make_shared<nccl_group>(rendezvous_of(world), name, ranks, options);
+}
+
+std::string nccl_version() {
+  int v = 0;
+  nccl().get_version(&v);
+  return fmt::format("{}.{}.{} ({})", v / 10000, (v / 100) % 100, v % 100, nccl().soname);
+}
+
+}  // namespace muster::engine::comm
