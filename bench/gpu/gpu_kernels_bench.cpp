@@ -1,0 +1,224 @@
+// gpu_kernels_bench: each CUDA kernel of kernels/ on the GPU, side by side with the PyTorch ops
+// it replaces, in one run on one device:
+//   - memory-bound ops (router, permutation index + gather, weighted combine, SwiGLU): the
+//     bytes each must move / time, as a share of the device's peak memory bandwidth (from its
+//     memory clock and bus width) and of a device-to-device copy measured here;
+//   - the grouped GEMM (bf16, one group per expert, uneven rows): TFLOP/s against one dense
+//     cuBLAS product of the same FLOPs (torch::mm over all rows at once).
+// Targets (issue 9): the memory-bound ops at 70% or more of peak bandwidth, the grouped GEMM at
+// 80% or more of the dense product. Without a device it says "SKIPPED: no CUDA device".
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "muster/kernels/grouped_gemm.hpp"
+#include "muster/kernels/permute.hpp"
+#include "muster/kernels/router.hpp"
+#include "muster/kernels/swiglu.hpp"
+
+namespace k = muster::kernels;
+
+namespace {
+
+// Milliseconds per call of f, the median of 5 timed batches of `reps` after 3 warm-ups.
+double time_ms(const std::function<void()>& f, int reps = 20) {
+  for (int i = 0; i < 3; ++i) f();
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  std::vector<double> batches;
+  for (int t = 0; t < 5; ++t) {
+    cudaEventRecord(a, nullptr);
+    for (int i = 0; i < reps; ++i) f();
+    cudaEventRecord(b, nullptr);
+    cudaEventSynchronize(b);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, a, b);
+    batches.push_back(ms / reps);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(batches.begin(), batches.end());
+  return batches[2];
+}
+
+struct peaks {
+  double spec_gbs = 0, copy_gbs = 0;
+};
+
+peaks measure_peaks() {
+  peaks p;
+  int clock_khz = 0, bus_bits = 0;
+  cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, 0);
+  cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, 0);
+  p.spec_gbs = 2.0 * clock_khz * 1e3 * (bus_bits / 8.0) / 1e9;  // double data rate
+  const std::size_t bytes = std::size_t(1) << 31;
+  auto src = torch::empty({std::int64_t(bytes)}, torch::dtype(torch::kUInt8).device(torch::kCUDA));
+  auto dst = torch::empty_like(src);
+  const double ms = time_ms([&] {
+    cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), bytes, cudaMemcpyDeviceToDevice, nullptr);
+  });
+  p.copy_gbs = 2.0 * double(bytes) / (ms * 1e-3) / 1e9;  // read and written
+  return p;
+}
+
+void row(const char* what, double bytes, double ms_ours, double ms_torch, const peaks& p) {
+  const double gbs = bytes / (ms_ours * 1e-3) / 1e9;
+  std::printf("%-34s %9.3f %9.3f %7.2fx %8.0f %6.1f%% %6.1f%%\n", what, ms_ours, ms_torch,
+              ms_torch / ms_ours, gbs, 100 * gbs / p.spec_gbs, 100 * gbs / p.copy_gbs);
+}
+
+}  // namespace
+
+int main() {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::printf("gpu_kernels_bench: SKIPPED: no CUDA device\n");
+    return 0;
+  }
+  cudaDeviceProp prop{};
+  cudaGetDeviceProperties(&prop, 0);
+  const auto p = measure_peaks();
+  std::printf("device: %s, %d SMs; peak memory bandwidth %.0f GB/s (spec), %.0f GB/s (copy)\n",
+              prop.name, prop.multiProcessorCount, p.spec_gbs, p.copy_gbs);
+  std::printf("%-34s %9s %9s %8s %8s %7s %7s\n", "op (ours vs torch)", "ours ms", "torch ms",
+              "speedup", "GB/s", "%spec", "%copy");
+  torch::NoGradGuard no_grad;
+  const auto f32 = torch::dtype(torch::kFloat32).device(torch::kCUDA);
+  const auto i64 = torch::dtype(torch::kInt64).device(torch::kCUDA);
+
+  // The router: 65536 tokens over 256 experts, top 8 (DeepSeek-V3's shape), softmax, renorm.
+  {
+    const std::int64_t T = 65536, E = 256;
+    const int K = 8;
+    auto logits = torch::randn({T, E}, f32);
+    auto scores = torch::empty_like(logits);
+    auto experts = torch::empty({T, K}, i64);
+    auto weights = torch::empty({T, K}, f32);
+    k::router_shape s;
+    s.num_tokens = T;
+    s.num_experts = E;
+    s.topk = K;
+    s.renormalize = true;
+    const double ours = time_ms([&] {
+      k::cuda::router_forward(logits.data_ptr<float>(), scores.data_ptr<float>(),
+                              experts.data_ptr<std::int64_t>(), weights.data_ptr<float>(), s,
+                              nullptr);
+    });
+    const double theirs = time_ms([&] {
+      auto sc = torch::softmax(logits, -1);
+      auto [top, idx] = sc.topk(K, -1);
+      auto w = top / top.sum(-1, true);
+    });
+    row("router fwd 65536x256 k8", double(T * E * 4 * 2 + T * K * 12), ours, theirs, p);
+  }
+
+  // The permutation: 16384 tokens, top 8 of 64 experts, rows of 4096 fp32.
+  {
+    const std::int64_t T = 16384, E = 64, H = 4096;
+    const int K = 8;
+    k::permute_shape s;
+    s.num_tokens = T;
+    s.topk = K;
+    s.num_experts = E;
+    s.hidden = H;
+    auto experts = torch::randint(0, E, {T, K}, i64);
+    auto x = torch::randn({T, H}, f32);
+    auto counts = torch::empty({E}, i64), offsets = torch::empty({E + 1}, i64);
+    auto row_of = torch::empty({T * K}, i64), source_of = torch::empty({T * K}, i64);
+    auto scratch = torch::empty({k::cuda::permute_index_scratch_bytes(s)},
+                                torch::dtype(torch::kUInt8).device(torch::kCUDA));
+    auto index = [&] {
+      k::cuda::permute_index(experts.data_ptr<std::int64_t>(), counts.data_ptr<std::int64_t>(),
+                             offsets.data_ptr<std::int64_t>(), row_of.data_ptr<std::int64_t>(),
+                             source_of.data_ptr<std::int64_t>(), scratch.data_ptr(), s, nullptr);
+    };
+    const double ours_index = time_ms(index);
+    const double torch_index = time_ms([&] {
+      auto flat = experts.reshape({-1});
+      auto order = std::get<1>(flat.sort(/*stable=*/true, 0));
+      auto c = torch::bincount(flat, {}, E);
+    });
+    row("permute index 16384x8 of 64", double(T * K * 8 * 3), ours_index, torch_index, p);
+    index();
+    auto rows = torch::empty({T * K, H}, f32);
+    const double ours_gather = time_ms([&] {
+      k::cuda::permute_rows(x.data_ptr<float>(), source_of.data_ptr<std::int64_t>(), T * K,
+                            rows.data_ptr<float>(), s, nullptr);
+    });
+    const auto tokens = torch::div(source_of, K, "floor");
+    const double torch_gather = time_ms([&] { auto r = x.index_select(0, tokens); });
+    row("permute rows 131072x4096 fp32", double(T * K * H * 4 * 2), ours_gather, torch_gather, p);
+    auto w = torch::rand({T, K}, f32);
+    auto y = torch::empty({T, H}, f32);
+    const double ours_combine = time_ms([&] {
+      k::cuda::unpermute(rows.data_ptr<float>(), row_of.data_ptr<std::int64_t>(),
+                         w.data_ptr<float>(), y.data_ptr<float>(), s, nullptr);
+    });
+    const auto wf = w.reshape({-1}).index_select(0, source_of);
+    const double torch_combine = time_ms([&] {
+      auto out = torch::zeros({T, H}, f32).index_add_(0, tokens, rows * wf.unsqueeze(1));
+    });
+    row("unpermute (weighted) 16384x4096", double(T * K * H * 4 + T * H * 4), ours_combine,
+        torch_combine, p);
+  }
+
+  // SwiGLU over 16384 x 8192 fp32.
+  {
+    const std::int64_t n = 16384LL * 8192;
+    auto gate = torch::randn({n}, f32), up = torch::randn({n}, f32), out = torch::empty({n}, f32);
+    const double ours = time_ms([&] {
+      k::cuda::swiglu_forward(gate.data_ptr<float>(), up.data_ptr<float>(), out.data_ptr<float>(),
+                              n, nullptr);
+    });
+    const double theirs = time_ms([&] { auto y = torch::silu(gate) * up; });
+    row("swiglu fwd 134M fp32", double(n * 12), ours, theirs, p);
+  }
+
+  // The grouped GEMM: 8 experts with uneven rows (about 4096 each), 4096 -> 1536, bf16.
+  {
+    const std::int64_t H = 4096, F = 1536;
+    const std::vector<std::int64_t> rows{3584, 4608, 4096, 2560, 5632, 4096, 3072, 5120};
+    std::int64_t total = 0;
+    for (auto r : rows) total += r;
+    const auto bf16 = torch::dtype(torch::kBFloat16).device(torch::kCUDA);
+    auto x = torch::randn({total, H}, bf16), y = torch::empty({total, F}, bf16);
+    std::vector<torch::Tensor> w;
+    for (std::size_t e = 0; e < rows.size(); ++e) w.push_back(torch::randn({F, H}, bf16));
+    std::vector<k::gemm_group> groups;
+    std::int64_t r0 = 0;
+    for (std::size_t e = 0; e < rows.size(); ++e) {
+      groups.push_back({rows[e], F, H, static_cast<char*>(x.data_ptr()) + r0 * H * 2, H,
+                        w[e].data_ptr(), H, static_cast<char*>(y.data_ptr()) + r0 * F * 2, F});
+      r0 += rows[e];
+    }
+    k::grouped_gemm_args args;
+    args.trans_b = true;
+    args.dtype = k::gemm_dtype::bf16;
+    const double flops = 2.0 * double(total) * double(H) * double(F);
+    auto dense_w = torch::randn({H, F}, bf16);
+    const double dense = time_ms([&] { auto d = torch::mm(x, dense_w); });
+    for (const auto method :
+         {k::cuda::grouped_gemm_method::grouped_batched, k::cuda::grouped_gemm_method::per_group}) {
+      if (method == k::cuda::grouped_gemm_method::grouped_batched &&
+          k::cuda::resolved_method() != method)
+        continue;
+      const double ms = time_ms(
+          [&] { k::cuda::grouped_gemm(groups.data(), int(groups.size()), args, nullptr, method); });
+      std::printf(
+          "grouped gemm %-21s %9.3f %9.3f %7.2fx %8.0f TFLOP/s (dense %0.0f): %.1f%% of "
+          "dense\n",
+          method == k::cuda::grouped_gemm_method::grouped_batched ? "(grouped batched)"
+                                                                  : "(per group)",
+          ms, dense, dense / ms, flops / (ms * 1e-3) / 1e12, flops / (dense * 1e-3) / 1e12,
+          100 * dense / ms);
+    }
+  }
+  return 0;
+}
