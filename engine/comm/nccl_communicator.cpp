@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <numeric>
 #include <thread>
 
 #include <fmt/format.h>
@@ -100,9 +101,9 @@ class nccl_group final : public communicator {
 
   std::unique_ptr<pending_collective> all_reduce_sum_async(torch::Tensor& t) override {
     auto d = on_device(t);
-    auto s = start("all_reduce", d, [&] {
-      return nccl().all_reduce(d.data_ptr(), d.data_ptr(), d.numel(), nccl_type(d), ncclSum,
-                               state_->comm, stream_);
+    auto s = start("all_reduce", d, [&](ncclDataType_t type) {
+      return nccl().all_reduce(d.data_ptr(), d.data_ptr(), d.numel(), type, ncclSum, state_->comm,
+                               stream_);
     });
     return std::make_unique<pending>(this, s, [t, d]() mutable {
       if (!t.is_same(d)) t.copy_(d);
@@ -112,8 +113,8 @@ class nccl_group final : public communicator {
   torch::Tensor all_gather(const torch::Tensor& shard) override {
     auto d = on_device(shard);
     auto out = torch::empty({d.numel() * size()}, d.options());
-    run("all_gather", d, [&] {
-      return nccl().all_gather(d.data_ptr(), out.data_ptr(), d.numel(), nccl_type(d), state_->comm,
+    run("all_gather", d, [&](ncclDataType_t type) {
+      return nccl().all_gather(d.data_ptr(), out.data_ptr(), d.numel(), type, state_->comm,
                                stream_);
     });
     return out.to(shard.device());
@@ -124,8 +125,8 @@ class nccl_group final : public communicator {
                  "reduce_scatter of {} elements over {} ranks", full.numel(), size());
     auto d = on_device(full);
     auto out = torch::empty({d.numel() / size()}, d.options());
-    run("reduce_scatter", d, [&] {
-      return nccl().reduce_scatter(d.data_ptr(), out.data_ptr(), out.numel(), nccl_type(d), ncclSum,
+    run("reduce_scatter", d, [&](ncclDataType_t type) {
+      return nccl().reduce_scatter(d.data_ptr(), out.data_ptr(), out.numel(), type, ncclSum,
                                    state_->comm, stream_);
     });
     return out.to(full.device());
@@ -133,16 +134,21 @@ class nccl_group final : public communicator {
 
   torch::Tensor all_to_all(const torch::Tensor& input, const std::vector<std::int64_t>& send_rows,
                            const std::vector<std::int64_t>& recv_rows) override {
+    MUSTER_CHECK(
+        static_cast<int>(send_rows.size()) == size() &&
+            static_cast<int>(recv_rows.size()) == size() && input.dim() >= 1 &&
+            std::accumulate(send_rows.begin(), send_rows.end(), std::int64_t(0)) == input.size(0),
+        errc::internal, "all_to_all: {} rows, send counts of {} ranks, group of {}",
+        input.dim() >= 1 ? input.size(0) : -1, send_rows.size(), size());
     auto d = on_device(input);
-    const auto row = d.dim() > 1 ? d.numel() / std::max<std::int64_t>(1, d.size(0)) : 1;
-    std::int64_t total = 0;
-    for (auto r : recv_rows) total += r;
+    std::int64_t row = 1;  // elements a row (also when this rank sends none)
+    for (std::int64_t i = 1; i < d.dim(); ++i) row *= d.size(i);
+    const auto total = std::accumulate(recv_rows.begin(), recv_rows.end(), std::int64_t(0));
     auto shape = d.sizes().vec();
     shape[0] = total;
     auto out = torch::empty(shape, d.options());
-    const auto type = nccl_type(d);
     const auto bytes_per_row = row * d.element_size();
-    run("all_to_all", d, [&] {
+    run("all_to_all", d, [&](ncclDataType_t type) {
       auto failure = nccl().group_start();
       std::int64_t sent = 0, got = 0;
       for (int r = 0; r < size() && failure == ncclSuccess; ++r) {
@@ -164,9 +170,9 @@ class nccl_group final : public communicator {
 
   void broadcast(torch::Tensor& t, int root) override {
     auto d = on_device(t);
-    run("broadcast", d, [&] {
-      return nccl().broadcast(d.data_ptr(), d.data_ptr(), d.numel(), nccl_type(d), root,
-                              state_->comm, stream_);
+    run("broadcast", d, [&](ncclDataType_t type) {
+      return nccl().broadcast(d.data_ptr(), d.data_ptr(), d.numel(), type, root, state_->comm,
+                              stream_);
     });
     if (!t.is_same(d)) t.copy_(d);
   }
@@ -179,6 +185,7 @@ class nccl_group final : public communicator {
   // NCCL user buffers when asked for (comm.nccl_ub), else the caching allocator's.
   torch::Tensor collective_buffer(std::int64_t numel,
                                   const torch::TensorOptions& options) override {
+    refuse_when_broken("collective_buffer");
     const auto on = options.device(torch::kCUDA, device_);
     if (!options_.user_buffers) return torch::empty({numel}, on);
     const auto bytes =
@@ -213,6 +220,12 @@ class nccl_group final : public communicator {
    public:
     pending(nccl_group* group, started s, std::function<void()> done)
         : group_(group), started_(std::move(s)), done_(std::move(done)) {}
+    // Unwaited: the event is released once the collective is done (CUDA defers it).
+    ~pending() override {
+      if (started_.done != nullptr) cudaEventDestroy(started_.done);
+    }
+    pending(const pending&) = delete;
+    pending& operator=(const pending&) = delete;
     void wait() override {
       if (failure_) std::rethrow_exception(failure_);
       if (waited_) return;
@@ -249,24 +262,47 @@ class nccl_group final : public communicator {
   // communication stream and records when it is done there.
   template <class Issue>
   started start(const char* op, const torch::Tensor& data, Issue issue) {
-    MUSTER_CHECK(!broken_, errc::comm, "[rank {}/{} group {}] {} after an earlier failure", rank_,
-                 size(), name_, op);
+    refuse_when_broken(op);
+    const auto type = nccl_type(data);  // before numbering: a type NCCL lacks is a bug here
     started s{op, sequence_++, data.numel() * data.element_size(), nullptr, {}};
     rv_.board->publish(seq_key(name_, rank_), s.seq);
     auto* caller = static_cast<cudaStream_t>(ops::kernel_stream(data));
-    if (cudaEventRecord(ready_, caller) != cudaSuccess ||
-        cudaStreamWaitEvent(stream_, ready_, 0) != cudaSuccess)
-      s.error = "cannot order the communication stream after the caller's";
-    if (s.error.empty()) s.error = nccl_failure(issue(), op, state_->comm);
-    if (s.error.empty() &&
-        (cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming) != cudaSuccess ||
-         cudaEventRecord(s.done, stream_) != cudaSuccess))
-      s.error = "cannot record the collective's end";
+    auto cuda_failure = [](cudaError_t e, const char* what) {
+      return e == cudaSuccess ? std::string() : fmt::format("{}: {}", what, cudaGetErrorString(e));
+    };
+    s.error = cuda_failure(cudaEventRecord(ready_, caller), "cudaEventRecord");
+    if (s.error.empty())
+      s.error = cuda_failure(cudaStreamWaitEvent(stream_, ready_, 0), "cudaStreamWaitEvent");
+    if (s.error.empty()) {
+      try {
+        s.error = nccl_failure(issue(type), op, state_->comm);
+      } catch (const std::exception& e) {
+        s.error = e.what();
+      }
+    }
+    if (s.error.empty())
+      s.error = cuda_failure(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming),
+                             "cudaEventCreate");
+    if (s.error.empty())
+      s.error = cuda_failure(cudaEventRecord(s.done, stream_), "cudaEventRecord");
     return s;
+  }
+
+  // After an abort the communicator is gone: nothing may touch it (collectives still pending
+  // included: their events may say done over garbage).
+  void refuse_when_broken(const char* op) const {
+    MUSTER_CHECK(!broken_, errc::comm,
+                 "[rank {}/{} group {}] {} after an earlier failure aborted the group", rank_,
+                 size(), name_, op);
   }
 
   // Waits on the host for the collective, at most the timeout, watching NCCL's async error.
   void finish(started& s) {
+    if (broken_) {
+      if (s.done != nullptr) cudaEventDestroy(s.done);
+      s.done = nullptr;
+      refuse_when_broken(s.op);
+    }
     const auto began = std::chrono::steady_clock::now();
     const auto deadline = began + timeout_;
     std::string error = s.error;

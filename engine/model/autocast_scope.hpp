@@ -8,6 +8,8 @@
 
 #include <ATen/autocast_mode.h>
 
+#include "engine/ops/autocast_query.hpp"
+
 namespace muster::engine::model {
 
 struct autocast_state {
@@ -15,8 +17,8 @@ struct autocast_state {
   at::ScalarType cpu_dtype = at::kBFloat16, cuda_dtype = at::kBFloat16;
 
   static autocast_state current() {
-    return {at::autocast::is_cpu_enabled(), at::autocast::is_enabled(),
-            at::autocast::get_autocast_cpu_dtype(), at::autocast::get_autocast_gpu_dtype()};
+    return {ops::autocast_on(at::kCPU), ops::autocast_on(at::kCUDA), ops::autocast_dtype(at::kCPU),
+            ops::autocast_dtype(at::kCUDA)};
   }
   // bf16 on both device types when `on`, else off.
   static autocast_state bf16(bool on) { return {on, on, at::kBFloat16, at::kBFloat16}; }
@@ -38,10 +40,8 @@ class autocast_scope {
 
  private:
   static void set(const autocast_state& s) {
-    at::autocast::set_cpu_enabled(s.cpu);
-    at::autocast::set_enabled(s.cuda);
-    at::autocast::set_autocast_cpu_dtype(s.cpu_dtype);
-    at::autocast::set_autocast_gpu_dtype(s.cuda_dtype);
+    ops::set_autocast(at::kCPU, s.cpu, s.cpu_dtype);
+    ops::set_autocast(at::kCUDA, s.cuda, s.cuda_dtype);
   }
   autocast_state previous_;
   bool cache_;

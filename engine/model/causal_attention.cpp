@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include <ATen/autocast_mode.h>
+#include "engine/ops/autocast_query.hpp"
 
 #include "engine/ops/causal_attention_op.hpp"
 #include "muster/kernels/causal_attention.hpp"
@@ -18,7 +18,9 @@ using torch::autograd::variable_list;
 using kernels::cpu::kCausalBlock;  // the kernel's blocks, so both paths skip the same scores
 
 // Rows per block for a row of `seq` tokens: one block when blocking saves nothing.
-std::int64_t block_rows(std::int64_t seq) { return seq >= 2 * kCausalBlock ? kCausalBlock : seq; }
+std::int64_t block_rows(std::int64_t seq) {
+  return seq >= 2 * kCausalBlock ? kCausalBlock : seq;
+}
 
 // (batch, kv, group, seq, hd) -> rows [first, first + rows) as (batch, kv, group * rows, hd).
 torch::Tensor query_block(const torch::Tensor& q5, std::int64_t first, std::int64_t rows) {
@@ -43,18 +45,18 @@ void mask_block(torch::Tensor& scores, const torch::Tensor& blocked, std::int64_
 }
 
 // The dtype the products run in: autocast's for q's device where it is on, else q, k and v's.
-torch::ScalarType compute_dtype(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
-  if (q.is_cpu() && at::autocast::is_cpu_enabled()) return at::autocast::get_autocast_cpu_dtype();
-  if (q.is_cuda() && at::autocast::is_enabled()) return at::autocast::get_autocast_gpu_dtype();
+torch::ScalarType compute_dtype(const torch::Tensor& q, const torch::Tensor& k,
+                                const torch::Tensor& v) {
+  if ((q.is_cpu() || q.is_cuda()) && ops::autocast_on(q.device().type()))
+    return ops::autocast_dtype(q.device().type());
   return c10::promoteTypes(c10::promoteTypes(q.scalar_type(), k.scalar_type()), v.scalar_type());
 }
 
 struct causal_attention_function : torch::autograd::Function<causal_attention_function> {
   // q is (b, kv, group, s, hd), k and v (b, kv, s, hd); returns (b, s, kv, group, hd): the
   // layout o_proj reads as (b, s, heads * hd) without a copy.
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q,
-                               const torch::Tensor& k, const torch::Tensor& v,
-                               const torch::Tensor& allowed) {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v, const torch::Tensor& allowed) {
     const auto batch = q.size(0), kv = q.size(1), group = q.size(2), seq = q.size(3);
     const double scale = 1.0 / std::sqrt(double(q.size(4)));
     // One dtype for every product, forward and backward: autocast's where it is on (it is
@@ -77,7 +79,8 @@ struct causal_attention_function : torch::autograd::Function<causal_attention_fu
                         .view({batch, kv * group, rows, keys});
       mask_block(scores, blocked.narrow(2, first, rows), first);
       // softmax in fp32 at least (bf16 scores lose the small probabilities); kept for backward
-      auto probs = torch::softmax(scores, -1, c10::promoteTypes(scores.scalar_type(), torch::kFloat32));
+      auto probs =
+          torch::softmax(scores, -1, c10::promoteTypes(scores.scalar_type(), torch::kFloat32));
       saved.push_back(probs);
       out.narrow(3, first, rows)
           .copy_(torch::matmul(probs.to(dtype).view({batch, kv, group * rows, keys}), keys_v)
@@ -111,13 +114,14 @@ struct causal_attention_function : torch::autograd::Function<causal_attention_fu
       auto dp = torch::matmul(g, v.narrow(2, 0, keys).transpose(-2, -1))
                     .view({batch, kv * group, rows, keys});
       // Masked scores have probability 0, so their gradient is 0 here: no mask needed.
-      auto ds = torch::_softmax_backward_data(dp.to(probs.scalar_type()), probs, -1,
-                                              probs.scalar_type())
-                    .to(scaled.scalar_type())
-                    .view({batch, kv, group * rows, keys});
+      auto ds =
+          torch::_softmax_backward_data(dp.to(probs.scalar_type()), probs, -1, probs.scalar_type())
+              .to(scaled.scalar_type())
+              .view({batch, kv, group * rows, keys});
       dq.narrow(3, first, rows)
           .copy_(torch::matmul(ds, k.narrow(2, 0, keys)).view({batch, kv, group, rows, -1}));
-      dk.narrow(2, 0, keys).add_(torch::matmul(ds.transpose(-2, -1), query_block(scaled, first, rows)));
+      dk.narrow(2, 0, keys)
+          .add_(torch::matmul(ds.transpose(-2, -1), query_block(scaled, first, rows)));
     }
     dq.mul_(scale);
     return {dq, dk, dv, torch::Tensor()};
@@ -131,7 +135,8 @@ torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
   const auto batch = q.size(0), heads = q.size(1), seq = q.size(2), hd = q.size(3);
   const auto kv = k.size(1);
   // fp32 on the CPU: the kernel, given token-major q, k and v (the projections' layout)
-  const auto q_tokens = q.transpose(1, 2), k_tokens = k.transpose(1, 2), v_tokens = v.transpose(1, 2);
+  const auto q_tokens = q.transpose(1, 2), k_tokens = k.transpose(1, 2),
+             v_tokens = v.transpose(1, 2);
   if (compute_dtype(q, k, v) == torch::kFloat32 &&
       ops::causal_attention_cpu_takes(q_tokens, k_tokens, v_tokens)) {
     if (const auto keys = ops::causal_key_ranges(allowed))

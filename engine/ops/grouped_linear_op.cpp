@@ -1,7 +1,9 @@
 // The experts' linear layers over the grouped GEMM kernel: see grouped_linear_op.hpp.
 #include "engine/ops/grouped_linear_op.hpp"
 
-#include <ATen/autocast_mode.h>
+#include <numeric>
+
+#include "engine/ops/autocast_query.hpp"
 
 #include "common/error.hpp"
 #include "engine/ops/kernel_tensors.hpp"
@@ -125,10 +127,15 @@ torch::Tensor grouped_linear(const torch::Tensor& x, const std::vector<std::int6
                              const std::vector<torch::Tensor>& weights) {
   MUSTER_CHECK(!weights.empty() && weights.size() == rows.size(), errc::internal,
                "grouped_linear: {} weights for {} experts' rows", weights.size(), rows.size());
-  if (x.is_cuda() && at::autocast::is_enabled()) {
+  MUSTER_CHECK(
+      x.dim() == 2 && x.size(0) == std::accumulate(rows.begin(), rows.end(), std::int64_t(0)),
+      errc::internal, "grouped_linear: {} rows of x, the experts' rows add up to {}",
+      x.dim() == 2 ? x.size(0) : -1, std::accumulate(rows.begin(), rows.end(), std::int64_t(0)));
+  if ((x.is_cpu() || x.is_cuda()) && autocast_on(x.device().type())) {
     // What autocast does to a linear: rows and weights in its dtype (the weights' cast is
-    // differentiable, so their fp32 gradient comes back through it).
-    const auto dtype = at::autocast::get_autocast_gpu_dtype();
+    // differentiable, so their fp32 gradient comes back through it). bf16 on the CPU takes a
+    // linear per expert (the CPU kernel is fp32).
+    const auto dtype = autocast_dtype(x.device().type());
     std::vector<torch::Tensor> cast;
     for (const auto& w : weights) cast.push_back(w.to(dtype));
     const auto xc = x.to(dtype).contiguous();

@@ -1,7 +1,7 @@
 // The linear layers over the kernels' gemm(): see linear_op.hpp.
 #include "engine/ops/linear_op.hpp"
 
-#include <ATen/autocast_mode.h>
+#include "engine/ops/autocast_query.hpp"
 
 #include "engine/ops/kernel_tensors.hpp"
 #include "muster/kernels/gemm.hpp"
@@ -65,7 +65,7 @@ struct linear_function : torch::autograd::Function<linear_function> {
 torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight,
                      const torch::Tensor& bias) {
   if (bias.defined() || !cpu_kernel_takes(weight) || weight.dim() != 2 || !cpu_fp32(x) ||
-      x.dim() < 1 || x.size(-1) != weight.size(1) || at::autocast::is_cpu_enabled())
+      x.dim() < 1 || x.size(-1) != weight.size(1) || autocast_on(at::kCPU))
     return torch::nn::functional::linear(x, weight, bias);
   return linear_function::apply(x, weight);
 }

@@ -6,6 +6,7 @@
 
 #include <torch/torch.h>
 
+#include "engine/model/autocast_scope.hpp"
 #include "engine/ops/grouped_linear_op.hpp"
 
 namespace ops = muster::engine::ops;
@@ -58,4 +59,22 @@ TEST_CASE("grouped_linear takes a linear per expert for weights the kernel does 
   const auto y = ops::grouped_linear(x, rows, {w0, w1});
   CHECK(torch::allclose(y.narrow(0, 0, 3), torch::linear(x.narrow(0, 0, 3), w0), 1e-5, 1e-5));
   CHECK(torch::allclose(y.narrow(0, 3, 4), torch::linear(x.narrow(0, 3, 4), w1), 1e-5, 1e-5));
+}
+
+TEST_CASE("grouped_linear under CPU autocast runs in its dtype, as a linear does",
+          "[grouped_linear_op]") {
+  torch::manual_seed(13);
+  const std::vector<std::int64_t> rows{2, 0, 5};
+  const auto x = torch::randn({7, 8}, torch::requires_grad());
+  std::vector<torch::Tensor> w;
+  for (int e = 0; e < 3; ++e) w.push_back(torch::randn({4, 8}, torch::requires_grad()));
+  muster::engine::model::autocast_scope bf16(muster::engine::model::autocast_state::bf16(true));
+  const auto y = ops::grouped_linear(x, rows, w);
+  CHECK(y.scalar_type() == torch::kBFloat16);
+  CHECK(y.scalar_type() == torch::linear(x.narrow(0, 0, 2), w[0]).scalar_type());
+  const auto want =
+      torch::cat({torch::linear(x.narrow(0, 0, 2), w[0]), torch::linear(x.narrow(0, 2, 5), w[2])});
+  CHECK(torch::allclose(y.to(torch::kFloat32), want.to(torch::kFloat32), 1e-2, 1e-2));
+  y.sum().backward();  // the fp32 weights get their gradient through the cast
+  CHECK(w[0].grad().scalar_type() == torch::kFloat32);
 }

@@ -49,6 +49,7 @@ namespace cuda {
 enum class grouped_gemm_method { automatic, grouped_batched, per_group };
 
 // The same on the GPU: device pointers, enqueued on `stream` (a cudaStream_t), f32 or bf16.
+// A group with k zero takes beta 0 or 1 only here (C cleared or left); others throw.
 // cuBLAS is loaded at the first call (libcublas.so.13, else .12: the one PyTorch has already
 // loaded is reused); throws std::runtime_error saying so when it cannot be.
 void grouped_gemm(const gemm_group* groups, int count, const grouped_gemm_args& args, void* stream,
