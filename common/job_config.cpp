@@ -144,6 +144,9 @@ const field<job_config> kSchema[] = {
           "0 = no packing"),
     FIELD(train.precision, "train.precision",
           "bf16 (bf16 params and activations, fp32 main params and Adam moments) or fp32"),
+    FIELD(train.device, "train.device",
+          "where muster-train computes: auto (a CUDA device when its LibTorch has CUDA and one is "
+          "visible, else the CPU), cuda or cpu"),
     FIELD(train.grad_reduce_dtype, "train.grad_reduce_dtype",
           "type gradients are accumulated and reduced in: fp32 or bf16"),
     FIELD(train.recompute, "train.recompute",
@@ -326,6 +329,7 @@ void validate_train(const train_section& t, const config::sources& where) {
   check_at_least(t.seq_length, 1, where, "train.seq_length");
   check_at_least(t.max_tokens_per_pack, 0, where, "train.max_tokens_per_pack");
   check_choice(t.precision, {"bf16", "fp32"}, where, "train.precision");
+  check_choice(t.device, {"auto", "cuda", "cpu"}, where, "train.device");
   check_choice(t.grad_reduce_dtype, {"fp32", "bf16"}, where, "train.grad_reduce_dtype");
   check_choice(t.recompute, {"none", "selective", "full"}, where, "train.recompute");
   check_at_least(t.steps, 1, where, "train.steps");

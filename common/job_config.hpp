@@ -96,6 +96,7 @@ struct train_section {
   int seq_length = 256;                 // tokens per sequence
   int max_tokens_per_pack = 0;          // > 0: pack documents into rows of this many tokens
   std::string precision = "bf16";       // bf16 (fp32 main params, Adam moments) or fp32
+  std::string device = "auto";          // auto (cuda where there is one), cuda or cpu
   std::string grad_reduce_dtype = "fp32";  // fp32 or bf16
   std::string recompute = "none";       // none, selective (attention core) or full (layer)
   int steps = 100;                      // optimizer steps of the run

@@ -5,6 +5,11 @@ MoE blocks with a softmax top-k router, load-balancing loss, per-expert dispatch
 per label token, AdamW, clipping, on rows of the same width from the same text files.
 
     moe_reference.py --layers 4 --hidden 256 ... --steps 20 --threads 2 [--data DIR]
+        [--device cuda] [--precision bf16] [--compile]
+
+--device cuda runs it on the GPU (bench/compare_train_gpu.sh), --precision bf16 under
+torch.autocast (fp32 weights, as muster's train.precision = bf16), --compile through
+torch.compile (PyTorch 2).
 
 Prints one line per step: "step N tok/s X loss Y" (X: this rank's tokens per second). With
 WORLD_SIZE > 1 in the environment (and RANK, MASTER_ADDR, MASTER_PORT) it is data parallel over
@@ -97,14 +102,15 @@ class MoE(nn.Module):
         out = torch.zeros_like(x)
         flat = chosen.flatten()
         order = flat.argsort(stable=True)
-        token = torch.arange(t).repeat_interleave(self.topk)[order]
+        token = torch.arange(t, device=x.device).repeat_interleave(self.topk)[order]
         weight = top.flatten()[order]
         begin = 0
         for e, n in enumerate(counts.tolist()):
             if n == 0:
                 continue
             idx = token[begin:begin + n]
-            out.index_add_(0, idx, self.experts[e](x[idx]) * weight[begin:begin + n, None])
+            y = self.experts[e](x[idx]) * weight[begin:begin + n, None]
+            out.index_add_(0, idx, y.to(out.dtype))
             begin += n
         return out, aux
 
@@ -122,7 +128,7 @@ class Layer(nn.Module):
         if isinstance(self.mlp, MoE):
             y, aux = self.mlp(n.reshape(-1, n.shape[-1]))
             return h + y.view_as(n), aux
-        return h + self.mlp(n), torch.zeros(())
+        return h + self.mlp(n), torch.zeros((), device=x.device)
 
 
 class Model(nn.Module):
@@ -139,10 +145,10 @@ class Model(nn.Module):
 
     def forward(self, tokens):
         b, s = tokens.shape
-        positions = torch.arange(s).expand(b, s)
+        positions = torch.arange(s, device=tokens.device).expand(b, s)
         cos, sin = rotary(positions, self.head_dim)
-        mask = torch.ones(s, s, dtype=torch.bool).tril().expand(b, 1, s, s)
-        x, aux = self.embed_tokens(tokens), torch.zeros(())
+        mask = torch.ones(s, s, dtype=torch.bool, device=tokens.device).tril().expand(b, 1, s, s)
+        x, aux = self.embed_tokens(tokens), torch.zeros((), device=tokens.device)
         for layer in self.layers:
             x, a = layer(x, cos, sin, mask)
             aux = aux + a
@@ -170,10 +176,15 @@ def main():
     p.add_argument("--aux_coeff", type=float, default=1e-3)
     p.add_argument("--lr", type=float, default=3e-4)
     p.add_argument("--data", default="/usr/share/common-licenses")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
+    p.add_argument("--compile", action="store_true")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(1234)
-    model = Model(a)
+    device = torch.device(a.device)
+    model = Model(a).to(device)
+    run = torch.compile(model) if a.compile else model
     decay = [p for n, p in model.named_parameters() if not n.endswith("norm.weight")]
     plain = [p for n, p in model.named_parameters() if n.endswith("norm.weight")]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
@@ -184,15 +195,16 @@ def main():
         import torch.distributed as dist
         dist.init_process_group("gloo", rank=rank, world_size=world)
     params = list(model.parameters())
-    rows = rows_of(a.data, a.seq)
+    rows = rows_of(a.data, a.seq).to(device)
     for step in range(a.steps):
         start = time.perf_counter()
         first = ((step * world + rank) * a.micro) % (rows.shape[0] - a.micro)
         batch = rows[first:][: a.micro]
         labels = torch.roll(batch, -1, 1)
         labels[:, -1] = -100
-        logits, aux = model(batch)
-        lm = F.cross_entropy(logits.reshape(-1, 256), labels.reshape(-1), ignore_index=-100,
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+            logits, aux = run(batch)
+        lm = F.cross_entropy(logits.float().reshape(-1, 256), labels.reshape(-1), ignore_index=-100,
                              reduction="sum")
         loss = lm / (labels >= 0).sum() + aux
         opt.zero_grad()
@@ -206,6 +218,8 @@ def main():
                 p.grad = g
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
         elapsed = time.perf_counter() - start
         if rank != 0:
             continue

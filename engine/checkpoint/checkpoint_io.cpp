@@ -45,15 +45,26 @@ void barrier(comm::communicator* world) {
   if (world) world->barrier();
 }
 
+// A tensor's bytes on the host: the tensor itself on the CPU, else a host copy kept in `kept`
+// (a GPU's buffers are written through one).
+std::span<const std::byte> host_bytes(const torch::Tensor& t, std::vector<torch::Tensor>& kept) {
+  if (t.is_cpu()) return bytes_of(t);
+  kept.push_back(t.to(torch::kCPU));
+  return bytes_of(kept.back());
+}
+
 std::vector<tensor_bytes> moments_of(parallel::sharded_model& model,
-                                     parallel::flat_adamw& optimizer) {
+                                     parallel::flat_adamw& optimizer,
+                                     std::vector<torch::Tensor>& kept) {
   std::vector<tensor_bytes> out;
   auto units = model.units();
   auto& moments = optimizer.moments();
   for (std::size_t i = 0; i < units.size(); ++i) {
     const auto n = moments[i].exp_avg.numel();
-    out.push_back({units[i]->name() + ".exp_avg", "F32", {n}, bytes_of(moments[i].exp_avg)});
-    out.push_back({units[i]->name() + ".exp_avg_sq", "F32", {n}, bytes_of(moments[i].exp_avg_sq)});
+    out.push_back(
+        {units[i]->name() + ".exp_avg", "F32", {n}, host_bytes(moments[i].exp_avg, kept)});
+    out.push_back(
+        {units[i]->name() + ".exp_avg_sq", "F32", {n}, host_bytes(moments[i].exp_avg_sq, kept)});
   }
   return out;
 }
@@ -73,11 +84,14 @@ void read_tensor(const safetensors_file& file, const std::string& hf, torch::Ten
                "{}: tensor {} has shape [{}], the model needs {} elements; the checkpoint is of "
                "another model (compare its config.json with the job's model section)",
                dir.string(), hf, fmt::join(e.shape, ", "), out.numel());
-  static const std::map<std::string, torch::ScalarType> kTypes{
-      {"F32", torch::kFloat32}, {"BF16", torch::kBFloat16}, {"F16", torch::kFloat16}, {"F64", torch::kFloat64}};
+  static const std::map<std::string, torch::ScalarType> kTypes{{"F32", torch::kFloat32},
+                                                               {"BF16", torch::kBFloat16},
+                                                               {"F16", torch::kFloat16},
+                                                               {"F64", torch::kFloat64}};
   auto type = kTypes.find(e.dtype);
   MUSTER_CHECK(type != kTypes.end(), errc::invalid_input,
-               "{}: tensor {} is {}; weights must be F32, BF16, F16 or F64", dir.string(), hf, e.dtype);
+               "{}: tensor {} is {}; weights must be F32, BF16, F16 or F64", dir.string(), hf,
+               e.dtype);
   auto raw = torch::empty({out.numel()}, type->second);
   file.read(hf, {static_cast<std::byte*>(raw.data_ptr()), static_cast<std::size_t>(raw.nbytes())});
   out.copy_(raw);
@@ -109,8 +123,10 @@ fs::path save_checkpoint(const fs::path& root, std::int64_t steps_done,
     const auto& params = units[i]->params();
     for (std::size_t j = 0; j < params.size(); ++j) {
       const auto& p = params[j].second;
-      kept.push_back(whole.narrow(0, units[i]->offsets()[j], p.numel()).clone());
-      tensors.push_back({to_hf_name(params[j].first), "F32", p.sizes().vec(), bytes_of(kept.back())});
+      kept.push_back(whole.narrow(0, units[i]->offsets()[j], p.numel())
+                         .to(torch::TensorOptions().device(torch::kCPU), false, /*copy=*/true));
+      tensors.push_back(
+          {to_hf_name(params[j].first), "F32", p.sizes().vec(), bytes_of(kept.back())});
     }
   }
   const auto file = fmt::format("model-{:05d}-of-{:05d}.safetensors", rank + 1, size);
@@ -124,7 +140,7 @@ fs::path save_checkpoint(const fs::path& root, std::int64_t steps_done,
   part["bytes"] = bytes;
   write_text(partial / fmt::format("index.part-{}.json", rank), part.dump());
   write_safetensors(partial / "optimizer" / fmt::format("rank-{:05d}.safetensors", rank),
-                    moments_of(model, optimizer),
+                    moments_of(model, optimizer, kept),
                     {{"adam_steps", std::to_string(optimizer.steps_taken())}});
   barrier(world);
   if (rank == 0) {
@@ -169,7 +185,8 @@ std::optional<fs::path> newest_checkpoint(const fs::path& root) {
   std::optional<fs::path> newest;
   for (const auto& entry : fs::directory_iterator(root, ec)) {
     const auto name = entry.path().filename().string();
-    if (!entry.is_directory() || !name.starts_with("step-") || entry.path().extension() == ".partial")
+    if (!entry.is_directory() || !name.starts_with("step-") ||
+        entry.path().extension() == ".partial")
       continue;
     if (!fs::exists(entry.path() / "trainer_state.json")) continue;
     if (!newest || entry.path().filename() > newest->filename()) newest = entry.path();
@@ -188,7 +205,8 @@ std::int64_t load_checkpoint(const fs::path& dir, parallel::sharded_model& model
       where[from_hf_name(hf)] = {file.get<std::string>(), hf};
   } else if (fs::exists(dir / "model.safetensors")) {
     const safetensors_file single(dir / "model.safetensors");
-    for (const auto& [hf, e] : single.tensors()) where[from_hf_name(hf)] = {"model.safetensors", hf};
+    for (const auto& [hf, e] : single.tensors())
+      where[from_hf_name(hf)] = {"model.safetensors", hf};
   } else {
     MUSTER_THROW(errc::invalid_input,
                  "checkpoint.load = {}: neither model.safetensors.index.json nor "
@@ -227,7 +245,10 @@ std::int64_t load_checkpoint(const fs::path& dir, parallel::sharded_model& model
   auto& m = optimizer.moments();
   for (std::size_t i = 0; i < units.size(); ++i) {
     auto read = [&](const std::string& name, torch::Tensor& t) {
-      moments.read(name, {static_cast<std::byte*>(t.data_ptr()), static_cast<std::size_t>(t.nbytes())});
+      auto host = t.is_cpu() ? t : torch::empty_like(t, torch::TensorOptions().device(torch::kCPU));
+      moments.read(name, {static_cast<std::byte*>(host.data_ptr()),
+                          static_cast<std::size_t>(host.nbytes())});
+      if (!host.is_same(t)) t.copy_(host);
     };
     read(units[i]->name() + ".exp_avg", m[i].exp_avg);
     read(units[i]->name() + ".exp_avg_sq", m[i].exp_avg_sq);

@@ -20,20 +20,22 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
-#include <optional>
-#include <thread>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <thread>
 
 #include <fmt/format.h>
 
-#include "common/job_config.hpp"
 #include "common/error.hpp"
 #include "common/heartbeat_line.hpp"
+#include "common/job_config.hpp"
+#include "common/log.hpp"
 #include "common/step_line.hpp"
 #include "common/worker_error.hpp"
-#include "common/log.hpp"
 #include "engine/checkpoint/checkpoint_io.hpp"
+#include "engine/comm/device_world.hpp"
+#include "engine/train/device_choice.hpp"
 #include "engine/train/trainer.hpp"
 
 namespace {
@@ -138,9 +140,10 @@ std::string message_of(const std::exception& e) {
   const auto* c10 = dynamic_cast<const c10::Error*>(&e);
   std::string text = c10 ? c10->what_without_backtrace() : e.what();
   if (kind_of(e) == "oom")
-    text += "; this rank ran out of memory: `muster plan JOB.toml` shows what each rank holds; "
-            "shard more (parallel.sharding = \"optim_grads_params\"), add ranks, or lower "
-            "train.micro_batch_size / set train.recompute";
+    text +=
+        "; this rank ran out of memory: `muster plan JOB.toml` shows what each rank holds; "
+        "shard more (parallel.sharding = \"optim_grads_params\"), add ranks, or lower "
+        "train.micro_batch_size / set train.recompute";
   return text;
 }
 
@@ -168,7 +171,8 @@ int run(engine::train::trainer& trainer, const job_config& config);
 engine::comm::world_options world_options_of(const job_config& config) {
   engine::comm::world_options o;
   o.timeout = std::chrono::seconds(config.comm.timeout);
-  o.connect_timeout = std::chrono::seconds(std::max(config.launch.timeout_rendezvous, config.comm.timeout));
+  o.connect_timeout =
+      std::chrono::seconds(std::max(config.launch.timeout_rendezvous, config.comm.timeout));
   return o;
 }
 
@@ -177,8 +181,10 @@ int train(int argc, char** argv) {
   std::vector<std::string> overrides;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a.find('=') != std::string::npos) overrides.push_back(a);
-    else job_file = a;
+    if (a.find('=') != std::string::npos)
+      overrides.push_back(a);
+    else
+      job_file = a;
   }
   if (job_file.empty() && !env("MUSTER_RUN_DIR").empty())
     job_file = std::filesystem::path(env("MUSTER_RUN_DIR")) / "job.toml";
@@ -192,8 +198,12 @@ int train(int argc, char** argv) {
   if (!env("OMP_NUM_THREADS").empty()) torch::set_num_threads(std::stoi(env("OMP_NUM_THREADS")));
   std::vector<std::filesystem::path> paths(config.data.paths.begin(), config.data.paths.end());
   auto documents = engine::data::open_documents(config.data.format, paths);
-  engine::train::trainer trainer(config, std::move(documents),
-                                 world > 1 ? engine::comm::make_world(world_options_of(config)) : nullptr);
+  // Gloo on the CPU, NCCL on a GPU (train.device)
+  engine::train::trainer trainer(
+      config, std::move(documents),
+      world > 1 ? engine::comm::make_device_world(engine::train::training_device(config.train),
+                                                  world_options_of(config), config.comm.nccl_ub)
+                : nullptr);
   try {
     return run(trainer, config);
   } catch (const std::exception& e) {
@@ -213,9 +223,10 @@ int run(engine::train::trainer& trainer, const job_config& config) {
                config.parallel.sharding, held.params, held.grads, held.optimizer);
   // Checkpoints: resume from checkpoint.load, or the newest under the checkpoint directory.
   const std::filesystem::path root =
-      !config.checkpoint.dir.empty()  ? std::filesystem::path(config.checkpoint.dir)
-      : !env("MUSTER_RUN_DIR").empty() ? std::filesystem::path(env("MUSTER_RUN_DIR")) / "checkpoints"
-                                       : std::filesystem::path("checkpoints");
+      !config.checkpoint.dir.empty() ? std::filesystem::path(config.checkpoint.dir)
+      : !env("MUSTER_RUN_DIR").empty()
+          ? std::filesystem::path(env("MUSTER_RUN_DIR")) / "checkpoints"
+          : std::filesystem::path("checkpoints");
   const auto from = !config.checkpoint.load.empty()
                         ? std::optional<std::filesystem::path>(config.checkpoint.load)
                         : engine::checkpoint::newest_checkpoint(root);
@@ -242,13 +253,15 @@ int run(engine::train::trainer& trainer, const job_config& config) {
     const auto report_start = std::chrono::steady_clock::now();
     beat(heartbeat, r, config.train.steps);
     record(steps, r);
-    report_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - report_start).count();
+    report_s +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - report_start).count();
     steps_s += r.step_time_s;
     ++reported;
-    logger->info("step {}/{} | loss {:.6f} | aux {:.4f} | z {:.4f} | lr {:.2e} | grad norm {:.3f} | "
-                 "{:.0f} tok/s | MFU {:.1f}%",
-                 r.step + 1, config.train.steps, r.loss, r.aux_loss, r.z_loss, r.lr, r.grad_norm,
-                 r.tokens_per_s, 100 * r.mfu);
+    logger->info(
+        "step {}/{} | loss {:.6f} | aux {:.4f} | z {:.4f} | lr {:.2e} | grad norm {:.3f} | "
+        "{:.0f} tok/s | MFU {:.1f}%",
+        r.step + 1, config.train.steps, r.loss, r.aux_loss, r.z_loss, r.lr, r.grad_norm,
+        r.tokens_per_s, 100 * r.mfu);
     const int interval = config.checkpoint.interval;
     if (r.stop) {
       // Asked to stop (Slurm's pre-timeout SIGUSR1, or SIGTERM): save, then end as signalled.
@@ -257,15 +270,17 @@ int run(engine::train::trainer& trainer, const job_config& config) {
       logger->info("stopping after step {} ({})", r.step + 1, strsignal(signal));
       return 128 + signal;
     }
-    if (interval > 0 && (trainer.next_step() % interval == 0 || trainer.next_step() == config.train.steps))
+    if (interval > 0 &&
+        (trainer.next_step() % interval == 0 || trainer.next_step() == config.train.steps))
       save();
   }
   logger->info("gathered at once: at most {} B of parameters and whole gradients",
                trainer.peak_transient_bytes());
   if (reported > 0)
-    logger->info("reporting to the launcher (heartbeat, run-store line): {:.1f} us a step, "
-                 "{:.3f}% of the mean step time",
-                 1e6 * report_s / reported, 100 * report_s / std::max(steps_s, 1e-9));
+    logger->info(
+        "reporting to the launcher (heartbeat, run-store line): {:.1f} us a step, "
+        "{:.3f}% of the mean step time",
+        1e6 * report_s / reported, 100 * report_s / std::max(steps_s, 1e-9));
   return 0;
 }
 
@@ -278,7 +293,8 @@ int main(int argc, char** argv) {
   } catch (const muster::error& e) {
     fmt::print(stderr, "muster-train: {}\n", e.what());
     write_error_file(e, nullptr);
-    return e.category() == muster::errc::config || e.category() == muster::errc::invalid_input ? 2 : 1;
+    return e.category() == muster::errc::config || e.category() == muster::errc::invalid_input ? 2
+                                                                                               : 1;
   } catch (const std::exception& e) {
     fmt::print(stderr, "muster-train: {}\n", message_of(e));
     write_error_file(e, nullptr);

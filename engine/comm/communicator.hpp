@@ -67,6 +67,11 @@ class communicator {
   // A flat buffer for this group's collectives (the FSDP all-gather and reduce-scatter
   // buffers): NCCL user buffers where the backend registers them (comm.nccl_ub), else a plain
   // tensor. It must not outlive the group.
+  // A group of some of this group's ranks (world ranks, ascending) on the same backend, named
+  // `name` (unique in the job), made by every member with the same arguments (make_group()).
+  virtual std::shared_ptr<communicator> subgroup(const std::string& name,
+                                                 const std::vector<int>& ranks) = 0;
+
   virtual torch::Tensor collective_buffer(std::int64_t numel, const torch::TensorOptions& options) {
     return torch::empty({numel}, options);
   }

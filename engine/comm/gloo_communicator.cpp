@@ -67,6 +67,13 @@ class gloo_group final : public communicator {
   std::int64_t sequence() const override { return sequence_; }
   const c10::intrusive_ptr<c10d::Store>& root() const { return root_; }
   const std::shared_ptr<seq_board>& board() const { return board_; }
+
+  std::shared_ptr<communicator> subgroup(const std::string& name,
+                                         const std::vector<int>& ranks) override {
+    MUSTER_CHECK(name_ == "world", errc::internal, "make_group({}) needs the world group, not {}",
+                 name, name_);
+    return std::make_shared<gloo_group>(root_, board_, name, ranks, world_rank_, times_);
+  }
   int world_rank() const { return world_rank_; }
   const world_options& times() const { return times_; }
 
@@ -291,11 +298,7 @@ rendezvous rendezvous_of(communicator& world) {
 
 std::shared_ptr<communicator> make_group(communicator& world, const std::string& name,
                                          const std::vector<int>& ranks) {
-  auto* gloo = dynamic_cast<gloo_group*>(&world);
-  MUSTER_CHECK(gloo && gloo->name() == "world", errc::internal,
-               "make_group({}) needs the world group", name);
-  return std::make_shared<gloo_group>(gloo->root(), gloo->board(), name, ranks, gloo->world_rank(),
-                                      gloo->times());
+  return world.subgroup(name, ranks);
 }
 
 }  // namespace muster::engine::comm

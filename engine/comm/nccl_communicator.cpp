@@ -97,6 +97,13 @@ class nccl_group final : public communicator {
   const std::string& name() const override { return name_; }
   std::int64_t sequence() const override { return sequence_; }
 
+  // NCCL groups of the same options beside this one; their names get "nccl-" (the Gloo
+  // groups' store keys stay apart).
+  std::shared_ptr<communicator> subgroup(const std::string& name,
+                                         const std::vector<int>& ranks) override {
+    return std::make_shared<nccl_group>(rv_, "nccl-" + name, ranks, options_);
+  }
+
   void all_reduce_sum(torch::Tensor& t) override { all_reduce_sum_async(t)->wait(); }
 
   std::unique_ptr<pending_collective> all_reduce_sum_async(torch::Tensor& t) override {

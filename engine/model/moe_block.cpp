@@ -164,8 +164,8 @@ torch::Tensor moe_block::dispatch(const torch::Tensor& rows, const std::int64_t*
   std::vector<std::int64_t> inverse(order.size());
   for (std::size_t i = 0; i < order.size(); ++i)
     inverse[static_cast<std::size_t>(order[i])] = std::int64_t(i);
-  const auto by_expert = torch::tensor(order, torch::kInt64);
-  const auto by_rank = torch::tensor(inverse, torch::kInt64);
+  const auto by_expert = torch::tensor(order, torch::kInt64).to(rows.device());
+  const auto by_rank = torch::tensor(inverse, torch::kInt64).to(rows.device());
   auto y = run_experts(arrived.index_select(0, by_expert), per_expert);
   return experts_group_.all_to_all(y.index_select(0, by_rank), recv, send);
 }

@@ -3,6 +3,8 @@
 
 #include <ATen/Parallel.h>
 
+#include <cmath>
+
 #include "common/error.hpp"
 #include "engine/ops/kernel_tensors.hpp"
 
@@ -24,6 +26,17 @@ void check_flat(const torch::Tensor& t, const char* what, std::int64_t numel) {
 void adamw_update(const kernels::adamw_scalars& s, torch::Tensor& param, const torch::Tensor& grad,
                   torch::Tensor& exp_avg, torch::Tensor& exp_avg_sq,
                   const torch::Tensor& decay_mask) {
+  if (param.is_cuda()) {  // torch's ops, as torch.optim.AdamW computes it (a pass each)
+    const double bias1 = 1 - std::pow(s.beta1, double(s.step));
+    const double bias2 = 1 - std::pow(s.beta2, double(s.step));
+    if (s.weight_decay != 0 && decay_mask.defined())  // no mask: no decay, as the kernel
+      param.mul_(1 - s.lr * s.weight_decay * decay_mask);
+    exp_avg.mul_(s.beta1).add_(grad, 1 - s.beta1);
+    exp_avg_sq.mul_(s.beta2).addcmul_(grad, grad, 1 - s.beta2);
+    const auto denom = (exp_avg_sq.sqrt() / std::sqrt(bias2)).add_(s.eps);
+    param.addcdiv_(exp_avg, denom, -s.lr / bias1);
+    return;
+  }
   const auto n = param.numel();
   check_flat(param, "param", n);
   check_flat(grad, "grad", n);
@@ -42,6 +55,7 @@ void adamw_update(const kernels::adamw_scalars& s, torch::Tensor& param, const t
 }
 
 double sum_of_squares(const torch::Tensor& x) {
+  if (x.is_cuda()) return x.to(torch::kFloat64).square().sum().item<double>();
   check_flat(x, "x", x.numel());
   const float* data = x.data_ptr<float>();
   // Chunks of a fixed size summed in order: the same bits whatever the number of threads.

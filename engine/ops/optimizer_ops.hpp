@@ -1,6 +1,7 @@
 // Tensor adapters over the optimizer kernels (kernels/include/muster/kernels/optimizer.hpp):
 // check the tensors, split the buffer over LibTorch's intra-op threads, call the CPU kernel.
-// Tensors: contiguous fp32 on the CPU, the same numel (the CUDA path comes with issue 9).
+// Tensors: contiguous fp32, the same numel, on the CPU; CUDA tensors take torch's ops (the same
+// update, a pass per operator; no CUDA kernel for the optimizer yet).
 #pragma once
 
 #include <torch/torch.h>

@@ -14,7 +14,8 @@ bool no_decay(const std::string& name) {
 
 }  // namespace
 
-flat_unit::flat_unit(unit_options options, std::vector<std::pair<std::string, torch::Tensor>> params)
+flat_unit::flat_unit(unit_options options,
+                     std::vector<std::pair<std::string, torch::Tensor>> params)
     : options_(std::move(options)), params_(std::move(params)) {
   // Alone, every strategy holds the same: keep it simple.
   if (!options_.group || options_.group->size() == 1) options_.strategy = sharding::no_shard;
@@ -33,10 +34,9 @@ flat_unit::flat_unit(unit_options options, std::vector<std::pair<std::string, to
   const auto first = shard_rank() * shard_;
   // Sharded parameters: only this rank's shard is ever written (the whole buffer is address
   // space until gathered); else the whole buffer.
-  full_params_ = params_sharded() ? torch::empty({whole}, torch::kFloat32)
-                                  : torch::zeros({whole}, torch::kFloat32);
-  if (params_sharded()) shard_params_ = torch::zeros({shard_}, torch::kFloat32);
-  auto mask = torch::zeros({shard_}, torch::kFloat32);
+  full_params_ = params_sharded() ? torch::empty({whole}, f32()) : torch::zeros({whole}, f32());
+  if (params_sharded()) shard_params_ = torch::zeros({shard_}, f32());
+  auto mask = torch::zeros({shard_}, f32());
   torch::NoGradGuard no_grad;
   for (std::size_t i = 0; i < params_.size(); ++i) {
     auto& [name, p] = params_[i];
@@ -67,15 +67,17 @@ flat_unit::flat_unit(unit_options options, std::vector<std::pair<std::string, to
     shard_params_ = full_params_.narrow(0, first, shard_);
   }
   if (grads_sharded()) {
-    shard_grads_ = torch::zeros({shard_}, torch::kFloat32);
+    shard_grads_ = torch::zeros({shard_}, f32());
   } else {
-    full_grads_ = torch::zeros({whole}, torch::kFloat32);
+    full_grads_ = torch::zeros({whole}, f32());
     point_grads_at(full_grads_);
     shard_grads_ = full_grads_.narrow(0, first, shard_);
   }
 }
 
-int flat_unit::shard_rank() const { return ranks_ == 1 ? 0 : options_.group->rank(); }
+int flat_unit::shard_rank() const {
+  return ranks_ == 1 ? 0 : options_.group->rank();
+}
 
 void flat_unit::point_grads_at(const torch::Tensor& buffer) {
   for (std::size_t i = 0; i < params_.size(); ++i) {
@@ -102,7 +104,7 @@ void flat_unit::release() {
 
 void flat_unit::begin_backward() {
   if (!grads_sharded() || in_backward_) return;
-  full_grads_ = torch::zeros({shard_ * ranks_}, torch::kFloat32);
+  full_grads_ = torch::zeros({shard_ * ranks_}, f32());
   point_grads_at(full_grads_);
   in_backward_ = true;
   count(full_grads_.nbytes());
@@ -168,7 +170,7 @@ torch::Tensor flat_unit::whole_values() {
 void flat_unit::load_whole(const torch::Tensor& whole) {
   torch::NoGradGuard no_grad;
   const auto n = std::min<std::int64_t>(whole.numel(), shard_ * ranks_);
-  auto padded = torch::zeros({shard_ * ranks_}, torch::kFloat32);
+  auto padded = torch::zeros({shard_ * ranks_}, f32());
   padded.narrow(0, 0, n).copy_(whole.narrow(0, 0, n));
   if (params_sharded()) {
     shard_params_.copy_(padded.narrow(0, shard_rank() * shard_, shard_));

@@ -63,6 +63,7 @@ struct unit_options {
   // For parameters without values (model_config::shapes_only): fills one whole parameter with
   // its initial values; the unit keeps what falls in this rank's shard (model/init.hpp).
   std::function<void(const std::string& name, torch::Tensor& whole)> init;
+  torch::Device device = torch::kCPU;  // where the buffers (so the parameters) live
 };
 
 // Bytes of one kind of state.
@@ -79,9 +80,9 @@ class flat_unit {
 
   const std::string& name() const { return options_.name; }
   sharding strategy() const { return options_.strategy; }
-  std::int64_t numel() const { return numel_; }          // n, the parameters' elements
-  std::int64_t shard_numel() const { return shard_; }    // ceil(n / S)
-  int shard_ranks() const { return ranks_; }             // S
+  std::int64_t numel() const { return numel_; }        // n, the parameters' elements
+  std::int64_t shard_numel() const { return shard_; }  // ceil(n / S)
+  int shard_ranks() const { return ranks_; }           // S
   const std::vector<std::pair<std::string, torch::Tensor>>& params() const { return params_; }
 
   // The parameters usable: optim_grads_params all-gathers them; otherwise nothing.
@@ -132,6 +133,10 @@ class flat_unit {
   held_bytes held() const;
 
  private:
+  // fp32 on the unit's device: every buffer of the unit.
+  torch::TensorOptions f32() const {
+    return torch::TensorOptions().dtype(torch::kFloat32).device(options_.device);
+  }
   bool params_sharded() const { return options_.strategy == sharding::optim_grads_params; }
   bool grads_sharded() const {
     return options_.strategy == sharding::optim_grads ||

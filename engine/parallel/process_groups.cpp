@@ -29,9 +29,9 @@ process_groups make_process_groups(const job_config& config,
   auto make = [&](plan::group_kind kind) -> std::shared_ptr<comm::communicator> {
     const auto span = groups.group_of(kind, rank);
     if (span.size() == 1) return nullptr;
-    return comm::make_group(*world,
-                            fmt::format("{}{}", plan::group_name(kind), groups.group_index(kind, rank)),
-                            std::vector<int>(span.begin(), span.end()));
+    return comm::make_group(
+        *world, fmt::format("{}{}", plan::group_name(kind), groups.group_index(kind, rank)),
+        std::vector<int>(span.begin(), span.end()));
   };
   g.expert = make(plan::group_kind::ep);
   g.expert_data = make(plan::group_kind::edp);

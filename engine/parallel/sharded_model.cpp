@@ -14,12 +14,13 @@ using named = std::vector<std::pair<std::string, torch::Tensor>>;
 
 sharded_model::sharded_model(std::shared_ptr<model::transformer> model, shard_groups groups,
                              sharding strategy, torch::ScalarType reduce_dtype,
-                             std::function<void(const std::string&, torch::Tensor&)> init)
+                             std::function<void(const std::string&, torch::Tensor&)> init,
+                             torch::Device device)
     : model_(std::move(model)), groups_(std::move(groups)) {
   tied_ = !model_->lm_head;
   auto add = [&](std::string name, std::shared_ptr<comm::communicator> group, named params) {
     units_.emplace_back(unit_options{std::move(name), strategy, std::move(group), reduce_dtype,
-                                     meter_, init},
+                                     meter_, init, device},
                         std::move(params));
     return &units_.back();
   };
@@ -59,8 +60,9 @@ model::transformer_output sharded_model::forward(const torch::Tensor& tokens,
     group.gather();
     // The layer's output and, for an MoE layer, its router losses; all new tensors (what
     // recompute needs of them).
-    auto run_layer = [&layer, rope = ctx.rope, mask = ctx.mask](
-                         const torch::autograd::variable_list& in) -> torch::autograd::variable_list {
+    auto run_layer =
+        [&layer, rope = ctx.rope, mask = ctx.mask](
+            const torch::autograd::variable_list& in) -> torch::autograd::variable_list {
       auto none = torch::zeros({}, in[0].options().dtype(torch::kFloat32));
       model::moe_losses losses{none, none + 0};
       auto y = layer.forward(in[0], rope, mask, losses);
@@ -123,4 +125,3 @@ held_bytes sharded_model::held() const {
 }
 
 }  // namespace muster::engine::parallel
-

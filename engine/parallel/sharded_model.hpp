@@ -37,9 +37,10 @@ struct shard_groups {
 class sharded_model {
  public:
   // `init` fills parameters the model holds on the meta device (see unit_options::init).
-  sharded_model(std::shared_ptr<model::transformer> model, shard_groups groups,
-                sharding strategy, torch::ScalarType reduce_dtype = torch::kFloat32,
-                std::function<void(const std::string&, torch::Tensor&)> init = nullptr);
+  sharded_model(std::shared_ptr<model::transformer> model, shard_groups groups, sharding strategy,
+                torch::ScalarType reduce_dtype = torch::kFloat32,
+                std::function<void(const std::string&, torch::Tensor&)> init = nullptr,
+                torch::Device device = torch::kCPU);
 
   // train.recompute = full: each decoder layer keeps only its input for backward and runs its
   // forward again there (model/recompute.hpp), inside its gather, so the layer's parameters are
@@ -69,8 +70,8 @@ class sharded_model {
   std::shared_ptr<model::transformer> model_;
   shard_groups groups_;
   std::shared_ptr<transient_meter> meter_ = std::make_shared<transient_meter>();
-  std::deque<flat_unit> units_;       // stable addresses: the groups point into it
-  std::deque<unit_group> layers_;     // one per decoder layer
+  std::deque<flat_unit> units_;    // stable addresses: the groups point into it
+  std::deque<unit_group> layers_;  // one per decoder layer
   unit_group embedding_, head_;
   bool recompute_layers_ = false;
   bool tied_ = false;

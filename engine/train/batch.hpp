@@ -11,8 +11,14 @@ namespace muster::engine::train {
 
 struct batch {
   torch::Tensor tokens, positions, segments, labels;  // (rows, row_tokens) int64
-  std::int64_t num_tokens = 0;        // rows * row_tokens (padding included)
-  std::int64_t num_label_tokens = 0;  // tokens that carry a loss
+  std::int64_t num_tokens = 0;                        // rows * row_tokens (padding included)
+  std::int64_t num_label_tokens = 0;                  // tokens that carry a loss
+
+  // The same batch with its tensors on `device`.
+  batch to(torch::Device device) const {
+    return {tokens.to(device), positions.to(device), segments.to(device),
+            labels.to(device), num_tokens,           num_label_tokens};
+  }
 };
 
 // The rows `rows` (global row numbers) of `plan`, stacked.

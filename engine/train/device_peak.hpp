@@ -8,7 +8,8 @@
 
 namespace muster::engine::train {
 
-// TFLOP/s of `dtype` matmuls on the CPU with the current torch thread count (about 0.1 s).
-double measured_matmul_tflops(torch::Dtype dtype);
+// TFLOP/s of `dtype` matmuls on `device` (the CPU: with the current torch thread count;
+// about 0.1 s).
+double measured_matmul_tflops(torch::Dtype dtype, torch::Device device = torch::kCPU);
 
 }  // namespace muster::engine::train

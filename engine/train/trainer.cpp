@@ -12,9 +12,10 @@
 #include "engine/parallel/expert_dispatch.hpp"
 #include "engine/parallel/process_groups.hpp"
 #include "engine/train/batch.hpp"
+#include "engine/train/device_choice.hpp"
 #include "engine/train/device_peak.hpp"
-#include "launcher/plan/model_params.hpp"
 #include "engine/train/lr_schedule.hpp"
+#include "launcher/plan/model_params.hpp"
 
 namespace muster::engine::train {
 namespace {
@@ -38,6 +39,7 @@ trainer::trainer(const job_config& config, std::unique_ptr<data::document_source
     ::setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
     at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
   }
+  device_ = training_device(config.train);
   const auto groups = parallel::make_process_groups(config, dp_);
   MUSTER_CHECK(documents_->vocab_size() <= config.model.vocab_size, errc::invalid_input,
                "data: {} holds token ids up to {} but model.vocab_size is {}; raise "
@@ -61,7 +63,8 @@ trainer::trainer(const job_config& config, std::unique_ptr<data::document_source
       t.grad_reduce_dtype == "bf16" ? torch::kBFloat16 : torch::kFloat32,
       [seed = static_cast<std::uint64_t>(t.seed)](const std::string& name, torch::Tensor& whole) {
         model::init_parameter(name, whole, seed);
-      });
+      },
+      device_);
   sharded_->set_recompute_layers(t.recompute == "full");
   optimizer_ = std::make_unique<parallel::flat_adamw>(sharded_->units(), t);
   if (groups.expert) model_->set_expert_group(parallel::expert_group_over(groups.expert));
@@ -72,10 +75,15 @@ trainer::trainer(const job_config& config, std::unique_ptr<data::document_source
                                 return [sum] { sum->wait(); };
                               },
                               dp_->size()});
-  flops_per_token_ = double(launcher::plan::train_flops_per_token(launcher::plan::make_model_params(config.model),
-                                                        config.model,
-                                                        pack ? t.max_tokens_per_pack : t.seq_length));
-  peak_tflops_ = t.peak_tflops > 0 ? t.peak_tflops : measured_matmul_tflops(torch::kFloat32);
+  flops_per_token_ = double(launcher::plan::train_flops_per_token(
+      launcher::plan::make_model_params(config.model), config.model,
+      pack ? t.max_tokens_per_pack : t.seq_length));
+  peak_tflops_ =
+      t.peak_tflops > 0
+          ? t.peak_tflops
+          : measured_matmul_tflops(
+                t.precision == "bf16" && device_.is_cuda() ? torch::kBFloat16 : torch::kFloat32,
+                device_);
   phase_ = "data";
 }
 
@@ -97,7 +105,7 @@ step_result trainer::step() {
     std::vector<std::int64_t> rows;
     for (int i = 0; i < t.micro_batch_size; ++i)
       rows.push_back(data::global_row(next_step_, m, dp_rank, i, shape));
-    micro.push_back(make_batch(*plan_, rows));
+    micro.push_back(make_batch(*plan_, rows).to(device_));
     label_tokens += micro.back().num_label_tokens;
     r.tokens += micro.back().num_tokens;
   }

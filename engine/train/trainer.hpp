@@ -31,18 +31,18 @@
 namespace muster::engine::train {
 
 struct step_result {
-  int step = 0;               // 0-based
-  double loss = 0;            // language-model loss per label token
-  double aux_loss = 0;        // load-balancing loss, times its coefficient
-  double z_loss = 0;          // router z-loss, times its coefficient
-  double grad_norm = 0;       // before clipping
+  int step = 0;          // 0-based
+  double loss = 0;       // language-model loss per label token
+  double aux_loss = 0;   // load-balancing loss, times its coefficient
+  double z_loss = 0;     // router z-loss, times its coefficient
+  double grad_norm = 0;  // before clipping
   double lr = 0;
-  std::int64_t tokens = 0;    // tokens this rank processed in the step (padding included)
+  std::int64_t tokens = 0;  // tokens this rank processed in the step (padding included)
   double step_time_s = 0;
-  double comm_wait_s = 0;     // of step_time_s, blocked in collectives (engine/comm/wait_clock)
+  double comm_wait_s = 0;  // of step_time_s, blocked in collectives (engine/comm/wait_clock)
   double tokens_per_s = 0;
-  double mfu = 0;             // model FLOPs (planner's count, no recompute) / step time / peak
-  bool stop = false;          // some rank was asked to stop (request_stop) before this step's end
+  double mfu = 0;     // model FLOPs (planner's count, no recompute) / step time / peak
+  bool stop = false;  // some rank was asked to stop (request_stop) before this step's end
 };
 
 class trainer {
@@ -88,6 +88,7 @@ class trainer {
   int next_step_ = 0;
   bool stop_requested_ = false;
   const char* phase_ = "startup";
+  torch::Device device_ = torch::kCPU;  // train.device, resolved (device_choice.hpp)
   double flops_per_token_ = 0;
   double peak_tflops_ = 0;
 };
