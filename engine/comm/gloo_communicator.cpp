@@ -18,6 +18,7 @@
 #include "common/error.hpp"
 #include "engine/comm/communicator.hpp"
 #include "engine/comm/laggards.hpp"
+#include "engine/comm/pending_call.hpp"
 #include "engine/comm/rendezvous.hpp"
 #include "engine/comm/seq_board.hpp"
 #include "engine/comm/wait_clock.hpp"
@@ -84,9 +85,10 @@ class gloo_group final : public communicator {
     c10d::AllreduceOptions options;
     options.timeout = timeout_;
     auto started = start("all_reduce", wire[0], [&] { return group_->allreduce(wire, options); });
-    return std::make_unique<pending>(this, std::move(started), [t, wire]() mutable {
-      if (!wire[0].is_same(t)) t.copy_(wire[0]);
-    });
+    return std::make_unique<pending_call>([this, s = std::move(started)] { finish(s); },
+                                          [t, wire]() mutable {
+                                            if (!wire[0].is_same(t)) t.copy_(wire[0]);
+                                          });
   }
 
   torch::Tensor all_gather(const torch::Tensor& shard) override {
@@ -153,32 +155,6 @@ class gloo_group final : public communicator {
     std::int64_t seq, bytes;
     c10::intrusive_ptr<c10d::Work> work;  // null: issuing it failed (error set)
     std::string error;
-  };
-
-  class pending final : public pending_collective {
-   public:
-    pending(gloo_group* group, started s, std::function<void()> done)
-        : group_(group), started_(std::move(s)), done_(std::move(done)) {}
-    // A failed collective fails every wait, not only the first.
-    void wait() override {
-      if (failure_) std::rethrow_exception(failure_);
-      if (waited_) return;
-      try {
-        group_->finish(started_);
-      } catch (...) {
-        failure_ = std::current_exception();
-        throw;
-      }
-      done_();
-      waited_ = true;
-    }
-
-   private:
-    gloo_group* group_;
-    started started_;
-    std::function<void()> done_;
-    bool waited_ = false;
-    std::exception_ptr failure_;
   };
 
   // Puts the sequence number on the board (for laggards()) and issues the collective.

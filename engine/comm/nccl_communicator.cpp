@@ -15,6 +15,7 @@
 #include "engine/comm/laggards.hpp"
 #include "engine/comm/nccl_library.hpp"
 #include "engine/comm/nccl_ub_policy.hpp"
+#include "engine/comm/pending_call.hpp"
 #include "engine/comm/rendezvous.hpp"
 #include "engine/comm/wait_clock.hpp"
 #include "engine/ops/kernel_tensors.hpp"
@@ -112,9 +113,16 @@ class nccl_group final : public communicator {
       return nccl().all_reduce(d.data_ptr(), d.data_ptr(), d.numel(), type, ncclSum, state_->comm,
                                stream_);
     });
-    return std::make_unique<pending>(this, s, [t, d]() mutable {
-      if (!t.is_same(d)) t.copy_(d);
-    });
+    auto shared = std::make_shared<started>(s);
+    return std::make_unique<pending_call>(
+        [this, shared] { finish(*shared); },
+        [t, d]() mutable {
+          if (!t.is_same(d)) t.copy_(d);
+        },
+        // unwaited: the event is released once the collective is done (CUDA defers it)
+        [shared] {
+          if (shared->done != nullptr) cudaEventDestroy(shared->done);
+        });
   }
 
   torch::Tensor all_gather(const torch::Tensor& shard) override {
@@ -221,37 +229,6 @@ class nccl_group final : public communicator {
     std::int64_t seq, bytes;
     cudaEvent_t done = nullptr;
     std::string error;
-  };
-
-  class pending final : public pending_collective {
-   public:
-    pending(nccl_group* group, started s, std::function<void()> done)
-        : group_(group), started_(std::move(s)), done_(std::move(done)) {}
-    // Unwaited: the event is released once the collective is done (CUDA defers it).
-    ~pending() override {
-      if (started_.done != nullptr) cudaEventDestroy(started_.done);
-    }
-    pending(const pending&) = delete;
-    pending& operator=(const pending&) = delete;
-    void wait() override {
-      if (failure_) std::rethrow_exception(failure_);
-      if (waited_) return;
-      try {
-        group_->finish(started_);
-      } catch (...) {
-        failure_ = std::current_exception();
-        throw;
-      }
-      done_();
-      waited_ = true;
-    }
-
-   private:
-    nccl_group* group_;
-    started started_;
-    std::function<void()> done_;
-    bool waited_ = false;
-    std::exception_ptr failure_;
   };
 
   void fail_on(ncclResult_t r, const char* call) {
