@@ -127,10 +127,10 @@ torch::Tensor grouped_linear(const torch::Tensor& x, const std::vector<std::int6
                              const std::vector<torch::Tensor>& weights) {
   MUSTER_CHECK(!weights.empty() && weights.size() == rows.size(), errc::internal,
                "grouped_linear: {} weights for {} experts' rows", weights.size(), rows.size());
-  MUSTER_CHECK(
-      x.dim() == 2 && x.size(0) == std::accumulate(rows.begin(), rows.end(), std::int64_t(0)),
-      errc::internal, "grouped_linear: {} rows of x, the experts' rows add up to {}",
-      x.dim() == 2 ? x.size(0) : -1, std::accumulate(rows.begin(), rows.end(), std::int64_t(0)));
+  const auto total = std::accumulate(rows.begin(), rows.end(), std::int64_t(0));
+  MUSTER_CHECK(x.dim() == 2 && x.size(0) == total, errc::internal,
+               "grouped_linear: {} rows of x, the experts' rows add up to {}",
+               x.dim() == 2 ? x.size(0) : -1, total);
   if ((x.is_cpu() || x.is_cuda()) && autocast_on(x.device().type())) {
     // What autocast does to a linear: rows and weights in its dtype (the weights' cast is
     // differentiable, so their fp32 gradient comes back through it). bf16 on the CPU takes a
