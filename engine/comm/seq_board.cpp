@@ -41,7 +41,7 @@ struct seq_board::state {
       for (const auto& [key, seq] : writes) {
         const auto text = std::to_string(seq);
         try {
-          store->set(key, {text.begin(), text.end()});
+          store->set(key, std::vector<uint8_t>(text.begin(), text.end()));
         } catch (const std::exception&) {
         }
       }

@@ -49,6 +49,8 @@ class wedgeable_store final : public c10d::Store {
   void wait(const std::vector<std::string>&, const std::chrono::milliseconds&) override {
     throw std::logic_error("not used");
   }
+  // pure in LibTorch 2.x's c10d::Store, absent in 1.13's: no `override`, so both compile
+  c10::intrusive_ptr<c10d::Store> clone() { throw std::logic_error("not used"); }
   int sets() {
     std::lock_guard lock(mutex_);
     return sets_;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tools/gpu/build.sh [BUILD_DIR]: the one command that builds muster's engine on a GPU machine:
+# tools/gpu/build.sh [BUILD_DIR [CMAKE_ARGS...]]: the one command that builds muster's engine on a GPU machine:
 # the kernels (CUDA for CMAKE_CUDA_ARCHITECTURES, default 90), the engine against the LibTorch
 # inside that machine's PyTorch (`python3 -c 'import torch; print(torch.utils.cmake_prefix_path)'`,
 # a full LibTorch with CUDA), NCCL's header from PyTorch's nvidia-nccl or /usr/local/cuda, and
@@ -8,10 +8,14 @@
 # run where apt works), unpacked into .gpu-deps/root. Then:
 #   ctest --test-dir BUILD_DIR -L gpu --output-on-failure     the GPU tests
 #   BUILD_DIR/bench/gpu_kernels_bench                          the kernels against PyTorch's ops
-# Environment: PYTHON (default python3), JOBS (default nproc), CUDA_ARCHS (default 90).
+# CMAKE_ARGS go to the configure step (e.g. -DMUSTER_WERROR=OFF for a first build against a new
+# LibTorch, to list every new warning in one build).
+# Environment: PYTHON (default python3), JOBS (default nproc), CUDA_ARCHS (default 90), TARGETS
+# (build only these targets, e.g. "muster-train gpu_kernels_bench").
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build-gpu}
+shift $(($# > 0 ? 1 : 0))
 python=${PYTHON:-python3}
 deps=$root/.gpu-deps
 prefix=$deps/root/usr
@@ -49,8 +53,9 @@ if [[ -d $prefix ]]; then
 fi
 if [[ -n $nccl_include ]]; then args+=("-DMUSTER_NCCL_INCLUDE=$nccl_include"); fi
 if command -v ninja > /dev/null && [[ ! -e $build/CMakeCache.txt ]]; then args+=(-G Ninja); fi
-cmake "${args[@]}"
-cmake --build "$build" -j "${JOBS:-$(nproc)}"
+cmake "${args[@]}" "$@"
+# shellcheck disable=SC2086  # TARGETS is a list of target names
+cmake --build "$build" -j "${JOBS:-$(nproc)}" ${TARGETS:+--target $TARGETS}
 # cuBLAS and NCCL are opened at run time: in a process with LibTorch they are already loaded;
 # the kernel tests alone find them through this (PyTorch's nvidia/*/lib, then the toolkit's)
 libs=$("$python" - <<'PY'
