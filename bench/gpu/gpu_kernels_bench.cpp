@@ -74,6 +74,43 @@ void row(const char* what, double bytes, double ms_ours, double ms_torch, const 
               ms_torch / ms_ours, gbs, 100 * gbs / p.spec_gbs, 100 * gbs / p.copy_gbs);
 }
 
+// One grouped product (x row blocks times their experts' weights, bf16) by each method this
+// cuBLAS has, against one dense product of the same FLOPs.
+void grouped_gemm_row(const char* shape, const std::vector<std::int64_t>& rows, std::int64_t H,
+                      std::int64_t F) {
+  std::int64_t total = 0;
+  for (auto r : rows) total += r;
+  const auto bf16 = torch::dtype(torch::kBFloat16).device(torch::kCUDA);
+  auto x = torch::randn({total, H}, bf16), y = torch::empty({total, F}, bf16);
+  std::vector<torch::Tensor> w;
+  for (std::size_t e = 0; e < rows.size(); ++e) w.push_back(torch::randn({F, H}, bf16));
+  std::vector<k::gemm_group> groups;
+  std::int64_t r0 = 0;
+  for (std::size_t e = 0; e < rows.size(); ++e) {
+    groups.push_back({rows[e], F, H, static_cast<char*>(x.data_ptr()) + r0 * H * 2, H,
+                      w[e].data_ptr(), H, static_cast<char*>(y.data_ptr()) + r0 * F * 2, F});
+    r0 += rows[e];
+  }
+  k::grouped_gemm_args args;
+  args.trans_b = true;
+  args.dtype = k::gemm_dtype::bf16;
+  const double flops = 2.0 * double(total) * double(H) * double(F);
+  auto dense_w = torch::randn({H, F}, bf16);
+  const double dense = time_ms([&] { auto d = torch::mm(x, dense_w); });
+  for (const auto method :
+       {k::cuda::grouped_gemm_method::grouped_batched, k::cuda::grouped_gemm_method::per_group}) {
+    const bool batched = method == k::cuda::grouped_gemm_method::grouped_batched;
+    if (batched && !k::cuda::grouped_batched_available()) continue;
+    const double ms = time_ms(
+        [&] { k::cuda::grouped_gemm(groups.data(), int(groups.size()), args, nullptr, method); });
+    std::printf(
+        "grouped gemm %-22s %-16s %9.3f %9.3f %7.2fx %6.0f TFLOP/s (dense %0.0f): %.1f%% of "
+        "dense\n",
+        shape, batched ? "grouped batched" : "per group", ms, dense, dense / ms,
+        flops / (ms * 1e-3) / 1e12, flops / (dense * 1e-3) / 1e12, 100 * dense / ms);
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -142,7 +179,7 @@ int main() {
     const double ours_index = time_ms(index);
     const double torch_index = time_ms([&] {
       auto flat = experts.reshape({-1});
-      auto order = std::get<1>(flat.sort(/*stable=*/true, 0));
+      auto order = std::get<1>(flat.sort(c10::optional<bool>(true), 0));
       auto c = torch::bincount(flat, {}, E);
     });
     row("permute index 16384x8 of 64", double(T * K * 8 * 3), ours_index, torch_index, p);
@@ -181,44 +218,13 @@ int main() {
     row("swiglu fwd 134M fp32", double(n * 12), ours, theirs, p);
   }
 
-  // The grouped GEMM: 8 experts with uneven rows (about 4096 each), 4096 -> 1536, bf16.
-  {
-    const std::int64_t H = 4096, F = 1536;
-    const std::vector<std::int64_t> rows{3584, 4608, 4096, 2560, 5632, 4096, 3072, 5120};
-    std::int64_t total = 0;
-    for (auto r : rows) total += r;
-    const auto bf16 = torch::dtype(torch::kBFloat16).device(torch::kCUDA);
-    auto x = torch::randn({total, H}, bf16), y = torch::empty({total, F}, bf16);
-    std::vector<torch::Tensor> w;
-    for (std::size_t e = 0; e < rows.size(); ++e) w.push_back(torch::randn({F, H}, bf16));
-    std::vector<k::gemm_group> groups;
-    std::int64_t r0 = 0;
-    for (std::size_t e = 0; e < rows.size(); ++e) {
-      groups.push_back({rows[e], F, H, static_cast<char*>(x.data_ptr()) + r0 * H * 2, H,
-                        w[e].data_ptr(), H, static_cast<char*>(y.data_ptr()) + r0 * F * 2, F});
-      r0 += rows[e];
-    }
-    k::grouped_gemm_args args;
-    args.trans_b = true;
-    args.dtype = k::gemm_dtype::bf16;
-    const double flops = 2.0 * double(total) * double(H) * double(F);
-    auto dense_w = torch::randn({H, F}, bf16);
-    const double dense = time_ms([&] { auto d = torch::mm(x, dense_w); });
-    for (const auto method :
-         {k::cuda::grouped_gemm_method::grouped_batched, k::cuda::grouped_gemm_method::per_group}) {
-      if (method == k::cuda::grouped_gemm_method::grouped_batched &&
-          k::cuda::resolved_method() != method)
-        continue;
-      const double ms = time_ms(
-          [&] { k::cuda::grouped_gemm(groups.data(), int(groups.size()), args, nullptr, method); });
-      std::printf(
-          "grouped gemm %-21s %9.3f %9.3f %7.2fx %8.0f TFLOP/s (dense %0.0f): %.1f%% of "
-          "dense\n",
-          method == k::cuda::grouped_gemm_method::grouped_batched ? "(grouped batched)"
-                                                                  : "(per group)",
-          ms, dense, dense / ms, flops / (ms * 1e-3) / 1e12, flops / (dense * 1e-3) / 1e12,
-          100 * dense / ms);
-    }
-  }
+  // The grouped GEMM against one dense product of the same FLOPs, bf16: 8 experts of about
+  // 4096 rows, 4096 -> 1536, and the ~1B bench's (bench/compare_train_gpu.sh) 32 experts of
+  // about 1024 rows (4 x 2048 tokens, top 4), 1024 -> 640.
+  grouped_gemm_row("8 x ~4096, 4096->1536", {3584, 4608, 4096, 2560, 5632, 4096, 3072, 5120}, 4096,
+                   1536);
+  std::vector<std::int64_t> rows32;
+  for (int e = 0; e < 32; ++e) rows32.push_back(1024 + ((e * 37) % 9 - 4) * 64);
+  grouped_gemm_row("32 x ~1024, 1024->640", rows32, 1024, 640);
   return 0;
 }

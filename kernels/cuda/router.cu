@@ -1,5 +1,7 @@
 // The MoE router on the GPU: see muster/kernels/router.hpp. One warp per token: each lane holds
-// the logits of experts lane, lane + 32, ... in registers (up to 1024 experts), the softmax's
+// the logits of experts lane, lane + 32, ... in registers (kPer of them: the forward is built
+// for 1, 2, 4, ... 32 per lane, up to 1024 experts, and runs the smallest that holds the
+// experts, so 256 experts scan 8 registers a lane, not 32), the softmax's
 // max and sum are warp reductions, and the top-k is k rounds of a warp arg-max (ties to the
 // lower expert id); lane j ends with the j-th choice. The backward is one warp per token too.
 #include <cfloat>
@@ -40,6 +42,7 @@ __device__ void warp_argmax(float& value, int& expert) {
   }
 }
 
+template <int kPer>
 __global__ void router_forward_kernel(const float* logits, float* scores, std::int64_t* experts,
                                       float* weights, std::int64_t num_tokens, int num_experts,
                                       int topk, bool sigmoid, bool renormalize) {
@@ -49,32 +52,32 @@ __global__ void router_forward_kernel(const float* logits, float* scores, std::i
   if (t >= num_tokens) return;  // the whole warp leaves together
   const float* x = logits + t * num_experts;
   float* p = scores + t * num_experts;
-  float v[kPerLane];
+  float v[kPer];
   float top = -FLT_MAX;
 #pragma unroll
-  for (int i = 0; i < kPerLane; ++i) {
+  for (int i = 0; i < kPer; ++i) {
     const int e = lane + i * kWarp;
     v[i] = e < num_experts ? x[e] : -FLT_MAX;
     top = fmaxf(top, v[i]);
   }
   if (sigmoid) {
 #pragma unroll
-    for (int i = 0; i < kPerLane; ++i)
+    for (int i = 0; i < kPer; ++i)
       v[i] = lane + i * kWarp < num_experts ? 1.0f / (1.0f + __expf(-v[i])) : kTaken;
   } else {
     top = warp_max(top);
     float sum = 0;
 #pragma unroll
-    for (int i = 0; i < kPerLane; ++i) {
+    for (int i = 0; i < kPer; ++i) {
       v[i] = lane + i * kWarp < num_experts ? __expf(v[i] - top) : 0.0f;
       sum += v[i];
     }
     const float inv = 1.0f / warp_sum(sum);
 #pragma unroll
-    for (int i = 0; i < kPerLane; ++i) v[i] = lane + i * kWarp < num_experts ? v[i] * inv : kTaken;
+    for (int i = 0; i < kPer; ++i) v[i] = lane + i * kWarp < num_experts ? v[i] * inv : kTaken;
   }
 #pragma unroll
-  for (int i = 0; i < kPerLane; ++i)
+  for (int i = 0; i < kPer; ++i)
     if (lane + i * kWarp < num_experts) p[lane + i * kWarp] = v[i];
 
   float mine = 0.0f;  // lane j < topk: the j-th choice
@@ -83,7 +86,7 @@ __global__ void router_forward_kernel(const float* logits, float* scores, std::i
     float best = kTaken - 1.0f;
     int best_expert = num_experts;
 #pragma unroll
-    for (int i = 0; i < kPerLane; ++i)
+    for (int i = 0; i < kPer; ++i)
       if (v[i] > best) {  // ascending experts: the first of equals stays
         best = v[i];
         best_expert = lane + i * kWarp;
@@ -95,7 +98,7 @@ __global__ void router_forward_kernel(const float* logits, float* scores, std::i
     }
     if (best_expert % kWarp == lane) {
 #pragma unroll
-      for (int i = 0; i < kPerLane; ++i)
+      for (int i = 0; i < kPer; ++i)
         if (i == best_expert / kWarp) v[i] = kTaken;
     }
   }
@@ -154,10 +157,25 @@ void router_forward(const float* logits, float* scores, std::int64_t* experts, f
                     const router_shape& s, void* stream) {
   check_router_shape(s);
   if (s.num_tokens == 0) return;
-  router_forward_kernel<<<blocks_for(s.num_tokens), kWarpsPerBlock * kWarp, 0,
-                          static_cast<cudaStream_t>(stream)>>>(
-      logits, scores, experts, weights, s.num_tokens, static_cast<int>(s.num_experts), s.topk,
-      s.score == router_score::sigmoid, s.renormalize);
+  const auto launch = [&](auto kernel) {
+    kernel<<<blocks_for(s.num_tokens), kWarpsPerBlock * kWarp, 0,
+             static_cast<cudaStream_t>(stream)>>>(logits, scores, experts, weights, s.num_tokens,
+                                                  static_cast<int>(s.num_experts), s.topk,
+                                                  s.score == router_score::sigmoid, s.renormalize);
+  };
+  const auto per_lane = (s.num_experts + kWarp - 1) / kWarp;
+  if (per_lane <= 1)
+    launch(router_forward_kernel<1>);
+  else if (per_lane <= 2)
+    launch(router_forward_kernel<2>);
+  else if (per_lane <= 4)
+    launch(router_forward_kernel<4>);
+  else if (per_lane <= 8)
+    launch(router_forward_kernel<8>);
+  else if (per_lane <= 16)
+    launch(router_forward_kernel<16>);
+  else
+    launch(router_forward_kernel<kPerLane>);
   MUSTER_CUDA_CHECK(cudaGetLastError());
 }
 

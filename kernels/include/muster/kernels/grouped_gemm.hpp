@@ -45,7 +45,9 @@ void grouped_gemm(const gemm_group* groups, int count, const grouped_gemm_args& 
 namespace cuda {
 
 // How the GPU runs the groups: one cublasGemmGroupedBatchedEx (cuBLAS 12.5 or later) or one
-// cublasGemmEx a group, in order on the stream. automatic: grouped where cuBLAS has it.
+// cublasGemmEx a group, in order on the stream. automatic takes per_group for large groups
+// (8e9 FLOPs a group on average, or more) and grouped_batched, where cuBLAS has it, for smaller
+// ones: what measured faster on an H100 (kernels/cuda/grouped_gemm.cpp).
 enum class grouped_gemm_method { automatic, grouped_batched, per_group };
 
 // The same on the GPU: device pointers, enqueued on `stream` (a cudaStream_t), f32 or bf16.
@@ -55,8 +57,8 @@ enum class grouped_gemm_method { automatic, grouped_batched, per_group };
 void grouped_gemm(const gemm_group* groups, int count, const grouped_gemm_args& args, void* stream,
                   grouped_gemm_method method = grouped_gemm_method::automatic);
 
-// The method `automatic` takes here (loads cuBLAS).
-grouped_gemm_method resolved_method();
+// Whether the loaded cuBLAS has cublasGemmGroupedBatchedEx (loads cuBLAS).
+bool grouped_batched_available();
 
 }  // namespace cuda
 }  // namespace muster::kernels
