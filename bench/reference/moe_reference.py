@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """The model muster-train trains, written in eager PyTorch (Debian's python3-torch 1.13), for
-bench/compare_train.sh: the same decoder (RMSNorm, rotary GQA attention with q/k norms, SwiGLU,
+bench/compare_train.sh: the same decoder (RMSNorm, rotary GQA attention with q/k norms (PyTorch 2's
+scaled_dot_product_attention where it has it, as muster-train on a GPU), SwiGLU,
 MoE blocks with a softmax top-k router, load-balancing loss, per-expert dispatch), the same loss
 per label token, AdamW, clipping, on rows of the same width from the same text files.
 
@@ -39,7 +40,7 @@ class RMSNorm(nn.Module):
 
 
 def rotary(positions, head_dim, theta=10000.0):
-    inv = theta ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+    inv = theta ** (-torch.arange(0, head_dim, 2, dtype=torch.float64, device=positions.device) / head_dim)
     angles = positions.double().unsqueeze(-1) * inv
     angles = torch.cat([angles, angles], -1)
     return angles.cos().float(), angles.sin().float()
@@ -69,9 +70,12 @@ class Attention(nn.Module):
         q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
         group = self.heads // self.kv
         k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
-        scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.hd)
-        probs = torch.softmax(scores.masked_fill(~mask, float("-inf")), -1)
-        return self.o_proj((probs @ v).transpose(1, 2).reshape(b, s, -1))
+        if hasattr(F, "scaled_dot_product_attention"):  # PyTorch 2.x: its fused attention
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        else:
+            scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.hd)
+            out = torch.softmax(scores.masked_fill(~mask, float("-inf")), -1) @ v
+        return self.o_proj(out.transpose(1, 2).reshape(b, s, -1))
 
 
 class SwiGLU(nn.Module):

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include <torch/version.h>
+
 #include "engine/ops/autocast_query.hpp"
 
 #include "engine/ops/causal_attention_op.hpp"
@@ -134,6 +136,17 @@ torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
                                const torch::Tensor& v, const torch::Tensor& allowed) {
   const auto batch = q.size(0), heads = q.size(1), seq = q.size(2), hd = q.size(3);
   const auto kv = k.size(1);
+#if TORCH_VERSION_MAJOR >= 2
+  // On a GPU with LibTorch 2.x: PyTorch's fused attention. With a boolean mask (the documents)
+  // it runs the memory-efficient kernel, which never holds the (s, s) scores; k and v are
+  // repeated to the query heads since that kernel has no grouped-query form.
+  if (q.is_cuda()) {
+    const auto dtype = compute_dtype(q, k, v);
+    const auto group = heads / kv;
+    return at::scaled_dot_product_attention(q.to(dtype), k.to(dtype).repeat_interleave(group, 1),
+                                            v.to(dtype).repeat_interleave(group, 1), allowed);
+  }
+#endif
   // fp32 on the CPU: the kernel, given token-major q, k and v (the projections' layout)
   const auto q_tokens = q.transpose(1, 2), k_tokens = k.transpose(1, 2),
              v_tokens = v.transpose(1, 2);
