@@ -6,6 +6,8 @@
 # fp32 weights, STEPS steps (default 30). Reported: the median tokens/s over steps 5.. and MFU
 # (muster's own figure, from its log), and muster's ratio to each. Target (issue 9): muster at
 # least 1.2x PyTorch eager. Where muster-train or PyTorch has no CUDA device it says it skipped.
+# Environment: STEPS, PYTHON, COMPILE_TIMEOUT (seconds for the torch.compile run, default 900),
+# LOGS (a folder that keeps the three runs' logs).
 set -euo pipefail
 build=${1:?usage: bench/compare_train_gpu.sh BUILD_DIR}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -16,7 +18,8 @@ if ! "$python" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() el
   exit 0
 fi
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+keep() { if [[ -n ${LOGS:-} ]]; then mkdir -p "$LOGS" && cp "$work"/* "$LOGS"/ 2> /dev/null || true; fi; }
+trap 'keep; rm -rf "$work"' EXIT
 cat > "$work/job.toml" <<TOML
 [model]
 num_layers = 16
@@ -54,10 +57,16 @@ args=(--layers 16 --hidden 1024 --ffn 4096 --heads 16 --kv_heads 8 --experts 32 
 "$python" "$here/reference/moe_reference.py" "${args[@]}" > "$work/eager.log"
 eager=$(awk '{print $4}' "$work/eager.log" | tail -n +5 | median)
 compiled=0
-if "$python" "$here/reference/moe_reference.py" "${args[@]}" --compile > "$work/compile.log" 2> "$work/compile.err"; then
+compile_rc=0
+timeout "${COMPILE_TIMEOUT:-900}" "$python" "$here/reference/moe_reference.py" "${args[@]}" --compile \
+  > "$work/compile.log" 2> "$work/compile.err" || compile_rc=$?
+if [[ $compile_rc == 0 ]]; then
   compiled=$(awk '{print $4}' "$work/compile.log" | tail -n +5 | median)
+elif [[ $compile_rc == 124 ]]; then
+  echo "compare_train_gpu: torch.compile: $steps steps did not finish in COMPILE_TIMEOUT=${COMPILE_TIMEOUT:-900} s" \
+       "($(grep -c '^step' "$work/compile.log") done)"
 else
-  echo "compare_train_gpu: torch.compile failed: $(tail -1 "$work/compile.err")"
+  echo "compare_train_gpu: torch.compile failed (exit $compile_rc): $(tail -1 "$work/compile.err")"
 fi
 gpu=$("$python" -c 'import torch; print(torch.cuda.get_device_name())')
 ratio() { awk -v m="$1" -v p="$2" 'BEGIN {print (p > 0) ? m / p : 0}'; }

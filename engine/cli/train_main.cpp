@@ -216,8 +216,7 @@ int train(int argc, char** argv) {
 int run(engine::train::trainer& trainer, const job_config& config) {
   auto logger = log::get("engine");
   logger->info("MFU of {:.3g} training FLOPs per token against {:.3g} TFLOP/s per rank ({})",
-               trainer.flops_per_token(), trainer.peak_tflops(),
-               config.train.peak_tflops > 0 ? "train.peak_tflops" : "measured fp32 matmul");
+               trainer.flops_per_token(), trainer.peak_tflops(), trainer.peak_source());
   const auto held = trainer.held();
   logger->info("held by this rank ({}): params {} B | grads {} B | optimizer {} B",
                config.parallel.sharding, held.params, held.grads, held.optimizer);

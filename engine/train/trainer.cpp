@@ -78,12 +78,13 @@ trainer::trainer(const job_config& config, std::unique_ptr<data::document_source
   flops_per_token_ = double(launcher::plan::train_flops_per_token(
       launcher::plan::make_model_params(config.model), config.model,
       pack ? t.max_tokens_per_pack : t.seq_length));
-  peak_tflops_ =
-      t.peak_tflops > 0
-          ? t.peak_tflops
-          : measured_matmul_tflops(
-                t.precision == "bf16" && device_.is_cuda() ? torch::kBFloat16 : torch::kFloat32,
-                device_);
+  const bool bf16_peak = t.precision == "bf16" && device_.is_cuda();
+  peak_tflops_ = t.peak_tflops > 0 ? t.peak_tflops
+                                   : measured_matmul_tflops(
+                                         bf16_peak ? torch::kBFloat16 : torch::kFloat32, device_);
+  peak_source_ = t.peak_tflops > 0 ? "train.peak_tflops"
+                                   : std::string("measured ") + (bf16_peak ? "bf16" : "fp32") +
+                                         " matmul on " + device_.str();
   phase_ = "data";
 }
 

@@ -71,6 +71,8 @@ class trainer {
   // Training FLOPs per token (launcher/plan/model_params.hpp) and the peak MFU is taken of.
   double flops_per_token() const { return flops_per_token_; }
   double peak_tflops() const { return peak_tflops_; }
+  // Where peak_tflops came from: "train.peak_tflops" or "measured bf16 matmul on cuda:0".
+  const std::string& peak_source() const { return peak_source_; }
   model::transformer& model() { return *model_; }
   // This rank's persistent parameter, gradient and optimizer bytes.
   parallel::held_bytes held() const;
@@ -91,6 +93,7 @@ class trainer {
   torch::Device device_ = torch::kCPU;  // train.device, resolved (device_choice.hpp)
   double flops_per_token_ = 0;
   double peak_tflops_ = 0;
+  std::string peak_source_;
 };
 
 }  // namespace muster::engine::train
