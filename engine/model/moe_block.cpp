@@ -21,6 +21,17 @@ torch::Tensor within_capacity(const torch::Tensor& experts, std::int64_t num_exp
   return (position < capacity).reshape(experts.sizes());
 }
 
+// Assignments per expert, (E) int64: torch::bincount without its host round trips (on a GPU
+// it reads the ids' min and max back before counting, a stall at every router); `taken`
+// (same shape as `experts`, bool) counts only where it is true.
+torch::Tensor count_per_expert(const torch::Tensor& experts, std::int64_t num_experts,
+                               const torch::Tensor& taken = {}) {
+  const auto flat = experts.reshape({-1});
+  const auto ones =
+      taken.defined() ? taken.reshape({-1}).to(torch::kInt64) : torch::ones_like(flat);
+  return torch::zeros({num_experts}, flat.options()).scatter_add_(0, flat, ones);
+}
+
 }  // namespace
 
 routing route(const torch::Tensor& logits, const model_config& c, const router_group& group,
@@ -33,7 +44,8 @@ routing route(const torch::Tensor& logits, const model_config& c, const router_g
   r.experts = chosen;
   r.weights = top;
   r.kept = torch::ones_like(chosen, torch::kBool);
-  auto all_assigned = torch::bincount(chosen.reshape({-1}), {}, num_experts).to(torch::kFloat64);
+  const auto counts = count_per_expert(chosen, num_experts);
+  auto all_assigned = counts.to(torch::kFloat64);
   if (group.start_sum) r.counts_summed = group.start_sum(all_assigned);  // every rank's counts
   if (c.capacity_factor > 0) {
     const auto capacity = static_cast<std::int64_t>(
@@ -41,7 +53,8 @@ routing route(const torch::Tensor& logits, const model_config& c, const router_g
     r.kept = within_capacity(chosen, num_experts, capacity);
     r.weights = r.weights * r.kept;
   }
-  r.tokens_per_expert = torch::bincount(chosen.masked_select(r.kept), {}, num_experts);
+  r.tokens_per_expert =
+      c.capacity_factor > 0 ? count_per_expert(chosen, num_experts, r.kept) : counts;
   // Load balance: on probabilities (sigmoid scores normalised per token, as Megatron does).
   auto probs = c.sigmoid_router ? scores / scores.sum(-1, true) : scores;
   const double scale =
