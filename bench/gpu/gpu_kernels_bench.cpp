@@ -18,6 +18,7 @@
 #include <torch/torch.h>
 
 #include "muster/kernels/grouped_gemm.hpp"
+#include "muster/kernels/optimizer.hpp"
 #include "muster/kernels/permute.hpp"
 #include "muster/kernels/router.hpp"
 #include "muster/kernels/swiglu.hpp"
@@ -216,6 +217,36 @@ int main() {
     });
     const double theirs = time_ms([&] { auto y = torch::silu(gate) * up; });
     row("swiglu fwd 134M fp32", double(n * 12), ours, theirs, p);
+  }
+
+  // The optimizer over a flat buffer of 64M fp32 parameters with a decay mask: AdamW against
+  // the same update in torch's ops (what the engine ran before, a pass per operator), and the
+  // sum of squares against torch's fp64 copy, square and sum.
+  {
+    const std::int64_t n = 1 << 26;
+    auto param = torch::randn({n}, f32), grad = torch::randn({n}, f32);
+    auto m = torch::zeros({n}, f32), v = torch::zeros({n}, f32), mask = torch::ones({n}, f32);
+    k::adamw_scalars s;
+    s.lr = 1e-4;
+    s.weight_decay = 0.1;
+    const double ours = time_ms([&] {
+      k::cuda::adamw_update(s, param.data_ptr<float>(), grad.data_ptr<float>(), m.data_ptr<float>(),
+                            v.data_ptr<float>(), mask.data_ptr<float>(), n, nullptr);
+    });
+    const double theirs = time_ms([&] {  // the bias corrections as constants: timing only
+      param.mul_(1 - s.lr * s.weight_decay * mask);
+      m.mul_(s.beta1).add_(grad, 1 - s.beta1);
+      v.mul_(s.beta2).addcmul_(grad, grad, 1 - s.beta2);
+      param.addcdiv_(m, (v.sqrt() / 0.999).add_(s.eps), -s.lr);
+    });
+    row("adamw 64M fp32 (decay mask)", double(n * 32), ours, theirs, p);
+    auto scratch =
+        torch::empty({k::kSumOfSquaresScratch}, torch::dtype(torch::kFloat64).device(torch::kCUDA));
+    const double ours_sq = time_ms([&] {
+      k::cuda::sum_of_squares(grad.data_ptr<float>(), n, scratch.data_ptr<double>(), nullptr);
+    });
+    const double theirs_sq = time_ms([&] { auto t = grad.to(torch::kFloat64).square().sum(); });
+    row("sum of squares 64M fp32", double(n * 4), ours_sq, theirs_sq, p);
   }
 
   // The grouped GEMM against one dense product of the same FLOPs, bf16: 8 experts of about

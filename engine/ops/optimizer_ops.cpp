@@ -26,6 +26,16 @@ void check_flat(const torch::Tensor& t, const char* what, std::int64_t numel) {
 void adamw_update(const kernels::adamw_scalars& s, torch::Tensor& param, const torch::Tensor& grad,
                   torch::Tensor& exp_avg, torch::Tensor& exp_avg_sq,
                   const torch::Tensor& decay_mask) {
+  if (cuda_kernel_takes(param) && cuda_kernel_takes(grad) && cuda_kernel_takes(exp_avg) &&
+      cuda_kernel_takes(exp_avg_sq) && (!decay_mask.defined() || cuda_kernel_takes(decay_mask))) {
+#ifdef MUSTER_WITH_CUDA
+    kernels::cuda::adamw_update(s, param.data_ptr<float>(), grad.data_ptr<float>(),
+                                exp_avg.data_ptr<float>(), exp_avg_sq.data_ptr<float>(),
+                                decay_mask.defined() ? decay_mask.data_ptr<float>() : nullptr,
+                                param.numel(), kernel_stream(param));
+#endif
+    return;
+  }
   if (param.is_cuda()) {  // torch's ops, as torch.optim.AdamW computes it (a pass each)
     const double bias1 = 1 - std::pow(s.beta1, double(s.step));
     const double bias2 = 1 - std::pow(s.beta2, double(s.step));
@@ -55,6 +65,15 @@ void adamw_update(const kernels::adamw_scalars& s, torch::Tensor& param, const t
 }
 
 double sum_of_squares(const torch::Tensor& x) {
+  if (cuda_kernel_takes(x)) {
+#ifdef MUSTER_WITH_CUDA
+    auto scratch =
+        torch::empty({kernels::kSumOfSquaresScratch}, x.options().dtype(torch::kFloat64));
+    kernels::cuda::sum_of_squares(x.data_ptr<float>(), x.numel(), scratch.data_ptr<double>(),
+                                  kernel_stream(x));
+    return scratch[kernels::kSumOfSquaresScratch - 1].item<double>();
+#endif
+  }
   if (x.is_cuda()) return x.to(torch::kFloat64).square().sum().item<double>();
   check_flat(x, "x", x.numel());
   const float* data = x.data_ptr<float>();

@@ -1,7 +1,8 @@
 // Tensor adapters over the optimizer kernels (kernels/include/muster/kernels/optimizer.hpp):
 // check the tensors, split the buffer over LibTorch's intra-op threads, call the CPU kernel.
-// Tensors: contiguous fp32, the same numel, on the CPU; CUDA tensors take torch's ops (the same
-// update, a pass per operator; no CUDA kernel for the optimizer yet).
+// Tensors: contiguous fp32, the same numel, on the CPU; on a CUDA device the CUDA kernels (one
+// pass each, on LibTorch's current stream), and torch's ops (the same update, a pass per
+// operator) for CUDA tensors the kernels do not take.
 #pragma once
 
 #include <torch/torch.h>

@@ -2,7 +2,8 @@
 // behind the global gradient norm, each one pass over memory (torch's ops take a pass and a
 // temporary per operator: seven passes for AdamW, three and two fp64 copies for the norm).
 // Raw pointers and counts; no CUDA or torch types. The cpu:: functions work on any range, so
-// a caller may split a buffer over threads.
+// a caller may split a buffer over threads; the cuda:: ones (built with the CUDA backend) take
+// device pointers and a stream.
 #pragma once
 
 #include <cstdint>
@@ -34,4 +35,22 @@ void adamw_update(const adamw_scalars& s, float* param, const float* grad, float
 double sum_of_squares(const float* x, std::int64_t n);
 
 }  // namespace cpu
+
+// Doubles of device scratch cuda::sum_of_squares takes (a partial sum a block, and the total).
+inline constexpr std::int64_t kSumOfSquaresScratch = 1025;
+
+namespace cuda {
+
+// The same update on the GPU: device pointers, enqueued on `stream` (a cudaStream_t), the same
+// fp32 arithmetic as cpu::adamw_update, one pass over the buffers.
+void adamw_update(const adamw_scalars& s, float* param, const float* grad, float* exp_avg,
+                  float* exp_avg_sq, const float* decay_mask, std::int64_t n, void* stream);
+
+// The sum of x[i]^2 for i < n in fp64, written to scratch[kSumOfSquaresScratch - 1] (device
+// memory of kSumOfSquaresScratch doubles), enqueued on `stream`; in a fixed order for a given
+// n, so the same input gives the same bits (not the CPU's order: the two differ in the last
+// bits).
+void sum_of_squares(const float* x, std::int64_t n, double* scratch, void* stream);
+
+}  // namespace cuda
 }  // namespace muster::kernels
