@@ -169,6 +169,13 @@ const field<job_config> kSchema[] = {
     FIELD(train.deterministic, "train.deterministic",
           "only deterministic kernels: a run repeats bit for bit, and an op without a "
           "deterministic kernel fails naming itself (torch.use_deterministic_algorithms)"),
+    FIELD(train.profile_step_start, "train.profile_step_start",
+          "profile steps profile_step_start..profile_step_end (numbered from 1, as logged) with "
+          "PyTorch's profiler: each rank's busiest ops and CUDA kernels in its log and in "
+          "<run directory>/profile/rank-N.txt, and a Chrome trace rank-N.json where its LibTorch "
+          "has Kineto; 0 = off"),
+    FIELD(train.profile_step_end, "train.profile_step_end",
+          "the last step profiled; 0 = train.profile_step_start alone"),
     FIELD(data.paths, "data.paths",
           "text files or folders of them (format text), or .bin/.idx prefixes (format indexed)"),
     FIELD(data.format, "data.format",
@@ -192,9 +199,11 @@ const field<job_config> kSchema[] = {
     FIELD(slurm.nodes, "slurm.nodes", "nodes muster-sbatch asks for (one muster launch task each)"),
     FIELD(slurm.gpus_per_node, "slurm.gpus_per_node",
           "GPUs per node muster-sbatch asks for (--gpus-per-node); 0 = none"),
-    FIELD(slurm.time, "slurm.time",
-          "time limit (--time, e.g. \"4:00:00\" or \"1-00:00:00\"); \"\" = the partition's default"),
-    FIELD(slurm.partition, "slurm.partition", "partition (--partition); \"\" = the cluster's default"),
+    FIELD(
+        slurm.time, "slurm.time",
+        "time limit (--time, e.g. \"4:00:00\" or \"1-00:00:00\"); \"\" = the partition's default"),
+    FIELD(slurm.partition, "slurm.partition",
+          "partition (--partition); \"\" = the cluster's default"),
     FIELD(slurm.account, "slurm.account", "account (--account); \"\" = the user's default"),
     FIELD(slurm.checkpoint_lead, "slurm.checkpoint_lead",
           "seconds before the time limit Slurm sends USR1 (--signal=B:USR1@N), which the "
@@ -270,15 +279,15 @@ void validate_model(const model_section& m, const config::sources& where) {
                             {m.vocab_size, "model.vocab_size"},
                             {m.moe_layer_freq, "model.moe_layer_freq"}})
     check_at_least(value, 1, where, key);
-  for (auto [value, key] : {std::pair{m.head_dim, "model.head_dim"},
-                            {m.q_lora_rank, "model.q_lora_rank"},
-                            {m.kv_lora_rank, "model.kv_lora_rank"},
-                            {m.qk_rope_head_dim, "model.qk_rope_head_dim"},
-                            {m.v_head_dim, "model.v_head_dim"},
-                            {m.num_experts, "model.num_experts"},
-                            {m.moe_shared_expert_ffn_hidden_size,
-                             "model.moe_shared_expert_ffn_hidden_size"},
-                            {m.moe_first_dense_layers, "model.moe_first_dense_layers"}})
+  for (auto [value, key] :
+       {std::pair{m.head_dim, "model.head_dim"},
+        {m.q_lora_rank, "model.q_lora_rank"},
+        {m.kv_lora_rank, "model.kv_lora_rank"},
+        {m.qk_rope_head_dim, "model.qk_rope_head_dim"},
+        {m.v_head_dim, "model.v_head_dim"},
+        {m.num_experts, "model.num_experts"},
+        {m.moe_shared_expert_ffn_hidden_size, "model.moe_shared_expert_ffn_hidden_size"},
+        {m.moe_first_dense_layers, "model.moe_first_dense_layers"}})
     check_at_least(value, 0, where, key);
   MUSTER_CHECK(m.head_dim > 0 || m.hidden_size % m.num_attention_heads == 0, errc::config,
                "{}: model.num_attention_heads: {} does not divide model.hidden_size {}; set "
@@ -311,7 +320,7 @@ void validate_model(const model_section& m, const config::sources& where) {
                "{}: model.moe_aux_loss_coeff and model.moe_z_loss_coeff must be 0 or more "
                "(found {} and {})",
                config::place_of(where, m.moe_aux_loss_coeff < 0.0 ? "model.moe_aux_loss_coeff"
-                                                                   : "model.moe_z_loss_coeff"),
+                                                                  : "model.moe_z_loss_coeff"),
                m.moe_aux_loss_coeff, m.moe_z_loss_coeff);
   MUSTER_CHECK(m.rope_theta > 1.0, errc::config,
                "{}: model.rope_theta: {} must be more than 1 (10000 for Llama-2, 1000000 for "
@@ -334,13 +343,21 @@ void validate_train(const train_section& t, const config::sources& where) {
   check_choice(t.recompute, {"none", "selective", "full"}, where, "train.recompute");
   check_at_least(t.steps, 1, where, "train.steps");
   check_at_least(t.warmup_steps, 0, where, "train.warmup_steps");
+  check_at_least(t.profile_step_start, 0, where, "train.profile_step_start");
+  MUSTER_CHECK(t.profile_step_end == 0 ||
+                   (t.profile_step_start > 0 && t.profile_step_end >= t.profile_step_start),
+               errc::config,
+               "{}: train.profile_step_end = {} with train.profile_step_start = {}: the last "
+               "profiled step must be at or after the first, which must be set (e.g. start 5, "
+               "end 7); or set train.profile_step_end = 0",
+               config::place_of(where, "train.profile_step_end"), t.profile_step_end,
+               t.profile_step_start);
   MUSTER_CHECK(t.lr > 0 && t.min_lr >= 0 && t.min_lr <= t.lr, errc::config,
                "{}: train.lr = {} and train.min_lr = {}: need 0 < min_lr <= lr (e.g. lr 3e-4, "
                "min_lr 3e-5)",
                config::place_of(where, "train.lr"), t.lr, t.min_lr);
   MUSTER_CHECK(t.adam_beta1 >= 0 && t.adam_beta1 < 1 && t.adam_beta2 >= 0 && t.adam_beta2 < 1 &&
-                   t.adam_eps > 0 && t.weight_decay >= 0 && t.grad_clip >= 0 &&
-                   t.peak_tflops >= 0,
+                   t.adam_eps > 0 && t.weight_decay >= 0 && t.grad_clip >= 0 && t.peak_tflops >= 0,
                errc::config,
                "{}: AdamW settings out of range: betas in [0, 1), eps > 0, weight_decay, "
                "grad_clip and peak_tflops 0 or more",
@@ -360,9 +377,9 @@ void validate_slurm(const slurm_section& s, const config::sources& where) {
   check_at_least(s.nodes, 1, where, "slurm.nodes");
   check_at_least(s.gpus_per_node, 0, where, "slurm.gpus_per_node");
   check_at_least(s.checkpoint_lead, 0, where, "slurm.checkpoint_lead");
-  for (auto [key, value] : {std::pair{"slurm.time", &s.time},
-                            std::pair{"slurm.partition", &s.partition},
-                            std::pair{"slurm.account", &s.account}})
+  for (auto [key, value] :
+       {std::pair{"slurm.time", &s.time}, std::pair{"slurm.partition", &s.partition},
+        std::pair{"slurm.account", &s.account}})
     MUSTER_CHECK(value->find_first_of(" \t\n'\"\\$`;&|<>") == std::string::npos, errc::config,
                  "{}: {}: \"{}\" holds a space or a shell character; Slurm names and times have "
                  "none (e.g. \"gpu\", \"4:00:00\")",
@@ -395,7 +412,9 @@ void forget_default_model_keys(job_config& config, config::sources& where) {
 
 }  // namespace
 
-std::span<const config::field<job_config>> job_config_schema() { return kSchema; }
+std::span<const config::field<job_config>> job_config_schema() {
+  return kSchema;
+}
 
 void validate(const job_config& c, const config::sources& where) {
   using config::place_of;

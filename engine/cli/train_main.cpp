@@ -36,6 +36,7 @@
 #include "engine/checkpoint/checkpoint_io.hpp"
 #include "engine/comm/device_world.hpp"
 #include "engine/train/device_choice.hpp"
+#include "engine/train/step_profiler.hpp"
 #include "engine/train/trainer.hpp"
 
 namespace {
@@ -246,9 +247,17 @@ int run(engine::train::trainer& trainer, const job_config& config) {
   const auto heartbeat = env("MUSTER_HEARTBEAT_FILE");
   std::ofstream steps;
   if (!env("MUSTER_STEPS_FILE").empty()) steps.open(env("MUSTER_STEPS_FILE"), std::ios::app);
+  const auto run_dir = env("MUSTER_RUN_DIR").empty() ? std::filesystem::path(".")
+                                                     : std::filesystem::path(env("MUSTER_RUN_DIR"));
+  engine::train::step_profiler profile(
+      config.train.profile_step_start, config.train.profile_step_end, run_dir / "profile",
+      env("RANK").empty() ? 0 : std::stoi(env("RANK")), trainer.device().is_cuda());
   while (trainer.next_step() < config.train.steps) {
     if (g_stop_signal.load() != 0) trainer.request_stop();
+    profile.before_step(trainer.next_step() + 1);
     const auto r = trainer.step();
+    if (const auto profiled = profile.after_step(r.step + 1); !profiled.empty())
+      logger->info("{}", profiled);
     const auto report_start = std::chrono::steady_clock::now();
     beat(heartbeat, r, config.train.steps);
     record(steps, r);

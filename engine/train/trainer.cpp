@@ -1,6 +1,8 @@
 // The training loop of one rank: see trainer.hpp.
 #include "engine/train/trainer.hpp"
 
+#include <ATen/record_function.h>
+
 #include <chrono>
 #include <cstdlib>
 
@@ -122,6 +124,7 @@ step_result trainer::step() {
     phase_ = "forward";
     model::transformer_output out;
     {
+      RECORD_USER_SCOPE("muster::forward");  // named ranges in a profile (train.profile_step_*)
       model::autocast_scope mixed(model::autocast_state::bf16(t.precision == "bf16"));
       out = sharded_->forward(b.tokens, b.positions, b.segments);
     }
@@ -134,13 +137,17 @@ step_result trainer::step() {
     auto loss = lm / double(std::max<std::int64_t>(label_tokens, 1)) +
                 (out.losses.aux + out.losses.z) / double(t.grad_accum_steps);
     phase_ = "backward";
-    loss.backward();
-    sharded_->finish_backward();
+    {
+      RECORD_USER_SCOPE("muster::backward");
+      loss.backward();
+      sharded_->finish_backward();
+    }
     loss_sum += lm.item<double>();
     r.aux_loss += out.losses.aux.item<double>() / t.grad_accum_steps;
     r.z_loss += out.losses.z.item<double>() / t.grad_accum_steps;
   }
   phase_ = "optimizer";
+  RECORD_USER_SCOPE("muster::optimizer");  // to the end of the step
   sharded_->reduce_step_gradients();
   // The router losses are each rank's share of the group's: their sums are the group's.
   const auto sums =

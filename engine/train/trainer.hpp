@@ -71,6 +71,8 @@ class trainer {
   // Training FLOPs per token (launcher/plan/model_params.hpp) and the peak MFU is taken of.
   double flops_per_token() const { return flops_per_token_; }
   double peak_tflops() const { return peak_tflops_; }
+  // Where it computes (train.device, resolved).
+  torch::Device device() const { return device_; }
   // Where peak_tflops came from: "train.peak_tflops" or "measured bf16 matmul on cuda:0".
   const std::string& peak_source() const { return peak_source_; }
   model::transformer& model() { return *model_; }

@@ -3,12 +3,13 @@
 
 #include "common/error.hpp"
 #include "common/job_config.hpp"
-#include "tests/support/temp_dir.hpp"
 #include "tests/support/expect_error.hpp"
+#include "tests/support/temp_dir.hpp"
 
 namespace {
 
-const std::filesystem::path kExample = std::filesystem::path(MUSTER_SOURCE_DIR) / "etc/examples/job.toml";
+const std::filesystem::path kExample =
+    std::filesystem::path(MUSTER_SOURCE_DIR) / "etc/examples/job.toml";
 
 std::string load_error(const std::string& text, std::vector<std::string> overrides = {}) {
   muster::test::temp_dir dir;
@@ -44,15 +45,18 @@ TEST_CASE("job config validation names the place and the fix", "[job_config]") {
   CHECK_THAT(load_error("[launch]\nnproc = -1\n"),
              Catch::Matches(".*job.toml:2:9: launch.nproc: -1 is negative; use the number of ranks "
                             "per node, or 0 for one per GPU"));
-  CHECK_THAT(load_error("[job]\nname = \"a/b\"\n"),
-             Catch::Contains("job.toml:2:8: job.name: the name 'a/b': character '/' at offset 1 is not "
-                             "allowed in a file name"));
-  CHECK_THAT(load_error("[job]\nname = \"-x\"\n"), Catch::Contains("must not start with '.' or '-'"));
+  CHECK_THAT(
+      load_error("[job]\nname = \"a/b\"\n"),
+      Catch::Contains("job.toml:2:8: job.name: the name 'a/b': character '/' at offset 1 is not "
+                      "allowed in a file name"));
+  CHECK_THAT(load_error("[job]\nname = \"-x\"\n"),
+             Catch::Contains("must not start with '.' or '-'"));
   CHECK_THAT(load_error("", {"job.name=.."}),
              Catch::Contains("command line 'job.name=..': job.name"));
   CHECK_THAT(load_error("[log]\nlevel = \"loud\"\n"),
              Catch::Contains("job.toml:2:9: log.level: unknown level \"loud\"; use one of trace"));
-  CHECK_THAT(load_error("[launch]\nruns_dir = \"\"\n"), Catch::Contains("launch.runs_dir is empty"));
+  CHECK_THAT(load_error("[launch]\nruns_dir = \"\"\n"),
+             Catch::Contains("launch.runs_dir is empty"));
   CHECK_THAT(load_error("[launch]\nnprocs = 2\n"),
              Catch::Contains("unknown key 'launch.nprocs'; did you mean 'launch.nproc'?"));
 }
@@ -99,6 +103,14 @@ TEST_CASE("the parallel, model and train sections are validated with the fix", "
              Catch::Contains("model.num_query_groups: 3 does not divide the 8 attention heads"));
   CHECK_THAT(load_error("", {"model.kv_lora_rank=512"}),
              Catch::Contains("multi-latent attention needs model.qk_rope_head_dim"));
+  CHECK_THAT(load_error("[train]\nprofile_step_start = 5\nprofile_step_end = 3\n"),
+             Catch::Contains("job.toml:3:20: train.profile_step_end = 3 with "
+                             "train.profile_step_start = 5: the last profiled step must be at or "
+                             "after the first"));
+  CHECK_THAT(load_error("", {"train.profile_step_end=4"}),
+             Catch::Contains("train.profile_step_end = 4 with train.profile_step_start = 0"));
+  CHECK_NOTHROW(muster::load_job_config(
+      "", std::vector<std::string>{"train.profile_step_start=2", "train.profile_step_end=2"}));
   CHECK_THAT(load_error("[model]\nconfig_json = \"nosuch.json\"\n"),
              Catch::Matches(".*job.toml:2:15: model.config_json: .*/nosuch.json: cannot read the "
                             "Hugging Face config.*"));

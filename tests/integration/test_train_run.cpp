@@ -17,6 +17,7 @@
 
 #include "common/run_reader.hpp"
 #include "tests/support/launch_output.hpp"
+#include "tests/support/profile_text.hpp"
 #include "tests/support/subprocess.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/tiny_job.hpp"
@@ -459,4 +460,27 @@ TEST_CASE(
       {kMuster, "status", muster::test::only_run_dir(dir / "runs").string()});
   CHECK_THAT(status.out,
              Catch::Contains("error     rank 0, step ") && Catch::Contains("(collective_timeout)"));
+}
+
+TEST_CASE("train.profile_step_start profiles those steps on every rank, and training goes on",
+          "[train_run][profiler]") {
+  muster::test::temp_dir dir;
+  muster::test::write_file(dir / "tiny.toml", kTinyJob);
+  auto r = muster::test::run_process(
+      {kMuster, "run", (dir / "tiny.toml").string(), "launch.runs_dir=" + (dir / "runs").string(),
+       "launch.nproc=2", "train.profile_step_start=2", "train.profile_step_end=3", "--", kTrain});
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("profile of steps 2..3 on rank 0: ") &&
+                        Catch::Contains("step 5/5 | loss "));
+  const auto run = muster::test::only_run_dir(dir / "runs");
+  for (const auto* rank : {"rank-0.txt", "rank-1.txt"}) {
+    const auto text = muster::test::read_file(run / "profile" / rank);
+    INFO(rank << ":\n" << text);
+    // the trainer's phases as named ranges, and the ops under them
+    CHECK_THAT(text, Catch::Contains("muster::forward") && Catch::Contains("muster::backward") &&
+                         Catch::Contains("muster::optimizer") && Catch::Contains("aten::"));
+    CHECK_THAT(text, Catch::StartsWith(std::string("profile of steps 2..3 on rank ") + rank[5]));
+    CHECK(muster::test::profiled_calls(text, "muster::forward") == 2);  // a micro-batch a step
+  }
 }

@@ -1,0 +1,143 @@
+// PyTorch's profiler over a range of steps: see step_profiler.hpp.
+#include "engine/train/step_profiler.hpp"
+
+#include <torch/csrc/autograd/profiler_kineto.h>
+#include <torch/torch.h>
+#include <torch/version.h>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+namespace muster::engine::train {
+namespace {
+
+namespace profiler = torch::autograd::profiler;
+using torch::profiler::impl::ActivityType;
+using torch::profiler::impl::ProfilerConfig;
+using torch::profiler::impl::ProfilerState;
+
+double duration_us(const profiler::KinetoEvent& e) {
+#if TORCH_VERSION_MAJOR >= 2
+  return double(e.durationNs()) / 1e3;
+#else
+  return double(e.durationUs());
+#endif
+}
+
+std::set<ActivityType> activities(bool cuda) {
+  std::set<ActivityType> a{ActivityType::CPU};
+  if (cuda) a.insert(ActivityType::CUDA);
+  return a;
+}
+
+struct totals {
+  std::int64_t calls = 0;
+  double us = 0;
+};
+
+void table(fmt::memory_buffer& out, const std::vector<profile_event>& events, bool gpu,
+           const char* heading, double wall_ms, std::size_t rows) {
+  std::map<std::string, totals> by_name;
+  double all_us = 0;
+  for (const auto& e : events) {
+    if (e.gpu != gpu) continue;
+    auto& t = by_name[e.name];
+    ++t.calls;
+    t.us += e.us;
+    all_us += e.us;
+  }
+  if (by_name.empty()) return;
+  std::vector<std::pair<std::string, totals>> sorted(by_name.begin(), by_name.end());
+  std::sort(sorted.begin(), sorted.end(),
+            [](const auto& a, const auto& b) { return a.second.us > b.second.us; });
+  fmt::format_to(std::back_inserter(out), "{} ({:.1f} ms in all):\n", heading, all_us / 1e3);
+  fmt::format_to(std::back_inserter(out), "  {:>8} {:>11} {:>7} {:>10}  {}\n", "calls", "total ms",
+                 "of wall", "mean us", "name");
+  for (std::size_t i = 0; i < std::min(rows, sorted.size()); ++i) {
+    const auto& t = sorted[i].second;
+    const std::string_view name = sorted[i].first;  // long kernel names cut at 100
+    fmt::format_to(std::back_inserter(out), "  {:>8} {:>11.3f} {:>6.1f}% {:>10.1f}  {}{}\n",
+                   t.calls, t.us / 1e3, wall_ms > 0 ? 100 * t.us / 1e3 / wall_ms : 0.0,
+                   t.us / double(t.calls), name.substr(0, 100), name.size() > 100 ? "..." : "");
+  }
+}
+
+}  // namespace
+
+std::string profile_summary(const std::vector<profile_event>& events, const std::string& what,
+                            double wall_ms, std::size_t rows) {
+  fmt::memory_buffer out;
+  fmt::format_to(std::back_inserter(out), "{}: {:.1f} ms of wall time\n", what, wall_ms);
+  table(out, events, true, "GPU kernels, copies and fills by total time", wall_ms, rows);
+  table(out, events, false, "CPU ops by total time (each including the ops it calls)", wall_ms,
+        rows);
+  return fmt::to_string(out);
+}
+
+step_profiler::step_profiler(int first, int last, std::filesystem::path folder, int rank, bool cuda)
+    : first_(first),
+      last_(last > 0 ? last : first),
+      folder_(std::move(folder)),
+      rank_(rank),
+      cuda_(cuda) {}
+
+step_profiler::~step_profiler() {
+  if (!running_) return;
+  try {
+    profiler::disableProfiler();
+  } catch (...) {  // a profile cut short by an exception is dropped
+  }
+}
+
+void step_profiler::before_step(int number) {
+  if (first_ <= 0 || number != first_ || running_) return;
+  const ProfilerConfig config(ProfilerState::KINETO);
+  profiler::prepareProfiler(config, activities(cuda_));
+  profiler::enableProfiler(config, activities(cuda_));
+  running_ = true;
+  started_ = std::chrono::steady_clock::now();
+}
+
+std::string step_profiler::after_step(int number) {
+  if (!running_ || number < last_) return {};
+  if (cuda_) torch::cuda::synchronize();
+  const double wall_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started_)
+          .count();
+  running_ = false;
+  auto result = profiler::disableProfiler();
+  std::vector<profile_event> events;
+  for (const auto& e : result->events())
+    events.push_back({e.name(), e.deviceType() != c10::DeviceType::CPU, duration_us(e)});
+  const auto steps =
+      first_ == last_ ? fmt::format("step {}", first_) : fmt::format("steps {}..{}", first_, last_);
+  auto summary =
+      profile_summary(events, fmt::format("profile of {} on rank {}", steps, rank_), wall_ms);
+  // A profile that cannot be written is reported, not fatal: the run goes on.
+  std::error_code ec;
+  std::filesystem::create_directories(folder_, ec);
+  const auto text = folder_ / fmt::format("rank-{}.txt", rank_);
+  std::ofstream file(text);
+  file << summary;
+  file.close();
+  if (ec || !file)
+    return summary + fmt::format(
+                         "profile not written: cannot write {}{}{}; make the folder "
+                         "writable (train.profile_step_start)",
+                         text.string(), ec ? ": " : "", ec ? ec.message() : "");
+  const auto trace = folder_ / fmt::format("rank-{}.json", rank_);
+  std::string trace_line;
+  try {
+    result->save(trace.string());
+    trace_line = fmt::format("Chrome trace {} (https://ui.perfetto.dev)", trace.string());
+  } catch (const c10::Error&) {
+    trace_line = "no Chrome trace: this muster-train's LibTorch has no Kineto (Debian's has not)";
+  }
+  return summary + fmt::format("profile written to {}; {}", text.string(), trace_line);
+}
+
+}  // namespace muster::engine::train
