@@ -344,6 +344,10 @@ void validate_train(const train_section& t, const config::sources& where) {
   check_at_least(t.steps, 1, where, "train.steps");
   check_at_least(t.warmup_steps, 0, where, "train.warmup_steps");
   check_at_least(t.profile_step_start, 0, where, "train.profile_step_start");
+  MUSTER_CHECK(t.profile_step_start <= t.steps, errc::config,
+               "{}: train.profile_step_start = {} is past the run's last step (train.steps = {}); "
+               "profile a step of the run, or set train.profile_step_start = 0",
+               config::place_of(where, "train.profile_step_start"), t.profile_step_start, t.steps);
   MUSTER_CHECK(t.profile_step_end == 0 ||
                    (t.profile_step_start > 0 && t.profile_step_end >= t.profile_step_start),
                errc::config,

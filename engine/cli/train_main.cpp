@@ -273,6 +273,8 @@ int run(engine::train::trainer& trainer, const job_config& config) {
     const int interval = config.checkpoint.interval;
     if (r.stop) {
       // Asked to stop (Slurm's pre-timeout SIGUSR1, or SIGTERM): save, then end as signalled.
+      if (const auto profiled = profile.finish(r.step + 1); !profiled.empty())
+        logger->info("{}", profiled);
       save();
       const int signal = g_stop_signal.load() != 0 ? g_stop_signal.load() : SIGTERM;
       logger->info("stopping after step {} ({})", r.step + 1, strsignal(signal));
@@ -282,6 +284,8 @@ int run(engine::train::trainer& trainer, const job_config& config) {
         (trainer.next_step() % interval == 0 || trainer.next_step() == config.train.steps))
       save();
   }
+  if (const auto profiled = profile.finish(trainer.next_step()); !profiled.empty())
+    logger->info("{}", profiled);
   logger->info("gathered at once: at most {} B of parameters and whole gradients",
                trainer.peak_transient_bytes());
   if (reported > 0)

@@ -138,13 +138,16 @@ torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
   const auto kv = k.size(1);
 #if TORCH_VERSION_MAJOR >= 2
   // On a GPU with LibTorch 2.x: PyTorch's fused attention. With a boolean mask (the documents)
-  // it runs the memory-efficient kernel, which never holds the (s, s) scores; k and v are
-  // repeated to the query heads since that kernel has no grouped-query form.
+  // it runs the memory-efficient kernel, which keeps no (s, s) scores per head (PyTorch makes
+  // one additive mask of the batch's (s, s) from the boolean one); k and v are repeated to the
+  // query heads since that kernel has no grouped-query form.
   if (q.is_cuda()) {
     const auto dtype = compute_dtype(q, k, v);
     const auto group = heads / kv;
-    return at::scaled_dot_product_attention(q.to(dtype), k.to(dtype).repeat_interleave(group, 1),
-                                            v.to(dtype).repeat_interleave(group, 1), allowed);
+    const auto per_head = [&](const torch::Tensor& t) {
+      return group == 1 ? t.to(dtype) : t.to(dtype).repeat_interleave(group, 1);
+    };
+    return at::scaled_dot_product_attention(q.to(dtype), per_head(k), per_head(v), allowed);
   }
 #endif
   // fp32 on the CPU: the kernel, given token-major q, k and v (the projections' layout)

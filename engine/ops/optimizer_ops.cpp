@@ -3,6 +3,7 @@
 
 #include <ATen/Parallel.h>
 
+#include <array>
 #include <cmath>
 
 #include "common/error.hpp"
@@ -28,11 +29,19 @@ void adamw_update(const kernels::adamw_scalars& s, torch::Tensor& param, const t
                   const torch::Tensor& decay_mask) {
   if (cuda_kernel_takes(param) && cuda_kernel_takes(grad) && cuda_kernel_takes(exp_avg) &&
       cuda_kernel_takes(exp_avg_sq) && (!decay_mask.defined() || cuda_kernel_takes(decay_mask))) {
+    const auto n = param.numel();
+    const std::array<const torch::Tensor*, 4> buffers{&grad, &exp_avg, &exp_avg_sq, &decay_mask};
+    for (const auto* t : buffers)
+      MUSTER_CHECK(!t->defined() || (t->numel() == n && t->device() == param.device()),
+                   errc::internal,
+                   "optimizer kernel: a buffer of {} elements on {} beside the parameters' {} on "
+                   "{}",
+                   t->numel(), t->device().str(), n, param.device().str());
 #ifdef MUSTER_WITH_CUDA
     kernels::cuda::adamw_update(s, param.data_ptr<float>(), grad.data_ptr<float>(),
                                 exp_avg.data_ptr<float>(), exp_avg_sq.data_ptr<float>(),
-                                decay_mask.defined() ? decay_mask.data_ptr<float>() : nullptr,
-                                param.numel(), kernel_stream(param));
+                                decay_mask.defined() ? decay_mask.data_ptr<float>() : nullptr, n,
+                                kernel_stream(param));
 #endif
     return;
   }

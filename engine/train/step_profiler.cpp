@@ -5,6 +5,11 @@
 #include <torch/torch.h>
 #include <torch/version.h>
 
+#if __has_include(<kineto/ActivityType.h>)  // LibTorch with Kineto: which events are GPU work
+#include <kineto/ActivityType.h>
+#define MUSTER_KINETO_TYPES 1
+#endif
+
 #include <algorithm>
 #include <fstream>
 #include <map>
@@ -25,6 +30,18 @@ double duration_us(const profiler::KinetoEvent& e) {
   return double(e.durationNs()) / 1e3;
 #else
   return double(e.durationUs());
+#endif
+}
+
+// Kernels, copies and fills on the GPU: not the GPU-side copies of user ranges or the sync
+// events Kineto also puts on the device (they span the kernels and would count them twice).
+bool gpu_work(const profiler::KinetoEvent& e) {
+#ifdef MUSTER_KINETO_TYPES
+  const auto type = static_cast<libkineto::ActivityType>(e.activityType());
+  return type == libkineto::ActivityType::CONCURRENT_KERNEL ||
+         type == libkineto::ActivityType::GPU_MEMCPY || type == libkineto::ActivityType::GPU_MEMSET;
+#else
+  return e.deviceType() != c10::DeviceType::CPU;
 #endif
 }
 
@@ -94,7 +111,9 @@ step_profiler::~step_profiler() {
 }
 
 void step_profiler::before_step(int number) {
-  if (first_ <= 0 || number != first_ || running_) return;
+  // from the first step of the range this run reaches (a run resumed inside it starts there)
+  if (first_ <= 0 || done_ || running_ || number < first_ || number > last_) return;
+  from_ = number;
   const ProfilerConfig config(ProfilerState::KINETO);
   profiler::prepareProfiler(config, activities(cuda_));
   profiler::enableProfiler(config, activities(cuda_));
@@ -104,17 +123,27 @@ void step_profiler::before_step(int number) {
 
 std::string step_profiler::after_step(int number) {
   if (!running_ || number < last_) return {};
+  return finish(number);
+}
+
+std::string step_profiler::finish(int last_done) {
+  if (!running_) return {};
   if (cuda_) torch::cuda::synchronize();
+  done_ = true;
   const double wall_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started_)
           .count();
   running_ = false;
   auto result = profiler::disableProfiler();
   std::vector<profile_event> events;
-  for (const auto& e : result->events())
-    events.push_back({e.name(), e.deviceType() != c10::DeviceType::CPU, duration_us(e)});
-  const auto steps =
-      first_ == last_ ? fmt::format("step {}", first_) : fmt::format("steps {}..{}", first_, last_);
+  for (const auto& e : result->events()) {
+    const bool gpu = e.deviceType() != c10::DeviceType::CPU;
+    if (gpu && !gpu_work(e)) continue;
+    events.push_back({e.name(), gpu, duration_us(e)});
+  }
+  auto steps = from_ == last_done ? fmt::format("step {}", from_)
+                                  : fmt::format("steps {}..{}", from_, last_done);
+  if (last_done < last_) steps += fmt::format(" (the run ended before step {})", last_);
   auto summary =
       profile_summary(events, fmt::format("profile of {} on rank {}", steps, rank_), wall_ms);
   // A profile that cannot be written is reported, not fatal: the run goes on.

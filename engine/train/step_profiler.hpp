@@ -34,18 +34,23 @@ class step_profiler {
   step_profiler(const step_profiler&) = delete;
   step_profiler& operator=(const step_profiler&) = delete;
 
-  // Before step `number` runs: starts at the first.
+  // Before step `number` runs: starts at the first step of the range the run reaches (a run
+  // resumed inside the range profiles the rest of it).
   void before_step(int number);
   // After step `number` ran: at the last, stops, writes the files and returns what to log (the
   // summary and where the files are); empty at every other step.
   std::string after_step(int number);
+  // When the run ends inside the range (train.steps reached, or stopped by a signal) after
+  // step `last_done`: the same for the steps profiled so far; empty when none were.
+  std::string finish(int last_done);
 
  private:
   int first_, last_;
   std::filesystem::path folder_;
   int rank_;
   bool cuda_;
-  bool running_ = false;
+  bool running_ = false, done_ = false;
+  int from_ = 0;  // the first step profiled
   std::chrono::steady_clock::time_point started_;
 };
 

@@ -111,6 +111,9 @@ TEST_CASE("the parallel, model and train sections are validated with the fix", "
              Catch::Contains("train.profile_step_end = 4 with train.profile_step_start = 0"));
   CHECK_NOTHROW(muster::load_job_config(
       "", std::vector<std::string>{"train.profile_step_start=2", "train.profile_step_end=2"}));
+  CHECK_THAT(load_error("", {"train.steps=10", "train.profile_step_start=11"}),
+             Catch::Contains("train.profile_step_start = 11 is past the run's last step "
+                             "(train.steps = 10)"));
   CHECK_THAT(load_error("[model]\nconfig_json = \"nosuch.json\"\n"),
              Catch::Matches(".*job.toml:2:15: model.config_json: .*/nosuch.json: cannot read the "
                             "Hugging Face config.*"));

@@ -86,3 +86,33 @@ TEST_CASE("a profile that cannot be written is reported, and the run goes on", "
   CHECK_THAT(said, Catch::Contains("profile not written: cannot write " +
                                    (dir.path() / "file" / "profile" / "rank-0.txt").string()));
 }
+
+TEST_CASE("a run resumed inside the range, or ended before its last step, profiles what it ran",
+          "[profiler]") {
+  muster::test::temp_dir dir;
+  auto a = torch::randn({32, 32});
+  {  // resumed at step 3 of a 2..4 range: steps 3 and 4
+    step_profiler profile(2, 4, dir.path() / "resumed", 0, false);
+    std::string said;
+    for (int step = 3; step <= 5; ++step) {
+      profile.before_step(step);
+      auto b = a.mm(a);
+      if (auto s = profile.after_step(step); !s.empty()) said = s;
+    }
+    CHECK(profile.finish(5).empty());  // already written
+    CHECK_THAT(said, Catch::StartsWith("profile of steps 3..4 on rank 0: "));
+  }
+  {  // a 2..6 range in a run of 3 steps: steps 2 and 3, said so
+    step_profiler profile(2, 6, dir.path() / "short", 1, false);
+    for (int step = 1; step <= 3; ++step) {
+      profile.before_step(step);
+      auto b = a.mm(a);
+      CHECK(profile.after_step(step).empty());
+    }
+    const auto said = profile.finish(3);
+    CHECK_THAT(
+        said, Catch::StartsWith("profile of steps 2..3 (the run ended before step 6) on rank 1: "));
+    CHECK(muster::test::profiled_calls(said, "aten::mm") == 2);
+    CHECK(std::filesystem::exists(dir.path() / "short" / "rank-1.txt"));
+  }
+}

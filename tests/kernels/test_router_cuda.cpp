@@ -35,6 +35,7 @@ TEST_CASE("the router's CUDA kernels match the CPU reference", "[kernels][router
                                                                     {1000, 64, 8},
                                                                     {4097, 128, 8},
                                                                     {65536, 256, 8},
+                                                                    {301, 384, 8},
                                                                     {17, 1024, 32}}) {
         router_shape s;
         s.num_tokens = tokens;
