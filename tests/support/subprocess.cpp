@@ -4,15 +4,19 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pty.h>
-#include <termios.h>
 #include <spawn.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
-#include <csignal>
 #include <cerrno>
+#include <chrono>
+#include <csignal>
 #include <cstring>
+#include <fstream>
 #include <stdexcept>
+#include <string>
+#include <thread>
 #include <utility>
 
 extern char** environ;
@@ -99,6 +103,18 @@ pid_t spawn_with(const std::vector<std::string>& argv, const env_change& change,
   return pid;
 }
 
+// posix_spawn returns once the child has begun its exec, a moment before the kernel sets up the
+// new program's environment block: until then /proc/<pid>/environ reads empty. Tests that look
+// at a child's environment from outside (as musterd's preflight does) wait for it here.
+void wait_for_environment(pid_t pid) {
+  const std::string file = "/proc/" + std::to_string(pid) + "/environ";
+  for (int i = 0; i < 1000; ++i) {
+    std::ifstream in(file, std::ios::binary);
+    if (!in || in.peek() != std::ifstream::traits_type::eof()) return;  // gone, or set up
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
 }  // namespace
 
 process_result wait_process(pid_t pid) {
@@ -117,6 +133,7 @@ child_process spawn_process(const std::vector<std::string>& argv, const env_chan
   child_process child;
   child.pid = spawn_with(argv, env, -1, out.write_end.get(), -1);
   child.out_fd = out.read_end.release();
+  wait_for_environment(child.pid);
   return child;
 }
 
@@ -173,8 +190,10 @@ process_result run_collecting(const std::vector<std::string>& argv, const env_ch
     for (int i = 0; i < 2; ++i) {
       if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       ssize_t n = read(fds[i].fd, buf, sizeof buf);
-      if (n > 0) texts[i].append(buf, static_cast<size_t>(n));
-      else if (n == 0 || errno != EINTR) outputs[i]->reset();  // a terminal says EIO at the end
+      if (n > 0)
+        texts[i].append(buf, static_cast<size_t>(n));
+      else if (n == 0 || errno != EINTR)
+        outputs[i]->reset();  // a terminal says EIO at the end
     }
     if (fds[2].fd >= 0 && (fds[2].revents & (POLLOUT | POLLERR | POLLHUP))) {
       ssize_t n = write(fds[2].fd, input.data() + written, input.size() - written);

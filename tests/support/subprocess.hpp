@@ -41,7 +41,8 @@ struct child_process {
   int out_fd = -1;
 };
 
-// Starts argv with stdout on a pipe (stderr inherited). Throws when it cannot be started.
+// Starts argv with stdout on a pipe (stderr inherited), and returns once the program's
+// environment shows in /proc/<pid>/environ (or it has ended). Throws when it cannot be started.
 child_process spawn_process(const std::vector<std::string>& argv, const env_change& env = {});
 
 // Waits for pid and fills exit_code/signal of a result.
