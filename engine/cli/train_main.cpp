@@ -222,11 +222,12 @@ int run(engine::train::trainer& trainer, const job_config& config) {
   logger->info("held by this rank ({}): params {} B | grads {} B | optimizer {} B",
                config.parallel.sharding, held.params, held.grads, held.optimizer);
   // Checkpoints: resume from checkpoint.load, or the newest under the checkpoint directory.
-  const std::filesystem::path root =
-      !config.checkpoint.dir.empty() ? std::filesystem::path(config.checkpoint.dir)
-      : !env("MUSTER_RUN_DIR").empty()
-          ? std::filesystem::path(env("MUSTER_RUN_DIR")) / "checkpoints"
-          : std::filesystem::path("checkpoints");
+  // The launcher's run directory, or the working directory when run by hand.
+  const auto run_dir = env("MUSTER_RUN_DIR").empty() ? std::filesystem::path(".")
+                                                     : std::filesystem::path(env("MUSTER_RUN_DIR"));
+  const std::filesystem::path root = !config.checkpoint.dir.empty()
+                                         ? std::filesystem::path(config.checkpoint.dir)
+                                         : run_dir / "checkpoints";
   const auto from = !config.checkpoint.load.empty()
                         ? std::optional<std::filesystem::path>(config.checkpoint.load)
                         : engine::checkpoint::newest_checkpoint(root);
@@ -247,17 +248,17 @@ int run(engine::train::trainer& trainer, const job_config& config) {
   const auto heartbeat = env("MUSTER_HEARTBEAT_FILE");
   std::ofstream steps;
   if (!env("MUSTER_STEPS_FILE").empty()) steps.open(env("MUSTER_STEPS_FILE"), std::ios::app);
-  const auto run_dir = env("MUSTER_RUN_DIR").empty() ? std::filesystem::path(".")
-                                                     : std::filesystem::path(env("MUSTER_RUN_DIR"));
   engine::train::step_profiler profile(
       config.train.profile_step_start, config.train.profile_step_end, run_dir / "profile",
       env("RANK").empty() ? 0 : std::stoi(env("RANK")), trainer.device().is_cuda());
+  auto log_profile = [&](const std::string& profiled) {
+    if (!profiled.empty()) logger->info("{}", profiled);
+  };
   while (trainer.next_step() < config.train.steps) {
     if (g_stop_signal.load() != 0) trainer.request_stop();
     profile.before_step(trainer.next_step() + 1);
     const auto r = trainer.step();
-    if (const auto profiled = profile.after_step(r.step + 1); !profiled.empty())
-      logger->info("{}", profiled);
+    log_profile(profile.after_step(r.step + 1));
     const auto report_start = std::chrono::steady_clock::now();
     beat(heartbeat, r, config.train.steps);
     record(steps, r);
@@ -273,8 +274,7 @@ int run(engine::train::trainer& trainer, const job_config& config) {
     const int interval = config.checkpoint.interval;
     if (r.stop) {
       // Asked to stop (Slurm's pre-timeout SIGUSR1, or SIGTERM): save, then end as signalled.
-      if (const auto profiled = profile.finish(r.step + 1); !profiled.empty())
-        logger->info("{}", profiled);
+      log_profile(profile.finish(r.step + 1));
       save();
       const int signal = g_stop_signal.load() != 0 ? g_stop_signal.load() : SIGTERM;
       logger->info("stopping after step {} ({})", r.step + 1, strsignal(signal));
@@ -284,8 +284,7 @@ int run(engine::train::trainer& trainer, const job_config& config) {
         (trainer.next_step() % interval == 0 || trainer.next_step() == config.train.steps))
       save();
   }
-  if (const auto profiled = profile.finish(trainer.next_step()); !profiled.empty())
-    logger->info("{}", profiled);
+  log_profile(profile.finish(trainer.next_step()));
   logger->info("gathered at once: at most {} B of parameters and whole gradients",
                trainer.peak_transient_bytes());
   if (reported > 0)
