@@ -1,13 +1,14 @@
-# Version and git commit, baked into common/version.hpp at configure time.
-set(MUSTER_GIT_COMMIT "unknown")
-find_package(Git QUIET)
-if(GIT_FOUND AND EXISTS ${CMAKE_SOURCE_DIR}/.git)
-  execute_process(COMMAND ${GIT_EXECUTABLE} rev-parse --short=12 HEAD
-    WORKING_DIRECTORY ${CMAKE_SOURCE_DIR} OUTPUT_VARIABLE _commit
-    OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE _rc)
-  if(_rc EQUAL 0 AND _commit)
-    set(MUSTER_GIT_COMMIT ${_commit})
-  endif()
-endif()
-configure_file(${CMAKE_SOURCE_DIR}/common/version.hpp.in
-  ${CMAKE_BINARY_DIR}/generated/muster/version.hpp @ONLY)
+# Version and git commit, written to generated/muster/version.hpp. The commit is read again at
+# every build (the muster_version target), so `--version` names the commit a binary was built
+# from, not the one CMake last configured at; the header changes only when the commit does.
+set(MUSTER_VERSION_HEADER ${CMAKE_BINARY_DIR}/generated/muster/version.hpp)
+add_custom_target(muster_version
+  COMMAND ${CMAKE_COMMAND} -DSOURCE_DIR=${CMAKE_SOURCE_DIR} -DVERSION=${PROJECT_VERSION}
+          -DOUTPUT=${MUSTER_VERSION_HEADER} -P ${CMAKE_SOURCE_DIR}/cmake/muster_version_stamp.cmake
+  BYPRODUCTS ${MUSTER_VERSION_HEADER}
+  COMMENT "muster: version header"
+  VERBATIM)
+# configure time too, so that the header exists before the first build
+execute_process(COMMAND ${CMAKE_COMMAND} -DSOURCE_DIR=${CMAKE_SOURCE_DIR}
+  -DVERSION=${PROJECT_VERSION} -DOUTPUT=${MUSTER_VERSION_HEADER}
+  -P ${CMAKE_SOURCE_DIR}/cmake/muster_version_stamp.cmake)

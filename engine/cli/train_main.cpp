@@ -38,6 +38,7 @@
 #include "engine/train/device_choice.hpp"
 #include "engine/train/step_profiler.hpp"
 #include "engine/train/trainer.hpp"
+#include "muster/version.hpp"
 
 namespace {
 
@@ -177,11 +178,33 @@ engine::comm::world_options world_options_of(const job_config& config) {
   return o;
 }
 
+constexpr const char* kUsage =
+    "usage: muster-train [JOB.toml] [key=value ...]\n"
+    "\n"
+    "muster's built-in engine: trains the job's MoE transformer (FSDP-style sharding, expert\n"
+    "parallelism) as one rank of `muster run` or `muster launch`, which start it with RANK,\n"
+    "WORLD_SIZE, MASTER_ADDR/PORT and MUSTER_RUN_DIR set. Run by hand it is one rank alone.\n"
+    "  JOB.toml      the job file (default: $MUSTER_RUN_DIR/job.toml, written by the launcher)\n"
+    "  key=value     a job-file override, e.g. train.steps=20 train.device=cuda\n"
+    "  -h, --help    this text; --version: the version\n"
+    "Each step it logs a line (loss, tokens/s, MFU) and writes $MUSTER_HEARTBEAT_FILE and\n"
+    "$MUSTER_STEPS_FILE for the launcher; SIGUSR1 or SIGTERM saves a checkpoint and stops.\n"
+    "exit codes: 0 done, 1 a failure, 2 bad input (job file, override), 128+N stopped by signal N\n"
+    "example: muster run etc/examples/tiny-moe.toml\n";
+
 int train(int argc, char** argv) {
   std::filesystem::path job_file;
   std::vector<std::string> overrides;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
+    if (a == "-h" || a == "--help") {
+      fmt::print("{}", kUsage);
+      return 0;
+    }
+    if (a == "--version") {
+      fmt::print("muster-train {} (git {})\n", muster::kVersion, muster::kGitCommit);
+      return 0;
+    }
     if (a.find('=') != std::string::npos)
       overrides.push_back(a);
     else

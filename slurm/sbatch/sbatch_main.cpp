@@ -163,7 +163,7 @@ int main(int argc, char** argv) {
       return kExitOk;
     }
     if (word == "--version") {
-      fmt::print("muster-sbatch {} ({})\n", muster::kVersion, muster::kGitCommit);
+      fmt::print("muster-sbatch {} (git {})\n", muster::kVersion, muster::kGitCommit);
       return kExitOk;
     }
   }
