@@ -5,12 +5,14 @@
 #   make test-asan  deps + the non-LibTorch parts and their tests under ASan+UBSan (build-asan/)
 #   make demo       deps + build + the embedded demo
 #   make bench      deps + build + the benchmarks under bench/
+#   make package    deps + build + the Debian packages (build/packages/*.deb)
+#   make test-package  the packages installed on this machine, checked and purged (root)
 BUILD      ?= build
 BUILD_ASAN ?= build-asan
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 
-.PHONY: deps build test test-asan demo bench
+.PHONY: deps build test test-asan demo bench package test-package
 
 deps:
 	@packaging/install-deps.sh
@@ -33,3 +35,9 @@ demo: build
 
 bench: build
 	@bench/run.sh $(BUILD)
+
+package: build
+	cmake --build $(BUILD) --target package
+
+test-package: package
+	packaging/test-install.sh $(BUILD)/packages

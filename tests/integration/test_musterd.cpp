@@ -300,7 +300,8 @@ TEST_CASE("etc/systemd/musterd.service passes systemd-analyze verify", "[musterd
   CHECK_THAT(unit, !Catch::Contains("\nPrivateDevices="));  // it must see /dev/nvidia*
   muster::test::temp_dir dir("musterd");
   muster::test::write_file(dir / "musterd.service", unit);
-  // --man=no: the man page comes with the packages (issue 10)
+  // --man=no: the man page is installed by the musterd package (packaging/test-install.sh
+  // verifies the installed unit with it)
   const auto verify = muster::test::run_process(
       {"/usr/bin/systemd-analyze", "verify", "--man=no", (dir / "musterd.service").string()});
   INFO(verify.err);
