@@ -9,6 +9,7 @@
 #include "common/hf_config.hpp"
 
 #include "common/config_load.hpp"
+#include "common/config_reference.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "common/run_dir.hpp"
@@ -483,6 +484,11 @@ loaded_job_config load_job_config(const std::filesystem::path& file,
 std::string to_toml(const job_config& config, bool with_docs) {
   job_config copy = config;  // bind_fields needs a mutable object; the output is the same
   return config::to_toml(config::bind_fields(copy, job_config_schema()), with_docs);
+}
+
+std::string job_config_reference() {
+  job_config defaults;
+  return config::to_markdown_reference(config::bind_fields(defaults, job_config_schema()));
 }
 
 }  // namespace muster

@@ -180,4 +180,8 @@ void validate(const job_config& config, const config::sources& where);
 // The resolved config as TOML (what a run directory records).
 std::string to_toml(const job_config& config, bool with_docs);
 
+// Every key with its type, default and doc, as Markdown tables (`muster config --reference`,
+// docs/job-file.md).
+std::string job_config_reference();
+
 }  // namespace muster
