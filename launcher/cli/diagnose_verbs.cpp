@@ -143,12 +143,22 @@ int run_diagnose(const diagnose_options& o) {
     for (const auto word : diagnoser::keywords()) fmt::print("{}\n", word);
     return kExitOk;
   }
-  MUSTER_CHECK(!o.run.empty() || !o.logs.empty(), errc::invalid_input,
-               "diagnose: nothing to read; give a run (id, directory or Slurm job id), or "
-               "--log FILE");
+  fs::path run_dir;
+  if (!o.run.empty()) {
+    run_dir = launcher::status::find_run(o.run, o.runs_dir);
+  } else if (o.logs.empty()) {
+    // neither a run nor a log: the newest run, as after `muster run` failed a moment ago
+    const auto runs = launcher::status::list_runs(o.runs_dir);
+    MUSTER_CHECK(!runs.empty(), errc::invalid_input,
+                 "diagnose: no runs under {}; give a run (id, directory or Slurm job id), "
+                 "--runs-dir where the runs are (launch.runs_dir), or --log FILE",
+                 o.runs_dir);
+    run_dir = runs.front().dir;
+    fmt::print(stderr, "diagnosing the newest run under {}: {}\n", o.runs_dir,
+               runs.front().run.run_id);
+  }
   const auto d =
-      diagnose_run(o.run.empty() ? fs::path() : launcher::status::find_run(o.run, o.runs_dir),
-                   std::vector<fs::path>(o.logs.begin(), o.logs.end()), o.world_size);
+      diagnose_run(run_dir, std::vector<fs::path>(o.logs.begin(), o.logs.end()), o.world_size);
   const auto& result = d.result;
   const auto& analysis = d.analysis;
   if (o.json) {
@@ -169,7 +179,7 @@ void add_diagnose_verbs(CLI::App& app, verb_action& run) {
       "diagnose", "what failed first, why, on which ranks, and what to change (exit 1: found)");
   cmd->add_option("run", o->run,
                   "a run id (or its start), a run directory or a Slurm job id: its store and "
-                  "its ranks' logs are read");
+                  "its ranks' logs are read (default: the newest run, unless --log is given)");
   cmd->add_option("--runs-dir", o->runs_dir, "where the runs are (launch.runs_dir)")
       ->capture_default_str();
   cmd->add_option("--log", o->logs, "another log: slurm-%j.out, torchrun, Megatron, Ray, dmesg")

@@ -147,7 +147,13 @@ struct env_options {
   bool json = false;
 };
 
-int print_env(const json& r) {
+int print_env(const json& r, int gpus) {
+  if (r.at("set").empty() && r.at("unset").empty() && r.at("settings").empty() &&
+      r.at("errors").empty())
+    fmt::print(
+        "nothing to set or unset: a step with {} GPUs here keeps its environment as it "
+        "is{}\n",
+        gpus, gpus == 0 ? " (give --gpus 8 and a job file to see a GPU step's)" : "");
   for (const auto& d : r.at("set"))
     fmt::print("set      {}={}\n         {}: {}\n", d.at("variable").get<std::string>(),
                d.at("value").get<std::string>(), d.at("rule").get<std::string>(),
@@ -183,7 +189,7 @@ int node_env(const env_options& o) {
     fmt::print("{}\n", r->dump(2));
     return r->at("errors").empty() ? kExitOk : kExitUsage;
   }
-  return print_reply("env", *r, print_env);
+  return print_reply("env", *r, [gpus](const json& reply) { return print_env(reply, gpus); });
 }
 
 struct preflight_options {

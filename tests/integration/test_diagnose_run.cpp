@@ -74,7 +74,17 @@ TEST_CASE("muster diagnose says so when a run has no failure, and reads extra lo
   const auto bad = muster::test::run_process({kMuster, "diagnose", "--log", "/nonexistent.log"});
   CHECK(bad.exit_code == 2);
   CHECK_THAT(bad.err, Catch::Contains("/nonexistent.log"));
-  CHECK(muster::test::run_process({kMuster, "diagnose"}).exit_code == 2);
+  // no run named: the newest of --runs-dir, said on stderr; none there: exit 2, naming it
+  const auto newest =
+      muster::test::run_process({kMuster, "diagnose", "--runs-dir", runs.path().string()});
+  CHECK(newest.exit_code == 0);
+  CHECK_THAT(newest.out, Catch::StartsWith("no failure found in "));
+  CHECK_THAT(newest.err, Catch::Contains("diagnosing the newest run under " + runs.path().string() +
+                                         ": " + dir.filename().string()));
+  const auto none = muster::test::run_process(
+      {kMuster, "diagnose", "--runs-dir", (runs / "nothing-here").string()});
+  CHECK(none.exit_code == 2);
+  CHECK_THAT(none.err, Catch::Contains("no runs under " + (runs / "nothing-here").string()));
 }
 
 TEST_CASE("muster diagnose finds the hung rank of a launched run, by run id, with its steps",

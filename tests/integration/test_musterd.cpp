@@ -385,6 +385,12 @@ TEST_CASE("muster node status, env and preflight show what musterd says, and say
   CHECK_THAT(tp2.out, Catch::Contains("set      CUDA_DEVICE_MAX_CONNECTIONS=1\n"
                                       "         cuda-max-connections-tp-cp: "));
   CHECK_THAT(tp2.out, Catch::Contains("set      NCCL_NVLS_ENABLE=0"));  // the site's policy
+  // a step without GPUs gets nothing, and is told so rather than shown an empty page
+  const auto cpu = muster::test::run_process({muster, "node", "env", "--gpus", "0"}, env);
+  CHECK(cpu.exit_code == 0);
+  CHECK(cpu.out ==
+        "nothing to set or unset: a step with 0 GPUs here keeps its environment as "
+        "it is (give --gpus 8 and a job file to see a GPU step's)\n");
   env.set["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True";
   const auto refused = muster::test::run_process(
       {muster, "node", "env", "comm.nccl_ub=true", "--gpus", "2", "--json"}, env);
