@@ -249,7 +249,8 @@ void flight_recorder(policy_run& p) {
                 "a failed or timed-out collective ends the process (after the dump) instead of "
                 "hanging it");
   p.set_default(rule, "TORCH_NCCL_DUMP_ON_TIMEOUT", "1",
-                "a timed-out collective leaves a flight-recorder dump for muster diagnose");
+                "a timed-out collective leaves a flight-recorder dump (each rank's last "
+                "collectives) to read afterwards");
   p.set_default(rule, "TORCH_NCCL_TRACE_BUFFER_SIZE", std::to_string(p.in.site.trace_buffer),
                 "the last collectives of each rank kept for the dump");
   if (!p.in.dump_dir.empty())

@@ -6,6 +6,7 @@
 
 #include "common/byte_size.hpp"
 #include "common/worker_error.hpp"
+#include "launcher/diagnose/categories.hpp"
 #include "launcher/diagnose/explain.hpp"
 #include "launcher/diagnose/line_time.hpp"
 
@@ -261,6 +262,8 @@ diagnosis diagnoser::finish() const {
         std::find_if(d.findings.begin(), d.findings.end(), [](const finding& f) { return f.root; });
     std::rotate(d.findings.begin(), root, root + 1);
   }
+  // every category is listed (categories.hpp): a new one cannot be added without its meaning
+  for (const auto& f : d.findings) check_finding_category(f.category);
   explain_context context{world_size_, {}, {}};
   for (const auto& f : d.findings) {
     context.categories.insert(f.category);
