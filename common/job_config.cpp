@@ -33,6 +33,10 @@ const field<job_config> kSchema[] = {
     FIELD(launch.tee, "launch.tee",
           "which ranks' output the console shows, each line prefixed [rank N]: rank0, all or "
           "none (every rank's output is always in <run_dir>/logs/rank-N.log)"),
+    FIELD(launch.gpu_binding, "launch.gpu_binding",
+          "which GPUs a rank sees: node (every GPU of the node, as torchrun; a program picks "
+          "cuda:LOCAL_RANK) or rank (only its own, CUDA_VISIBLE_DEVICES=<its GPU>: it is cuda:0, "
+          "and no rank can touch another's GPU)"),
     FIELD(launch.timeout_hang, "launch.timeout_hang",
           "seconds a rank may go without touching its heartbeat file (MUSTER_HEARTBEAT_FILE) "
           "before it is called hung and the job fails; ranks that never touch it are not "
@@ -79,8 +83,8 @@ const field<job_config> kSchema[] = {
     FIELD(parallel.sequence_parallel, "parallel.sequence_parallel",
           "sequence parallelism: shard the activations outside attention and MLP over TP"),
     FIELD(parallel.order, "parallel.order",
-          "rank order of the parallel dimensions, fastest-varying first (Megatron's "
-          "--order: tp-cp-ep-dp-pp or tp-cp-pp-ep-dp ...)"),
+          "rank order of the parallel dimensions, fastest-varying first (Megatron-Core's "
+          "order: tp-cp-ep-dp-pp or tp-cp-pp-ep-dp ...)"),
     FIELD(parallel.sharding, "parallel.sharding",
           "data-parallel sharding: no_shard, optim (ZeRO-1), optim_grads (ZeRO-2) or "
           "optim_grads_params (ZeRO-3 / FSDP)"),
@@ -233,8 +237,9 @@ void check_choice(const std::string& value, std::initializer_list<std::string_vi
                config::place_of(where, key), key, value, fmt::join(choices, ", "));
 }
 
-// Megatron's --order: names of tp, cp, ep, dp and pp joined by '-', each at most once, in any
-// case. A name left out must have size 1 (the planner checks that against the layout).
+// Megatron-Core's order (initialize_model_parallel's order=): names of tp, cp, ep, dp and pp joined
+// by '-', each at most once, in any case. A name left out must have size 1 (the planner checks that
+// against the layout).
 void check_order(const std::string& order, const config::sources& where) {
   static const std::vector<std::string> kNames = {"tp", "cp", "ep", "dp", "pp"};
   std::vector<std::string> seen;
@@ -442,6 +447,7 @@ void validate(const job_config& c, const config::sources& where) {
                "pick a free one",
                place_of(where, "launch.master_port"), c.launch.master_port);
   check_choice(c.launch.tee, {"rank0", "all", "none"}, where, "launch.tee");
+  check_choice(c.launch.gpu_binding, {"node", "rank"}, where, "launch.gpu_binding");
   MUSTER_CHECK(!c.launch.runs_dir.empty(), errc::config,
                "{}: launch.runs_dir is empty; name a directory, e.g. launch.runs_dir = "
                "\"./muster-runs\"",

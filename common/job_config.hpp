@@ -24,6 +24,7 @@ struct launch_section {
   std::string runs_dir = "./muster-runs";  // where run directories are created
   int kill_grace = 30;                     // seconds from SIGTERM to SIGKILL (Slurm's KillWait)
   std::string tee = "rank0";               // console shows: rank0, all or none of the ranks
+  std::string gpu_binding = "node";        // node: every rank sees the node's GPUs; rank: its own
   int timeout_hang = 600;                  // seconds without a heartbeat before a rank is hung
   bool hang_dump = true;                   // SIGABRT a hung rank (core/stack dump), else SIGTERM
   int max_restarts = 0;                    // restarts of the ranks (all nodes) after a failure

@@ -145,7 +145,8 @@ node_run_result run_node(const node_run_plan& plan, const store::run_paths& path
       who.error_file = std::filesystem::absolute(paths.rank_error_file(rank));
       who.heartbeat_file = std::filesystem::absolute(paths.rank_heartbeat_file(rank));
       who.steps_file = std::filesystem::absolute(paths.rank_steps_file(rank));
-      who.gpu = gpus[index];
+      // launch.gpu_binding = "node": the node's GPUs as they are, picked by LOCAL_RANK
+      if (config.launch.gpu_binding == "rank") who.gpu = gpus[index];
       // CPU shares only with GPUs, where a rank's CPUs should sit beside its GPU.
       specs.push_back({rank, plan.argv, worker_env(base_env, who),
                        has_gpus ? cpus[index] : std::vector<int>{}});

@@ -123,7 +123,11 @@ meeting meet(const job_config& config, const slurm_step& step, int member,
   auto found = rdzv::find_store(identity, address, address_file, deadline, stop_signal_pending,
                                 m.pmix.get());
   MUSTER_CHECK(!stop_signal_pending(), errc::io,
-               "stopped by a signal while looking for node 0's rendezvous store");
+               "stopped by a signal while looking for node 0's rendezvous store at {} (not "
+               "found yet): when node 0 gave up waiting for this node, check that {} resolves "
+               "and is reachable from {}, or set launch.master_addr to an address of node 0 "
+               "that is",
+               address, address, step.this_node().value_or("this node"));
   if (!found.client) {
     auto ports = rdzv::derived_ports(identity.job_id, identity.step_id);
     MUSTER_THROW(errc::environment,
@@ -183,8 +187,9 @@ meeting meet(const job_config& config, const slurm_step& step, int member,
   who.restart_count = step.restart_count;
   who.max_restarts = 0;
   who.cpus_on_node = step.cpus_on_node.value_or(1);
-  // Slurm may show each task only its own GPU: leave that as it is.
-  if (step.visible_devices && step.visible_devices->size() > 1)
+  // Slurm may show each task only its own GPU: leave that as it is; so does gpu_binding = node
+  if (config.launch.gpu_binding == "rank" && step.visible_devices &&
+      step.visible_devices->size() > 1)
     who.gpu =
         assign_gpus(local_world, step.visible_devices, 0)[static_cast<std::size_t>(step.local_id)];
   apply_gpu_policy(policy, env);

@@ -213,7 +213,7 @@ void setup(finding& f) {
           ranks);
       f.fixes = {
           "remove expandable_segments:True from PYTORCH_CUDA_ALLOC_CONF, or set "
-          "comm.nccl_ub = false (Megatron --nccl-ub off)",
+          "comm.nccl_ub = false (Megatron: drop --use-nccl-ub)",
           "PyTorch 2.11 and later support both together"};
     }
   } else if (f.category == "checkpoint_mismatch") {

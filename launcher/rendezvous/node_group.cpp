@@ -24,16 +24,15 @@ std::string round_key(int round, const std::string& rest) {
 }
 
 std::string to_json(const group_failure& f) {
-  return nlohmann::json{{"node", f.node},          {"host", f.host},
-                        {"rank", f.rank},          {"exit_code", f.exit_code},
-                        {"what", f.what},          {"no_restart", f.no_restart}}
+  return nlohmann::json{{"node", f.node},           {"host", f.host}, {"rank", f.rank},
+                        {"exit_code", f.exit_code}, {"what", f.what}, {"no_restart", f.no_restart}}
       .dump();
 }
 
 group_failure from_json(const std::string& text) {
   auto j = nlohmann::json::parse(text);
-  return {j.at("node").get<int>(),      j.at("host").get<std::string>(),
-          j.at("rank").get<int>(),      j.at("exit_code").get<int>(),
+  return {j.at("node").get<int>(),         j.at("host").get<std::string>(),
+          j.at("rank").get<int>(),         j.at("exit_code").get<int>(),
           j.at("what").get<std::string>(), j.at("no_restart").get<bool>()};
 }
 
@@ -75,16 +74,19 @@ void node_group::wait_all(const std::vector<std::string>& keys, milliseconds tim
     } catch (const error& e) {
       if (e.category() != errc::environment) throw;  // the store is gone
     }
-    MUSTER_CHECK(!(stop && stop()), errc::io, "rendezvous: stopped by a signal while waiting for "
-                 "{}", what);
+    MUSTER_CHECK(!(stop && stop()), errc::io,
+                 "rendezvous: stopped by a signal while waiting for "
+                 "{}",
+                 what);
     if (clock::now() < deadline) continue;
     int arrived = 0;
     for (const auto& k : keys) arrived += store_->check({k}) ? 1 : 0;
     MUSTER_THROW(errc::environment,
                  "rendezvous: {} of {} nodes reached {} within {} s. Arrived: {}. Missing: {}. "
                  "Check that srun started `muster launch` on every node of the step (srun "
-                 "--ntasks-per-node=1), that the missing nodes can reach {} (node 0), and their "
-                 "logs; or raise launch.timeout_rendezvous",
+                 "--ntasks-per-node=1), that the missing nodes can resolve and reach {} (node "
+                 "0; else set launch.master_addr to an address of node 0 they can reach), and "
+                 "their logs; or raise launch.timeout_rendezvous",
                  arrived, keys.size(), what, (timeout.count() + 999) / 1000, list_nodes(keys, true),
                  list_nodes(keys, false), hosts_.front());
   }
@@ -92,9 +94,9 @@ void node_group::wait_all(const std::vector<std::string>& keys, milliseconds tim
 
 std::vector<node_facts> node_group::join(const node_facts& me, milliseconds timeout,
                                          const std::function<bool()>& stop) {
-  store_->set(fmt::format("node/{}", node_),
-              nlohmann::json{{"host", me.host}, {"local_ranks", me.local_ranks}, {"pid", me.pid}}
-                  .dump());
+  store_->set(
+      fmt::format("node/{}", node_),
+      nlohmann::json{{"host", me.host}, {"local_ranks", me.local_ranks}, {"pid", me.pid}}.dump());
   auto keys = node_keys("node");
   wait_all(keys, timeout, stop, "the rendezvous");
   std::vector<node_facts> all;
@@ -161,7 +163,9 @@ void node_group::leave(bool host, milliseconds timeout) {
   }
 }
 
-void node_group::ask_requeue(const std::string& why) { store_->compare_set("requeue", "", why); }
+void node_group::ask_requeue(const std::string& why) {
+  store_->compare_set("requeue", "", why);
+}
 
 std::optional<std::string> node_group::requeue_asked() {
   if (!store_->check({"requeue"})) return std::nullopt;

@@ -366,6 +366,34 @@ TEST_CASE("launch.max_restarts restarts the ranks in the same run, counting", "[
   CHECK(reader.run()->state == muster::store::run_state::failed);
 }
 
+TEST_CASE("launch.gpu_binding: every rank sees the node's GPUs, as torchrun, or only its own",
+          "[local_run]") {
+  muster::test::temp_dir runs;
+  muster::test::env_change gpus;  // the GPUs this launcher may use, as Slurm would set them
+  gpus.set["CUDA_VISIBLE_DEVICES"] = "4,5";
+  auto visible = [&](const std::string& binding, int rank) {
+    const auto where = runs / binding;
+    const auto r = muster::test::run_process(
+        {kMuster, "run", "launch.runs_dir=" + where.string(), "launch.nproc=2",
+         "launch.gpu_binding=" + binding, "--", "/usr/bin/env"},
+        gpus);
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    const auto log = muster::test::read_file(muster::test::only_run_dir(where) / "logs" /
+                                             ("rank-" + std::to_string(rank) + ".log"));
+    const auto at = log.find("\nCUDA_VISIBLE_DEVICES=");
+    REQUIRE(at != std::string::npos);
+    return log.substr(at + 22, log.find('\n', at + 1) - at - 22);
+  };
+  CHECK(visible("node", 1) == "4,5");  // the default: cuda:LOCAL_RANK works
+  CHECK(visible("rank", 1) == "5");
+  const auto bad =
+      muster::test::run_process({kMuster, "run", "launch.runs_dir=" + (runs / "bad").string(),
+                                 "launch.gpu_binding=gpu", "--", "/usr/bin/env"});
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.err, Catch::Contains("launch.gpu_binding"));
+}
+
 TEST_CASE("the GPU policy sets the workers' environment and records why", "[local_run]") {
   muster::test::temp_dir runs;
   auto r = muster::test::run_process({kMuster, "run", "launch.runs_dir=" + runs.path().string(),
