@@ -46,7 +46,13 @@ for p in "${packages[@]}"; do
 done
 
 step "apt-get install ${debs[*]##*/}"
-"${apt[@]}" install "${debs[@]}"
+install_log=$(mktemp)
+"${apt[@]}" install "${debs[@]}" 2>&1 | tee "$install_log"
+if [[ ! -d /run/systemd/system ]]; then  # postinst says that nothing started musterd
+  grep -q "systemd is not running here, so nothing started musterd" "$install_log" ||
+    fail "without systemd, musterd's postinst did not say that nothing started musterd"
+fi
+rm -f "$install_log"
 
 step "every documented path is installed"
 for path in "${documented[@]}"; do

@@ -133,11 +133,31 @@ std::vector<run_entry> list_runs(const fs::path& runs_dir) {
   return runs;
 }
 
+// A run directory whose launchers stopped before any rank started (a failed rendezvous) has
+// a job.toml, logs and slurm.out but no run store: say so, and what to read instead.
+[[noreturn]] void throw_storeless(const std::string& what, const fs::path& dir) {
+  const auto slurm_out = dir / "slurm.out";
+  std::error_code ec;
+  MUSTER_THROW(errc::invalid_input,
+               "{}: the run directory {} holds no run store (node-*.db): its launchers stopped "
+               "before any rank started; read {}{}",
+               what, dir.string(), (dir / "logs").string(),
+               fs::exists(slurm_out, ec) ? fmt::format(" and {} (muster diagnose --log {})",
+                                                       slurm_out.string(), slurm_out.string())
+                                         : "");
+}
+
 fs::path find_run(const std::string& what, const fs::path& runs_dir) {
   std::error_code ec;
-  if (fs::is_directory(what, ec) && has_node_files(what)) return fs::absolute(what);
+  if (fs::is_directory(what, ec)) {
+    if (has_node_files(what)) return fs::absolute(what);
+    if (what.find('/') != std::string::npos) throw_storeless(what, what);
+  }
   if (what.find('/') == std::string::npos && !what.empty()) {
-    if (fs::is_directory(runs_dir / what, ec)) return runs_dir / what;
+    if (fs::is_directory(runs_dir / what, ec)) {
+      if (has_node_files(runs_dir / what)) return runs_dir / what;
+      throw_storeless(what, runs_dir / what);
+    }
     const auto runs = list_runs(runs_dir);
     std::vector<fs::path> matches;
     for (const auto& r : runs)
@@ -145,12 +165,18 @@ fs::path find_run(const std::string& what, const fs::path& runs_dir) {
         matches.push_back(r.dir);
     if (matches.size() == 1) return matches[0];
     MUSTER_CHECK(matches.size() < 2, errc::invalid_input,
-                 "muster status {}: {} runs in {} match (newest {}); give more of the run id", what,
+                 "{}: {} runs in {} match (newest {}); give more of the run id", what,
                  matches.size(), runs_dir.string(), matches.front().filename().string());
   }
+  // Under Slurm a run directory is <job.name>-<job id>: one without a store is still found
+  for (const auto& e : fs::directory_iterator(runs_dir, ec)) {
+    const auto name = e.path().filename().string();
+    if (e.is_directory() && name.size() > what.size() + 1 && name.ends_with("-" + what))
+      throw_storeless(what, e.path());
+  }
   MUSTER_THROW(errc::invalid_input,
-               "muster status {}: no run directory, run id or Slurm job id of that name in {}; "
-               "`muster status --runs-dir DIR` lists the runs of DIR (launch.runs_dir)",
+               "{}: no run directory, run id or Slurm job id of that name in {}; `muster "
+               "status --runs-dir DIR` lists the runs of DIR (launch.runs_dir)",
                what, runs_dir.string());
 }
 

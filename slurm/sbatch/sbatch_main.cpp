@@ -147,9 +147,9 @@ int submit(const arguments& a) {
   fmt::print("{}\n", id);
   fmt::print(stderr,
              "muster-sbatch: submitted job {} ({}); run directory {}/{}-{}, Slurm output "
-             "{}/slurm-{}.out; follow it with: muster status {}\n",
+             "{}/slurm-{}.out; follow it with: muster status --runs-dir {} {}\n",
              id, file.string(), request.runs_dir.string(), config.job.name, id,
-             request.runs_dir.string(), id, id);
+             request.runs_dir.string(), id, request.runs_dir.string(), id);
   return kExitOk;
 }
 

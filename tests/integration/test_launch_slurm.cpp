@@ -512,7 +512,8 @@ TEST_CASE(
   INFO("muster-sbatch: " << submitted.out << submitted.err);
   REQUIRE(submitted.exit_code == 0);
   const auto job_id = static_cast<std::uint32_t>(std::stoul(submitted.out));
-  CHECK_THAT(submitted.err, Catch::Contains("muster status " + std::to_string(job_id)));
+  CHECK_THAT(submitted.err, Catch::Contains("follow it with: muster status --runs-dir " +
+                                            runs.string() + " " + std::to_string(job_id)));
   const auto state = [&] { return cluster.job_field(job_id, "JobState"); };
   if (!wait_for([&] { return slurm_cluster::finished(state()); }, 30s))
     FAIL("the job did not end within 30 s: " << state() << "\n" << cluster.log_tail());

@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "common/run_dir.hpp"
 #include "common/run_store.hpp"
@@ -34,8 +36,8 @@ TEST_CASE("a rank two steps behind the others is a laggard, progress is the newe
     db.put_run({paths.run_id(), "job", store::run_state::running, now - 60000, now - 1000, 3, 1,
                 "4242", paths.job_config().string(), ""});
     for (int r = 0; r < 3; ++r)
-      db.put_rank({r, "node-a", r, 100 + r, store::rank_state::running, std::nullopt,
-                   std::nullopt, now});
+      db.put_rank(
+          {r, "node-a", r, 100 + r, store::rank_state::running, std::nullopt, std::nullopt, now});
     for (int n = 0; n < 6; ++n) {
       db.add_step(step(0, n, 3.0 - 0.1 * n));
       db.add_step(step(1, n, 3.0 - 0.1 * n));
@@ -61,6 +63,22 @@ TEST_CASE("a rank two steps behind the others is a laggard, progress is the newe
   // the Slurm job id finds it too
   CHECK(find_run("4242", tmp.path()) == paths.dir());
   CHECK(list_runs(tmp.path()).size() == 1);
+}
+
+TEST_CASE("a run directory without a run store is named, with what to read instead", "[status]") {
+  muster::test::temp_dir tmp;
+  // a Slurm job whose launchers never met: job.toml, logs and slurm.out, no node-*.db
+  const auto dir = tmp / "tiny-moe-77";
+  std::filesystem::create_directories(dir / "logs");
+  std::ofstream(dir / "slurm.out") << "muster: rendezvous: 1 of 2 nodes reached ...\n";
+  for (const auto& what : std::vector<std::string>{"77", "tiny-moe-77", dir.string()}) {
+    INFO(what);
+    CHECK_THROWS_WITH(find_run(what, tmp.path()),
+                      Catch::Contains("holds no run store") &&
+                          Catch::Contains("muster diagnose --log " + (dir / "slurm.out").string()));
+  }
+  CHECK_THROWS_WITH(find_run("78", tmp.path()),
+                    Catch::StartsWith("78: no run directory, run id or Slurm job id"));
 }
 
 TEST_CASE("squeue's lines are read with the job name last, and odd lines skipped", "[status]") {
