@@ -249,16 +249,22 @@ void apply_override(std::string_view assignment, std::span<const bound_field> fi
   where[key] = place;
 }
 
-std::string to_toml(std::span<const bound_field> fields, bool with_docs) {
-  auto section_of = [](std::string_view key) {
-    auto dot = key.rfind('.');
-    return dot == std::string_view::npos ? std::string_view{} : key.substr(0, dot);
-  };
+std::string_view section_of(std::string_view key) {
+  const auto dot = key.rfind('.');
+  return dot == std::string_view::npos ? std::string_view{} : key.substr(0, dot);
+}
+
+std::vector<std::string_view> sections_of(std::span<const bound_field> fields) {
   std::vector<std::string_view> sections;
-  for (const auto& f : fields) {
-    auto s = section_of(f.key);
-    if (std::find(sections.begin(), sections.end(), s) == sections.end()) sections.push_back(s);
-  }
+  for (const auto& f : fields)
+    if (const auto s = section_of(f.key);
+        std::find(sections.begin(), sections.end(), s) == sections.end())
+      sections.push_back(s);
+  return sections;
+}
+
+std::string to_toml(std::span<const bound_field> fields, bool with_docs) {
+  auto sections = sections_of(fields);
   std::stable_partition(sections.begin(), sections.end(), [](auto s) { return s.empty(); });
   std::string out;
   for (auto section : sections) {

@@ -10,6 +10,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/config_schema.hpp"
 
@@ -30,6 +31,11 @@ void load_text(std::string_view text, std::string_view source_name,
 // Throws errc::config on a missing '=', an unknown key or a wrong type.
 void apply_override(std::string_view assignment, std::span<const bound_field> fields,
                     sources& where);
+
+// The section of a dotted key ("train.steps" -> "train"; "" for a key without one), and the
+// sections of `fields` in the order they first appear.
+std::string_view section_of(std::string_view key);
+std::vector<std::string_view> sections_of(std::span<const bound_field> fields);
 
 // The config as TOML, one `[section]` per key prefix in schema order, each key preceded by
 // its doc as a comment when `with_docs`. load_text(to_toml(x)) gives x back.

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <string_view>
 #include <vector>
 
@@ -11,11 +10,6 @@
 namespace muster::config {
 
 namespace {
-
-std::string_view section_of(std::string_view key) {
-  const auto dot = key.rfind('.');
-  return dot == std::string_view::npos ? std::string_view{} : key.substr(0, dot);
-}
 
 // A table cell: '|' would end it early (also inside a code span), and outside one "<run_dir>"
 // would be taken for an HTML tag.
@@ -40,13 +34,8 @@ std::string_view short_type(std::string_view name) {
 }  // namespace
 
 std::string to_markdown_reference(std::span<const bound_field> fields) {
-  std::vector<std::string_view> sections;
-  for (const auto& f : fields)
-    if (const auto s = section_of(f.key);
-        std::find(sections.begin(), sections.end(), s) == sections.end())
-      sections.push_back(s);
   std::string out;
-  for (const auto section : sections) {
+  for (const auto section : sections_of(fields)) {
     out += fmt::format("{}### [{}]\n\n| key | type | default | meaning |\n|---|---|---|---|\n",
                        out.empty() ? "" : "\n", section);
     for (const auto& f : fields) {
