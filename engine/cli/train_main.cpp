@@ -308,8 +308,9 @@ int run(engine::train::trainer& trainer, const job_config& config) {
       save();
   }
   log_profile(profile.finish(trainer.next_step()));
-  logger->info("gathered at once: at most {} B of parameters and whole gradients",
-               trainer.peak_transient_bytes());
+  logger->info(
+      "gathered at once: at most {} B of parameters and whole gradients; FSDP buffers kept: {} B",
+      trainer.peak_transient_bytes(), trainer.collective_buffer_bytes());
   if (reported > 0)
     logger->info(
         "reporting to the launcher (heartbeat, run-store line): {:.1f} us a step, "

@@ -49,11 +49,18 @@ class communicator {
   // same order on every rank, like every collective; a handle destroyed unwaited leaves the
   // collective running and its tensor in use.
   virtual std::unique_ptr<pending_collective> all_reduce_sum_async(torch::Tensor& t) = 0;
-  // Every rank's `shard` (same numel everywhere), flattened and concatenated in rank order.
-  virtual torch::Tensor all_gather(const torch::Tensor& shard) = 0;
-  // `full` (same numel everywhere, divisible by size()) summed over the group; returns this
-  // rank's contiguous 1/size() part of the sum, flat.
-  virtual torch::Tensor reduce_scatter_sum(const torch::Tensor& full) = 0;
+  // Every rank's `shard` (same numel everywhere), flattened and concatenated in rank order,
+  // into `out`: contiguous, size() * shard.numel() elements, any dtype (converted as copy_
+  // does). A collective_buffer() of the shard's dtype on the group's device is written in
+  // place; anything else goes through a copy.
+  virtual void all_gather_into(const torch::Tensor& shard, torch::Tensor& out) = 0;
+  // `full` (same numel everywhere, divisible by size()) summed over the group; this rank's
+  // contiguous 1/size() part of the sum into `out` (contiguous, that many elements; written
+  // in place as all_gather_into's `out` is).
+  virtual void reduce_scatter_sum_into(const torch::Tensor& full, torch::Tensor& out) = 0;
+  // The same into new flat tensors of the input's dtype and device.
+  torch::Tensor all_gather(const torch::Tensor& shard);
+  torch::Tensor reduce_scatter_sum(const torch::Tensor& full);
   // Rows of `input` (dim 0) go to the ranks in order, send_rows[r] of them to rank r; returns
   // the rows received, recv_rows[r] from rank r, in rank order. recv_rows must match what the
   // senders send (exchange the counts first, e.g. with exchange_counts()).
@@ -64,17 +71,23 @@ class communicator {
   virtual void broadcast(torch::Tensor& t, int root) = 0;
   virtual void barrier() = 0;
 
-  // A flat buffer for this group's collectives (the FSDP all-gather and reduce-scatter
-  // buffers): NCCL user buffers where the backend registers them (comm.nccl_ub), else a plain
-  // tensor. It must not outlive the group.
   // A group of some of this group's ranks (world ranks, ascending) on the same backend, named
   // `name` (unique in the job), made by every member with the same arguments (make_group()).
   virtual std::shared_ptr<communicator> subgroup(const std::string& name,
                                                  const std::vector<int>& ranks) = 0;
 
+  // A flat buffer of `numel` elements (contents undefined) for this group's collectives (the
+  // FSDP all-gather and reduce-scatter buffers): NCCL user buffers where the backend registers
+  // them (comm.nccl_ub), else a plain tensor. Making one may be slow (registration): keep and
+  // reuse it (parallel/collective_buffers.hpp). It must not outlive the group.
   virtual torch::Tensor collective_buffer(std::int64_t numel, const torch::TensorOptions& options) {
     return torch::empty({numel}, options);
   }
+
+ protected:
+  // For the backends' *_into: `out` must be contiguous with `numel` elements (errc::internal,
+  // naming `op` and the sizes).
+  void check_into(const char* op, const torch::Tensor& out, std::int64_t numel) const;
 };
 
 // What every rank will send to this one: each rank gives the counts it sends to every rank

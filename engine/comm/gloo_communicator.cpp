@@ -91,27 +91,34 @@ class gloo_group final : public communicator {
                                           });
   }
 
-  torch::Tensor all_gather(const torch::Tensor& shard) override {
+  void all_gather_into(const torch::Tensor& shard, torch::Tensor& out) override {
     std::vector<torch::Tensor> in{on_wire(shard).reshape({-1})};
-    std::vector<std::vector<torch::Tensor>> out(1);
-    for (int r = 0; r < size(); ++r) out[0].push_back(torch::empty_like(in[0]));
+    const auto n = in[0].numel();
+    check_into("all_gather", out, n * size());
+    // Gloo copies each rank's part into a tensor of a list: views of `out` where it is of the
+    // wire type, else of a flat tensor copied into it after.
+    const bool direct = out.scalar_type() == in[0].scalar_type() && out.device().is_cpu();
+    auto flat = direct ? out.view({-1}) : torch::empty({n * size()}, in[0].options());
+    std::vector<std::vector<torch::Tensor>> parts(1);
+    for (int r = 0; r < size(); ++r) parts[0].push_back(flat.narrow(0, r * n, n));
     c10d::AllgatherOptions options;
     options.timeout = timeout_;
-    run("all_gather", in[0], [&] { return group_->allgather(out, in, options); });
-    return torch::cat(out[0]).to(shard.scalar_type());
+    run("all_gather", in[0], [&] { return group_->allgather(parts, in, options); });
+    if (!direct) out.view({-1}).copy_(flat);
   }
 
-  torch::Tensor reduce_scatter_sum(const torch::Tensor& full) override {
+  void reduce_scatter_sum_into(const torch::Tensor& full, torch::Tensor& out) override {
     auto in = on_wire(full).reshape({-1});
     MUSTER_CHECK(in.numel() % size() == 0, errc::internal,
                  "reduce_scatter of {} elements over {} ranks", in.numel(), size());
-    auto out = torch::empty_like(in);
+    check_into("reduce_scatter", out, in.numel() / size());
+    auto got = torch::empty_like(in);
     std::vector<std::int64_t> equal;  // empty: equal splits
     c10d::AllToAllOptions options;
     options.timeout = timeout_;
     run("reduce_scatter", in,
-        [&] { return group_->alltoall_base(out, in, equal, equal, options); });
-    return out.view({size(), -1}).sum(0).to(full.scalar_type());
+        [&] { return group_->alltoall_base(got, in, equal, equal, options); });
+    out.view({-1}).copy_(got.view({size(), -1}).sum(0));
   }
 
   torch::Tensor all_to_all(const torch::Tensor& input, const std::vector<std::int64_t>& send_rows,
@@ -224,14 +231,6 @@ int env_int(const char* name) {
 }
 
 }  // namespace
-
-std::vector<std::int64_t> exchange_counts(communicator& comm,
-                                          const std::vector<std::int64_t>& send_counts) {
-  auto out = comm.all_to_all(torch::tensor(send_counts, torch::kInt64),
-                             std::vector<std::int64_t>(std::size_t(comm.size()), 1),
-                             std::vector<std::int64_t>(std::size_t(comm.size()), 1));
-  return {out.data_ptr<std::int64_t>(), out.data_ptr<std::int64_t>() + out.numel()};
-}
 
 std::shared_ptr<communicator> make_world(const world_options& options) {
   const int rank = env_int("RANK"), world = env_int("WORLD_SIZE"), port = env_int("MASTER_PORT");

@@ -125,26 +125,28 @@ class nccl_group final : public communicator {
         });
   }
 
-  torch::Tensor all_gather(const torch::Tensor& shard) override {
+  void all_gather_into(const torch::Tensor& shard, torch::Tensor& out) override {
     auto d = on_device(shard);
-    auto out = torch::empty({d.numel() * size()}, d.options());
+    check_into("all_gather", out, d.numel() * size());
+    auto target = written_in_place(out, d) ? out : torch::empty({out.numel()}, d.options());
     run("all_gather", d, [&](ncclDataType_t type) {
-      return nccl().all_gather(d.data_ptr(), out.data_ptr(), d.numel(), type, state_->comm,
+      return nccl().all_gather(d.data_ptr(), target.data_ptr(), d.numel(), type, state_->comm,
                                stream_);
     });
-    return out.to(shard.device());
+    if (!target.is_same(out)) out.view({-1}).copy_(target);
   }
 
-  torch::Tensor reduce_scatter_sum(const torch::Tensor& full) override {
+  void reduce_scatter_sum_into(const torch::Tensor& full, torch::Tensor& out) override {
     MUSTER_CHECK(full.numel() % size() == 0, errc::internal,
                  "reduce_scatter of {} elements over {} ranks", full.numel(), size());
     auto d = on_device(full);
-    auto out = torch::empty({d.numel() / size()}, d.options());
+    check_into("reduce_scatter", out, d.numel() / size());
+    auto target = written_in_place(out, d) ? out : torch::empty({out.numel()}, d.options());
     run("reduce_scatter", d, [&](ncclDataType_t type) {
-      return nccl().reduce_scatter(d.data_ptr(), out.data_ptr(), out.numel(), type, ncclSum,
+      return nccl().reduce_scatter(d.data_ptr(), target.data_ptr(), target.numel(), type, ncclSum,
                                    state_->comm, stream_);
     });
-    return out.to(full.device());
+    if (!target.is_same(out)) out.view({-1}).copy_(target);
   }
 
   torch::Tensor all_to_all(const torch::Tensor& input, const std::vector<std::int64_t>& send_rows,
@@ -235,6 +237,13 @@ class nccl_group final : public communicator {
     const auto failure = nccl_failure(r, call, state_ ? state_->comm : nullptr);
     MUSTER_CHECK(failure.empty(), errc::comm, "[rank {}/{} group {}] {}", rank_, size(), name_,
                  failure);
+  }
+
+  // Whether NCCL can write `out` itself: contiguous (checked), on this group's device, of the
+  // input's dtype.
+  bool written_in_place(const torch::Tensor& out, const torch::Tensor& input) const {
+    return out.is_cuda() && out.device().index() == device_ &&
+           out.scalar_type() == input.scalar_type();
   }
 
   // The tensor on this group's device, contiguous (a copy when it is not already).

@@ -1,6 +1,8 @@
 // Storage that comes and goes: see param_storage.hpp.
 #include "engine/model/param_storage.hpp"
 
+#include "common/error.hpp"
+
 namespace muster::engine::model {
 
 void free_storage(const torch::Tensor& t) {
@@ -12,6 +14,16 @@ void free_storage(const torch::Tensor& t) {
 void allocate_storage(const torch::Tensor& t, std::size_t nbytes) {
   auto* storage = t.storage().unsafeGetStorageImpl();
   storage->set_data_ptr_noswap(storage->allocator()->allocate(nbytes));
+  storage->set_nbytes(nbytes);
+}
+
+void borrow_storage(const torch::Tensor& t, const torch::Tensor& from) {
+  const auto nbytes = static_cast<std::size_t>(t.numel() * t.element_size());
+  MUSTER_CHECK(from.nbytes() >= nbytes && from.device() == t.device(), errc::internal,
+               "a storage of {} B on {} borrowed from {} B on {}", nbytes, t.device().str(),
+               from.nbytes(), from.device().str());
+  auto* storage = t.storage().unsafeGetStorageImpl();
+  storage->set_data_ptr_noswap(at::DataPtr(from.data_ptr(), from.device()));
   storage->set_nbytes(nbytes);
 }
 

@@ -12,6 +12,9 @@ namespace muster::engine::model {
 // The storage under `t` (and every view of it) freed, or allocated again with `nbytes`.
 void free_storage(const torch::Tensor& t);
 void allocate_storage(const torch::Tensor& t, std::size_t nbytes);
+// The storage under `t` (and every view of it) made `from`'s memory, not owned: `from` (at
+// least as many bytes as `t`'s elements) must stay alive until free_storage(t).
+void borrow_storage(const torch::Tensor& t, const torch::Tensor& from);
 
 // Whether `t` has memory for its elements (false after free_storage).
 bool materialised(const torch::Tensor& t);

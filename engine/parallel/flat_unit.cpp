@@ -32,9 +32,12 @@ flat_unit::flat_unit(unit_options options,
   shard_ = (numel_ + ranks_ - 1) / ranks_;
   const auto whole = shard_ * ranks_;
   const auto first = shard_rank() * shard_;
+  if (options_.group && options_.group->size() > 1)
+    buffers_ = options_.buffers ? options_.buffers
+                                : std::make_shared<collective_buffers>(options_.group);
   // Sharded parameters: only this rank's shard is ever written (the whole buffer is address
   // space until gathered); else the whole buffer.
-  full_params_ = params_sharded() ? torch::empty({whole}, f32()) : torch::zeros({whole}, f32());
+  full_params_ = params_sharded() ? torch::empty({whole}, f32()) : persistent_buffer();
   if (params_sharded()) shard_params_ = torch::zeros({shard_}, f32());
   auto mask = torch::zeros({shard_}, f32());
   torch::NoGradGuard no_grad;
@@ -69,10 +72,16 @@ flat_unit::flat_unit(unit_options options,
   if (grads_sharded()) {
     shard_grads_ = torch::zeros({shard_}, f32());
   } else {
-    full_grads_ = torch::zeros({whole}, f32());
+    full_grads_ = persistent_buffer();
     point_grads_at(full_grads_);
     shard_grads_ = full_grads_.narrow(0, first, shard_);
   }
+}
+
+torch::Tensor flat_unit::persistent_buffer() {
+  const auto whole = shard_ * ranks_;
+  if (!buffers_) return torch::zeros({whole}, f32());
+  return options_.group->collective_buffer(whole, f32()).zero_();
 }
 
 int flat_unit::shard_rank() const {
@@ -88,9 +97,9 @@ void flat_unit::point_grads_at(const torch::Tensor& buffer) {
 
 void flat_unit::gather() {
   if (gathered_) return;
-  auto whole = options_.group->all_gather(shard_params_);
-  model::allocate_storage(full_params_, static_cast<std::size_t>(whole.nbytes()));
-  full_params_.copy_(whole);
+  gather_buffer_ = buffers_->take(shard_ * ranks_, f32());
+  options_.group->all_gather_into(shard_params_, gather_buffer_);
+  model::borrow_storage(full_params_, gather_buffer_);
   gathered_ = true;
   count(full_params_.nbytes());
 }
@@ -99,27 +108,40 @@ void flat_unit::release() {
   if (!params_sharded() || !gathered_) return;
   count(-full_params_.nbytes());
   model::free_storage(full_params_);
+  buffers_->give_back(std::move(gather_buffer_));
   gathered_ = false;
 }
 
 void flat_unit::begin_backward() {
   if (!grads_sharded() || in_backward_) return;
-  full_grads_ = torch::zeros({shard_ * ranks_}, f32());
+  full_grads_ = buffers_->take(shard_ * ranks_, f32()).zero_();
   point_grads_at(full_grads_);
   in_backward_ = true;
   count(full_grads_.nbytes());
 }
 
-torch::Tensor flat_unit::reduce_scatter(torch::Tensor whole) {
+void flat_unit::reduce_scatter(const torch::Tensor& whole, bool add) {
   const auto wire = options_.reduce_dtype;
-  if (wire != whole.scalar_type()) whole = whole.to(wire);
-  return options_.group->reduce_scatter_sum(whole).to(torch::kFloat32);
+  auto sent = whole;
+  if (wire != whole.scalar_type())
+    sent = buffers_->take(whole.numel(), whole.options().dtype(wire)).copy_(whole);
+  auto part = buffers_->take(shard_, sent.options());
+  options_.group->reduce_scatter_sum_into(sent, part);
+  if (add) {
+    shard_grads_.add_(part);
+  } else {
+    shard_grads_.copy_(part);
+  }
+  buffers_->give_back(std::move(part));
+  if (!sent.is_same(whole)) buffers_->give_back(std::move(sent));
 }
 
 void flat_unit::start_all_reduce() {
-  if (all_reduce_ || !options_.group || options_.group->size() == 1) return;
+  if (all_reduce_ || !buffers_) return;
   const auto wire = options_.reduce_dtype;
-  wire_grads_ = wire == full_grads_.scalar_type() ? full_grads_ : full_grads_.to(wire);
+  wire_grads_ = wire == full_grads_.scalar_type()
+                    ? full_grads_
+                    : buffers_->take(full_grads_.numel(), f32().dtype(wire)).copy_(full_grads_);
   all_reduce_ = options_.group->all_reduce_sum_async(wire_grads_);
 }
 
@@ -131,11 +153,8 @@ void flat_unit::end_backward() {
   for (auto& [name, p] : params_) p.mutable_grad().reset();
   full_grads_ = torch::Tensor();
   count(-whole.nbytes());
-  if (ranks_ == 1) {
-    shard_grads_.add_(whole.narrow(0, 0, shard_));
-  } else {
-    shard_grads_.add_(reduce_scatter(std::move(whole)));
-  }
+  reduce_scatter(whole, /*add=*/true);  // grads are sharded: so is the unit, over S > 1 ranks
+  buffers_->give_back(std::move(whole));
 }
 
 void flat_unit::reduce_step_gradients() {
@@ -144,10 +163,13 @@ void flat_unit::reduce_step_gradients() {
     start_all_reduce();
     const auto pending = std::move(all_reduce_);  // gone even when the wait throws
     pending->wait();
-    if (!wire_grads_.is_same(full_grads_)) full_grads_.copy_(wire_grads_);
+    if (!wire_grads_.is_same(full_grads_)) {
+      full_grads_.copy_(wire_grads_);
+      buffers_->give_back(std::move(wire_grads_));
+    }
     wire_grads_ = torch::Tensor();
   } else {
-    shard_grads_.copy_(reduce_scatter(full_grads_));
+    reduce_scatter(full_grads_, /*add=*/false);
   }
 }
 
@@ -159,7 +181,9 @@ void flat_unit::zero_grad() {
 void flat_unit::after_update() {
   if (options_.strategy != sharding::optim && options_.strategy != sharding::optim_grads) return;
   if (ranks_ == 1) return;
-  full_params_.copy_(options_.group->all_gather(shard_params_));
+  // In place: this rank's shard is its part of full_params_ (NCCL's in-place all-gather; Gloo
+  // gathers into a buffer of its own first).
+  options_.group->all_gather_into(shard_params_, full_params_);
 }
 
 torch::Tensor flat_unit::whole_values() {

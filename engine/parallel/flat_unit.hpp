@@ -17,7 +17,10 @@
 //                       tensor, so the views autograd saved in forward see the data gathered
 //                       again for backward)
 // The parameters stay the model's own tensors (leaves, as the modules hold them); only their
-// data and grads become views of the unit's buffers.
+// data and grads become views of the unit's buffers. Every buffer a collective reads or writes
+// is the group's collective_buffer() (NCCL user buffers under comm.nccl_ub): the persistent
+// ones made so, the transient ones (gathered parameters, whole gradients, their copies in
+// reduce_dtype) taken from collective_buffers and given back; a gather lands in place.
 // Not here: when to gather and reduce (unit_hooks.hpp, sharded_model.hpp), the update
 // (flat_adamw.hpp).
 #pragma once
@@ -35,6 +38,7 @@
 #include "engine/model/param_storage.hpp"
 
 #include "engine/comm/communicator.hpp"
+#include "engine/parallel/collective_buffers.hpp"
 #include "launcher/plan/sharding.hpp"
 
 namespace muster::engine::parallel {
@@ -64,6 +68,8 @@ struct unit_options {
   // its initial values; the unit keeps what falls in this rank's shard (model/init.hpp).
   std::function<void(const std::string& name, torch::Tensor& whole)> init;
   torch::Device device = torch::kCPU;  // where the buffers (so the parameters) live
+  // The group's transient buffers, shared by its units; null: the unit keeps its own.
+  std::shared_ptr<collective_buffers> buffers;
 };
 
 // Bytes of one kind of state.
@@ -143,8 +149,11 @@ class flat_unit {
            options_.strategy == sharding::optim_grads_params;
   }
   int shard_rank() const;
-  // `whole` summed over the group in reduce_dtype; this rank's part, fp32.
-  torch::Tensor reduce_scatter(torch::Tensor whole);
+  // `whole` summed over the group in reduce_dtype; this rank's part added to shard_grads_
+  // (or copied there: `add` false).
+  void reduce_scatter(const torch::Tensor& whole, bool add);
+  // A zeroed fp32 buffer of the whole unit that collectives read and write in place.
+  torch::Tensor persistent_buffer();
   void start_all_reduce();
   void point_grads_at(const torch::Tensor& buffer);
   void count(std::int64_t bytes) {
@@ -156,7 +165,9 @@ class flat_unit {
   std::vector<std::int64_t> offsets_;
   std::int64_t numel_ = 0, shard_ = 0;
   int ranks_ = 1;
-  torch::Tensor full_params_;   // N = S * shard_ elements; storage freed while released
+  std::shared_ptr<collective_buffers> buffers_;  // null when this rank is alone
+  torch::Tensor full_params_;   // N = S * shard_ elements; storage borrowed from gather_buffer_
+  torch::Tensor gather_buffer_; // while gathered (optim_grads_params)
   torch::Tensor full_grads_;    // N, or undefined between backwards when grads are sharded
   torch::Tensor shard_params_;  // view of full_params_, or its own buffer (optim_grads_params)
   torch::Tensor shard_grads_;

@@ -19,8 +19,11 @@ sharded_model::sharded_model(std::shared_ptr<model::transformer> model, shard_gr
     : model_(std::move(model)), groups_(std::move(groups)) {
   tied_ = !model_->lm_head;
   auto add = [&](std::string name, std::shared_ptr<comm::communicator> group, named params) {
+    auto& buffers = buffers_[group.get()];
+    if (!buffers && group && group->size() > 1)
+      buffers = std::make_shared<collective_buffers>(group);
     units_.emplace_back(unit_options{std::move(name), strategy, std::move(group), reduce_dtype,
-                                     meter_, init, device},
+                                     meter_, init, device, buffers},
                         std::move(params));
     return &units_.back();
   };
@@ -112,6 +115,13 @@ std::vector<flat_unit*> sharded_model::units() {
   std::vector<flat_unit*> all;
   for (auto& u : units_) all.push_back(&u);
   return all;
+}
+
+std::int64_t sharded_model::buffer_bytes() const {
+  std::int64_t bytes = 0;
+  for (const auto& [group, buffers] : buffers_)
+    if (buffers) bytes += buffers->bytes();
+  return bytes;
 }
 
 held_bytes sharded_model::held() const {

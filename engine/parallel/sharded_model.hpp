@@ -16,6 +16,7 @@
 #pragma once
 
 #include <deque>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -65,11 +66,15 @@ class sharded_model {
   held_bytes held() const;
   // Gathered parameters and whole gradients alive at once, now and at the most so far.
   const transient_meter& transient() const { return *meter_; }
+  // Bytes of the groups' transient collective buffers (collective_buffers.hpp), kept between
+  // steps: what they took at once at the most, per size.
+  std::int64_t buffer_bytes() const;
 
  private:
   std::shared_ptr<model::transformer> model_;
   shard_groups groups_;
   std::shared_ptr<transient_meter> meter_ = std::make_shared<transient_meter>();
+  std::map<const comm::communicator*, std::shared_ptr<collective_buffers>> buffers_;
   std::deque<flat_unit> units_;    // stable addresses: the groups point into it
   std::deque<unit_group> layers_;  // one per decoder layer
   unit_group embedding_, head_;

@@ -80,6 +80,7 @@ class trainer {
   parallel::held_bytes held() const;
   // Gathered parameters and whole gradients alive at once, at the most so far.
   std::int64_t peak_transient_bytes() const { return sharded_->transient().peak; }
+  std::int64_t collective_buffer_bytes() const { return sharded_->buffer_bytes(); }
 
  private:
   const job_config config_;

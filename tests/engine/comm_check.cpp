@@ -1,5 +1,6 @@
 // comm_check: run by test_comm under `muster run` as each rank of a job; checks every
-// collective of engine/comm against what it must give (values encode the sending rank), prints
+// collective of engine/comm against what it must give (values encode the sending rank), and
+// FSDP units sharded over the ranks gathering into and reducing from kept buffers, prints
 // "comm_check: rank R: all collectives correct" and exits 0, or names what was wrong and
 // exits 1.
 //   --stall-rank R   rank R sleeps instead of joining the all_gather (the others time out)
@@ -13,8 +14,10 @@
 
 #include "common/error.hpp"
 #include "engine/comm/communicator.hpp"
+#include "engine/parallel/flat_unit.hpp"
 
 using namespace muster::engine::comm;
+namespace parallel = muster::engine::parallel;
 
 namespace {
 
@@ -82,6 +85,95 @@ void check_all(communicator& c, int stall_rank) {
   }
 }
 
+// The *_into forms: in place into a buffer of the wire dtype, through a copy into another
+// dtype, in place with the shard a view of the output (FSDP's after_update), and a refusal of
+// an output of the wrong size (before anything is sent: the group stays usable).
+void check_into(communicator& c) {
+  const int r = c.rank(), n = c.size();
+  const double sum_1_to_n = n * (n + 1) / 2.0;
+  const auto ranks = torch::arange(n, torch::kFloat32);
+  auto out = c.collective_buffer(2 * n, torch::TensorOptions(torch::kFloat32));
+  c.all_gather_into(torch::full({2}, double(r), torch::kFloat32), out);
+  expect(torch::equal(out, ranks.repeat_interleave(2)), "all_gather_into fp32");
+  auto out16 = torch::empty({2 * n}, torch::kBFloat16);
+  c.all_gather_into(torch::full({2}, double(r), torch::kFloat32), out16);
+  expect(torch::equal(out16.to(torch::kFloat32), ranks.repeat_interleave(2)),
+         "all_gather_into a bf16 output");
+  auto whole = torch::zeros({3 * n}, torch::kFloat32);
+  whole.narrow(0, 3 * r, 3).fill_(r + 1);
+  c.all_gather_into(whole.narrow(0, 3 * r, 3), whole);
+  expect(torch::equal(whole, (ranks + 1).repeat_interleave(3)), "all_gather_into in place");
+  const auto full = torch::arange(4 * n, torch::kFloat32) * double(r + 1);
+  const auto want = torch::arange(4 * r, 4 * r + 4, torch::kFloat32) * sum_1_to_n;
+  auto part = torch::empty({4}, torch::kFloat32);
+  c.reduce_scatter_sum_into(full, part);
+  expect(torch::equal(part, want), "reduce_scatter_sum_into fp32");
+  auto part16 = torch::empty({4}, torch::kBFloat16);
+  c.reduce_scatter_sum_into(full.to(torch::kBFloat16), part16);
+  expect(torch::equal(part16.to(torch::kFloat32), want), "reduce_scatter_sum_into bf16");
+  std::string refusal;
+  try {
+    auto wrong = torch::empty({3}, torch::kFloat32);
+    c.reduce_scatter_sum_into(full, wrong);
+  } catch (const std::exception& e) {
+    refusal = e.what();
+  }
+  expect(refusal.find("reduce_scatter into a tensor of 3 elements; it needs 4 contiguous") !=
+             std::string::npos,
+         "reduce_scatter_sum_into of the wrong size refused: '" + refusal + "'");
+}
+
+// FSDP units sharded over the group (optim_grads_params): a gather lands in a kept buffer and
+// gives every rank the whole values; the units of one size share one buffer when they take
+// turns and need two at once; the gradients are summed over the ranks into each rank's shard,
+// in fp32 and through bf16 on the wire, and every buffer comes back.
+void check_units(const std::shared_ptr<communicator>& c) {
+  const int r = c->rank(), n = c->size();
+  const double sum_1_to_n = n * (n + 1) / 2.0;
+  auto buffers = std::make_shared<parallel::collective_buffers>(c);
+  torch::manual_seed(7);  // the same values on every rank
+  auto w1 = torch::randn({5, 7}).requires_grad_(), w2 = torch::randn({5, 7}).requires_grad_();
+  const auto v1 = w1.detach().clone(), v2 = w2.detach().clone();
+  parallel::unit_options o;
+  o.strategy = parallel::sharding::optim_grads_params;
+  o.group = c;
+  o.buffers = buffers;
+  o.name = "a";
+  parallel::flat_unit a(o, {{"a.weight", w1}});
+  o.name = "b";
+  o.reduce_dtype = torch::kBFloat16;
+  parallel::flat_unit b(o, {{"b.weight", w2}});
+  for (int round = 0; round < 3; ++round) {
+    a.gather();
+    expect(w1.detach().equal(v1), "unit a gathered");
+    a.release();
+    b.gather();
+    expect(w2.detach().equal(v2), "unit b gathered");
+    b.release();
+  }
+  expect(buffers->made() == 1, "units taking turns share one buffer, made " +
+                                   std::to_string(buffers->made()));
+  a.gather();
+  b.gather();
+  expect(buffers->made() == 2 && w1.detach().equal(v1) && w2.detach().equal(v2),
+         "two units gathered at once");
+  for (auto* u : {&a, &b}) u->begin_backward();
+  ((w1 + w2) * double(r + 1)).sum().backward();
+  for (auto* u : {&a, &b}) {
+    u->end_backward();
+    u->release();
+    // every element's gradient summed over the ranks; 35 elements padded to a multiple of n
+    auto want = torch::full({u->shard_numel()}, sum_1_to_n, torch::kFloat32);
+    const auto first = r * u->shard_numel();
+    if (first + u->shard_numel() > 35)
+      want.narrow(0, std::max<std::int64_t>(0, 35 - first), first + u->shard_numel() - 35)
+          .zero_();
+    expect(torch::equal(u->shard_grad(), want), "unit " + u->name() + "'s reduced gradient");
+  }
+  expect(buffers->in_use() == 0, "every buffer given back, " + std::to_string(buffers->in_use()) +
+                                     " still taken");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -97,6 +189,8 @@ int main(int argc, char** argv) {
     times.timeout = std::chrono::milliseconds(timeout_ms);
     auto world = make_world(times);
     check_all(*world, stall_rank);
+    check_into(*world);
+    check_units(world);
     if (failures) return 1;
     std::printf("comm_check: rank %d: all collectives correct\n", world->rank());
     return 0;

@@ -25,6 +25,23 @@ TEST_CASE("a view keeps its storage through free_storage and allocate_storage", 
   CHECK(view.equal(torch::tensor({12.f, 13.f, 14.f})));
 }
 
+TEST_CASE("a view of a borrowed storage reads and writes the lender's memory until freed",
+          "[sharding]") {
+  auto whole = torch::arange(6, torch::kFloat32);
+  auto view = whole.narrow(0, 2, 3);
+  model::free_storage(whole);
+  auto lender = torch::arange(10, 18, torch::kFloat32);  // larger than the borrower: fine
+  model::borrow_storage(whole, lender);
+  CHECK(view.equal(torch::tensor({12.f, 13.f, 14.f})));
+  view.fill_(0);
+  CHECK(lender.equal(torch::tensor({10.f, 11.f, 0.f, 0.f, 0.f, 15.f, 16.f, 17.f})));
+  model::free_storage(whole);
+  CHECK_FALSE(model::materialised(whole));
+  CHECK(lender[2].item<float>() == 0);  // the lender's memory stays its own
+  CHECK_THROWS_WITH(model::borrow_storage(whole, torch::zeros({5})),
+                    Catch::Contains("a storage of 24 B on cpu borrowed from 20 B on cpu"));
+}
+
 TEST_CASE("a unit's parameters are views of its buffer and their gradients land in its shard",
           "[sharding]") {
   auto linear = torch::nn::Linear(torch::nn::LinearOptions(3, 2).bias(true));
