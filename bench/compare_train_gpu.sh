@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # bench/compare_train_gpu.sh BUILD_DIR: on a GPU machine, muster-train on one GPU against the
 # same model in PyTorch there (bench/reference/moe_reference.py), eager and torch.compile, side
-# by side in one run: a MoE of about 1B parameters (16 layers, hidden 1024, 32 experts of 640
-# top-4, one dense layer first; byte-level, 4 rows of 2048 tokens a step), bf16 autocast with
-# fp32 weights, STEPS steps (default 30). Reported: the median tokens/s over steps 5.. and MFU
-# (muster's own figure, from its log), and muster's ratio to each. Target (issue 9): muster at
+# by side in one run: the MoE of about 1B parameters of bench/gpu/moe-1b.toml (16 layers, hidden
+# 1024, 32 experts of 640 top-4, one dense layer first; byte-level, 4 rows of 2048 tokens a
+# step), bf16 autocast with fp32 weights, STEPS steps (default 30). Reported: the median
+# tokens/s over steps 5.. and MFU (muster's own figure, from its log), and muster's ratio to
+# each. Target (issue 9): muster at
 # least 1.2x PyTorch eager. Where muster-train or PyTorch has no CUDA device it says it skipped.
 # Environment: STEPS, PYTHON, COMPILE_TIMEOUT (seconds for the torch.compile run, default 900),
 # LOGS (a folder that keeps the three runs' logs).
@@ -20,27 +21,8 @@ fi
 work=$(mktemp -d)
 keep() { if [[ -n ${LOGS:-} ]]; then mkdir -p "$LOGS" && cp "$work"/* "$LOGS"/ 2> /dev/null || true; fi; }
 trap 'keep; rm -rf "$work"' EXIT
-cat > "$work/job.toml" <<TOML
-[model]
-num_layers = 16
-hidden_size = 1024
-ffn_hidden_size = 4096
-num_attention_heads = 16
-num_query_groups = 8
-vocab_size = 256
-num_experts = 32
-moe_ffn_hidden_size = 640
-moe_router_topk = 4
-moe_first_dense_layers = 1
-[train]
-micro_batch_size = 4
-seq_length = 2048
-max_tokens_per_pack = 2048
-steps = $steps
-precision = "bf16"
-device = "cuda"
-TOML
-if ! "$build/bin/muster-train" "$work/job.toml" > "$work/muster.log" 2>&1; then
+if ! MUSTER_RUN_DIR="$work" "$build/bin/muster-train" "$here/gpu/moe-1b.toml" "train.steps=$steps" \
+    > "$work/muster.log" 2>&1; then
   if grep -q 'train.device = "cuda" but' "$work/muster.log"; then
     echo "compare_train_gpu: SKIPPED: $(grep -o 'train.device = "cuda" but[^;]*' "$work/muster.log")"
     exit 0

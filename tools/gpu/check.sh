@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# tools/gpu/check.sh [LOG_DIR]: every GPU check of the engine in one command, sized for a short
+# lease on a GPU machine (about 8 minutes on an H100 with 16 cores), run from the repository
+# root after tools/gpu/fetch-deps.sh here (carry .gpu-deps):
+#   1. build      tools/gpu/build.sh into build-gpu/ (the engine, its tests and benchmarks)
+#   2. tests      ctest -L gpu: every CUDA kernel against its CPU reference, NCCL on the GPU,
+#                 20 steps on the GPU against the CPU
+#   3. kernels    build-gpu/bench/gpu_kernels_bench: bandwidth and FLOP/s against peak and
+#                 against the PyTorch ops they replace
+#   4. train      bench/compare_train_gpu.sh: muster-train against PyTorch eager (and
+#                 torch.compile within COMPILE_TIMEOUT, default 120 s) on bench/gpu/moe-1b.toml
+#   5. profile    muster-train on the same job with steps 5-6 under PyTorch's profiler: the
+#                 busiest kernels and ops (profile-rank-0.txt)
+# Each step's output goes to LOG_DIR/<step>.log (default: $OUT where set, else gpu-check/), and
+# a summary of what passed to LOG_DIR/summary.txt and stdout. A failed step does not stop the
+# ones after it that can run; the exit code is 1 when any failed.
+# Environment: PYTHON, STEPS (training steps, default 20), COMPILE_TIMEOUT, SKIP (step names
+# to leave out, e.g. "build" when build-gpu/ is already built).
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+logs=${1:-${OUT:-$root/gpu-check}}
+mkdir -p "$logs"
+build=$root/build-gpu
+failed=0
+summary() { echo "$1" | tee -a "$logs/summary.txt"; }
+
+step() {  # step NAME COMMAND...: runs it unless SKIP names it; its output to NAME.log
+  local name=$1
+  shift
+  if [[ " ${SKIP:-} " == *" $name "* ]]; then
+    summary "$name: skipped (SKIP)"
+    return 0
+  fi
+  local began=$SECONDS rc=0
+  "$@" > "$logs/$name.log" 2>&1 || rc=$?
+  if [[ $rc == 0 ]]; then
+    summary "$name: ok ($((SECONDS - began)) s)"
+  else
+    summary "$name: FAILED (exit $rc, $((SECONDS - began)) s): last lines of $name.log:"
+    tail -n 15 "$logs/$name.log" | sed 's/^/    /' | tee -a "$logs/summary.txt"
+    failed=1
+  fi
+  return $rc
+}
+
+# shellcheck disable=SC2317  # called through step
+profile() {  # muster-train with steps 5 and 6 profiled, its table kept
+  local work
+  work=$(mktemp -d)
+  MUSTER_RUN_DIR=$work "$build/bin/muster-train" "$root/bench/gpu/moe-1b.toml" train.steps=7 \
+    train.profile_step_start=5 train.profile_step_end=6 || return
+  cp "$work/profile/rank-0.txt" "$logs/profile-rank-0.txt"
+  rm -rf "$work"
+}
+
+: > "$logs/summary.txt"
+command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version \
+  --format=csv,noheader | sed 's/^/GPU: /' | tee -a "$logs/summary.txt"
+if step build "$root/tools/gpu/build.sh" "$build"; then
+  # shellcheck disable=SC1091  # written by build.sh
+  . "$build/gpu-env.sh"
+  step tests ctest --test-dir "$build" -L gpu --output-on-failure
+  step kernels "$build/bench/gpu_kernels_bench"
+  step train env STEPS="${STEPS:-20}" COMPILE_TIMEOUT="${COMPILE_TIMEOUT:-120}" \
+    "$root/bench/compare_train_gpu.sh" "$build"
+  step profile profile
+  grep -h -A4 '^GPU: ' "$logs/train.log" 2> /dev/null | tee -a "$logs/summary.txt"
+fi
+exit $failed
