@@ -11,12 +11,6 @@ void free_storage(const torch::Tensor& t) {
   storage->set_nbytes(0);
 }
 
-void allocate_storage(const torch::Tensor& t, std::size_t nbytes) {
-  auto* storage = t.storage().unsafeGetStorageImpl();
-  storage->set_data_ptr_noswap(storage->allocator()->allocate(nbytes));
-  storage->set_nbytes(nbytes);
-}
-
 void borrow_storage(const torch::Tensor& t, const torch::Tensor& from) {
   const auto nbytes = static_cast<std::size_t>(t.numel() * t.element_size());
   MUSTER_CHECK(from.nbytes() >= nbytes && from.device() == t.device(), errc::internal,

@@ -3,15 +3,12 @@
 // model is built as shapes only (model_config::shapes_only) before its shards are materialised.
 #pragma once
 
-#include <cstddef>
-
 #include <torch/torch.h>
 
 namespace muster::engine::model {
 
-// The storage under `t` (and every view of it) freed, or allocated again with `nbytes`.
+// The storage under `t` (and every view of it) freed.
 void free_storage(const torch::Tensor& t);
-void allocate_storage(const torch::Tensor& t, std::size_t nbytes);
 // The storage under `t` (and every view of it) made `from`'s memory, not owned: `from` (at
 // least as many bytes as `t`'s elements) must stay alive until free_storage(t).
 void borrow_storage(const torch::Tensor& t, const torch::Tensor& from);
