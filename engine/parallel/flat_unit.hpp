@@ -166,8 +166,10 @@ class flat_unit {
   std::int64_t numel_ = 0, shard_ = 0;
   int ranks_ = 1;
   std::shared_ptr<collective_buffers> buffers_;  // null when this rank is alone
-  torch::Tensor full_params_;   // N = S * shard_ elements; storage borrowed from gather_buffer_
-  torch::Tensor gather_buffer_; // while gathered (optim_grads_params)
+  // N = S * shard_ elements: a persistent buffer, or (optim_grads_params) a storage borrowed
+  // from gather_buffer_ while gathered and freed while released
+  torch::Tensor full_params_;
+  torch::Tensor gather_buffer_;  // taken from buffers_ while gathered (optim_grads_params)
   torch::Tensor full_grads_;    // N, or undefined between backwards when grads are sharded
   torch::Tensor shard_params_;  // view of full_params_, or its own buffer (optim_grads_params)
   torch::Tensor shard_grads_;
