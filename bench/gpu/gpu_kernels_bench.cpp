@@ -1,6 +1,7 @@
 // gpu_kernels_bench: each CUDA kernel of kernels/ on the GPU, side by side with the PyTorch ops
 // it replaces, in one run on one device:
-//   - memory-bound ops (router, permutation index + gather, weighted combine, SwiGLU): the
+//   - memory-bound ops (router, permutation index + gather, weighted combine, SwiGLU; fp32, and
+//     bf16 where the engine's bf16 autocast sends bf16 through them): the
 //     bytes each must move / time, as a share of the device's peak memory bandwidth (from its
 //     memory clock and bus width) and of a device-to-device copy measured here;
 //   - the grouped GEMM (bf16, one group per expert, uneven rows): TFLOP/s against one dense
@@ -67,6 +68,11 @@ peaks measure_peaks() {
   });
   p.copy_gbs = 2.0 * double(bytes) / (ms * 1e-3) / 1e9;  // read and written
   return p;
+}
+
+// A bf16 tensor's elements as the kernels' bf16 (the same two bytes).
+k::bf16* bf16_ptr(const torch::Tensor& t) {
+  return reinterpret_cast<k::bf16*>(t.data_ptr<at::BFloat16>());
 }
 
 void row(const char* what, double bytes, double ms_ours, double ms_torch, const peaks& p) {
@@ -205,6 +211,42 @@ int main() {
     });
     row("unpermute (weighted) 16384x4096", double(T * K * H * 4 + T * H * 4), ours_combine,
         torch_combine, p);
+
+    // bf16 rows (the experts' outputs under bf16 autocast), fp32 weights; torch's path is what
+    // the engine ran before the bf16 kernels: the weights cast to bf16, a bf16 index_add.
+    auto x16 = x.to(torch::kBFloat16), rows16 = rows.to(torch::kBFloat16);
+    auto y16 = torch::empty({T, H}, x16.options());
+    const double ours_gather16 = time_ms([&] {
+      k::cuda::permute_rows(bf16_ptr(x16), source_of.data_ptr<std::int64_t>(), T * K,
+                            bf16_ptr(rows16), s, nullptr);
+    });
+    const double torch_gather16 = time_ms([&] { auto r = x16.index_select(0, tokens); });
+    row("permute rows 131072x4096 bf16", double(T * K * H * 2 * 2), ours_gather16, torch_gather16,
+        p);
+    const double ours_combine16 = time_ms([&] {
+      k::cuda::unpermute(bf16_ptr(rows16), row_of.data_ptr<std::int64_t>(), w.data_ptr<float>(),
+                         bf16_ptr(y16), s, nullptr);
+    });
+    const auto wf16 = wf.to(torch::kBFloat16);
+    const double torch_combine16 = time_ms([&] {
+      auto out = torch::zeros({T, H}, x16.options()).index_add_(0, tokens, rows16 * wf16.unsqueeze(1));
+    });
+    row("unpermute (weighted) 16384x4096 bf16", double(T * K * H * 2 + T * H * 2), ours_combine16,
+        torch_combine16, p);
+    auto grad_rows16 = torch::empty_like(rows16);
+    auto grad_w = torch::empty_like(w);
+    const double ours_combine_back16 = time_ms([&] {
+      k::cuda::unpermute_backward(bf16_ptr(rows16), row_of.data_ptr<std::int64_t>(),
+                                  w.data_ptr<float>(), bf16_ptr(y16), bf16_ptr(grad_rows16),
+                                  grad_w.data_ptr<float>(), s, nullptr);
+    });
+    const double torch_combine_back16 = time_ms([&] {
+      auto g = y16.index_select(0, tokens);
+      auto gr = g * wf16.unsqueeze(1);
+      auto gw = (g * rows16).sum(-1);
+    });
+    row("unpermute backward 16384x4096 bf16", double(T * K * H * 2 * 3), ours_combine_back16,
+        torch_combine_back16, p);
   }
 
   // SwiGLU over 16384 x 8192 fp32.
@@ -217,6 +259,23 @@ int main() {
     });
     const double theirs = time_ms([&] { auto y = torch::silu(gate) * up; });
     row("swiglu fwd 134M fp32", double(n * 12), ours, theirs, p);
+    auto gate16 = gate.to(torch::kBFloat16), up16 = up.to(torch::kBFloat16);
+    auto out16 = torch::empty_like(gate16), grad16 = torch::randn_like(gate16);
+    auto dgate16 = torch::empty_like(gate16), dup16 = torch::empty_like(gate16);
+    const double ours16 = time_ms([&] {
+      k::cuda::swiglu_forward(bf16_ptr(gate16), bf16_ptr(up16), bf16_ptr(out16), n, nullptr);
+    });
+    const double theirs16 = time_ms([&] { auto y = torch::silu(gate16) * up16; });
+    row("swiglu fwd 134M bf16", double(n * 6), ours16, theirs16, p);
+    const double ours_back16 = time_ms([&] {
+      k::cuda::swiglu_backward(bf16_ptr(gate16), bf16_ptr(up16), bf16_ptr(grad16),
+                               bf16_ptr(dgate16), bf16_ptr(dup16), n, nullptr);
+    });
+    const double theirs_back16 = time_ms([&] {  // autograd's backward of silu(gate) * up
+      auto dup = grad16 * torch::silu(gate16);
+      auto dgate = at::silu_backward(grad16 * up16, gate16);
+    });
+    row("swiglu bwd 134M bf16", double(n * 10), ours_back16, theirs_back16, p);
   }
 
   // The optimizer over a flat buffer of 64M fp32 parameters with a decay mask: AdamW against

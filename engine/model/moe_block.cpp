@@ -116,7 +116,8 @@ moe_output moe_block::forward(const torch::Tensor& x) {
   auto y = config_.ep_size == 1
                ? run_experts(rows, std::vector<std::int64_t>(counts, counts + num_experts))
                : dispatch(rows, counts);
-  out.y = ops::unpermute_rows(y, perm, out.how.weights.to(x.scalar_type()));
+  // the weights stay in the router's dtype: the combine of bf16 rows sums in fp32
+  out.y = ops::unpermute_rows(y, perm, out.how.weights);
   if (shared_expert) {
     auto shared = shared_expert->forward(x);
     if (shared_expert_gate) shared = shared * torch::sigmoid(shared_expert_gate(x));

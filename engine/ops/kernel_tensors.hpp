@@ -1,10 +1,15 @@
 // Which tensors the kernels behind engine/ops take: contiguous fp32 on the CPU, or on a CUDA
 // device when muster_kernels has its CUDA half (the one check every adapter makes before handing
-// a tensor's pointer to kernels/), and the stream a CUDA kernel is enqueued on: LibTorch's
-// current stream where LibTorch has CUDA (MUSTER_TORCH_CUDA), else the default stream.
+// a tensor's pointer to kernels/), the stream a CUDA kernel is enqueued on (LibTorch's current
+// stream where LibTorch has CUDA, MUSTER_TORCH_CUDA; else the default stream), and the kernels'
+// element types for adapters that take fp32 and bf16 alike.
 #pragma once
 
 #include <torch/torch.h>
+
+#include <type_traits>
+
+#include "muster/kernels/bf16.hpp"
 
 #ifdef MUSTER_TORCH_CUDA
 #include <c10/cuda/CUDAStream.h>
@@ -17,8 +22,17 @@ inline bool cpu_fp32(const torch::Tensor& t) {
   return t.defined() && t.device().is_cpu() && t.scalar_type() == torch::kFloat32;
 }
 
-inline bool cpu_kernel_takes(const torch::Tensor& t) {
-  return cpu_fp32(t) && t.is_contiguous();
+// The element types an adapter for fp32 and bf16 takes (with_element_type below).
+inline constexpr std::initializer_list<torch::ScalarType> kFp32AndBf16 = {torch::kFloat32,
+                                                                         torch::kBFloat16};
+
+// fp32 (or another of `dtypes`) on the CPU, contiguous.
+inline bool cpu_kernel_takes(const torch::Tensor& t,
+                             std::initializer_list<torch::ScalarType> dtypes = {torch::kFloat32}) {
+  if (!t.defined() || !t.device().is_cpu() || !t.is_contiguous()) return false;
+  for (const auto d : dtypes)
+    if (t.scalar_type() == d) return true;
+  return false;
 }
 
 inline constexpr bool have_cuda_kernels() {
@@ -36,6 +50,25 @@ inline bool cuda_kernel_takes(const torch::Tensor& t,
   for (const auto d : dtypes)
     if (t.scalar_type() == d) return true;
   return false;
+}
+
+// Calls body with a value of the kernels' element type for t: kernels::bf16 for a bf16 tensor,
+// else float (callers have checked that t is one of the two).
+template <class Body>
+decltype(auto) with_element_type(const torch::Tensor& t, Body&& body) {
+  if (t.scalar_type() == torch::kBFloat16) return body(kernels::bf16{});
+  return body(float{});
+}
+
+// t's elements as the kernels' type T (float or kernels::bf16, whose layout is at::BFloat16's).
+template <class T>
+T* elements(const torch::Tensor& t) {
+  if constexpr (std::is_same_v<T, float>) {
+    return t.data_ptr<float>();
+  } else {
+    static_assert(std::is_same_v<T, kernels::bf16> && sizeof(at::BFloat16) == sizeof(T));
+    return reinterpret_cast<T*>(t.data_ptr<at::BFloat16>());
+  }
 }
 
 // The cudaStream_t a kernel on `t`'s device is enqueued on (nullptr: the default stream).

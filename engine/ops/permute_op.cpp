@@ -28,23 +28,26 @@ std::int64_t grain_rows(std::int64_t hidden) {
   return std::max<std::int64_t>(1, kGrain / std::max<std::int64_t>(1, hidden));
 }
 
-// rows -> tokens with weights (null: 1); y is (tokens, hidden).
+// rows -> tokens with weights (null: 1); y is (tokens, hidden), of rows' dtype.
 void combine(const torch::Tensor& rows, const token_permutation& p, const float* weights,
              torch::Tensor& y) {
   const auto h = y.size(1);
-  const float* r = rows.data_ptr<float>();
   const auto* row_of = p.row_of.data_ptr<std::int64_t>();
-  float* out = y.data_ptr<float>();
-  if (y.is_cuda()) {
+  with_element_type(rows, [&](auto type) {
+    using T = decltype(type);
+    const T* r = elements<T>(rows);
+    T* out = elements<T>(y);
+    if (y.is_cuda()) {
 #ifdef MUSTER_WITH_CUDA
-    kernels::cuda::unpermute(r, row_of, weights, out, shape_of(p.num_tokens, p.topk, h),
-                             kernel_stream(y));
+      kernels::cuda::unpermute(r, row_of, weights, out, shape_of(p.num_tokens, p.topk, h),
+                               kernel_stream(y));
 #endif
-    return;
-  }
-  at::parallel_for(0, p.num_tokens, grain_rows(h * p.topk), [&](std::int64_t b, std::int64_t e) {
-    kernels::cpu::unpermute(r, row_of + b * p.topk, weights ? weights + b * p.topk : nullptr,
-                            out + b * h, shape_of(e - b, p.topk, h));
+      return;
+    }
+    at::parallel_for(0, p.num_tokens, grain_rows(h * p.topk), [&](std::int64_t b, std::int64_t e) {
+      kernels::cpu::unpermute(r, row_of + b * p.topk, weights ? weights + b * p.topk : nullptr,
+                              out + b * h, shape_of(e - b, p.topk, h));
+    });
   });
 }
 
@@ -53,23 +56,27 @@ struct permute_function : torch::autograd::Function<permute_function> {
                                const token_permutation& p) {
     const auto h = x.size(1);
     auto out = torch::empty({p.num_rows, h}, x.options());
-    const float* in = x.data_ptr<float>();
     const auto* source = p.source_of.data_ptr<std::int64_t>();
-    float* o = out.data_ptr<float>();
-    if (x.is_cuda()) {
+    with_element_type(x, [&](auto type) {
+      using T = decltype(type);
+      const T* in = elements<T>(x);
+      T* o = elements<T>(out);
+      if (x.is_cuda()) {
 #ifdef MUSTER_WITH_CUDA
-      kernels::cuda::permute_rows(in, source, p.num_rows, o, shape_of(p.num_tokens, p.topk, h),
-                                  kernel_stream(x));
+        kernels::cuda::permute_rows(in, source, p.num_rows, o, shape_of(p.num_tokens, p.topk, h),
+                                    kernel_stream(x));
 #endif
-    } else {
+        return;
+      }
       at::parallel_for(0, p.num_rows, grain_rows(h), [&](std::int64_t b, std::int64_t e) {
         kernels::cpu::permute_rows(in, source + b, e - b, o + b * h,
                                    shape_of(p.num_tokens, p.topk, h));
       });
-    }
+    });
     ctx->saved_data["row_of"] = p.row_of;
     ctx->saved_data["tokens"] = p.num_tokens;
     ctx->saved_data["topk"] = static_cast<std::int64_t>(p.topk);
+    ctx->saved_data["dtype"] = x.scalar_type();
     return out;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -77,7 +84,7 @@ struct permute_function : torch::autograd::Function<permute_function> {
     p.row_of = ctx->saved_data["row_of"].toTensor();
     p.num_tokens = ctx->saved_data["tokens"].toInt();
     p.topk = static_cast<int>(ctx->saved_data["topk"].toInt());
-    const auto grad = grads[0].contiguous();
+    const auto grad = grads[0].to(ctx->saved_data["dtype"].toScalarType()).contiguous();
     auto grad_x = torch::empty({p.num_tokens, grad.size(1)}, grad.options());
     combine(grad, p, nullptr, grad_x);
     return {grad_x, torch::Tensor()};
@@ -100,25 +107,29 @@ struct unpermute_function : torch::autograd::Function<unpermute_function> {
     const auto& weights = saved[1];
     const auto row_of = ctx->saved_data["row_of"].toTensor();
     const int topk = static_cast<int>(ctx->saved_data["topk"].toInt());
-    const auto grad_y = grads[0].contiguous();
+    const auto grad_y = grads[0].to(rows.scalar_type()).contiguous();
     const auto tokens = grad_y.size(0), h = grad_y.size(1);
     // rows of dropped assignments do not exist; every row belongs to one assignment
     auto grad_rows = torch::empty_like(rows);
     auto grad_weights = torch::empty_like(weights);
-    const float *r = rows.data_ptr<float>(), *w = weights.data_ptr<float>(),
-                *g = grad_y.data_ptr<float>();
+    const float* w = weights.data_ptr<float>();
+    float* gw = grad_weights.data_ptr<float>();
     const auto* row = row_of.data_ptr<std::int64_t>();
-    float *gr = grad_rows.data_ptr<float>(), *gw = grad_weights.data_ptr<float>();
-    if (rows.is_cuda()) {
+    with_element_type(rows, [&](auto type) {
+      using T = decltype(type);
+      const T *r = elements<T>(rows), *g = elements<T>(grad_y);
+      T* gr = elements<T>(grad_rows);
+      if (rows.is_cuda()) {
 #ifdef MUSTER_WITH_CUDA
-      kernels::cuda::unpermute_backward(r, row, w, g, gr, gw, shape_of(tokens, topk, h),
-                                        kernel_stream(rows));
+        kernels::cuda::unpermute_backward(r, row, w, g, gr, gw, shape_of(tokens, topk, h),
+                                          kernel_stream(rows));
 #endif
-      return {grad_rows, torch::Tensor(), grad_weights};
-    }
-    at::parallel_for(0, tokens, grain_rows(h * topk), [&](std::int64_t b, std::int64_t e) {
-      kernels::cpu::unpermute_backward(r, row + b * topk, w + b * topk, g + b * h, gr,
-                                       gw + b * topk, shape_of(e - b, topk, h));
+        return;
+      }
+      at::parallel_for(0, tokens, grain_rows(h * topk), [&](std::int64_t b, std::int64_t e) {
+        kernels::cpu::unpermute_backward(r, row + b * topk, w + b * topk, g + b * h, gr,
+                                         gw + b * topk, shape_of(e - b, topk, h));
+      });
     });
     return {grad_rows, torch::Tensor(), grad_weights};
   }
@@ -185,19 +196,23 @@ token_permutation permute_index(const torch::Tensor& experts, std::int64_t num_e
   return p;
 }
 
-// The kernels take contiguous fp32 rows on the CPU, or on the GPU with the index there too.
-bool kernel_takes(const torch::Tensor& t, const token_permutation& p) {
-  return (cpu_kernel_takes(t) || cuda_kernel_takes(t)) && p.row_of.device() == t.device();
+// The kernels take contiguous tensors of `dtypes` on the CPU, or on the GPU with the index there
+// too.
+bool kernel_takes(const torch::Tensor& t, const token_permutation& p,
+                  std::initializer_list<torch::ScalarType> dtypes) {
+  return (cpu_kernel_takes(t, dtypes) || cuda_kernel_takes(t, dtypes)) &&
+         p.row_of.device() == t.device();
 }
 
 torch::Tensor permute_rows(const torch::Tensor& x, const token_permutation& p) {
-  if (kernel_takes(x, p) && x.dim() == 2) return permute_function::apply(x, p);
+  if (kernel_takes(x, p, kFp32AndBf16) && x.dim() == 2) return permute_function::apply(x, p);
   return x.index_select(0, torch::div(p.source_of, p.topk, "floor"));
 }
 
 torch::Tensor unpermute_rows(const torch::Tensor& rows, const token_permutation& p,
                              const torch::Tensor& weights) {
-  if (kernel_takes(rows, p) && rows.dim() == 2 && kernel_takes(weights, p))
+  if (kernel_takes(rows, p, kFp32AndBf16) && rows.dim() == 2 &&
+      kernel_takes(weights, p, {torch::kFloat32}))
     return unpermute_function::apply(rows, p, weights);
   const auto tokens = torch::div(p.source_of, p.topk, "floor");
   const auto w = weights.reshape({-1}).index_select(0, p.source_of).to(rows.scalar_type());

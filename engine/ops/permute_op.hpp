@@ -1,10 +1,11 @@
 // The MoE block's token permutation as autograd functions over the permutation kernels
 // (kernels/include/muster/kernels/permute.hpp): the index of the assignments grouped by expert,
 // the gather of token rows into that order, and the weighted combine of the experts' rows back
-// into token order (its backward gives the router's weights their gradient). Contiguous fp32
-// CPU tensors take the kernels (split over LibTorch's intra-op threads), contiguous fp32 CUDA
-// tensors kernels::cuda on LibTorch's current stream (the index there too, its counts brought
-// back); others take torch's sort, index_select and index_add, which give the same rows.
+// into token order (its backward gives the router's weights their gradient). Contiguous fp32 or
+// bf16 rows with fp32 weights take the kernels: on the CPU split over LibTorch's intra-op
+// threads, on a CUDA device kernels::cuda on LibTorch's current stream (the index there too,
+// its counts brought back); bf16 rows are combined in fp32 and rounded once. Others take
+// torch's sort, index_select and index_add, which give the same rows.
 #pragma once
 
 #include <torch/torch.h>
@@ -26,7 +27,8 @@ token_permutation permute_index(const torch::Tensor& experts, std::int64_t num_e
 // (rows, H): row r is x[source_of[r] / topk]. x: (T, H).
 torch::Tensor permute_rows(const torch::Tensor& x, const token_permutation& p);
 
-// (T, H): token t's rows summed, each times its weight (weights: (T, k)).
+// (T, H), of rows' dtype: token t's rows summed, each times its weight (weights: (T, k); fp32
+// for the kernels, whatever the rows' dtype).
 torch::Tensor unpermute_rows(const torch::Tensor& rows, const token_permutation& p,
                              const torch::Tensor& weights);
 

@@ -20,16 +20,19 @@ struct swiglu_function : torch::autograd::Function<swiglu_function> {
                                const torch::Tensor& up) {
     ctx->save_for_backward({gate, up});
     auto out = torch::empty_like(gate);
-    const float *a = gate.data_ptr<float>(), *b = up.data_ptr<float>();
-    float* y = out.data_ptr<float>();
-    if (gate.is_cuda()) {
+    with_element_type(gate, [&](auto type) {
+      using T = decltype(type);
+      const T *a = elements<T>(gate), *b = elements<T>(up);
+      T* y = elements<T>(out);
+      if (gate.is_cuda()) {
 #ifdef MUSTER_WITH_CUDA
-      kernels::cuda::swiglu_forward(a, b, y, gate.numel(), kernel_stream(gate));
+        kernels::cuda::swiglu_forward(a, b, y, gate.numel(), kernel_stream(gate));
 #endif
-      return out;
-    }
-    at::parallel_for(0, gate.numel(), kGrain, [&](std::int64_t begin, std::int64_t end) {
-      kernels::cpu::swiglu_forward(a + begin, b + begin, y + begin, end - begin);
+        return;
+      }
+      at::parallel_for(0, gate.numel(), kGrain, [&](std::int64_t begin, std::int64_t end) {
+        kernels::cpu::swiglu_forward(a + begin, b + begin, y + begin, end - begin);
+      });
     });
     return out;
   }
@@ -37,29 +40,33 @@ struct swiglu_function : torch::autograd::Function<swiglu_function> {
     const auto saved = ctx->get_saved_variables();
     const auto& gate = saved[0];
     const auto& up = saved[1];
-    const auto grad_out = grads[0].contiguous();
+    const auto grad_out = grads[0].to(gate.scalar_type()).contiguous();
     auto grad_gate = torch::empty_like(gate), grad_up = torch::empty_like(up);
-    const float *a = gate.data_ptr<float>(), *b = up.data_ptr<float>(),
-                *g = grad_out.data_ptr<float>();
-    float *da = grad_gate.data_ptr<float>(), *db = grad_up.data_ptr<float>();
-    if (gate.is_cuda()) {
+    with_element_type(gate, [&](auto type) {
+      using T = decltype(type);
+      const T *a = elements<T>(gate), *b = elements<T>(up), *g = elements<T>(grad_out);
+      T *da = elements<T>(grad_gate), *db = elements<T>(grad_up);
+      if (gate.is_cuda()) {
 #ifdef MUSTER_WITH_CUDA
-      kernels::cuda::swiglu_backward(a, b, g, da, db, gate.numel(), kernel_stream(gate));
+        kernels::cuda::swiglu_backward(a, b, g, da, db, gate.numel(), kernel_stream(gate));
 #endif
-      return {grad_gate, grad_up};
-    }
-    at::parallel_for(0, gate.numel(), kGrain, [&](std::int64_t begin, std::int64_t end) {
-      kernels::cpu::swiglu_backward(a + begin, b + begin, g + begin, da + begin, db + begin,
-                                    end - begin);
+        return;
+      }
+      at::parallel_for(0, gate.numel(), kGrain, [&](std::int64_t begin, std::int64_t end) {
+        kernels::cpu::swiglu_backward(a + begin, b + begin, g + begin, da + begin, db + begin,
+                                      end - begin);
+      });
     });
     return {grad_gate, grad_up};
   }
 };
 
 bool kernel_takes(const torch::Tensor& gate, const torch::Tensor& up) {
-  const bool on_device = (cpu_kernel_takes(gate) && cpu_kernel_takes(up)) ||
-                         (cuda_kernel_takes(gate) && cuda_kernel_takes(up));
-  return on_device && gate.device() == up.device() && gate.sizes() == up.sizes();
+  const bool on_device =
+      (cpu_kernel_takes(gate, kFp32AndBf16) && cpu_kernel_takes(up, kFp32AndBf16)) ||
+      (cuda_kernel_takes(gate, kFp32AndBf16) && cuda_kernel_takes(up, kFp32AndBf16));
+  return on_device && gate.device() == up.device() && gate.scalar_type() == up.scalar_type() &&
+         gate.sizes() == up.sizes();
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 // silu(gate) * up as one autograd function over the SwiGLU kernel
 // (kernels/include/muster/kernels/swiglu.hpp): one pass forward, one backward, and only gate
-// and up kept for the backward. Contiguous fp32 CPU tensors of one shape take the kernel
-// (split over LibTorch's intra-op threads), and contiguous fp32 CUDA ones take kernels::cuda on
-// LibTorch's current stream; anything else (bf16) takes torch's silu and product.
+// and up kept for the backward. Contiguous fp32 or bf16 CPU tensors of one shape and dtype take
+// the kernel (split over LibTorch's intra-op threads), and such CUDA ones kernels::cuda on
+// LibTorch's current stream; bf16 is computed in fp32 and rounded once. Anything else takes
+// torch's silu and product.
 #pragma once
 
 #include <torch/torch.h>

@@ -1,6 +1,9 @@
 // Token permutation on the CPU: see muster/kernels/permute.hpp. The index is a counting sort
-// (count, scan, place in assignment order); the row copies and combines go token by token.
+// (count, scan, place in assignment order); the row copies and combines go token by token, the
+// bf16 ones through fp32 chunks (bf16_lanes.hpp).
 #include "muster/kernels/permute.hpp"
+
+#include "bf16_lanes.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -43,12 +46,27 @@ void permute_index(const std::int64_t* experts, std::int64_t* counts, std::int64
   for (std::int64_t e = 0; e < num_experts; ++e) counts[e] = offsets[e + 1] - offsets[e];
 }
 
-void permute_rows(const float* x, const std::int64_t* source_of, std::int64_t num_rows, float* out,
-                  const permute_shape& s) {
+namespace {
+
+template <class T>
+void copy_rows(const T* x, const std::int64_t* source_of, std::int64_t num_rows, T* out,
+               const permute_shape& s) {
   check_permute_shape(s);
   const auto h = s.hidden;
   for (std::int64_t r = 0; r < num_rows; ++r)
-    std::memcpy(out + r * h, x + (source_of[r] / s.topk) * h, sizeof(float) * std::size_t(h));
+    std::memcpy(out + r * h, x + (source_of[r] / s.topk) * h, sizeof(T) * std::size_t(h));
+}
+
+}  // namespace
+
+void permute_rows(const float* x, const std::int64_t* source_of, std::int64_t num_rows, float* out,
+                  const permute_shape& s) {
+  copy_rows(x, source_of, num_rows, out, s);
+}
+
+void permute_rows(const bf16* x, const std::int64_t* source_of, std::int64_t num_rows, bf16* out,
+                  const permute_shape& s) {
+  copy_rows(x, source_of, num_rows, out, s);
 }
 
 void unpermute(const float* rows, const std::int64_t* row_of, const float* weights, float* y,
@@ -87,6 +105,51 @@ void unpermute_backward(const float* rows, const std::int64_t* row_of, const flo
     float dot = 0;
     for (std::int64_t i = 0; i < h; ++i) dot += g[i] * in[i];
     grad_weights[a] = dot;
+  }
+}
+
+void unpermute(const bf16* rows, const std::int64_t* row_of, const float* weights, bf16* y,
+               const permute_shape& s) {
+  check_permute_shape(s);
+  const auto h = s.hidden;
+  for (std::int64_t t = 0; t < s.num_tokens; ++t)
+    for_each_chunk(h, [&](std::int64_t at, std::int64_t m) {
+      float sum[kBf16Chunk] = {}, in[kBf16Chunk];
+      for (int j = 0; j < s.topk; ++j) {
+        const auto a = t * s.topk + j;
+        if (row_of[a] < 0) continue;
+        const float w = weights ? weights[a] : 1.0f;
+        widen(rows + row_of[a] * h + at, in, m);
+        for (std::int64_t i = 0; i < m; ++i) sum[i] += w * in[i];
+      }
+      narrow(sum, y + t * h + at, m);
+    });
+}
+
+void unpermute_backward(const bf16* rows, const std::int64_t* row_of, const float* weights,
+                        const bf16* grad_y, bf16* grad_rows, float* grad_weights,
+                        const permute_shape& s) {
+  check_permute_shape(s);
+  const auto h = s.hidden;
+  for (std::int64_t a = 0; a < s.num_tokens * s.topk; ++a) {
+    if (row_of[a] < 0) {
+      if (grad_weights) grad_weights[a] = 0.0f;
+      continue;
+    }
+    const float w = weights ? weights[a] : 1.0f;
+    const bf16* g = grad_y + (a / s.topk) * h;
+    const std::int64_t row = row_of[a] * h;
+    float dot = 0;
+    for_each_chunk(h, [&](std::int64_t at, std::int64_t m) {
+      float grad[kBf16Chunk], out[kBf16Chunk];
+      widen(g + at, grad, m);
+      for (std::int64_t i = 0; i < m; ++i) out[i] = w * grad[i];
+      narrow(out, grad_rows + row + at, m);
+      if (!grad_weights) return;
+      widen(rows + row + at, out, m);
+      for (std::int64_t i = 0; i < m; ++i) dot += grad[i] * out[i];
+    });
+    if (grad_weights) grad_weights[a] = dot;
   }
 }
 

@@ -2,6 +2,7 @@
 // The loops vectorize: exp is our own (exp_approx.hpp), not libm's.
 #include "muster/kernels/swiglu.hpp"
 
+#include "bf16_lanes.hpp"
 #include "exp_approx.hpp"
 #include "vector_targets.hpp"
 
@@ -38,5 +39,32 @@ MUSTER_VECTOR_CLONES void swiglu_backward(const float* __restrict gate, const fl
     grad_gate[i] = g * up[i] * (s * (1.0f + a * (1.0f - s)));
   }
 }
+
+// GCC 12 takes the chunk arrays, filled by widen() before they are read, for uninitialized.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+void swiglu_forward(const bf16* gate, const bf16* up, bf16* out, std::int64_t n) {
+  for_each_chunk(n, [&](std::int64_t at, std::int64_t m) {
+    float a[kBf16Chunk], b[kBf16Chunk], y[kBf16Chunk];
+    widen(gate + at, a, m);
+    widen(up + at, b, m);
+    swiglu_forward(a, b, y, m);
+    narrow(y, out + at, m);
+  });
+}
+
+void swiglu_backward(const bf16* gate, const bf16* up, const bf16* grad_out, bf16* grad_gate,
+                     bf16* grad_up, std::int64_t n) {
+  for_each_chunk(n, [&](std::int64_t at, std::int64_t m) {
+    float a[kBf16Chunk], b[kBf16Chunk], g[kBf16Chunk], da[kBf16Chunk], db[kBf16Chunk];
+    widen(gate + at, a, m);
+    widen(up + at, b, m);
+    widen(grad_out + at, g, m);
+    swiglu_backward(a, b, g, da, db, m);
+    narrow(da, grad_gate + at, m);
+    narrow(db, grad_up + at, m);
+  });
+}
+#pragma GCC diagnostic pop
 
 }  // namespace muster::kernels::cpu

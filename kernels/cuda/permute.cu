@@ -3,10 +3,14 @@
 // each chunk's per-expert counts (scratch), the counts' prefix over chunks and experts, then
 // each assignment's row = its expert's first row + the expert's rows in earlier chunks + the
 // same expert's assignments earlier in its chunk. Rows are copied and combined one block per
-// row or token, the threads across the hidden size.
+// row or token, the threads across the hidden size, 16 bytes at a time where the rows' size and
+// alignment allow; fp32 and bf16 rows, fp32 sums.
 #include <cstdint>
 
+#include <initializer_list>
+
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/element_access.cuh"
 #include "muster/kernels/permute.hpp"
 
 namespace muster::kernels::cuda {
@@ -89,50 +93,112 @@ __global__ void place(const std::int64_t* experts, std::int64_t n, std::int64_t 
   source_of[row] = a;
 }
 
-__global__ void gather_rows(const float* x, const std::int64_t* source_of, std::int64_t hidden,
-                            int topk, float* out) {
+// One block a row; 16 bytes a thread when the rows allow it (any element type: a copy).
+template <class T>
+__global__ void gather_rows(const T* x, const std::int64_t* source_of, std::int64_t hidden,
+                            int topk, T* out, bool vector) {
   const std::int64_t r = blockIdx.x;
-  const float* in = x + (source_of[r] / topk) * hidden;
-  for (std::int64_t i = threadIdx.x; i < hidden; i += blockDim.x) out[r * hidden + i] = in[i];
+  const T* in = x + (source_of[r] / topk) * hidden;
+  T* to = out + r * hidden;
+  if (vector) {
+    const auto* in16 = reinterpret_cast<const uint4*>(in);
+    auto* to16 = reinterpret_cast<uint4*>(to);
+    const std::int64_t n16 = hidden * std::int64_t(sizeof(T)) / 16;
+    for (std::int64_t i = threadIdx.x; i < n16; i += blockDim.x) to16[i] = in16[i];
+    return;
+  }
+  for (std::int64_t i = threadIdx.x; i < hidden; i += blockDim.x) to[i] = in[i];
 }
 
-__global__ void combine_rows(const float* rows, const std::int64_t* row_of, const float* weights,
-                             std::int64_t hidden, int topk, float* y) {
+// One block a token: y[t] = sum over its kept assignments of weight * row, in fp32; a pack of
+// elements a thread when `vector`.
+template <class T>
+__global__ void combine_rows(const T* rows, const std::int64_t* row_of, const float* weights,
+                             std::int64_t hidden, int topk, T* y, bool vector) {
   const std::int64_t t = blockIdx.x;
+  if (vector) {
+    constexpr int kLanes = pack<T>::kLanes;
+    const std::int64_t packs = hidden / kLanes;
+    auto* out = reinterpret_cast<pack<T>*>(y + t * hidden);
+    for (std::int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
+      float sum[kLanes] = {};
+      for (int j = 0; j < topk; ++j) {
+        const std::int64_t a = t * topk + j, row = row_of[a];
+        if (row < 0) continue;
+        const float w = weights ? weights[a] : 1.0f;
+        const pack<T> in = reinterpret_cast<const pack<T>*>(rows + row * hidden)[p];
+#pragma unroll
+        for (int l = 0; l < kLanes; ++l) sum[l] += w * load(in.v[l]);
+      }
+      pack<T> o;
+#pragma unroll
+      for (int l = 0; l < kLanes; ++l) store(o.v[l], sum[l]);
+      out[p] = o;
+    }
+    return;
+  }
   for (std::int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
     float sum = 0;
     for (int j = 0; j < topk; ++j) {
       const std::int64_t a = t * topk + j, row = row_of[a];
-      if (row >= 0) sum += (weights ? weights[a] : 1.0f) * rows[row * hidden + i];
+      if (row >= 0) sum += (weights ? weights[a] : 1.0f) * load(rows[row * hidden + i]);
     }
-    y[t * hidden + i] = sum;
+    store(y[t * hidden + i], sum);
   }
 }
 
-__global__ void combine_backward(const float* rows, const std::int64_t* row_of,
-                                 const float* weights, const float* grad_y, std::int64_t hidden,
-                                 int topk, float* grad_rows, float* grad_weights) {
+// The block's sum of `v` (blockDim.x == kThreads), in thread 0.
+__device__ float block_sum(float v) {
   __shared__ float part[kThreads];
-  const std::int64_t a = blockIdx.x, row = row_of[a];
-  const float* g = grad_y + (a / topk) * hidden;
-  if (row < 0) {
-    if (grad_weights && threadIdx.x == 0) grad_weights[a] = 0.0f;
-    return;
-  }
-  const float w = weights ? weights[a] : 1.0f;
-  float dot = 0;
-  for (std::int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
-    grad_rows[row * hidden + i] = w * g[i];
-    if (grad_weights) dot += g[i] * rows[row * hidden + i];
-  }
-  if (!grad_weights) return;
-  part[threadIdx.x] = dot;
+  part[threadIdx.x] = v;
   __syncthreads();
   for (int half = kThreads / 2; half > 0; half /= 2) {
     if (static_cast<int>(threadIdx.x) < half) part[threadIdx.x] += part[threadIdx.x + half];
     __syncthreads();
   }
-  if (threadIdx.x == 0) grad_weights[a] = part[0];
+  return part[0];
+}
+
+// One block an assignment: grad_rows[row] = w * grad_y[token], and the weight's gradient
+// dot(grad_y[token], rows[row]) in fp32.
+template <class T>
+__global__ void combine_backward(const T* rows, const std::int64_t* row_of, const float* weights,
+                                 const T* grad_y, std::int64_t hidden, int topk, T* grad_rows,
+                                 float* grad_weights, bool vector) {
+  const std::int64_t a = blockIdx.x, row = row_of[a];
+  const T* g = grad_y + (a / topk) * hidden;
+  if (row < 0) {
+    if (grad_weights && threadIdx.x == 0) grad_weights[a] = 0.0f;
+    return;
+  }
+  const float w = weights ? weights[a] : 1.0f;
+  const T* in = rows + row * hidden;
+  T* out = grad_rows + row * hidden;
+  float dot = 0;
+  if (vector) {
+    constexpr int kLanes = pack<T>::kLanes;
+    const std::int64_t packs = hidden / kLanes;
+    for (std::int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
+      const pack<T> gp = reinterpret_cast<const pack<T>*>(g)[p];
+      pack<T> o;
+#pragma unroll
+      for (int l = 0; l < kLanes; ++l) store(o.v[l], w * load(gp.v[l]));
+      reinterpret_cast<pack<T>*>(out)[p] = o;
+      if (!grad_weights) continue;
+      const pack<T> r = reinterpret_cast<const pack<T>*>(in)[p];
+#pragma unroll
+      for (int l = 0; l < kLanes; ++l) dot += load(gp.v[l]) * load(r.v[l]);
+    }
+  } else {
+    for (std::int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
+      const float gi = load(g[i]);
+      store(out[i], w * gi);
+      if (grad_weights) dot += gi * load(in[i]);
+    }
+  }
+  if (!grad_weights) return;
+  const float sum = block_sum(dot);
+  if (threadIdx.x == 0) grad_weights[a] = sum;
 }
 
 cudaStream_t as_stream(void* stream) {
@@ -171,32 +237,85 @@ void permute_index(const std::int64_t* experts, std::int64_t* counts, std::int64
   }
 }
 
-void permute_rows(const float* x, const std::int64_t* source_of, std::int64_t num_rows, float* out,
-                  const permute_shape& s, void* stream) {
+namespace {
+
+// Whether rows of `hidden` elements at these pointers can be read in 16-byte packs.
+template <class T>
+bool rows_in_packs(std::int64_t hidden, std::initializer_list<const void*> buffers) {
+  if (hidden % pack<T>::kLanes != 0) return false;
+  for (const void* b : buffers)
+    if (b && !aligned16(b)) return false;
+  return true;
+}
+
+template <class T>
+void launch_permute_rows(const T* x, const std::int64_t* source_of, std::int64_t num_rows, T* out,
+                         const permute_shape& s, void* stream) {
   check_permute_shape(s);
   if (num_rows == 0) return;
+  const bool vector = (s.hidden * std::int64_t(sizeof(T))) % 16 == 0 && aligned16(x) &&
+                      aligned16(out);
   gather_rows<<<unsigned(num_rows), kThreads, 0, as_stream(stream)>>>(x, source_of, s.hidden,
-                                                                      s.topk, out);
+                                                                      s.topk, out, vector);
   MUSTER_CUDA_CHECK(cudaGetLastError());
+}
+
+template <class T>
+void launch_unpermute(const T* rows, const std::int64_t* row_of, const float* weights, T* y,
+                      const permute_shape& s, void* stream) {
+  check_permute_shape(s);
+  if (s.num_tokens == 0) return;
+  const bool vector = rows_in_packs<T>(s.hidden, {rows, y});
+  combine_rows<<<unsigned(s.num_tokens), kThreads, 0, as_stream(stream)>>>(
+      rows, row_of, weights, s.hidden, s.topk, y, vector);
+  MUSTER_CUDA_CHECK(cudaGetLastError());
+}
+
+template <class T>
+void launch_unpermute_backward(const T* rows, const std::int64_t* row_of, const float* weights,
+                               const T* grad_y, T* grad_rows, float* grad_weights,
+                               const permute_shape& s, void* stream) {
+  check_permute_shape(s);
+  if (s.num_tokens == 0) return;
+  const bool vector = rows_in_packs<T>(s.hidden, {rows, grad_y, grad_rows});
+  combine_backward<<<unsigned(s.num_tokens * s.topk), kThreads, 0, as_stream(stream)>>>(
+      rows, row_of, weights, grad_y, s.hidden, s.topk, grad_rows, grad_weights, vector);
+  MUSTER_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+void permute_rows(const float* x, const std::int64_t* source_of, std::int64_t num_rows, float* out,
+                  const permute_shape& s, void* stream) {
+  launch_permute_rows(x, source_of, num_rows, out, s, stream);
 }
 
 void unpermute(const float* rows, const std::int64_t* row_of, const float* weights, float* y,
                const permute_shape& s, void* stream) {
-  check_permute_shape(s);
-  if (s.num_tokens == 0) return;
-  combine_rows<<<unsigned(s.num_tokens), kThreads, 0, as_stream(stream)>>>(rows, row_of, weights,
-                                                                           s.hidden, s.topk, y);
-  MUSTER_CUDA_CHECK(cudaGetLastError());
+  launch_unpermute(rows, row_of, weights, y, s, stream);
 }
 
 void unpermute_backward(const float* rows, const std::int64_t* row_of, const float* weights,
                         const float* grad_y, float* grad_rows, float* grad_weights,
                         const permute_shape& s, void* stream) {
-  check_permute_shape(s);
-  if (s.num_tokens == 0) return;
-  combine_backward<<<unsigned(s.num_tokens * s.topk), kThreads, 0, as_stream(stream)>>>(
-      rows, row_of, weights, grad_y, s.hidden, s.topk, grad_rows, grad_weights);
-  MUSTER_CUDA_CHECK(cudaGetLastError());
+  launch_unpermute_backward(rows, row_of, weights, grad_y, grad_rows, grad_weights, s, stream);
+}
+
+void permute_rows(const bf16* x, const std::int64_t* source_of, std::int64_t num_rows, bf16* out,
+                  const permute_shape& s, void* stream) {
+  launch_permute_rows(device_type(x), source_of, num_rows, device_type(out), s, stream);
+}
+
+void unpermute(const bf16* rows, const std::int64_t* row_of, const float* weights, bf16* y,
+               const permute_shape& s, void* stream) {
+  launch_unpermute(device_type(rows), row_of, weights, device_type(y), s, stream);
+}
+
+void unpermute_backward(const bf16* rows, const std::int64_t* row_of, const float* weights,
+                        const bf16* grad_y, bf16* grad_rows, float* grad_weights,
+                        const permute_shape& s, void* stream) {
+  launch_unpermute_backward(device_type(rows), row_of, weights, device_type(grad_y),
+                            device_type(grad_rows), grad_weights, s, stream);
 }
 
 }  // namespace muster::kernels::cuda

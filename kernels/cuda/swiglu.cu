@@ -1,9 +1,11 @@
-// SwiGLU on the GPU: see muster/kernels/swiglu.hpp. Elementwise, grid-stride, four elements a
-// thread through float4 when the three buffers are 16-byte aligned, the tail one by one.
+// SwiGLU on the GPU: see muster/kernels/swiglu.hpp. Elementwise, grid-stride, 16 bytes a thread
+// (4 fp32 or 8 bf16 elements) when every buffer is 16-byte aligned, the tail one by one; fp32
+// arithmetic for both types.
 #include <algorithm>
 #include <cstdint>
 
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/element_access.cuh"
 #include "muster/kernels/swiglu.hpp"
 
 namespace muster::kernels::cuda {
@@ -15,8 +17,8 @@ __device__ float sigmoid(float x) {
   return 1.0f / (1.0f + __expf(-x));
 }
 
-__device__ void forward_one(float a, float b, float& y) {
-  y = a * sigmoid(a) * b;
+__device__ float forward_one(float a, float b) {
+  return a * sigmoid(a) * b;
 }
 
 __device__ void backward_one(float a, float b, float g, float& da, float& db) {
@@ -25,86 +27,112 @@ __device__ void backward_one(float a, float b, float g, float& da, float& db) {
   da = g * b * s * (1.0f + a * (1.0f - s));
 }
 
-__global__ void forward_kernel(const float* gate, const float* up, float* out, std::int64_t n,
-                               bool vector) {
+template <class T>
+__global__ void forward_kernel(const T* gate, const T* up, T* out, std::int64_t n, bool vector) {
+  constexpr int kLanes = pack<T>::kLanes;
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   std::int64_t done = 0;
   if (vector) {
-    const std::int64_t n4 = n / 4;
-    const auto* a4 = reinterpret_cast<const float4*>(gate);
-    const auto* b4 = reinterpret_cast<const float4*>(up);
-    auto* y4 = reinterpret_cast<float4*>(out);
-    for (std::int64_t v = i; v < n4; v += stride) {
-      const float4 a = a4[v], b = b4[v];
-      float4 y;
-      forward_one(a.x, b.x, y.x);
-      forward_one(a.y, b.y, y.y);
-      forward_one(a.z, b.z, y.z);
-      forward_one(a.w, b.w, y.w);
-      y4[v] = y;
+    const std::int64_t packs = n / kLanes;
+    const auto* a_p = reinterpret_cast<const pack<T>*>(gate);
+    const auto* b_p = reinterpret_cast<const pack<T>*>(up);
+    auto* y_p = reinterpret_cast<pack<T>*>(out);
+    for (std::int64_t v = i; v < packs; v += stride) {
+      const pack<T> a = a_p[v], b = b_p[v];
+      pack<T> y;
+#pragma unroll
+      for (int l = 0; l < kLanes; ++l) store(y.v[l], forward_one(load(a.v[l]), load(b.v[l])));
+      y_p[v] = y;
     }
-    done = n4 * 4;
-  }
-  for (std::int64_t k = done + i; k < n; k += stride) forward_one(gate[k], up[k], out[k]);
-}
-
-__global__ void backward_kernel(const float* gate, const float* up, const float* grad_out,
-                                float* grad_gate, float* grad_up, std::int64_t n, bool vector) {
-  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  std::int64_t done = 0;
-  if (vector) {
-    const std::int64_t n4 = n / 4;
-    const auto* a4 = reinterpret_cast<const float4*>(gate);
-    const auto* b4 = reinterpret_cast<const float4*>(up);
-    const auto* g4 = reinterpret_cast<const float4*>(grad_out);
-    auto* da4 = reinterpret_cast<float4*>(grad_gate);
-    auto* db4 = reinterpret_cast<float4*>(grad_up);
-    for (std::int64_t v = i; v < n4; v += stride) {
-      const float4 a = a4[v], b = b4[v], g = g4[v];
-      float4 da, db;
-      backward_one(a.x, b.x, g.x, da.x, db.x);
-      backward_one(a.y, b.y, g.y, da.y, db.y);
-      backward_one(a.z, b.z, g.z, da.z, db.z);
-      backward_one(a.w, b.w, g.w, da.w, db.w);
-      da4[v] = da;
-      db4[v] = db;
-    }
-    done = n4 * 4;
+    done = packs * kLanes;
   }
   for (std::int64_t k = done + i; k < n; k += stride)
-    backward_one(gate[k], up[k], grad_out[k], grad_gate[k], grad_up[k]);
+    store(out[k], forward_one(load(gate[k]), load(up[k])));
 }
 
-bool aligned(const void* p) {
-  return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
+template <class T>
+__global__ void backward_kernel(const T* gate, const T* up, const T* grad_out, T* grad_gate,
+                                T* grad_up, std::int64_t n, bool vector) {
+  constexpr int kLanes = pack<T>::kLanes;
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  std::int64_t done = 0;
+  float da, db;
+  if (vector) {
+    const std::int64_t packs = n / kLanes;
+    const auto* a_p = reinterpret_cast<const pack<T>*>(gate);
+    const auto* b_p = reinterpret_cast<const pack<T>*>(up);
+    const auto* g_p = reinterpret_cast<const pack<T>*>(grad_out);
+    auto* da_p = reinterpret_cast<pack<T>*>(grad_gate);
+    auto* db_p = reinterpret_cast<pack<T>*>(grad_up);
+    for (std::int64_t v = i; v < packs; v += stride) {
+      const pack<T> a = a_p[v], b = b_p[v], g = g_p[v];
+      pack<T> da_out, db_out;
+#pragma unroll
+      for (int l = 0; l < kLanes; ++l) {
+        backward_one(load(a.v[l]), load(b.v[l]), load(g.v[l]), da, db);
+        store(da_out.v[l], da);
+        store(db_out.v[l], db);
+      }
+      da_p[v] = da_out;
+      db_p[v] = db_out;
+    }
+    done = packs * kLanes;
+  }
+  for (std::int64_t k = done + i; k < n; k += stride) {
+    backward_one(load(gate[k]), load(up[k]), load(grad_out[k]), da, db);
+    store(grad_gate[k], da);
+    store(grad_up[k], db);
+  }
 }
 
+template <class T>
 unsigned blocks_for(std::int64_t n) {
   // enough blocks to fill an H100 several times over; the loop strides over the rest
-  const std::int64_t wanted = (n / 4 + kThreads - 1) / kThreads;
+  const std::int64_t wanted = (n / pack<T>::kLanes + kThreads - 1) / kThreads;
   return static_cast<unsigned>(std::max<std::int64_t>(1, std::min<std::int64_t>(wanted, 132 * 16)));
+}
+
+template <class T>
+void launch_forward(const T* gate, const T* up, T* out, std::int64_t n, void* stream) {
+  if (n <= 0) return;
+  const bool vector = aligned16(gate) && aligned16(up) && aligned16(out);
+  forward_kernel<<<blocks_for<T>(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      gate, up, out, n, vector);
+  MUSTER_CUDA_CHECK(cudaGetLastError());
+}
+
+template <class T>
+void launch_backward(const T* gate, const T* up, const T* grad_out, T* grad_gate, T* grad_up,
+                     std::int64_t n, void* stream) {
+  if (n <= 0) return;
+  const bool vector = aligned16(gate) && aligned16(up) && aligned16(grad_out) &&
+                      aligned16(grad_gate) && aligned16(grad_up);
+  backward_kernel<<<blocks_for<T>(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      gate, up, grad_out, grad_gate, grad_up, n, vector);
+  MUSTER_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace
 
 void swiglu_forward(const float* gate, const float* up, float* out, std::int64_t n, void* stream) {
-  if (n <= 0) return;
-  const bool vector = aligned(gate) && aligned(up) && aligned(out);
-  forward_kernel<<<blocks_for(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(gate, up, out,
-                                                                                    n, vector);
-  MUSTER_CUDA_CHECK(cudaGetLastError());
+  launch_forward(gate, up, out, n, stream);
 }
 
 void swiglu_backward(const float* gate, const float* up, const float* grad_out, float* grad_gate,
                      float* grad_up, std::int64_t n, void* stream) {
-  if (n <= 0) return;
-  const bool vector =
-      aligned(gate) && aligned(up) && aligned(grad_out) && aligned(grad_gate) && aligned(grad_up);
-  backward_kernel<<<blocks_for(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-      gate, up, grad_out, grad_gate, grad_up, n, vector);
-  MUSTER_CUDA_CHECK(cudaGetLastError());
+  launch_backward(gate, up, grad_out, grad_gate, grad_up, n, stream);
+}
+
+void swiglu_forward(const bf16* gate, const bf16* up, bf16* out, std::int64_t n, void* stream) {
+  launch_forward(device_type(gate), device_type(up), device_type(out), n, stream);
+}
+
+void swiglu_backward(const bf16* gate, const bf16* up, const bf16* grad_out, bf16* grad_gate,
+                     bf16* grad_up, std::int64_t n, void* stream) {
+  launch_backward(device_type(gate), device_type(up), device_type(grad_out),
+                  device_type(grad_gate), device_type(grad_up), n, stream);
 }
 
 }  // namespace muster::kernels::cuda

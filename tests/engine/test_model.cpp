@@ -63,7 +63,8 @@ TEST_CASE("rotary positions: values and gradients equal Hugging Face's rotate_ha
   CHECK(torch::allclose(dx, dx2, 1e-12, 1e-14));
 }
 
-TEST_CASE("SwiGLU through the fused kernel: values and gradients equal silu(gate) * up",
+TEST_CASE("SwiGLU through the fused kernel: values and gradients equal silu(gate) * up, in fp32 "
+          "and bf16",
           "[model]") {
   torch::manual_seed(6);
   auto gate = (torch::randn({37, 19}) * 4).requires_grad_(true);
@@ -78,10 +79,28 @@ TEST_CASE("SwiGLU through the fused kernel: values and gradients equal silu(gate
   CHECK(torch::allclose(y.to(torch::kFloat64), ref, 1e-5, 1e-6));
   CHECK(torch::allclose(grads[0].to(torch::kFloat64), ref_grads[0], 1e-5, 1e-6));
   CHECK(torch::allclose(grads[1].to(torch::kFloat64), ref_grads[1], 1e-5, 1e-6));
-  // bf16 (no kernel yet) takes torch's ops, the same values
-  auto half = muster::engine::ops::swiglu(gate.detach().to(torch::kBFloat16), up.detach().to(torch::kBFloat16));
+  CHECK_THAT(y.grad_fn()->name(), Catch::Contains("swiglu_function"));
+  // bf16 takes the kernel too: fp32 arithmetic rounded once, so within a bf16 rounding (2^-8
+  // relative) of fp64 on the same bf16 inputs, gradients too
+  auto gate16 = gate.detach().to(torch::kBFloat16).requires_grad_(true);
+  auto up16 = up.detach().to(torch::kBFloat16).requires_grad_(true);
+  auto half = muster::engine::ops::swiglu(gate16, up16);
   CHECK(half.scalar_type() == torch::kBFloat16);
-  CHECK(torch::allclose(half.to(torch::kFloat64), ref.detach(), 0.05, 0.05));
+  CHECK_THAT(half.grad_fn()->name(), Catch::Contains("swiglu_function"));
+  auto grads16 = torch::autograd::grad({half}, {gate16, up16}, {grad_out.to(torch::kBFloat16)});
+  auto gate64 = gate16.detach().to(torch::kFloat64).requires_grad_(true);
+  auto up64 = up16.detach().to(torch::kFloat64).requires_grad_(true);
+  auto ref64 = torch::silu(gate64) * up64;
+  auto ref64_grads = torch::autograd::grad(
+      {ref64}, {gate64, up64}, {grad_out.to(torch::kBFloat16).to(torch::kFloat64)});
+  const double rounding = 1.0 / 256;
+  CHECK(torch::allclose(half.to(torch::kFloat64), ref64, rounding, 1e-30));
+  CHECK(torch::allclose(grads16[1].to(torch::kFloat64), ref64_grads[1], rounding, 1e-30));
+  // silu's derivative cancels near gate = -1.28: bounded by its terms' size there
+  CHECK(torch::allclose(grads16[0].to(torch::kFloat64), ref64_grads[0], rounding, 1e-3));
+  // another dtype (fp64) takes torch's ops
+  CHECK_THAT(muster::engine::ops::swiglu(gate2, up2).grad_fn()->name(),
+             !Catch::Contains("swiglu_function"));
 }
 
 TEST_CASE("linear through the kernels' gemm: values and gradients equal x W^T over two uses, "

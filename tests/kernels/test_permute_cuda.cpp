@@ -1,7 +1,8 @@
 // The permutation's CUDA kernels against the CPU reference (kernels/cpu/permute.cpp): the index
 // exactly (a stable counting sort on both), the gather exactly, the combine and its backward
-// within a normalised bound; dropped assignments included. Without a CUDA device: "SKIPPED: no
-// CUDA device".
+// within a normalised bound (bf16 rows: within one bf16 ulp); dropped assignments included,
+// hidden sizes that take the 16-byte path and ones that do not. Without a CUDA device:
+// "SKIPPED: no CUDA device".
 #include <catch2/catch.hpp>
 
 #include <random>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "muster/kernels/permute.hpp"
+#include "tests/kernels/bf16_values.hpp"
 #include "tests/kernels/cuda_test_support.hpp"
 #include "tests/kernels/normal_draws.hpp"
 
@@ -78,10 +80,44 @@ TEST_CASE("the permutation's CUDA kernels match the CPU reference", "[kernels][p
     cuda::unpermute_backward(d_permuted.ptr, d_row_of.ptr, d_weights.ptr, d_grad_y.ptr,
                              d_grad_rows.ptr, d_grad_w.ptr, s, nullptr);
     REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-    std::string report;
-    CHECK(compare(d_y.host(), y, 1e-5, report) <= 1e-5);
-    INFO(report);
-    CHECK(compare(d_grad_rows.host(), grad_rows, 1e-6, report) <= 1e-6);
-    CHECK(compare(d_grad_w.host(), grad_w, 1e-4, report) <= 1e-4);
+    std::string y_report, rows_report, w_report;
+    const double y_err = compare(d_y.host(), y, 1e-5, y_report);
+    const double rows_err = compare(d_grad_rows.host(), grad_rows, 1e-6, rows_report);
+    const double w_err = compare(d_grad_w.host(), grad_w, 1e-4, w_report);
+    INFO("combine:\n" << y_report << "its backward, rows:\n" << rows_report << "weights:\n"
+                       << w_report);
+    CHECK(y_err <= 1e-5);
+    CHECK(rows_err <= 1e-6);
+    CHECK(w_err <= 1e-4);
+
+    // bf16 rows, fp32 weights: the same kernels over the rows rounded to bf16
+    const auto x16 = muster::test::to_bf16(x);
+    std::vector<bf16> permuted16(permuted.size()), y16(y.size()), grad_rows16(grad_rows.size());
+    const auto grad_y16 = muster::test::to_bf16(grad_y);
+    cpu::permute_rows(x16.data(), source_of.data(), rows, permuted16.data(), s);
+    cpu::unpermute(permuted16.data(), row_of.data(), weights.data(), y16.data(), s);
+    cpu::unpermute_backward(permuted16.data(), row_of.data(), weights.data(), grad_y16.data(),
+                            grad_rows16.data(), grad_w.data(), s);
+    device_buffer<bf16> d_x16(x16), d_permuted16(permuted16.size()), d_y16(y16.size()),
+        d_grad_y16(grad_y16), d_grad_rows16(grad_rows16.size());
+    cuda::permute_rows(d_x16.ptr, d_source_of.ptr, rows, d_permuted16.ptr, s, nullptr);
+    cuda::unpermute(d_permuted16.ptr, d_row_of.ptr, d_weights.ptr, d_y16.ptr, s, nullptr);
+    cuda::unpermute_backward(d_permuted16.ptr, d_row_of.ptr, d_weights.ptr, d_grad_y16.ptr,
+                             d_grad_rows16.ptr, d_grad_w.ptr, s, nullptr);
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    std::string gather16_report, y16_report, rows16_report, w16_report;
+    const int gather16_ulps =
+        muster::test::worst_ulps(d_permuted16.host(), permuted16, 0, gather16_report);
+    const int y16_ulps = muster::test::worst_ulps(d_y16.host(), y16, 1, y16_report);
+    const int rows16_ulps =
+        muster::test::worst_ulps(d_grad_rows16.host(), grad_rows16, 1, rows16_report);
+    const double w16_err = compare(d_grad_w.host(), grad_w, 1e-4, w16_report);
+    INFO("bf16 gather:\n" << gather16_report << "combine:\n" << y16_report
+                           << "its backward, rows:\n" << rows16_report << "weights:\n"
+                           << w16_report);
+    CHECK(gather16_ulps == 0);
+    CHECK(y16_ulps <= 1);
+    CHECK(rows16_ulps <= 1);
+    CHECK(w16_err <= 1e-4);
   }
 }

@@ -1,11 +1,13 @@
 // The SwiGLU CUDA kernels against the CPU reference (kernels/cpu/swiglu.cpp), on small, odd and
 // large sizes, aligned (the float4 path) and not (the scalar path), with values out to where
-// exp overflows. Without a CUDA device: "SKIPPED: no CUDA device".
+// exp overflows; fp32 within a normalised bound, bf16 within one bf16 ulp. Without a CUDA
+// device: "SKIPPED: no CUDA device".
 #include <catch2/catch.hpp>
 
 #include <vector>
 
 #include "muster/kernels/swiglu.hpp"
+#include "tests/kernels/bf16_values.hpp"
 #include "tests/kernels/cuda_test_support.hpp"
 #include "tests/kernels/normal_draws.hpp"
 
@@ -50,5 +52,32 @@ TEST_CASE("the SwiGLU CUDA kernels match the CPU reference", "[kernels][swiglu][
       CHECK(y_err <= 1e-5);
       CHECK(da_err <= 1e-5);
       CHECK(db_err <= 1e-5);
+
+      // bf16: 8 elements a thread on the aligned path (offset 0), one by one otherwise
+      const auto gate16 = muster::test::to_bf16(gate), up16 = muster::test::to_bf16(up),
+                 grad16 = muster::test::to_bf16(grad);
+      std::vector<bf16> y16(m), da16(m), db16(m);
+      cpu::swiglu_forward(gate16.data() + offset, up16.data() + offset, y16.data(), n);
+      cpu::swiglu_backward(gate16.data() + offset, up16.data() + offset, grad16.data() + offset,
+                           da16.data(), db16.data(), n);
+      device_buffer<bf16> d_gate16(gate16), d_up16(up16), d_grad16(grad16), d_y16(m + 8),
+          d_da16(m + 8), d_db16(m + 8);
+      cuda::swiglu_forward(d_gate16.ptr + offset, d_up16.ptr + offset, d_y16.ptr + offset, n,
+                           nullptr);
+      cuda::swiglu_backward(d_gate16.ptr + offset, d_up16.ptr + offset, d_grad16.ptr + offset,
+                            d_da16.ptr + offset, d_db16.ptr + offset, n, nullptr);
+      REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+      auto slice16 = [&](const device_buffer<bf16>& b) {
+        auto all = b.host();
+        return std::vector<bf16>(all.begin() + offset, all.begin() + offset + n);
+      };
+      std::string y16_report, da16_report, db16_report;
+      const int y16_ulps = muster::test::worst_ulps(slice16(d_y16), y16, 1, y16_report);
+      const int da16_ulps = muster::test::worst_ulps(slice16(d_da16), da16, 1, da16_report);
+      const int db16_ulps = muster::test::worst_ulps(slice16(d_db16), db16, 1, db16_report);
+      INFO("bf16 y:\n" << y16_report << "da:\n" << da16_report << "db:\n" << db16_report);
+      CHECK(y16_ulps <= 1);
+      CHECK(da16_ulps <= 1);
+      CHECK(db16_ulps <= 1);
     }
 }

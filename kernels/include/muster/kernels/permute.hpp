@@ -11,9 +11,13 @@
 // - row_of[a] is assignment a's row, or -1 when dropped; source_of[r] is row r's assignment
 //   (its token is source_of[r] / topk). offsets[e] is expert e's first row, offsets[E] the
 //   number of rows.
+// - Rows are fp32 or bf16 (the overloads); weights and their gradients are fp32 for both, and
+//   the bf16 combines sum in fp32 and round once.
 #pragma once
 
 #include <cstdint>
+
+#include "muster/kernels/bf16.hpp"
 
 namespace muster::kernels {
 
@@ -50,6 +54,14 @@ void unpermute_backward(const float* rows, const std::int64_t* row_of, const flo
                         const float* grad_y, float* grad_rows, float* grad_weights,
                         const permute_shape& shape);
 
+void permute_rows(const bf16* x, const std::int64_t* source_of, std::int64_t num_rows, bf16* out,
+                  const permute_shape& shape);
+void unpermute(const bf16* rows, const std::int64_t* row_of, const float* weights, bf16* y,
+               const permute_shape& shape);
+void unpermute_backward(const bf16* rows, const std::int64_t* row_of, const float* weights,
+                        const bf16* grad_y, bf16* grad_rows, float* grad_weights,
+                        const permute_shape& shape);
+
 }  // namespace cpu
 
 namespace cuda {
@@ -66,6 +78,13 @@ void unpermute(const float* rows, const std::int64_t* row_of, const float* weigh
                const permute_shape& shape, void* stream);
 void unpermute_backward(const float* rows, const std::int64_t* row_of, const float* weights,
                         const float* grad_y, float* grad_rows, float* grad_weights,
+                        const permute_shape& shape, void* stream);
+void permute_rows(const bf16* x, const std::int64_t* source_of, std::int64_t num_rows, bf16* out,
+                  const permute_shape& shape, void* stream);
+void unpermute(const bf16* rows, const std::int64_t* row_of, const float* weights, bf16* y,
+               const permute_shape& shape, void* stream);
+void unpermute_backward(const bf16* rows, const std::int64_t* row_of, const float* weights,
+                        const bf16* grad_y, bf16* grad_rows, float* grad_weights,
                         const permute_shape& shape, void* stream);
 
 }  // namespace cuda

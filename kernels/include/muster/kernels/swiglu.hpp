@@ -2,10 +2,13 @@
 // and its backward, elementwise in one pass (torch's ops take one pass and a temporary each:
 // silu, the product, and three in the backward). Raw pointers and counts; no CUDA or torch
 // types. The cpu:: functions work on any range, so a caller may split a buffer over threads;
-// the cuda:: ones take the whole buffer.
+// the cuda:: ones take the whole buffer. The bf16 overloads read and write bf16 and compute in
+// fp32, rounding each result once.
 #pragma once
 
 #include <cstdint>
+
+#include "muster/kernels/bf16.hpp"
 
 namespace muster::kernels::cpu {
 
@@ -17,6 +20,10 @@ void swiglu_forward(const float* gate, const float* up, float* out, std::int64_t
 void swiglu_backward(const float* gate, const float* up, const float* grad_out, float* grad_gate,
                      float* grad_up, std::int64_t n);
 
+void swiglu_forward(const bf16* gate, const bf16* up, bf16* out, std::int64_t n);
+void swiglu_backward(const bf16* gate, const bf16* up, const bf16* grad_out, bf16* grad_gate,
+                     bf16* grad_up, std::int64_t n);
+
 }  // namespace muster::kernels::cpu
 
 namespace muster::kernels::cuda {
@@ -26,5 +33,8 @@ namespace muster::kernels::cuda {
 void swiglu_forward(const float* gate, const float* up, float* out, std::int64_t n, void* stream);
 void swiglu_backward(const float* gate, const float* up, const float* grad_out, float* grad_gate,
                      float* grad_up, std::int64_t n, void* stream);
+void swiglu_forward(const bf16* gate, const bf16* up, bf16* out, std::int64_t n, void* stream);
+void swiglu_backward(const bf16* gate, const bf16* up, const bf16* grad_out, bf16* grad_gate,
+                     bf16* grad_up, std::int64_t n, void* stream);
 
 }  // namespace muster::kernels::cuda
