@@ -83,6 +83,9 @@ class communicator {
   virtual torch::Tensor collective_buffer(std::int64_t numel, const torch::TensorOptions& options) {
     return torch::empty({numel}, options);
   }
+  // Whether collective_buffer() registers what it makes (NCCL user buffers): then buffers are
+  // worth keeping; else the allocator's cache reuses freed memory, for activations too.
+  virtual bool registers_buffers() const { return false; }
 
  protected:
   // For the backends' *_into: `out` must be contiguous with `numel` elements (errc::internal,

@@ -199,6 +199,8 @@ class nccl_group final : public communicator {
     all_reduce_sum(one);
   }
 
+  bool registers_buffers() const override { return options_.user_buffers; }
+
   // NCCL user buffers when asked for (comm.nccl_ub), else the caching allocator's.
   torch::Tensor collective_buffer(std::int64_t numel,
                                   const torch::TensorOptions& options) override {

@@ -34,7 +34,8 @@ flat_unit::flat_unit(unit_options options,
   const auto first = shard_rank() * shard_;
   if (options_.group && options_.group->size() > 1)
     buffers_ = options_.buffers ? options_.buffers
-                                : std::make_shared<collective_buffers>(options_.group);
+                                : std::make_shared<collective_buffers>(
+                                      options_.group, options_.group->registers_buffers());
   // Sharded parameters: only this rank's shard is ever written (the whole buffer is address
   // space until gathered); else the whole buffer.
   full_params_ = params_sharded() ? torch::empty({whole}, f32()) : persistent_buffer();
@@ -125,14 +126,16 @@ void flat_unit::reduce_scatter(const torch::Tensor& whole, bool add) {
   auto sent = whole;
   if (wire != whole.scalar_type())
     sent = buffers_->take(whole.numel(), whole.options().dtype(wire)).copy_(whole);
-  auto part = buffers_->take(shard_, sent.options());
+  // In place: this rank's part of what is sent (NCCL's in-place form), so no buffer is taken
+  // for it. `whole` is scratch once reduced: given back, or (persistent, under optim) zeroed
+  // before the next step, its part then being shard_grads_ itself.
+  auto part = sent.narrow(0, shard_rank() * shard_, shard_);
   options_.group->reduce_scatter_sum_into(sent, part);
   if (add) {
     shard_grads_.add_(part);
-  } else {
+  } else if (part.data_ptr() != shard_grads_.data_ptr()) {
     shard_grads_.copy_(part);
   }
-  buffers_->give_back(std::move(part));
   if (!sent.is_same(whole)) buffers_->give_back(std::move(sent));
 }
 

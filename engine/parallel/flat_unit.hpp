@@ -150,7 +150,7 @@ class flat_unit {
   }
   int shard_rank() const;
   // `whole` summed over the group in reduce_dtype; this rank's part added to shard_grads_
-  // (or copied there: `add` false).
+  // (or copied there: `add` false). Reduced in place: `whole` is scratch afterwards.
   void reduce_scatter(const torch::Tensor& whole, bool add);
   // A zeroed fp32 buffer of the whole unit that collectives read and write in place.
   torch::Tensor persistent_buffer();

@@ -124,13 +124,14 @@ void check_into(communicator& c) {
 }
 
 // FSDP units sharded over the group (optim_grads_params): a gather lands in a kept buffer and
-// gives every rank the whole values; the units of one size share one buffer when they take
-// turns and need two at once; the gradients are summed over the ranks into each rank's shard,
+// gives every rank the whole values; the units share one buffer when they take turns and need
+// two at once; a larger unit's gather replaces the kept block rather than adding one; the
+// gradients are summed over the ranks into each rank's shard,
 // in fp32 and through bf16 on the wire, and every buffer comes back.
 void check_units(const std::shared_ptr<communicator>& c) {
   const int r = c->rank(), n = c->size();
   const double sum_1_to_n = n * (n + 1) / 2.0;
-  auto buffers = std::make_shared<parallel::collective_buffers>(c);
+  auto buffers = std::make_shared<parallel::collective_buffers>(c, /*keep=*/true);
   torch::manual_seed(7);  // the same values on every rank
   auto w1 = torch::randn({5, 7}).requires_grad_(), w2 = torch::randn({5, 7}).requires_grad_();
   const auto v1 = w1.detach().clone(), v2 = w2.detach().clone();
@@ -151,12 +152,29 @@ void check_units(const std::shared_ptr<communicator>& c) {
     expect(w2.detach().equal(v2), "unit b gathered");
     b.release();
   }
-  expect(buffers->made() == 1, "units taking turns share one buffer, made " +
-                                   std::to_string(buffers->made()));
+  const auto gathered_bytes = [n](const parallel::flat_unit& u) {
+    return u.shard_numel() * n * std::int64_t(sizeof(float));
+  };
+  expect(buffers->made() == 1 && buffers->bytes() == gathered_bytes(a),
+         "units taking turns share one buffer, made " + std::to_string(buffers->made()) +
+             " of " + std::to_string(buffers->bytes()) + " B");
+  // a larger unit: the kept block is too small, so it goes and a larger one is made, which the
+  // smaller units then share
+  auto w3 = torch::randn({5, 70}).requires_grad_();
+  const auto v3 = w3.detach().clone();
+  o.name = "big";
+  parallel::flat_unit big(o, {{"big.weight", w3}});
+  big.gather();
+  expect(w3.detach().equal(v3), "the larger unit gathered");
+  big.release();
+  expect(buffers->made() == 2 && buffers->bytes() == gathered_bytes(big),
+         "the larger unit's block replaced the smaller one: made " +
+             std::to_string(buffers->made()) + ", " + std::to_string(buffers->bytes()) + " B kept");
   a.gather();
   b.gather();
-  expect(buffers->made() == 2 && w1.detach().equal(v1) && w2.detach().equal(v2),
-         "two units gathered at once");
+  expect(buffers->made() == 3 && buffers->bytes() == gathered_bytes(big) + gathered_bytes(b) &&
+             w1.detach().equal(v1) && w2.detach().equal(v2),
+         "two units gathered at once: one in the larger block, one in a new one");
   for (auto* u : {&a, &b}) u->begin_backward();
   ((w1 + w2) * double(r + 1)).sum().backward();
   for (auto* u : {&a, &b}) {

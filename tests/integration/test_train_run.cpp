@@ -274,6 +274,8 @@ TEST_CASE(
       CHECK(logged_number(runs, "optimizer ") == worst["optimizer"].get<std::int64_t>());
       const auto gathered = logged_number(runs, "at most ");
       CHECK(gathered <= worst["fsdp_buffers"].get<std::int64_t>());
+      // nothing is kept between gathers: buffers are kept only as NCCL user buffers
+      CHECK(logged_number(runs, "FSDP buffers kept: ") == 0);
       if (sharding == "optim_grads_params") {
         // a layer at a time: its params and grads are well under half the model's params
         CHECK(gathered > 0);
