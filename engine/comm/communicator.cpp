@@ -14,6 +14,10 @@ void communicator::check_into(const char* op, const torch::Tensor& out,
                out.defined() && !out.is_contiguous() ? " (not contiguous)" : "", numel);
 }
 
+void communicator::all_gather_into(const torch::Tensor& shard, torch::Tensor& out) {
+  all_gather_into_async(shard, out)->wait();
+}
+
 torch::Tensor communicator::all_gather(const torch::Tensor& shard) {
   auto out = torch::empty({shard.numel() * size()}, shard.options());
   all_gather_into(shard, out);

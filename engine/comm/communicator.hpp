@@ -53,7 +53,11 @@ class communicator {
   // into `out`: contiguous, size() * shard.numel() elements, any dtype (converted as copy_
   // does). A collective_buffer() of the shard's dtype on the group's device is written in
   // place; anything else goes through a copy.
-  virtual void all_gather_into(const torch::Tensor& shard, torch::Tensor& out) = 0;
+  void all_gather_into(const torch::Tensor& shard, torch::Tensor& out);
+  // The same, started and left running as all_reduce_sum_async is: `shard` must stay unwritten
+  // and `out` unread until wait() returned (FSDP's prefetch of the next unit's parameters).
+  virtual std::unique_ptr<pending_collective> all_gather_into_async(const torch::Tensor& shard,
+                                                                    torch::Tensor& out) = 0;
   // `full` (same numel everywhere, divisible by size()) summed over the group; this rank's
   // contiguous 1/size() part of the sum into `out` (contiguous, that many elements; written
   // in place as all_gather_into's `out` is).

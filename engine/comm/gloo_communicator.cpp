@@ -91,7 +91,8 @@ class gloo_group final : public communicator {
                                           });
   }
 
-  void all_gather_into(const torch::Tensor& shard, torch::Tensor& out) override {
+  std::unique_ptr<pending_collective> all_gather_into_async(const torch::Tensor& shard,
+                                                            torch::Tensor& out) override {
     std::vector<torch::Tensor> in{on_wire(shard).reshape({-1})};
     const auto n = in[0].numel();
     check_into("all_gather", out, n * size());
@@ -103,8 +104,12 @@ class gloo_group final : public communicator {
     for (int r = 0; r < size(); ++r) parts[0].push_back(flat.narrow(0, r * n, n));
     c10d::AllgatherOptions options;
     options.timeout = timeout_;
-    run("all_gather", in[0], [&] { return group_->allgather(parts, in, options); });
-    if (!direct) out.view({-1}).copy_(flat);
+    auto started = start("all_gather", in[0], [&] { return group_->allgather(parts, in, options); });
+    // the tensors the work reads and writes stay alive with the handle
+    return std::make_unique<pending_call>([this, s = std::move(started)] { finish(s); },
+                                          [direct, out, flat, in, parts]() mutable {
+                                            if (!direct) out.view({-1}).copy_(flat);
+                                          });
   }
 
   void reduce_scatter_sum_into(const torch::Tensor& full, torch::Tensor& out) override {

@@ -125,15 +125,25 @@ class nccl_group final : public communicator {
         });
   }
 
-  void all_gather_into(const torch::Tensor& shard, torch::Tensor& out) override {
+  std::unique_ptr<pending_collective> all_gather_into_async(const torch::Tensor& shard,
+                                                            torch::Tensor& out) override {
     auto d = on_device(shard);
     check_into("all_gather", out, d.numel() * size());
     auto target = written_in_place(out, d) ? out : torch::empty({out.numel()}, d.options());
-    run("all_gather", d, [&](ncclDataType_t type) {
+    auto s = start("all_gather", d, [&](ncclDataType_t type) {
       return nccl().all_gather(d.data_ptr(), target.data_ptr(), d.numel(), type, state_->comm,
                                stream_);
     });
-    if (!target.is_same(out)) out.view({-1}).copy_(target);
+    auto shared = std::make_shared<started>(s);
+    return std::make_unique<pending_call>(
+        [this, shared] { finish(*shared); },
+        [out, target, d]() mutable {  // d: the input stays alive until the gather is done
+          if (!target.is_same(out)) out.view({-1}).copy_(target);
+        },
+        // unwaited: the event is released once the collective is done (CUDA defers it)
+        [shared] {
+          if (shared->done != nullptr) cudaEventDestroy(shared->done);
+        });
   }
 
   void reduce_scatter_sum_into(const torch::Tensor& full, torch::Tensor& out) override {

@@ -96,19 +96,34 @@ void flat_unit::point_grads_at(const torch::Tensor& buffer) {
   }
 }
 
+void flat_unit::start_gather() {
+  gather_buffer_ = buffers_->take(shard_ * ranks_, f32());
+  pending_gather_ = options_.group->all_gather_into_async(shard_params_, gather_buffer_);
+  count(gather_buffer_.nbytes());
+}
+
+void flat_unit::prefetch() {
+  if (gathered_ || pending_gather_) return;
+  start_gather();
+}
+
 void flat_unit::gather() {
   if (gathered_) return;
-  gather_buffer_ = buffers_->take(shard_ * ranks_, f32());
-  options_.group->all_gather_into(shard_params_, gather_buffer_);
+  if (!pending_gather_) start_gather();
+  const auto pending = std::move(pending_gather_);  // gone even when the wait throws
+  pending->wait();
   model::borrow_storage(full_params_, gather_buffer_);
   gathered_ = true;
-  count(full_params_.nbytes());
 }
 
 void flat_unit::release() {
-  if (!params_sharded() || !gathered_) return;
-  count(-full_params_.nbytes());
-  model::free_storage(full_params_);
+  if (!params_sharded() || !(gathered_ || pending_gather_)) return;
+  if (pending_gather_) {  // prefetched, never used: the gather still writes the buffer
+    const auto pending = std::move(pending_gather_);
+    pending->wait();
+  }
+  count(-gather_buffer_.nbytes());
+  if (gathered_) model::free_storage(full_params_);
   buffers_->give_back(std::move(gather_buffer_));
   gathered_ = false;
 }

@@ -91,9 +91,14 @@ class flat_unit {
   int shard_ranks() const { return ranks_; }           // S
   const std::vector<std::pair<std::string, torch::Tensor>>& params() const { return params_; }
 
-  // The parameters usable: optim_grads_params all-gathers them; otherwise nothing.
+  // The parameters usable: optim_grads_params all-gathers them (or waits for the prefetch's
+  // gather); otherwise nothing.
   void gather();
-  // optim_grads_params frees the gathered storage; otherwise nothing.
+  // optim_grads_params starts the all-gather of gather() and leaves it running, for gather() to
+  // wait for: the next unit's parameters travel while this one computes. Otherwise nothing.
+  void prefetch();
+  // optim_grads_params frees the gathered storage (waiting for a prefetch never used);
+  // otherwise nothing.
   void release();
   bool gathered() const { return gathered_; }
 
@@ -156,6 +161,7 @@ class flat_unit {
   torch::Tensor persistent_buffer();
   void start_all_reduce();
   void point_grads_at(const torch::Tensor& buffer);
+  void start_gather();
   void count(std::int64_t bytes) {
     if (options_.meter) options_.meter->add(bytes);
   }
@@ -169,7 +175,8 @@ class flat_unit {
   // N = S * shard_ elements: a persistent buffer, or (optim_grads_params) a storage borrowed
   // from gather_buffer_ while gathered and freed while released
   torch::Tensor full_params_;
-  torch::Tensor gather_buffer_;  // taken from buffers_ while gathered (optim_grads_params)
+  torch::Tensor gather_buffer_;  // taken from buffers_ while gathered or prefetched
+  std::unique_ptr<comm::pending_collective> pending_gather_;  // a prefetch's all-gather
   torch::Tensor full_grads_;    // N, or undefined between backwards when grads are sharded
   torch::Tensor shard_params_;  // view of full_params_, or its own buffer (optim_grads_params)
   torch::Tensor shard_grads_;

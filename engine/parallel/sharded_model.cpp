@@ -47,6 +47,15 @@ sharded_model::sharded_model(std::shared_ptr<model::transformer> model, shard_gr
   head_.units.push_back(add("head", groups_.dense, std::move(head)));
 }
 
+void sharded_model::set_prefetch(bool on) {
+  prefetch_ = on;
+  // backward runs the head, then the layers from the last; the embedding needs its parameters
+  // in backward only when tied, and then they stay gathered from forward
+  head_.backward_next = on && !layers_.empty() ? &layers_.back() : nullptr;
+  for (std::size_t i = 1; i < layers_.size(); ++i)
+    layers_[i].backward_next = on ? &layers_[i - 1] : nullptr;
+}
+
 model::transformer_output sharded_model::forward(const torch::Tensor& tokens,
                                                  const torch::Tensor& positions,
                                                  const torch::Tensor& segments) {
@@ -61,6 +70,8 @@ model::transformer_output sharded_model::forward(const torch::Tensor& tokens,
     auto& group = layers_[i];
     x = mark_input(&group, x);
     group.gather();
+    // the next group's parameters travel while this layer computes
+    if (prefetch_) (i + 1 < layers_.size() ? layers_[i + 1] : head_).prefetch();
     // The layer's output and, for an MoE layer, its router losses; all new tensors (what
     // recompute needs of them).
     auto run_layer =

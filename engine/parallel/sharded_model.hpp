@@ -47,6 +47,10 @@ class sharded_model {
   // forward again there (model/recompute.hpp), inside its gather, so the layer's parameters are
   // gathered once for both.
   void set_recompute_layers(bool on) { recompute_layers_ = on; }
+  // parallel.fsdp_prefetch: under optim_grads_params, start the next layer group's all-gather
+  // (forward: the layer after; backward: the layer before) while the current one computes, so at
+  // most two groups' parameters are gathered at once (the planner's double buffer).
+  void set_prefetch(bool on);
 
   model::transformer_output forward(const torch::Tensor& tokens, const torch::Tensor& positions,
                                     const torch::Tensor& segments);
@@ -79,6 +83,7 @@ class sharded_model {
   std::deque<unit_group> layers_;  // one per decoder layer
   unit_group embedding_, head_;
   bool recompute_layers_ = false;
+  bool prefetch_ = false;
   bool tied_ = false;
 };
 

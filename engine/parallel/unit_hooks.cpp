@@ -21,6 +21,7 @@ struct before_group_backward : torch::autograd::Function<before_group_backward> 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto* g = group_of(ctx);
     if (g->params_in_backward) g->gather();
+    if (auto* next = g->backward_next; next && next->params_in_backward) next->prefetch();
     g->begin_backward();
     variable_list out{torch::Tensor()};
     for (auto& grad : grads) out.push_back(grad);
@@ -45,6 +46,9 @@ struct after_group_backward : torch::autograd::Function<after_group_backward> {
 
 void unit_group::gather() {
   for (auto* u : units) u->gather();
+}
+void unit_group::prefetch() {
+  for (auto* u : units) u->prefetch();
 }
 void unit_group::release() {
   for (auto* u : units) u->release();

@@ -2,7 +2,8 @@
 // sharded_model.hpp) must act, as identity functions placed in forward:
 //   mark_outputs  on everything the group's forward returns: its backward runs before any of
 //                 the group's own backward ops (they all consume these outputs' gradients), and
-//                 gathers the group's parameters again and gives their gradients a buffer;
+//                 gathers the group's parameters again and gives their gradients a buffer,
+//                 then prefetches the parameters of the group whose backward comes next;
 //   mark_input    on the group's input: its backward runs once the group's backward ops are
 //                 done (autograd runs the ready node created last first, and every op of the
 //                 group, and each parameter's gradient accumulation, was created after this
@@ -22,7 +23,9 @@ namespace muster::engine::parallel {
 struct unit_group {
   std::vector<flat_unit*> units;
   bool params_in_backward = true;  // false: backward needs only the gradient buffers (embedding)
+  unit_group* backward_next = nullptr;  // the group whose backward follows, prefetched
   void gather();
+  void prefetch();
   void release();
   void begin_backward();
   void end_backward();

@@ -125,7 +125,8 @@ void check_into(communicator& c) {
 
 // FSDP units sharded over the group (optim_grads_params): a gather lands in a kept buffer and
 // gives every rank the whole values; the units share one buffer when they take turns and need
-// two at once; a larger unit's gather replaces the kept block rather than adding one; the
+// two at once; a larger unit's gather replaces the kept block rather than adding one; a
+// prefetched gather lands while another unit gathers, and one never used is released; the
 // gradients are summed over the ranks into each rank's shard,
 // in fp32 and through bf16 on the wire, and every buffer comes back.
 void check_units(const std::shared_ptr<communicator>& c) {
@@ -188,6 +189,17 @@ void check_units(const std::shared_ptr<communicator>& c) {
           .zero_();
     expect(torch::equal(u->shard_grad(), want), "unit " + u->name() + "'s reduced gradient");
   }
+  // prefetch: a's gather left running while b gathers, then waited for; one never used
+  a.prefetch();
+  b.gather();
+  a.gather();
+  expect(w1.detach().equal(v1) && w2.detach().equal(v2),
+         "a prefetched unit gathered while another gathered");
+  a.release();
+  b.release();
+  big.prefetch();
+  big.release();
+  expect(!big.gathered(), "a prefetch never used is released");
   expect(buffers->in_use() == 0, "every buffer given back, " + std::to_string(buffers->in_use()) +
                                      " still taken");
 }

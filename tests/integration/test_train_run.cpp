@@ -176,15 +176,16 @@ TEST_CASE(
   muster::test::write_file(dir / "tiny.toml", kTinyJob);
   // The same 4 rows a step: 1 rank x 4, 2 ranks x 2 or 4 ranks x 1.
   auto run = [&](int nproc, const std::string& sharding, int expert,
-                 const std::string& recompute = "none") {
-    const auto runs = dir / fmt::format("{}-{}-ep{}-{}", nproc, sharding, expert, recompute);
+                 const std::string& recompute = "none", const std::string& prefetch = "auto") {
+    const auto runs =
+        dir / fmt::format("{}-{}-ep{}-{}-{}", nproc, sharding, expert, recompute, prefetch);
     auto r = muster::test::run_process(
         {kMuster, "run", (dir / "tiny.toml").string(), "launch.runs_dir=" + runs.string(),
          "launch.nproc=" + std::to_string(nproc), "launch.tee=none",
          "parallel.sharding=" + sharding, "parallel.expert=" + std::to_string(expert),
          "train.steps=20", "train.lr=3e-3", "train.micro_batch_size=" + std::to_string(4 / nproc),
          "model.moe_aux_loss_coeff=0.01", "model.moe_z_loss_coeff=0.001",
-         "train.recompute=" + recompute, "--", kTrain},
+         "train.recompute=" + recompute, "parallel.fsdp_prefetch=" + prefetch, "--", kTrain},
         {{{"OMP_NUM_THREADS", "1"}}, {}});
     INFO("stderr: " << r.err);
     REQUIRE(r.exit_code == 0);
@@ -195,7 +196,7 @@ TEST_CASE(
   CHECK(one.back() < one.front() - 1.0);
   struct layout {
     int nproc, expert;
-    std::string sharding, recompute = "none";
+    std::string sharding, recompute = "none", prefetch = "auto";  // auto: off on the CPU
   };
   const std::vector<layout> layouts{
       {2, 1, "no_shard"},
@@ -205,18 +206,20 @@ TEST_CASE(
       {2, 2, "optim_grads_params"},
       {2, 2, "no_shard"},
       {4, 2, "optim_grads_params"},  // EP 2 x expert-data-parallel 2: experts sharded too
+      // the next layer's gather started early, experts' too
+      {4, 2, "optim_grads_params", "none", "on"},
       // recompute: layers run again in backward, inside their gather, all-to-all included
       {1, 1, "no_shard", "selective"},
       {1, 1, "no_shard", "full"},
       {2, 2, "optim_grads_params", "full"},
-      {2, 2, "optim_grads_params", "selective"},
+      {2, 2, "optim_grads_params", "selective", "on"},
   };
   for (const auto& l : layouts) {
-    const auto other = run(l.nproc, l.sharding, l.expert, l.recompute);
+    const auto other = run(l.nproc, l.sharding, l.expert, l.recompute, l.prefetch);
     REQUIRE(other.size() == 20);
     for (std::size_t i = 0; i < one.size(); ++i) {
       INFO(l.nproc << " ranks, EP " << l.expert << ", " << l.sharding << ", recompute "
-                   << l.recompute << ", step " << i + 1);
+                   << l.recompute << ", prefetch " << l.prefetch << ", step " << i + 1);
       CHECK(other[i] == Approx(one[i]).epsilon(1e-5));
     }
   }
@@ -248,7 +251,8 @@ TEST_CASE(
           "parallel.expert=" + std::string(variant == "ep2" ? "2" : "1"),
           "train.precision=fp32",
           "train.micro_batch_size=1",
-          "model.num_layers=8"};
+          "model.num_layers=8",
+          "parallel.fsdp_prefetch=on"};  // two layers' parameters at once: the planner's bound
       std::vector<std::string> plan{kMuster,   "plan", (dir / "tiny.toml").string(),
                                     "--world", world,  "--json"};
       plan.insert(plan.end(), settings.begin(), settings.end());
