@@ -48,6 +48,20 @@ void permute_index(const std::int64_t* experts, std::int64_t* counts, std::int64
 
 namespace {
 
+// Calls body(a, row, weight) for each kept assignment a (its row, its weight or 1 without
+// weights); a dropped one gets a zero weight gradient, where those are wanted.
+template <class Body>
+void for_each_kept(const std::int64_t* row_of, const float* weights, float* grad_weights,
+                   const permute_shape& s, Body&& body) {
+  for (std::int64_t a = 0; a < s.num_tokens * s.topk; ++a) {
+    if (row_of[a] < 0) {
+      if (grad_weights) grad_weights[a] = 0.0f;
+      continue;
+    }
+    body(a, row_of[a], weights ? weights[a] : 1.0f);
+  }
+}
+
 template <class T>
 void copy_rows(const T* x, const std::int64_t* source_of, std::int64_t num_rows, T* out,
                const permute_shape& s) {
@@ -91,21 +105,16 @@ void unpermute_backward(const float* rows, const std::int64_t* row_of, const flo
                         const permute_shape& s) {
   check_permute_shape(s);
   const auto h = s.hidden;
-  for (std::int64_t a = 0; a < s.num_tokens * s.topk; ++a) {
+  for_each_kept(row_of, weights, grad_weights, s, [&](std::int64_t a, std::int64_t row, float w) {
     const float* g = grad_y + (a / s.topk) * h;
-    if (row_of[a] < 0) {
-      if (grad_weights) grad_weights[a] = 0.0f;
-      continue;
-    }
-    const float w = weights ? weights[a] : 1.0f;
-    float* gr = grad_rows + row_of[a] * h;
+    float* gr = grad_rows + row * h;
     for (std::int64_t i = 0; i < h; ++i) gr[i] = w * g[i];
-    if (!grad_weights) continue;
-    const float* in = rows + row_of[a] * h;
+    if (!grad_weights) return;
+    const float* in = rows + row * h;
     float dot = 0;
     for (std::int64_t i = 0; i < h; ++i) dot += g[i] * in[i];
     grad_weights[a] = dot;
-  }
+  });
 }
 
 void unpermute(const bf16* rows, const std::int64_t* row_of, const float* weights, bf16* y,
@@ -131,14 +140,9 @@ void unpermute_backward(const bf16* rows, const std::int64_t* row_of, const floa
                         const permute_shape& s) {
   check_permute_shape(s);
   const auto h = s.hidden;
-  for (std::int64_t a = 0; a < s.num_tokens * s.topk; ++a) {
-    if (row_of[a] < 0) {
-      if (grad_weights) grad_weights[a] = 0.0f;
-      continue;
-    }
-    const float w = weights ? weights[a] : 1.0f;
+  for_each_kept(row_of, weights, grad_weights, s, [&](std::int64_t a, std::int64_t kept, float w) {
     const bf16* g = grad_y + (a / s.topk) * h;
-    const std::int64_t row = row_of[a] * h;
+    const std::int64_t row = kept * h;
     float dot = 0;
     for_each_chunk(h, [&](std::int64_t at, std::int64_t m) {
       float grad[kBf16Chunk], out[kBf16Chunk];
@@ -150,7 +154,7 @@ void unpermute_backward(const bf16* rows, const std::int64_t* row_of, const floa
       for (std::int64_t i = 0; i < m; ++i) dot += grad[i] * out[i];
     });
     if (grad_weights) grad_weights[a] = dot;
-  }
+  });
 }
 
 }  // namespace cpu
