@@ -90,9 +90,9 @@ const field<job_config> kSchema[] = {
           "optim_grads_params (ZeRO-3 / FSDP)"),
     FIELD(parallel.fsdp_prefetch, "parallel.fsdp_prefetch",
           "optim_grads_params: start the all-gather of the next layer's parameters (in forward, "
-          "and of the layer before in backward) while this one computes: on, off, or auto (on "
-          "when training on a GPU, where NCCL moves them beside the computation; off on the "
-          "CPU, where the gather's threads would take its cores)"),
+          "and of the layer before in backward) while this one computes, so two layers' "
+          "parameters are gathered at once; false gathers each when it is used (less memory, "
+          "no overlap)"),
     FIELD(model.config_json, "model.config_json",
           "Hugging Face config.json (Mixtral, Qwen2-MoE, Qwen3-MoE, DeepSeek-V2/V3) whose sizes "
           "fill the model keys; model keys this file sets to other than their default, and "
@@ -279,7 +279,6 @@ void validate_parallel(const parallel_section& p, const config::sources& where) 
   check_order(p.order, where);
   check_choice(p.sharding, {"no_shard", "optim", "optim_grads", "optim_grads_params"}, where,
                "parallel.sharding");
-  check_choice(p.fsdp_prefetch, {"auto", "on", "off"}, where, "parallel.fsdp_prefetch");
 }
 
 void validate_model(const model_section& m, const config::sources& where) {

@@ -53,7 +53,7 @@ struct parallel_section {
   bool sequence_parallel = false;        // shard norms/dropout activations over TP
   std::string order = "tp-cp-ep-dp-pp";  // Megatron's rank order, fastest-varying first
   std::string sharding = "optim_grads_params";  // no_shard, optim, optim_grads, optim_grads_params
-  std::string fsdp_prefetch = "auto";  // auto (on a GPU), on, off: the next unit's all-gather early
+  bool fsdp_prefetch = true;  // optim_grads_params: the next layer's all-gather started early
 };
 
 // The model's sizes (a Qwen3-MoE / Mixtral-style decoder); `config_json` fills them from a

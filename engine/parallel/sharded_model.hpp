@@ -83,7 +83,7 @@ class sharded_model {
   std::deque<unit_group> layers_;  // one per decoder layer
   unit_group embedding_, head_;
   bool recompute_layers_ = false;
-  bool prefetch_ = false;
+  bool prefetch_ = false;  // set by the trainer from parallel.fsdp_prefetch
   bool tied_ = false;
 };
 

@@ -176,7 +176,7 @@ TEST_CASE(
   muster::test::write_file(dir / "tiny.toml", kTinyJob);
   // The same 4 rows a step: 1 rank x 4, 2 ranks x 2 or 4 ranks x 1.
   auto run = [&](int nproc, const std::string& sharding, int expert,
-                 const std::string& recompute = "none", const std::string& prefetch = "auto") {
+                 const std::string& recompute = "none", const std::string& prefetch = "true") {
     const auto runs =
         dir / fmt::format("{}-{}-ep{}-{}-{}", nproc, sharding, expert, recompute, prefetch);
     auto r = muster::test::run_process(
@@ -196,7 +196,7 @@ TEST_CASE(
   CHECK(one.back() < one.front() - 1.0);
   struct layout {
     int nproc, expert;
-    std::string sharding, recompute = "none", prefetch = "auto";  // auto: off on the CPU
+    std::string sharding, recompute = "none", prefetch = "true";
   };
   const std::vector<layout> layouts{
       {2, 1, "no_shard"},
@@ -206,13 +206,13 @@ TEST_CASE(
       {2, 2, "optim_grads_params"},
       {2, 2, "no_shard"},
       {4, 2, "optim_grads_params"},  // EP 2 x expert-data-parallel 2: experts sharded too
-      // the next layer's gather started early, experts' too
-      {4, 2, "optim_grads_params", "none", "on"},
+      // each layer gathered only when used
+      {4, 2, "optim_grads_params", "none", "false"},
       // recompute: layers run again in backward, inside their gather, all-to-all included
       {1, 1, "no_shard", "selective"},
       {1, 1, "no_shard", "full"},
       {2, 2, "optim_grads_params", "full"},
-      {2, 2, "optim_grads_params", "selective", "on"},
+      {2, 2, "optim_grads_params", "selective", "false"},
   };
   for (const auto& l : layouts) {
     const auto other = run(l.nproc, l.sharding, l.expert, l.recompute, l.prefetch);
@@ -251,8 +251,7 @@ TEST_CASE(
           "parallel.expert=" + std::string(variant == "ep2" ? "2" : "1"),
           "train.precision=fp32",
           "train.micro_batch_size=1",
-          "model.num_layers=8",
-          "parallel.fsdp_prefetch=on"};  // two layers' parameters at once: the planner's bound
+          "model.num_layers=8"};
       std::vector<std::string> plan{kMuster,   "plan", (dir / "tiny.toml").string(),
                                     "--world", world,  "--json"};
       plan.insert(plan.end(), settings.begin(), settings.end());
