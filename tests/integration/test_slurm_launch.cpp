@@ -163,7 +163,7 @@ TEST_CASE("a rank failing on node 1 stops node 0's ranks within a second, both e
     INFO("stderr: " << r.err);
     CHECK(r.exit_code == 3);
   }
-  CHECK(elapsed < 300ms + 1s);
+  CHECK(elapsed < 300ms + 10s);  // no hang; the second is timed from the failure, below
   CHECK_THAT(results[0].err, Catch::Contains("rank 3 on gpu-a02 failed first: exit code 3; error "
                                              "file: NCCL timeout; 2 rank(s) of this node stopped"));
   CHECK_THAT(results[1].err, Catch::Contains("rank 3 failed first (exit code 3)"));
@@ -172,13 +172,20 @@ TEST_CASE("a rank failing on node 1 stops node 0's ranks within a second, both e
   CHECK(has_event(events, "first_failure", "rank 3 on gpu-a02"));
   CHECK(has_event(events, "first_failure_elsewhere", "rank 3 on gpu-a02 failed first"));
   CHECK(has_event(events, "remote_failure", "rank 3 on gpu-a02 failed first"));
-  for (const auto& r : reader.ranks()) {
+  const auto ranks = reader.ranks();
+  std::int64_t failed_ms = 0;
+  for (const auto& r : ranks)
+    if (r.rank == 3) failed_ms = r.updated_ms;
+  for (const auto& r : ranks) {
     INFO("rank " << r.rank);
     if (r.rank == 3) {
       CHECK(r.state == muster::store::rank_state::failed);
       CHECK(r.exit_code == 3);
     } else {
       CHECK(r.state == muster::store::rank_state::killed);
+      // stopped within a second of the failure, by the run store's clock (the launchers'
+      // start-up, slow under the sanitizers and a loaded CI machine, is not part of the claim)
+      CHECK(r.updated_ms - failed_ms < 1000);
     }
   }
   for (const auto& run : reader.runs()) CHECK(run.state == muster::store::run_state::failed);
