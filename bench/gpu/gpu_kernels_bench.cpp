@@ -229,7 +229,8 @@ int main() {
     });
     const auto wf16 = wf.to(torch::kBFloat16);
     const double torch_combine16 = time_ms([&] {
-      auto out = torch::zeros({T, H}, x16.options()).index_add_(0, tokens, rows16 * wf16.unsqueeze(1));
+      auto out =
+          torch::zeros({T, H}, x16.options()).index_add_(0, tokens, rows16 * wf16.unsqueeze(1));
     });
     row("unpermute (weighted) 16384x4096 bf16", double(T * K * H * 2 + T * H * 2), ours_combine16,
         torch_combine16, p);

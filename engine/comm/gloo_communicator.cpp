@@ -104,7 +104,8 @@ class gloo_group final : public communicator {
     for (int r = 0; r < size(); ++r) parts[0].push_back(flat.narrow(0, r * n, n));
     c10d::AllgatherOptions options;
     options.timeout = timeout_;
-    auto started = start("all_gather", in[0], [&] { return group_->allgather(parts, in, options); });
+    auto started =
+        start("all_gather", in[0], [&] { return group_->allgather(parts, in, options); });
     // the tensors the work reads and writes stay alive with the handle
     return std::make_unique<pending_call>([this, s = std::move(started)] { finish(s); },
                                           [direct, out, flat, in, parts]() mutable {

@@ -25,7 +25,8 @@ torch::Tensor collective_buffers::take(std::int64_t numel, const torch::TensorOp
   // the smallest free block that holds it
   auto fits = free_.end();
   for (auto it = free_.begin(); it != free_.end(); ++it)
-    if (on_device(*it) && it->numel() >= bytes && (fits == free_.end() || it->numel() < fits->numel()))
+    if (on_device(*it) && it->numel() >= bytes &&
+        (fits == free_.end() || it->numel() < fits->numel()))
       fits = it;
   torch::Tensor block;
   if (fits != free_.end()) {
