@@ -26,13 +26,16 @@ inline bool cpu_fp32(const torch::Tensor& t) {
 inline constexpr std::initializer_list<torch::ScalarType> kFp32AndBf16 = {torch::kFloat32,
                                                                          torch::kBFloat16};
 
-// fp32 (or another of `dtypes`) on the CPU, contiguous.
-inline bool cpu_kernel_takes(const torch::Tensor& t,
-                             std::initializer_list<torch::ScalarType> dtypes = {torch::kFloat32}) {
-  if (!t.defined() || !t.device().is_cpu() || !t.is_contiguous()) return false;
+inline bool dtype_in(const torch::Tensor& t, std::initializer_list<torch::ScalarType> dtypes) {
   for (const auto d : dtypes)
     if (t.scalar_type() == d) return true;
   return false;
+}
+
+// fp32 (or another of `dtypes`) on the CPU, contiguous.
+inline bool cpu_kernel_takes(const torch::Tensor& t,
+                             std::initializer_list<torch::ScalarType> dtypes = {torch::kFloat32}) {
+  return t.defined() && t.device().is_cpu() && t.is_contiguous() && dtype_in(t, dtypes);
 }
 
 inline constexpr bool have_cuda_kernels() {
@@ -46,10 +49,8 @@ inline constexpr bool have_cuda_kernels() {
 // fp32 (or another of `dtypes`) on a CUDA device, contiguous, with the CUDA kernels built.
 inline bool cuda_kernel_takes(const torch::Tensor& t,
                               std::initializer_list<torch::ScalarType> dtypes = {torch::kFloat32}) {
-  if (!have_cuda_kernels() || !t.defined() || !t.is_cuda() || !t.is_contiguous()) return false;
-  for (const auto d : dtypes)
-    if (t.scalar_type() == d) return true;
-  return false;
+  return have_cuda_kernels() && t.defined() && t.is_cuda() && t.is_contiguous() &&
+         dtype_in(t, dtypes);
 }
 
 // Calls body with a value of the kernels' element type for t: kernels::bf16 for a bf16 tensor,

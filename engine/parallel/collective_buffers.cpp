@@ -7,9 +7,11 @@
 
 namespace muster::engine::parallel {
 
-collective_buffers::collective_buffers(std::shared_ptr<comm::communicator> group, bool keep)
-    : group_(std::move(group)), keep_(keep) {
+collective_buffers::collective_buffers(std::shared_ptr<comm::communicator> group,
+                                       bool keep_always)
+    : group_(std::move(group)) {
   MUSTER_CHECK(group_ != nullptr, errc::internal, "collective buffers without a group");
+  keep_ = keep_always || group_->registers_buffers();
 }
 
 torch::Tensor collective_buffers::take(std::int64_t numel, const torch::TensorOptions& options) {

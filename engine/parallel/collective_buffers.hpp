@@ -30,9 +30,9 @@ namespace muster::engine::parallel {
 
 class collective_buffers {
  public:
-  // `group` makes the buffers; it must outlive them (and so this). keep: keep blocks (pass
-  // group->registers_buffers()).
-  collective_buffers(std::shared_ptr<comm::communicator> group, bool keep);
+  // `group` makes the buffers; it must outlive them (and so this). Blocks are kept where the
+  // group registers its buffers, or always with keep_always (the pool's own tests on Gloo).
+  explicit collective_buffers(std::shared_ptr<comm::communicator> group, bool keep_always = false);
 
   // A flat buffer of `numel` elements of `options`' dtype and device, contents undefined: a
   // view of a kept block, or a new collective_buffer(). Hand it back with give_back() once

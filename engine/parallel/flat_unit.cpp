@@ -34,8 +34,7 @@ flat_unit::flat_unit(unit_options options,
   const auto first = shard_rank() * shard_;
   if (options_.group && options_.group->size() > 1)
     buffers_ = options_.buffers ? options_.buffers
-                                : std::make_shared<collective_buffers>(
-                                      options_.group, options_.group->registers_buffers());
+                                : std::make_shared<collective_buffers>(options_.group);
   // Sharded parameters: only this rank's shard is ever written (the whole buffer is address
   // space until gathered); else the whole buffer.
   full_params_ = params_sharded() ? torch::empty({whole}, f32()) : persistent_buffer();

@@ -19,9 +19,8 @@ sharded_model::sharded_model(std::shared_ptr<model::transformer> model, shard_gr
     : model_(std::move(model)), groups_(std::move(groups)) {
   tied_ = !model_->lm_head;
   auto add = [&](std::string name, std::shared_ptr<comm::communicator> group, named params) {
-    auto& buffers = buffers_[group.get()];
-    if (!buffers && group && group->size() > 1)
-      buffers = std::make_shared<collective_buffers>(group, group->registers_buffers());
+    auto& buffers = buffers_[group.get()];  // used by the units only over several ranks
+    if (!buffers && group) buffers = std::make_shared<collective_buffers>(group);
     units_.emplace_back(unit_options{std::move(name), strategy, std::move(group), reduce_dtype,
                                      meter_, init, device, buffers},
                         std::move(params));

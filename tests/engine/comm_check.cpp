@@ -132,7 +132,7 @@ void check_into(communicator& c) {
 void check_units(const std::shared_ptr<communicator>& c) {
   const int r = c->rank(), n = c->size();
   const double sum_1_to_n = n * (n + 1) / 2.0;
-  auto buffers = std::make_shared<parallel::collective_buffers>(c, /*keep=*/true);
+  auto buffers = std::make_shared<parallel::collective_buffers>(c, /*keep_always=*/true);
   torch::manual_seed(7);  // the same values on every rank
   auto w1 = torch::randn({5, 7}).requires_grad_(), w2 = torch::randn({5, 7}).requires_grad_();
   const auto v1 = w1.detach().clone(), v2 = w2.detach().clone();
