@@ -4,7 +4,14 @@
 // experts, so 256 experts scan 8 registers a lane, not 32), the softmax's
 // max and sum are warp reductions, and the top-k is k rounds of a warp arg-max (ties to the
 // lower expert id); lane j ends with the j-th choice. The backward is one warp per token too.
+//
+// The arg-max works on keys: scores are >= 0 (softmax, sigmoid), so a score's bits order as an
+// unsigned integer, and key = bits + 1 leaves 0 for an expert taken already (or a NaN score,
+// never chosen, as before). A round is then two warp reductions of integers, which sm_80 and
+// later do in one instruction each (__reduce_max_sync, __reduce_min_sync), instead of five
+// steps of two shuffles: the k rounds were the long serial part of a token's warp.
 #include <cfloat>
+#include <climits>
 #include <cstdint>
 
 #include "kernels/cuda/cuda_check.hpp"
@@ -17,6 +24,7 @@ constexpr int kWarp = 32;
 constexpr int kPerLane = static_cast<int>(kRouterMaxExperts / kWarp);
 constexpr int kWarpsPerBlock = 8;
 constexpr float kTaken = -1.0f;  // below every score (softmax and sigmoid are >= 0)
+constexpr unsigned kTakenKey = 0;
 
 __device__ float warp_sum(float v) {
   for (int offset = kWarp / 2; offset > 0; offset /= 2)
@@ -30,16 +38,34 @@ __device__ float warp_max(float v) {
   return v;
 }
 
-// The greater (value, expert) of the warp, ties to the lower expert.
-__device__ void warp_argmax(float& value, int& expert) {
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
-    const float v = __shfl_xor_sync(0xffffffffu, value, offset);
-    const int e = __shfl_xor_sync(0xffffffffu, expert, offset);
-    if (v > value || (v == value && e < expert)) {
-      value = v;
-      expert = e;
-    }
-  }
+__device__ unsigned warp_max(unsigned v) {
+#if __CUDA_ARCH__ >= 800
+  return __reduce_max_sync(0xffffffffu, v);
+#else
+  for (int offset = kWarp / 2; offset > 0; offset /= 2)
+    v = max(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+#endif
+}
+
+__device__ unsigned warp_min(unsigned v) {
+#if __CUDA_ARCH__ >= 800
+  return __reduce_min_sync(0xffffffffu, v);
+#else
+  for (int offset = kWarp / 2; offset > 0; offset /= 2)
+    v = min(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+#endif
+}
+
+// A score's key: its bits + 1 (0 < score <= 1 fits), 1 for zero, kTakenKey for NaN.
+__device__ unsigned score_key(float score) {
+  if (score > 0.0f) return __float_as_uint(score) + 1u;
+  return score == 0.0f ? 1u : kTakenKey;
+}
+
+__device__ float key_score(unsigned key) {
+  return key > 1u ? __uint_as_float(key - 1u) : (key == 1u ? 0.0f : kTaken);
 }
 
 template <int kPer>
@@ -80,26 +106,31 @@ __global__ void router_forward_kernel(const float* logits, float* scores, std::i
   for (int i = 0; i < kPer; ++i)
     if (lane + i * kWarp < num_experts) p[lane + i * kWarp] = v[i];
 
-  float mine = 0.0f;  // lane j < topk: the j-th choice
+  unsigned key[kPer];
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) key[i] = score_key(v[i]);  // kTaken (no expert): kTakenKey
+  float mine = 0.0f;                                        // lane j < topk: the j-th choice
   int mine_expert = 0;
   for (int j = 0; j < topk; ++j) {
-    float best = kTaken - 1.0f;
+    unsigned best = kTakenKey;
     int best_expert = num_experts;
 #pragma unroll
     for (int i = 0; i < kPer; ++i)
-      if (v[i] > best) {  // ascending experts: the first of equals stays
-        best = v[i];
+      if (key[i] > best) {  // ascending experts: the first of equals stays
+        best = key[i];
         best_expert = lane + i * kWarp;
       }
-    warp_argmax(best, best_expert);
+    const unsigned top = warp_max(best);
+    const int chosen =
+        static_cast<int>(warp_min(best == top ? static_cast<unsigned>(best_expert) : UINT_MAX));
     if (lane == j) {
-      mine = best;
-      mine_expert = best_expert;
+      mine = key_score(top);
+      mine_expert = chosen;
     }
-    if (best_expert % kWarp == lane) {
+    if (chosen % kWarp == lane) {
 #pragma unroll
       for (int i = 0; i < kPer; ++i)
-        if (i == best_expert / kWarp) v[i] = kTaken;
+        if (i == chosen / kWarp) key[i] = kTakenKey;
     }
   }
   const float total = warp_sum(lane < topk ? mine : 0.0f);

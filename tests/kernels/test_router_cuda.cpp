@@ -84,3 +84,51 @@ TEST_CASE("the router's CUDA kernels match the CPU reference", "[kernels][router
         CHECK(compare(d_grad_both.host(), grad_both, 1e-5, report) <= 1e-5);
       }
 }
+
+// Exact ties: logits drawn from a few values, so equal logits give equal scores on both sides
+// and unequal ones differ by far more than rounding. +-100 saturates the sigmoid to exactly 1
+// and 0 and underflows the softmax to 0, so ties at 0 (the top-k's smallest key) are chosen too.
+TEST_CASE("the router's CUDA kernel breaks ties to the lower expert as the CPU does",
+          "[kernels][router][gpu]") {
+  if (!have_device()) {
+    WARN("SKIPPED: no CUDA device");
+    return;
+  }
+  const float values[] = {-100.0f, -1.0f, 0.0f, 1.0f, 100.0f};
+  for (const auto score : {router_score::softmax, router_score::sigmoid})
+    for (const auto& [tokens, experts, topk] :
+         std::vector<std::tuple<std::int64_t, std::int64_t, int>>{
+             {257, 8, 8}, {1000, 64, 8}, {300, 256, 16}, {17, 1024, 32}}) {
+      router_shape s;
+      s.num_tokens = tokens;
+      s.num_experts = experts;
+      s.topk = topk;
+      s.score = score;
+      INFO("tokens " << tokens << ", experts " << experts << ", topk " << topk
+                     << (score == router_score::softmax ? ", softmax" : ", sigmoid"));
+      const auto n = std::size_t(tokens * experts), nk = std::size_t(tokens * topk);
+      std::vector<float> logits(n);
+      std::uint32_t state = 17;
+      for (auto& x : logits) {
+        state = state * 1664525u + 1013904223u;
+        x = values[(state >> 16) % 5];
+      }
+      std::vector<float> scores(n), weights(nk);
+      std::vector<std::int64_t> chosen(nk);
+      cpu::router_forward(logits.data(), scores.data(), chosen.data(), weights.data(), s);
+      device_buffer<float> d_logits(logits), d_scores(n), d_weights(nk);
+      device_buffer<std::int64_t> d_chosen(nk);
+      cuda::router_forward(d_logits.ptr, d_scores.ptr, d_chosen.ptr, d_weights.ptr, s, nullptr);
+      REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+      const auto got = d_chosen.host();
+      std::size_t differ = 0, first = nk;
+      for (std::size_t i = 0; i < nk; ++i)
+        if (got[i] != chosen[i] && differ++ == 0) first = i;
+      INFO("first difference at token " << first / std::size_t(topk) << ", choice "
+                                        << first % std::size_t(topk));
+      CHECK(differ == 0);
+      std::string report;
+      CHECK(compare(d_weights.host(), weights, 1e-5, report) <= 1e-5);
+      INFO(report);
+    }
+}
