@@ -81,10 +81,11 @@ void row(const char* what, double bytes, double ms_ours, double ms_torch, const 
               ms_torch / ms_ours, gbs, 100 * gbs / p.spec_gbs, 100 * gbs / p.copy_gbs);
 }
 
-// One grouped product (x row blocks times their experts' weights, bf16) by each method this
-// cuBLAS has, against one dense product of the same FLOPs.
+// One grouped product by each method this cuBLAS has, against one dense product of the same
+// FLOPs, bf16: the experts' forward (x's row blocks times their weights: m varies) or their
+// wgrad (dW_e = dy_e^T x_e: the reduction varies).
 void grouped_gemm_row(const char* shape, const std::vector<std::int64_t>& rows, std::int64_t H,
-                      std::int64_t F) {
+                      std::int64_t F, bool wgrad) {
   std::int64_t total = 0;
   for (auto r : rows) total += r;
   const auto bf16 = torch::dtype(torch::kBFloat16).device(torch::kCUDA);
@@ -94,27 +95,36 @@ void grouped_gemm_row(const char* shape, const std::vector<std::int64_t>& rows, 
   std::vector<k::gemm_group> groups;
   std::int64_t r0 = 0;
   for (std::size_t e = 0; e < rows.size(); ++e) {
-    groups.push_back({rows[e], F, H, static_cast<char*>(x.data_ptr()) + r0 * H * 2, H,
-                      w[e].data_ptr(), H, static_cast<char*>(y.data_ptr()) + r0 * F * 2, F});
+    auto* x_rows = static_cast<char*>(x.data_ptr()) + r0 * H * 2;
+    auto* y_rows = static_cast<char*>(y.data_ptr()) + r0 * F * 2;
+    if (wgrad)  // dW_e (F, H) = dy_e^T (F, rows) x_e (rows, H)
+      groups.push_back({F, H, rows[e], y_rows, F, x_rows, H, w[e].data_ptr(), H});
+    else
+      groups.push_back({rows[e], F, H, x_rows, H, w[e].data_ptr(), H, y_rows, F});
     r0 += rows[e];
   }
   k::grouped_gemm_args args;
-  args.trans_b = true;
+  args.trans_a = wgrad;
+  args.trans_b = !wgrad;
   args.dtype = k::gemm_dtype::bf16;
   const double flops = 2.0 * double(total) * double(H) * double(F);
   auto dense_w = torch::randn({H, F}, bf16);
-  const double dense = time_ms([&] { auto d = torch::mm(x, dense_w); });
-  for (const auto method :
-       {k::cuda::grouped_gemm_method::grouped_batched, k::cuda::grouped_gemm_method::per_group}) {
-    const bool batched = method == k::cuda::grouped_gemm_method::grouped_batched;
-    if (batched && !k::cuda::grouped_batched_available()) continue;
+  const double dense = wgrad ? time_ms([&] { auto d = torch::mm(y.t(), x); })
+                             : time_ms([&] { auto d = torch::mm(x, dense_w); });
+  using method = k::cuda::grouped_gemm_method;
+  const std::pair<method, const char*> methods[] = {{method::grouped_batched, "grouped batched"},
+                                                    {method::per_group, "per group"},
+                                                    {method::split_batched, "split batched"},
+                                                    {method::automatic, "automatic"}};
+  for (const auto& [m, name] : methods) {
+    if (m == method::grouped_batched && !k::cuda::grouped_batched_available()) continue;
     const double ms = time_ms(
-        [&] { k::cuda::grouped_gemm(groups.data(), int(groups.size()), args, nullptr, method); });
+        [&] { k::cuda::grouped_gemm(groups.data(), int(groups.size()), args, nullptr, m); });
     std::printf(
-        "grouped gemm %-22s %-16s %9.3f %9.3f %7.2fx %6.0f TFLOP/s (dense %0.0f): %.1f%% of "
+        "grouped gemm %-28s %-16s %9.3f %9.3f %7.2fx %6.0f TFLOP/s (dense %0.0f): %.1f%% of "
         "dense\n",
-        shape, batched ? "grouped batched" : "per group", ms, dense, dense / ms,
-        flops / (ms * 1e-3) / 1e12, flops / (dense * 1e-3) / 1e12, 100 * dense / ms);
+        shape, name, ms, dense, dense / ms, flops / (ms * 1e-3) / 1e12,
+        flops / (dense * 1e-3) / 1e12, 100 * dense / ms);
   }
 }
 
@@ -312,10 +322,14 @@ int main() {
   // The grouped GEMM against one dense product of the same FLOPs, bf16: 8 experts of about
   // 4096 rows, 4096 -> 1536, and the ~1B bench's (bench/compare_train_gpu.sh) 32 experts of
   // about 1024 rows (4 x 2048 tokens, top 4), 1024 -> 640.
-  grouped_gemm_row("8 x ~4096, 4096->1536", {3584, 4608, 4096, 2560, 5632, 4096, 3072, 5120}, 4096,
-                   1536);
-  std::vector<std::int64_t> rows32;
+  const std::vector<std::int64_t> rows8{3584, 4608, 4096, 2560, 5632, 4096, 3072, 5120};
+  grouped_gemm_row("8 x ~4096, 4096->1536", rows8, 4096, 1536, false);
+  std::vector<std::int64_t> rows32, uneven32;
   for (int e = 0; e < 32; ++e) rows32.push_back(1024 + ((e * 37) % 9 - 4) * 64);
-  grouped_gemm_row("32 x ~1024, 1024->640", rows32, 1024, 640);
+  grouped_gemm_row("32 x ~1024, 1024->640", rows32, 1024, 640, false);
+  grouped_gemm_row("32 x ~1024, 1024->640 wgrad", rows32, 1024, 640, true);
+  // as a router spreads tokens: counts not multiples of 64, from about half to twice the mean
+  for (int e = 0; e < 32; ++e) uneven32.push_back(512 + (e * 797) % 1537);
+  grouped_gemm_row("32 x 512..2048, 1024->640", uneven32, 1024, 640, false);
   return 0;
 }

@@ -18,6 +18,7 @@ const cublas_library& cublas() {
     lib.load(a.create, "cublasCreate_v2");
     lib.load(a.set_stream, "cublasSetStream_v2");
     lib.load(a.gemm_ex, "cublasGemmEx");
+    lib.load(a.gemm_batched_ex, "cublasGemmBatchedEx");
     lib.load(a.status_string, "cublasGetStatusString");
     a.gemm_grouped_batched_ex = reinterpret_cast<decltype(a.gemm_grouped_batched_ex)>(
         lib.find("cublasGemmGroupedBatchedEx"));

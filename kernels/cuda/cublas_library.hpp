@@ -12,11 +12,16 @@ struct cublas_library {
   std::string soname;
   decltype(&cublasCreate_v2) create = nullptr;
   decltype(&cublasSetStream_v2) set_stream = nullptr;
-  // (cublasGemmEx is overloaded in C++: its C declaration, spelled out)
+  // (cublasGemmEx and cublasGemmBatchedEx are overloaded in C++: their C declarations)
   cublasStatus_t (*gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
                             const void*, const void*, cudaDataType, int, const void*, cudaDataType,
                             int, const void*, void*, cudaDataType, int, cublasComputeType_t,
                             cublasGemmAlgo_t) = nullptr;
+  cublasStatus_t (*gemm_batched_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int,
+                                    int, const void*, const void* const[], cudaDataType, int,
+                                    const void* const[], cudaDataType, int, const void*,
+                                    void* const[], cudaDataType, int, int, cublasComputeType_t,
+                                    cublasGemmAlgo_t) = nullptr;
   decltype(&cublasGemmGroupedBatchedEx) gemm_grouped_batched_ex = nullptr;  // null before 12.5
   decltype(&cublasGetStatusString) status_string = nullptr;
 };

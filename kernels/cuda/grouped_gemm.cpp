@@ -12,6 +12,7 @@
 #include "kernels/cuda/cublas_library.hpp"
 #include "kernels/cuda/cuda_check.hpp"
 #include "muster/kernels/grouped_gemm.hpp"
+#include "muster/kernels/grouped_gemm_split.hpp"
 
 namespace muster::kernels::cuda {
 namespace {
@@ -42,35 +43,60 @@ void empty_sum(const gemm_group& g, const grouped_gemm_args& args, cudaStream_t 
                                       static_cast<std::size_t>(g.m), stream));
 }
 
-void per_group(const std::vector<const gemm_group*>& groups, const grouped_gemm_args& args,
-               cublasHandle_t handle) {
-  const float alpha = 1.0f, beta = args.beta;
+// The groups to run after the batches, each with its own beta.
+struct products {
+  std::vector<gemm_group> groups;
+  std::vector<float> beta;
+};
+
+cublasOperation_t op(bool trans) {
+  return trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+}
+
+void per_group(const products& work, const grouped_gemm_args& args, cublasHandle_t handle) {
+  const float alpha = 1.0f;
   const auto type = cuda_type(args.dtype);
-  for (std::size_t i = 0; i < groups.size(); ++i) {
-    const auto& g = *groups[i];
+  for (std::size_t i = 0; i < work.groups.size(); ++i) {
+    const auto& g = work.groups[i];
     const int gi = static_cast<int>(i);
-    check_cublas(
-        cublas().gemm_ex(handle, args.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-                         args.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, as_int(g.n, gi, "n"),
-                         as_int(g.m, gi, "m"), as_int(g.k, gi, "k"), &alpha, g.b, type,
-                         as_int(g.ldb, gi, "ldb"), g.a, type, as_int(g.lda, gi, "lda"), &beta, g.c,
-                         type, as_int(g.ldc, gi, "ldc"), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-        "cublasGemmEx");
+    check_cublas(cublas().gemm_ex(handle, op(args.trans_b), op(args.trans_a), as_int(g.n, gi, "n"),
+                                  as_int(g.m, gi, "m"), as_int(g.k, gi, "k"), &alpha, g.b, type,
+                                  as_int(g.ldb, gi, "ldb"), g.a, type, as_int(g.lda, gi, "lda"),
+                                  &work.beta[i], g.c, type, as_int(g.ldc, gi, "ldc"),
+                                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                 "cublasGemmEx");
   }
 }
 
-// One call for every group (each a batch of one). The pointer arrays must be in device memory:
-// they travel in one stream-ordered allocation, freed on the stream after the call.
-void grouped_batched(const std::vector<const gemm_group*>& groups, const grouped_gemm_args& args,
-                     cublasHandle_t handle, cudaStream_t stream) {
-  const auto count = groups.size();
-  std::vector<cublasOperation_t> op_b(count, args.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N),
-      op_a(count, args.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N);
+// A batched call's pointer arrays must be in device memory: they travel in one stream-ordered
+// allocation, freed on the stream after the call.
+template <class Call>
+void with_device_pointers(const std::vector<const void*>& pointers, cudaStream_t stream,
+                          const Call& call) {
+  void* device = nullptr;
+  const auto bytes = pointers.size() * sizeof(void*);
+  MUSTER_CUDA_CHECK(cudaMallocAsync(&device, bytes, stream));
+  try {
+    MUSTER_CUDA_CHECK(
+        cudaMemcpyAsync(device, pointers.data(), bytes, cudaMemcpyHostToDevice, stream));
+    call(static_cast<void* const*>(device));
+  } catch (...) {
+    cudaFreeAsync(device, stream);
+    throw;
+  }
+  MUSTER_CUDA_CHECK(cudaFreeAsync(device, stream));
+}
+
+// One call for every group (each a batch of one).
+void grouped_batched(const products& work, const grouped_gemm_args& args, cublasHandle_t handle,
+                     cudaStream_t stream) {
+  const auto count = work.groups.size();
+  std::vector<cublasOperation_t> op_b(count, op(args.trans_b)), op_a(count, op(args.trans_a));
   std::vector<int> m(count), n(count), k(count), lda(count), ldb(count), ldc(count), ones(count, 1);
-  std::vector<float> alpha(count, 1.0f), beta(count, args.beta);
+  std::vector<float> alpha(count, 1.0f);
   std::vector<const void*> pointers(3 * count);  // B..., A..., C...
   for (std::size_t i = 0; i < count; ++i) {
-    const auto& g = *groups[i];
+    const auto& g = work.groups[i];
     const int gi = static_cast<int>(i);
     m[i] = as_int(g.n, gi, "n");
     n[i] = as_int(g.m, gi, "m");
@@ -82,38 +108,61 @@ void grouped_batched(const std::vector<const gemm_group*>& groups, const grouped
     pointers[count + i] = g.a;
     pointers[2 * count + i] = g.c;
   }
-  void* device_pointers = nullptr;
-  const auto bytes = pointers.size() * sizeof(void*);
-  MUSTER_CUDA_CHECK(cudaMallocAsync(&device_pointers, bytes, stream));
-  const auto free_pointers = [&] { cudaFreeAsync(device_pointers, stream); };
-  try {
-    MUSTER_CUDA_CHECK(
-        cudaMemcpyAsync(device_pointers, pointers.data(), bytes, cudaMemcpyHostToDevice, stream));
-    auto* const* d = static_cast<void* const*>(device_pointers);
+  with_device_pointers(pointers, stream, [&](void* const* d) {
     const auto type = cuda_type(args.dtype);
-    check_cublas(cublas().gemm_grouped_batched_ex(
-                     handle, op_b.data(), op_a.data(), m.data(), n.data(), k.data(), alpha.data(),
-                     d, type, lda.data(), d + count, type, ldb.data(), beta.data(), d + 2 * count,
-                     type, ldc.data(), static_cast<int>(count), ones.data(), CUBLAS_COMPUTE_32F),
-                 "cublasGemmGroupedBatchedEx");
-  } catch (...) {
-    free_pointers();
-    throw;
-  }
-  free_pointers();
+    check_cublas(
+        cublas().gemm_grouped_batched_ex(
+            handle, op_b.data(), op_a.data(), m.data(), n.data(), k.data(), alpha.data(), d, type,
+            lda.data(), d + count, type, ldb.data(), work.beta.data(), d + 2 * count, type,
+            ldc.data(), static_cast<int>(count), ones.data(), CUBLAS_COMPUTE_32F),
+        "cublasGemmGroupedBatchedEx");
+  });
 }
 
-// automatic: one product a group where the groups are large (cuBLAS tunes each), the grouped
-// batched call where they are small (one launch). On an H100 (cuBLAS 13.0, gpu_kernels_bench):
-// 8 groups of ~4096 x 4096 -> 1536 (52 GFLOP each) ran at 92% of dense one a group, 41%
-// grouped; 32 groups of ~1024 x 1024 -> 640 (1.3 GFLOP each) at 26% one a group, 41% grouped.
-grouped_gemm_method automatic_method(const std::vector<const gemm_group*>& work) {
-  if (cublas().gemm_grouped_batched_ex == nullptr) return grouped_gemm_method::per_group;
+// One uniform batch: one cublasGemmBatchedEx.
+void batched(const gemm_batch& b, const grouped_gemm_args& args, cublasHandle_t handle,
+             cudaStream_t stream) {
+  const auto count = b.a.size();
+  std::vector<const void*> pointers(b.b.begin(), b.b.end());  // B..., A..., C...
+  pointers.insert(pointers.end(), b.a.begin(), b.a.end());
+  pointers.insert(pointers.end(), b.c.begin(), b.c.end());
+  with_device_pointers(pointers, stream, [&](void* const* d) {
+    const auto type = cuda_type(args.dtype);
+    const float alpha = 1.0f;
+    check_cublas(
+        cublas().gemm_batched_ex(handle, op(args.trans_b), op(args.trans_a), as_int(b.n, 0, "n"),
+                                 as_int(b.m, 0, "m"), as_int(b.k, 0, "k"), &alpha, d, type,
+                                 as_int(b.ldb, 0, "ldb"), d + count, type, as_int(b.lda, 0, "lda"),
+                                 &b.beta, d + 2 * count, type, as_int(b.ldc, 0, "ldc"),
+                                 static_cast<int>(count), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+        "cublasGemmBatchedEx");
+  });
+}
+
+void run_rest(const products& rest, const grouped_gemm_args& args, cublasHandle_t handle,
+              cudaStream_t stream) {
+  if (rest.groups.empty()) return;
+  if (cublas().gemm_grouped_batched_ex != nullptr && rest.groups.size() > 1)
+    grouped_batched(rest, args, handle, stream);
+  else
+    per_group(rest, args, handle);
+}
+
+// automatic: one product a group where the groups are large (cuBLAS tunes each). Smaller ones:
+// split_batched where its uniform batches hold half the FLOPs or more and split the rows (the
+// forward and dgrad), else the grouped batched call (one launch). On an H100 (cuBLAS 13.0,
+// gpu_kernels_bench): 8 groups of ~4096 x 4096 -> 1536 (52 GFLOP each) ran at 92% of dense one a
+// group, 41% grouped; 32 groups of ~1024 x 1024 -> 640 (1.3 GFLOP each) at 26% one a group, 41%
+// grouped. split_batched was chosen before a GPU measured it: a batch of one shape is what
+// cuBLAS runs like one dense product (the same tiles); gpu_kernels_bench times all three.
+grouped_gemm_method automatic_method(const std::vector<gemm_group>& work, const gemm_split& split) {
   double flops = 0;
-  for (const auto* g : work) flops += 2.0 * double(g->m) * double(g->n) * double(g->k);
+  for (const auto& g : work) flops += 2.0 * double(g.m) * double(g.n) * double(g.k);
   constexpr double kLargeGroup = 8e9;  // between the two measured shapes
-  return flops / double(work.size()) >= kLargeGroup ? grouped_gemm_method::per_group
-                                                    : grouped_gemm_method::grouped_batched;
+  if (flops / double(work.size()) >= kLargeGroup) return grouped_gemm_method::per_group;
+  if (!split.along_k && split.batched_share >= 0.5) return grouped_gemm_method::split_batched;
+  return cublas().gemm_grouped_batched_ex != nullptr ? grouped_gemm_method::grouped_batched
+                                                     : grouped_gemm_method::per_group;
 }
 
 }  // namespace
@@ -126,25 +175,36 @@ void grouped_gemm(const gemm_group* groups, int count, const grouped_gemm_args& 
                   void* stream_handle, grouped_gemm_method method) {
   check_gemm_groups(groups, count, args);
   auto* stream = static_cast<cudaStream_t>(stream_handle);
-  std::vector<const gemm_group*> work;
+  std::vector<gemm_group> work;
   for (int g = 0; g < count; ++g) {
     const auto& x = groups[g];
     if (x.m == 0 || x.n == 0) continue;
     if (x.k == 0)
       empty_sum(x, args, stream);
     else
-      work.push_back(&x);
+      work.push_back(x);
   }
   if (work.empty()) return;
-  if (method == grouped_gemm_method::automatic) method = automatic_method(work);
+  const auto split =
+      method == grouped_gemm_method::split_batched || method == grouped_gemm_method::automatic
+          ? split_into_batches(work.data(), static_cast<int>(work.size()), args,
+                               element_bytes(args.dtype))
+          : gemm_split{};
+  if (method == grouped_gemm_method::automatic) method = automatic_method(work, split);
   if (method == grouped_gemm_method::grouped_batched && cublas().gemm_grouped_batched_ex == nullptr)
     throw std::runtime_error("grouped gemm: " + cublas().soname +
                              " has no cublasGemmGroupedBatchedEx (cuBLAS 12.5 or later has it)");
   auto* handle = cublas_handle(stream);
+  if (method == grouped_gemm_method::split_batched) {
+    for (const auto& b : split.batches) batched(b, args, handle, stream);
+    run_rest({split.rest, split.rest_beta}, args, handle, stream);
+    return;
+  }
+  const products all{work, std::vector<float>(work.size(), args.beta)};
   if (method == grouped_gemm_method::grouped_batched)
-    grouped_batched(work, args, handle, stream);
+    grouped_batched(all, args, handle, stream);
   else
-    per_group(work, args, handle);
+    per_group(all, args, handle);
 }
 
 }  // namespace muster::kernels::cuda

@@ -44,11 +44,14 @@ void grouped_gemm(const gemm_group* groups, int count, const grouped_gemm_args& 
 
 namespace cuda {
 
-// How the GPU runs the groups: one cublasGemmGroupedBatchedEx (cuBLAS 12.5 or later) or one
-// cublasGemmEx a group, in order on the stream. automatic takes per_group for large groups
-// (8e9 FLOPs a group on average, or more) and grouped_batched, where cuBLAS has it, for smaller
-// ones: what measured faster on an H100 (kernels/cuda/grouped_gemm.cpp).
-enum class grouped_gemm_method { automatic, grouped_batched, per_group };
+// How the GPU runs the groups: one cublasGemmGroupedBatchedEx (cuBLAS 12.5 or later), one
+// cublasGemmEx a group in order on the stream, or split_batched: the part of the rows (or of
+// the reduction) that most groups share as uniform cublasGemmBatchedEx calls and the rest of
+// each group grouped (grouped_gemm_split.hpp). automatic takes per_group for large groups (8e9
+// FLOPs a group on average, or more); for smaller ones split_batched where its batches hold
+// half the FLOPs or more and split rows, else grouped_batched where cuBLAS has it
+// (kernels/cuda/grouped_gemm.cpp says what was measured).
+enum class grouped_gemm_method { automatic, grouped_batched, per_group, split_batched };
 
 // The same on the GPU: device pointers, enqueued on `stream` (a cudaStream_t), f32 or bf16.
 // A group with k zero takes beta 0 or 1 only here (C cleared or left); others throw.
