@@ -7,6 +7,7 @@
 
 #include "common/error.hpp"
 #include "engine/ops/kernel_tensors.hpp"
+#include "engine/ops/stacked_view.hpp"
 #include "muster/kernels/grouped_gemm.hpp"
 
 namespace muster::engine::ops {
@@ -39,18 +40,45 @@ char* at_row(const torch::Tensor& t, std::int64_t r) {
   return static_cast<char*>(t.data_ptr()) + r * t.size(1) * t.element_size();
 }
 
+// The weights in the rows' dtype: themselves, or (bf16 autocast) their casts, made by one kernel
+// over all of them where they lie at one stride in one storage (stacked_view), as an expert
+// layer's weights do in their FSDP unit, else one a weight.
+std::vector<torch::Tensor> in_dtype(const std::vector<torch::Tensor>& weights,
+                                    torch::ScalarType dtype) {
+  if (weights[0].scalar_type() == dtype) return weights;
+  if (const auto all = stacked_view(weights); all.defined()) return all.to(dtype).unbind(0);
+  std::vector<torch::Tensor> cast;
+  for (const auto& w : weights) cast.push_back(w.to(dtype));
+  return cast;
+}
+
+// Whether the weights' gradients can be added to where they are: every weight a leaf with its
+// gradient there (an FSDP unit's gradient buffer during backward), contiguous, of its dtype.
+bool grads_in_place(const std::vector<torch::Tensor>& weights) {
+  for (const auto& w : weights) {
+    const auto& g = w.grad();
+    if (!w.is_leaf() || !g.defined() || !g.is_contiguous() || g.scalar_type() != w.scalar_type() ||
+        g.device() != w.device() || g.sizes() != w.sizes())
+      return false;
+  }
+  return true;
+}
+
 // The weights come as a TensorList, the one argument form autograd takes apart into inputs
-// (a std::vector would be taken as a constant).
+// (a std::vector would be taken as a constant). They may be in another dtype than x (fp32
+// weights under bf16 autocast): the node casts them itself, so autograd has no cast node and no
+// gradient cast back per weight.
 struct grouped_linear_function : torch::autograd::Function<grouped_linear_function> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x,
                                std::vector<std::int64_t> rows, torch::TensorList weights) {
     const auto in = x.size(1), out = weights[0].size(0);
+    const auto used = in_dtype(weights.vec(), x.scalar_type());
     auto y = torch::empty({x.size(0), out}, x.options());
     std::vector<gemm_group> groups;
     std::int64_t r = 0;
     for (std::size_t e = 0; e < rows.size(); ++e) {
       groups.push_back(
-          {rows[e], out, in, at_row(x, r), in, weights[e].data_ptr(), in, at_row(y, r), out});
+          {rows[e], out, in, at_row(x, r), in, used[e].data_ptr(), in, at_row(y, r), out});
       r += rows[e];
     }
     grouped_gemm_args args;
@@ -61,50 +89,82 @@ struct grouped_linear_function : torch::autograd::Function<grouped_linear_functi
     saved.insert(saved.end(), weights.begin(), weights.end());
     ctx->save_for_backward(saved);
     ctx->saved_data["rows"] = c10::IValue(rows);
+    // the casts, for the dgrad (the weights themselves where no cast was made)
+    if (!used[0].is_same(weights[0])) ctx->saved_data["cast"] = c10::IValue(used);
     return y;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
     const auto& x = saved[0];
+    const std::vector<torch::Tensor> weights(saved.begin() + 1, saved.end());
+    const auto used =
+        ctx->saved_data.count("cast") ? ctx->saved_data["cast"].toTensorVector() : weights;
     const auto rows = ctx->saved_data["rows"].toIntVector();
     const auto grad_y = grads[0].contiguous();
     const auto in = x.size(1), out = grad_y.size(1);
+    const auto experts = static_cast<std::int64_t>(rows.size());
     auto grad_x = torch::empty_like(x);
-    std::vector<torch::Tensor> grad_w;
+    // wgrad: added straight into the weights' gradients where the rows' dtype is theirs (no
+    // gradient handed to autograd, so no accumulation node a weight); else into one buffer of
+    // the rows' dtype, then added (one kernel over a stacked view) or handed back
+    const bool in_place = grads_in_place(weights);
+    const bool direct = in_place && weights[0].scalar_type() == x.scalar_type();
+    const auto grad_buffer =
+        direct ? torch::Tensor() : torch::empty({experts, out, in}, x.options());
     std::vector<gemm_group> dgrad, wgrad;
     std::int64_t r = 0;
     for (std::size_t e = 0; e < rows.size(); ++e) {
-      const auto& w = saved[e + 1];
-      grad_w.push_back(torch::empty_like(w));
       // dx_e (rows, in) = dy_e (rows, out) W_e (out, in)
-      dgrad.push_back(
-          {rows[e], in, out, at_row(grad_y, r), out, w.data_ptr(), in, at_row(grad_x, r), in});
-      // dW_e (out, in) = dy_e^T (out, rows) x_e (rows, in); no rows: zero
-      wgrad.push_back({out, in, rows[e], at_row(grad_y, r), out, at_row(x, r), in,
-                       grad_w.back().data_ptr(), in});
+      dgrad.push_back({rows[e], in, out, at_row(grad_y, r), out, used[e].data_ptr(), in,
+                       at_row(grad_x, r), in});
+      // dW_e (out, in) = dy_e^T (out, rows) x_e (rows, in); no rows: zero (or nothing added)
+      void* dw = direct ? weights[e].grad().data_ptr() : grad_buffer[std::int64_t(e)].data_ptr();
+      wgrad.push_back({out, in, rows[e], at_row(grad_y, r), out, at_row(x, r), in, dw, in});
       r += rows[e];
     }
     grouped_gemm_args args;
     args.dtype = dtype_of(x);
     run(dgrad, args, x);
     args.trans_a = true;
+    args.beta = direct ? 1.0f : 0.0f;
     run(wgrad, args, x);
     variable_list result{grad_x, torch::Tensor()};
-    result.insert(result.end(), grad_w.begin(), grad_w.end());
+    if (direct) {
+      result.resize(result.size() + rows.size());
+      return result;
+    }
+    if (in_place) {
+      std::vector<torch::Tensor> targets;
+      for (const auto& w : weights) targets.push_back(w.grad());
+      torch::NoGradGuard no_grad;
+      if (auto all = stacked_view(targets); all.defined()) {
+        all.add_(grad_buffer);
+      } else {
+        for (std::size_t e = 0; e < rows.size(); ++e) targets[e].add_(grad_buffer[std::int64_t(e)]);
+      }
+      result.resize(result.size() + rows.size());
+      return result;
+    }
+    for (std::size_t e = 0; e < rows.size(); ++e)
+      result.push_back(grad_buffer[std::int64_t(e)].to(weights[e].scalar_type()));
     return result;
   }
 };
 
-bool kernel_takes(const torch::Tensor& x, const std::vector<torch::Tensor>& weights) {
+// Under autocast the weights may be in another dtype than x (fp32 weights, bf16 rows: the node
+// casts them); otherwise they must be x's, as a linear's must.
+bool kernel_takes(const torch::Tensor& x, const std::vector<torch::Tensor>& weights,
+                  bool autocast) {
   const auto takes = [&](const torch::Tensor& t) {
     if (x.is_cuda()) return cuda_kernel_takes(t, {torch::kFloat32, torch::kBFloat16});
     return cpu_kernel_takes(t);
   };
   if (!takes(x) || x.dim() != 2) return false;
   for (const auto& w : weights)
-    if (!takes(w) || w.dim() != 2 || w.scalar_type() != x.scalar_type() ||
-        w.device() != x.device() || w.size(1) != x.size(1) || w.size(0) != weights[0].size(0))
+    if (!takes(w) || w.dim() != 2 || w.scalar_type() != weights[0].scalar_type() ||
+        (!autocast && w.scalar_type() != x.scalar_type()) || w.device() != x.device() ||
+        w.size(1) != x.size(1) || w.size(0) != weights[0].size(0))
       return false;
   return true;
 }
@@ -136,14 +196,14 @@ torch::Tensor grouped_linear(const torch::Tensor& x, const std::vector<std::int6
     // differentiable, so their fp32 gradient comes back through it). bf16 on the CPU takes a
     // linear per expert (the CPU kernel is fp32).
     const auto dtype = autocast_dtype(x.device().type());
+    const auto xc = x.to(dtype).contiguous();
+    if (kernel_takes(xc, weights, /*autocast=*/true))  // the node casts the weights
+      return grouped_linear_function::apply(xc, rows, torch::TensorList(weights));
     std::vector<torch::Tensor> cast;
     for (const auto& w : weights) cast.push_back(w.to(dtype));
-    const auto xc = x.to(dtype).contiguous();
-    if (kernel_takes(xc, cast))
-      return grouped_linear_function::apply(xc, rows, torch::TensorList(cast));
     return per_expert(xc, rows, cast);
   }
-  if (kernel_takes(x, weights))
+  if (kernel_takes(x, weights, /*autocast=*/false))
     return grouped_linear_function::apply(x, rows, torch::TensorList(weights));
   return per_expert(x, rows, weights);
 }

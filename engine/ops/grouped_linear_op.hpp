@@ -5,7 +5,12 @@
 // Contiguous fp32 CPU tensors take kernels::cpu::grouped_gemm; contiguous CUDA tensors, fp32 or
 // bf16 (under autocast the rows and the weights are cast to its dtype, as autocast casts a
 // linear's), take kernels::cuda::grouped_gemm on the current stream; anything else a linear per
-// expert.
+// expert. On the kernel path the node casts the weights itself (one kernel over an expert
+// layer's weights where they lie at one stride, as in their FSDP unit: stacked_view.hpp), and
+// where the weights' gradients already exist (FSDP's buffers in backward) it adds the wgrad to
+// them itself, by the product (beta 1) or one kernel over their stacked view: no cast node, no
+// gradient cast back and no accumulation node a weight, which were three small kernels per
+// expert and projection.
 #pragma once
 
 #include <cstdint>

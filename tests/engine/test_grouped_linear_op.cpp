@@ -8,6 +8,7 @@
 
 #include "engine/model/autocast_scope.hpp"
 #include "engine/ops/grouped_linear_op.hpp"
+#include "engine/ops/stacked_view.hpp"
 
 namespace ops = muster::engine::ops;
 
@@ -77,4 +78,77 @@ TEST_CASE("grouped_linear under CPU autocast runs in its dtype, as a linear does
   CHECK(torch::allclose(y.to(torch::kFloat32), want.to(torch::kFloat32), 1e-2, 1e-2));
   y.sum().backward();  // the fp32 weights get their gradient through the cast
   CHECK(w[0].grad().scalar_type() == torch::kFloat32);
+}
+
+TEST_CASE("stacked_view sees equal tensors at one stride of one storage as one",
+          "[grouped_linear_op]") {
+  const auto flat = torch::arange(60, torch::kFloat32);
+  // three (2, 3) matrices 20 elements apart, as one projection of three experts in a unit
+  std::vector<torch::Tensor> ws;
+  for (int e = 0; e < 3; ++e) ws.push_back(flat.narrow(0, 5 + 20 * e, 6).view({2, 3}));
+  const auto all = ops::stacked_view(ws);
+  REQUIRE(all.defined());
+  CHECK(all.sizes() == torch::IntArrayRef({3, 2, 3}));
+  for (int e = 0; e < 3; ++e) CHECK(torch::equal(all[e], ws[std::size_t(e)]));
+  all[1].fill_(-1);  // the storage itself
+  CHECK(ws[1].eq(-1).all().item<bool>());
+  CHECK(ops::stacked_view({ws[0]}).defined());
+  CHECK_FALSE(ops::stacked_view({ws[0], ws[2], ws[1]}).defined());   // not one stride
+  CHECK_FALSE(ops::stacked_view({ws[0], ws[1].clone()}).defined());  // another storage
+  CHECK_FALSE(ops::stacked_view({ws[0], flat.narrow(0, 7, 6).view({3, 2})}).defined());
+  CHECK_FALSE(
+      ops::stacked_view({flat.narrow(0, 0, 6).view({2, 3}), flat.narrow(0, 3, 6).view({2, 3})})
+          .defined());                                               // overlapping
+  CHECK_FALSE(ops::stacked_view({ws[0].t(), ws[1].t()}).defined());  // not contiguous
+}
+
+// As in an FSDP unit: the weights are views of one flat buffer and their gradients views of
+// another, already holding an earlier micro-batch's sum. The node adds to them itself (autograd
+// gets no gradient, so nothing is added twice), and the sum is what a linear per expert adds.
+TEST_CASE("grouped_linear adds the wgrad to gradients already there, once", "[grouped_linear_op]") {
+  torch::manual_seed(14);
+  const std::int64_t in = 6, out = 5;
+  const std::vector<std::int64_t> rows{4, 0, 9};
+  const auto experts = std::int64_t(rows.size());
+  const auto params = torch::randn({experts * 3 * out * in});  // gate, up, down a expert
+  const auto earlier = torch::randn({experts * 3 * out * in});
+  const auto x0 = torch::randn({13, in}), g = torch::randn({13, out});
+  auto run = [&](bool flat) {
+    auto grads = earlier.clone();
+    std::vector<torch::Tensor> w;
+    for (std::int64_t e = 0; e < experts; ++e) {
+      const auto at = e * 3 * out * in;  // the "gate" projection of expert e
+      if (flat) {
+        auto p = params.narrow(0, at, out * in).view({out, in}).detach().requires_grad_(true);
+        p.mutable_grad() = grads.narrow(0, at, out * in).view({out, in});
+        w.push_back(p);
+      } else {  // separate leaves of fp64, no gradient yet: the per-expert path
+        w.push_back(params.narrow(0, at, out * in)
+                        .view({out, in})
+                        .to(torch::kFloat64)
+                        .requires_grad_(true));
+      }
+    }
+    const auto x = flat ? x0 : x0.to(torch::kFloat64);
+    auto y = ops::grouped_linear(x, rows, w);
+    (y * g.to(y.scalar_type())).sum().backward();
+    std::vector<torch::Tensor> out_grads;
+    for (std::int64_t e = 0; e < experts; ++e) {
+      const auto at = e * 3 * out * in;
+      const auto before = earlier.narrow(0, at, out * in).view({out, in}).to(torch::kFloat64);
+      if (flat) {
+        CHECK(w[std::size_t(e)].grad().data_ptr() == grads.narrow(0, at, 1).data_ptr());
+        out_grads.push_back(grads.narrow(0, at, out * in).view({out, in}).to(torch::kFloat64));
+      } else {
+        const auto& gw = w[std::size_t(e)].grad();
+        out_grads.push_back(before + (gw.defined() ? gw : torch::zeros_like(before)));
+      }
+    }
+    return out_grads;
+  };
+  const auto got = run(true), want = run(false);
+  for (std::int64_t e = 0; e < experts; ++e) {
+    INFO("expert " << e << " with " << rows[std::size_t(e)] << " rows");
+    CHECK(torch::allclose(got[std::size_t(e)], want[std::size_t(e)], 1e-5, 1e-5));
+  }
 }
