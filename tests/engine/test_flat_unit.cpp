@@ -8,6 +8,8 @@
 
 #include "engine/model/decoder.hpp"
 #include "engine/model/init.hpp"
+#include "engine/model/moe_block.hpp"
+#include "engine/ops/stacked_view.hpp"
 #include "engine/parallel/flat_adamw.hpp"
 #include "engine/parallel/flat_unit.hpp"
 #include "tests/engine/model_fixtures.hpp"
@@ -39,23 +41,22 @@ TEST_CASE("a unit's parameters are views of its buffer and their gradients land 
   parallel::unit_options options;
   options.name = "test";
   options.strategy = parallel::sharding::optim_grads_params;
-  parallel::flat_unit unit(options,
-                           {{"proj.weight", linear->weight},
-                            {"proj.bias", linear->bias},
-                            {"input_layernorm.weight", norm}});
+  parallel::flat_unit unit(options, {{"proj.weight", linear->weight},
+                                     {"proj.bias", linear->bias},
+                                     {"input_layernorm.weight", norm}});
   // alone, every strategy is no_shard: one whole shard
   CHECK(unit.strategy() == parallel::sharding::no_shard);
   CHECK(unit.numel() == 6 + 2 + 3);
   CHECK(unit.shard_numel() == 11);
   CHECK(linear->weight.equal(weight_before));
   CHECK(linear->weight.data_ptr<float>() == unit.shard().data_ptr<float>());
-  CHECK(unit.decay_mask().equal(torch::tensor({1.f, 1.f, 1.f, 1.f, 1.f, 1.f, 0.f, 0.f, 0.f, 0.f, 0.f})));
+  CHECK(unit.decay_mask().equal(
+      torch::tensor({1.f, 1.f, 1.f, 1.f, 1.f, 1.f, 0.f, 0.f, 0.f, 0.f, 0.f})));
 
   auto x = torch::ones({1, 3});
   (linear(x * norm).sum()).backward();
   // d/dW of sum(W x + b) is x for each row; d/db is 1; d/dnorm is the column sums of W
-  auto expected = torch::cat({torch::ones({6}), torch::ones({2}),
-                              weight_before.sum(0)});
+  auto expected = torch::cat({torch::ones({6}), torch::ones({2}), weight_before.sum(0)});
   CHECK(torch::allclose(unit.shard_grad(), expected));
   unit.zero_grad();
   CHECK(unit.shard_grad().abs().sum().item<float>() == 0);
@@ -95,7 +96,8 @@ TEST_CASE("a unit built from parameters without values holds the values init_par
 TEST_CASE("flat_adamw over a unit follows torch::optim::AdamW, norms undecayed", "[sharding]") {
   torch::manual_seed(3);
   auto weight = torch::randn({70, 33}), norm = torch::randn({33});
-  auto ref_weight = weight.clone().requires_grad_(true), ref_norm = norm.clone().requires_grad_(true);
+  auto ref_weight = weight.clone().requires_grad_(true),
+       ref_norm = norm.clone().requires_grad_(true);
   weight.requires_grad_(true);
   norm.requires_grad_(true);
   parallel::unit_options options;
@@ -105,12 +107,14 @@ TEST_CASE("flat_adamw over a unit follows torch::optim::AdamW, norms undecayed",
   train.adam_beta2 = 0.95;
   parallel::flat_adamw adam({&unit}, train);
   std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(std::vector<torch::Tensor>{ref_weight},
-                      std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(1e-2)
-                          .betas({0.9, 0.95}).eps(1e-8).weight_decay(0.1)));
-  groups.emplace_back(std::vector<torch::Tensor>{ref_norm},
-                      std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(1e-2)
-                          .betas({0.9, 0.95}).eps(1e-8).weight_decay(0.0)));
+  groups.emplace_back(
+      std::vector<torch::Tensor>{ref_weight},
+      std::make_unique<torch::optim::AdamWOptions>(
+          torch::optim::AdamWOptions(1e-2).betas({0.9, 0.95}).eps(1e-8).weight_decay(0.1)));
+  groups.emplace_back(
+      std::vector<torch::Tensor>{ref_norm},
+      std::make_unique<torch::optim::AdamWOptions>(
+          torch::optim::AdamWOptions(1e-2).betas({0.9, 0.95}).eps(1e-8).weight_decay(0.0)));
   torch::optim::AdamW reference(std::move(groups));
   for (int step = 0; step < 3; ++step) {
     unit.zero_grad();
@@ -126,5 +130,34 @@ TEST_CASE("flat_adamw over a unit follows torch::optim::AdamW, norms undecayed",
     reference.step();
     CHECK(torch::allclose(weight, ref_weight, 1e-5, 1e-6));
     CHECK(torch::allclose(norm, ref_norm, 1e-5, 1e-6));
+  }
+}
+
+// grouped_linear's one-kernel casts and gradient sums (engine/ops/stacked_view.hpp) need each
+// projection's expert weights, and their gradients, at one stride in the experts' unit.
+TEST_CASE("an experts' unit lays each projection's weights and gradients at one stride",
+          "[sharding]") {
+  model::moe_block block(muster::test::tiny_config());
+  std::vector<std::pair<std::string, torch::Tensor>> experts;
+  for (auto& p : block.named_parameters())
+    if (p.key().starts_with("experts.")) experts.emplace_back(p.key(), p.value());
+  REQUIRE(experts.size() == 3 * block.experts.size());
+  parallel::unit_options options;
+  options.name = "layers.1.experts";
+  parallel::flat_unit unit(options, std::move(experts));
+  std::vector<torch::Tensor> gate, up, down;
+  for (const auto& e : block.experts) {
+    gate.push_back(e->gate_proj->weight);
+    up.push_back(e->up_proj->weight);
+    down.push_back(e->down_proj->weight);
+  }
+  for (const auto* projection : {&gate, &up, &down}) {
+    const auto all = ops::stacked_view(*projection);
+    REQUIRE(all.defined());
+    for (std::size_t e = 0; e < projection->size(); ++e)
+      CHECK(all[std::int64_t(e)].data_ptr() == (*projection)[e].data_ptr());
+    std::vector<torch::Tensor> grads;
+    for (const auto& w : *projection) grads.push_back(w.grad());
+    CHECK(ops::stacked_view(grads).defined());
   }
 }
