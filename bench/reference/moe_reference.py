@@ -183,6 +183,9 @@ def main():
     p.add_argument("--device", default="cpu")
     p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
     p.add_argument("--compile", action="store_true")
+    p.add_argument("--profile", default="",
+                   help="FILE: profile steps 5 and 6 with torch.profiler, its table by total "
+                        "time into FILE (as muster-train's train.profile_step_start/end)")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(1234)
@@ -200,7 +203,14 @@ def main():
         dist.init_process_group("gloo", rank=rank, world_size=world)
     params = list(model.parameters())
     rows = rows_of(a.data, a.seq).to(device)
+    profiler = None
     for step in range(a.steps):
+        if a.profile and step + 1 == 5:
+            activities = [torch.profiler.ProfilerActivity.CPU]
+            if device.type == "cuda":
+                activities.append(torch.profiler.ProfilerActivity.CUDA)
+            profiler = torch.profiler.profile(activities=activities)
+            profiler.__enter__()
         start = time.perf_counter()
         first = ((step * world + rank) * a.micro) % (rows.shape[0] - a.micro)
         batch = rows[first:][: a.micro]
@@ -225,6 +235,13 @@ def main():
         if device.type == "cuda":
             torch.cuda.synchronize()
         elapsed = time.perf_counter() - start
+        if profiler is not None and step + 1 == 6:
+            profiler.__exit__(None, None, None)
+            by = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
+            with open(a.profile, "w") as out:
+                out.write(profiler.key_averages().table(sort_by=by, row_limit=40) + "\n")
+                out.write(profiler.key_averages().table(sort_by="cpu_time_total", row_limit=25))
+            profiler = None
         if rank != 0:
             continue
         print(f"step {step + 1} tok/s {batch.numel() / elapsed:.0f} loss "

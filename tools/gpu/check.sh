@@ -10,7 +10,8 @@
 #   4. train      bench/compare_train_gpu.sh: muster-train against PyTorch eager (and
 #                 torch.compile within COMPILE_TIMEOUT, default 120 s) on bench/gpu/moe-1b.toml
 #   5. profile    muster-train on the same job with steps 5-6 under PyTorch's profiler: the
-#                 busiest kernels and ops (profile-rank-0.txt)
+#                 busiest kernels and ops (profile-rank-0.txt), and the same steps of the
+#                 PyTorch reference (profile-reference.txt)
 # Each step's output goes to LOG_DIR/<step>.log (default: $OUT where set, else gpu-check/), and
 # a summary of what passed to LOG_DIR/summary.txt and stdout. A failed step does not stop the
 # ones after it that can run; the exit code is 1 when any failed.
@@ -51,6 +52,11 @@ profile() {  # muster-train with steps 5 and 6 profiled, its table kept
     train.profile_step_start=5 train.profile_step_end=6 || return
   cp "$work/profile/rank-0.txt" "$logs/profile-rank-0.txt"
   rm -rf "$work"
+  # the same steps of the PyTorch reference, for the op counts and times side by side
+  "${PYTHON:-python3}" "$root/bench/reference/moe_reference.py" --layers 16 --hidden 1024 \
+    --ffn 4096 --heads 16 --kv_heads 8 --experts 32 --moe_ffn 640 --topk 4 --first_dense 1 \
+    --seq 2048 --micro 4 --steps 7 --device cuda --precision bf16 \
+    --profile "$logs/profile-reference.txt"
 }
 
 : > "$logs/summary.txt"
