@@ -6,8 +6,7 @@
 
 namespace muster::engine::comm {
 
-void communicator::check_into(const char* op, const torch::Tensor& out,
-                              std::int64_t numel) const {
+void communicator::check_into(const char* op, const torch::Tensor& out, std::int64_t numel) const {
   MUSTER_CHECK(out.defined() && out.is_contiguous() && out.numel() == numel, errc::internal,
                "[group {}] {} into a tensor of {} elements{}; it needs {} contiguous", name(), op,
                out.defined() ? out.numel() : 0,
@@ -16,6 +15,10 @@ void communicator::check_into(const char* op, const torch::Tensor& out,
 
 void communicator::all_gather_into(const torch::Tensor& shard, torch::Tensor& out) {
   all_gather_into_async(shard, out)->wait();
+}
+
+void communicator::reduce_scatter_sum_into(const torch::Tensor& full, torch::Tensor& out) {
+  reduce_scatter_sum_into_async(full, out)->wait();
 }
 
 torch::Tensor communicator::all_gather(const torch::Tensor& shard) {

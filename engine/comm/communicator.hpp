@@ -61,7 +61,12 @@ class communicator {
   // `full` (same numel everywhere, divisible by size()) summed over the group; this rank's
   // contiguous 1/size() part of the sum into `out` (contiguous, that many elements; written
   // in place as all_gather_into's `out` is).
-  virtual void reduce_scatter_sum_into(const torch::Tensor& full, torch::Tensor& out) = 0;
+  void reduce_scatter_sum_into(const torch::Tensor& full, torch::Tensor& out);
+  // The same, started and left running as all_reduce_sum_async is: `full` must stay unwritten
+  // and `out` unread until wait() returned (FSDP's reduction of one unit's gradients while the
+  // backward of the units below goes on).
+  virtual std::unique_ptr<pending_collective> reduce_scatter_sum_into_async(
+      const torch::Tensor& full, torch::Tensor& out) = 0;
   // The same into new flat tensors of the input's dtype and device.
   torch::Tensor all_gather(const torch::Tensor& shard);
   torch::Tensor reduce_scatter_sum(const torch::Tensor& full);

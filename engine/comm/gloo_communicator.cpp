@@ -113,7 +113,9 @@ class gloo_group final : public communicator {
                                           });
   }
 
-  void reduce_scatter_sum_into(const torch::Tensor& full, torch::Tensor& out) override {
+  // Gloo's reduce-scatter as an all-to-all, each rank then summing the parts it received.
+  std::unique_ptr<pending_collective> reduce_scatter_sum_into_async(const torch::Tensor& full,
+                                                                    torch::Tensor& out) override {
     auto in = on_wire(full).reshape({-1});
     MUSTER_CHECK(in.numel() % size() == 0, errc::internal,
                  "reduce_scatter of {} elements over {} ranks", in.numel(), size());
@@ -122,9 +124,13 @@ class gloo_group final : public communicator {
     std::vector<std::int64_t> equal;  // empty: equal splits
     c10d::AllToAllOptions options;
     options.timeout = timeout_;
-    run("reduce_scatter", in,
-        [&] { return group_->alltoall_base(got, in, equal, equal, options); });
-    out.view({-1}).copy_(got.view({size(), -1}).sum(0));
+    auto started = start("reduce_scatter", in,
+                         [&] { return group_->alltoall_base(got, in, equal, equal, options); });
+    // the tensors the work reads and writes stay alive with the handle
+    return std::make_unique<pending_call>([this, s = std::move(started)] { finish(s); },
+                                          [out, got, in, n = size()]() mutable {
+                                            out.view({-1}).copy_(got.view({n, -1}).sum(0));
+                                          });
   }
 
   torch::Tensor all_to_all(const torch::Tensor& input, const std::vector<std::int64_t>& send_rows,

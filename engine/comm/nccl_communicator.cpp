@@ -146,17 +146,27 @@ class nccl_group final : public communicator {
         });
   }
 
-  void reduce_scatter_sum_into(const torch::Tensor& full, torch::Tensor& out) override {
+  std::unique_ptr<pending_collective> reduce_scatter_sum_into_async(const torch::Tensor& full,
+                                                                    torch::Tensor& out) override {
     MUSTER_CHECK(full.numel() % size() == 0, errc::internal,
                  "reduce_scatter of {} elements over {} ranks", full.numel(), size());
     auto d = on_device(full);
     check_into("reduce_scatter", out, d.numel() / size());
     auto target = written_in_place(out, d) ? out : torch::empty({out.numel()}, d.options());
-    run("reduce_scatter", d, [&](ncclDataType_t type) {
+    auto s = start("reduce_scatter", d, [&](ncclDataType_t type) {
       return nccl().reduce_scatter(d.data_ptr(), target.data_ptr(), target.numel(), type, ncclSum,
                                    state_->comm, stream_);
     });
-    if (!target.is_same(out)) out.view({-1}).copy_(target);
+    auto shared = std::make_shared<started>(s);
+    return std::make_unique<pending_call>(
+        [this, shared] { finish(*shared); },
+        [out, target, d]() mutable {  // d: the input stays alive until the reduction is done
+          if (!target.is_same(out)) out.view({-1}).copy_(target);
+        },
+        // unwaited: the event is released once the collective is done (CUDA defers it)
+        [shared] {
+          if (shared->done != nullptr) cudaEventDestroy(shared->done);
+        });
   }
 
   torch::Tensor all_to_all(const torch::Tensor& input, const std::vector<std::int64_t>& send_rows,

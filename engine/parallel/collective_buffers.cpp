@@ -7,8 +7,7 @@
 
 namespace muster::engine::parallel {
 
-collective_buffers::collective_buffers(std::shared_ptr<comm::communicator> group,
-                                       bool keep_always)
+collective_buffers::collective_buffers(std::shared_ptr<comm::communicator> group, bool keep_always)
     : group_(std::move(group)) {
   MUSTER_CHECK(group_ != nullptr, errc::internal, "collective buffers without a group");
   keep_ = keep_always || group_->registers_buffers();
@@ -44,8 +43,8 @@ torch::Tensor collective_buffers::take(std::int64_t numel, const torch::TensorOp
       bytes_ -= largest->numel();
       free_.erase(largest);
     }
-    block = group_->collective_buffer(std::max<std::int64_t>(bytes, 1),
-                                      options.dtype(torch::kUInt8));
+    block =
+        group_->collective_buffer(std::max<std::int64_t>(bytes, 1), options.dtype(torch::kUInt8));
     ++made_;
     bytes_ += block.numel();
   }

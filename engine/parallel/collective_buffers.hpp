@@ -41,15 +41,15 @@ class collective_buffers {
   torch::Tensor take(std::int64_t numel, const torch::TensorOptions& options);
   void give_back(torch::Tensor buffer);
 
-  std::int64_t bytes() const { return bytes_; }    // of the blocks kept, in use or not
-  std::int64_t made() const { return made_; }      // collective_buffer() calls
+  std::int64_t bytes() const { return bytes_; }  // of the blocks kept, in use or not
+  std::int64_t made() const { return made_; }    // collective_buffer() calls
   std::int64_t in_use() const { return static_cast<std::int64_t>(used_.size()) + unkept_in_use_; }
 
  private:
   std::shared_ptr<comm::communicator> group_;
   bool keep_;
-  std::vector<torch::Tensor> free_;                 // uint8 blocks
-  std::map<const void*, torch::Tensor> used_;       // a buffer's data pointer: its block
+  std::vector<torch::Tensor> free_;            // uint8 blocks
+  std::map<const void*, torch::Tensor> used_;  // a buffer's data pointer: its block
   std::int64_t bytes_ = 0, made_ = 0, unkept_in_use_ = 0;
 };
 

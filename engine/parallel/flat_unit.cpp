@@ -33,8 +33,8 @@ flat_unit::flat_unit(unit_options options,
   const auto whole = shard_ * ranks_;
   const auto first = shard_rank() * shard_;
   if (options_.group && options_.group->size() > 1)
-    buffers_ = options_.buffers ? options_.buffers
-                                : std::make_shared<collective_buffers>(options_.group);
+    buffers_ =
+        options_.buffers ? options_.buffers : std::make_shared<collective_buffers>(options_.group);
   // Sharded parameters: only this rank's shard is ever written (the whole buffer is address
   // space until gathered); else the whole buffer.
   full_params_ = params_sharded() ? torch::empty({whole}, f32()) : persistent_buffer();
@@ -129,28 +129,47 @@ void flat_unit::release() {
 
 void flat_unit::begin_backward() {
   if (!grads_sharded() || in_backward_) return;
+  finish_reduce();  // an earlier micro-batch's
   full_grads_ = buffers_->take(shard_ * ranks_, f32()).zero_();
   point_grads_at(full_grads_);
   in_backward_ = true;
   count(full_grads_.nbytes());
 }
 
-void flat_unit::reduce_scatter(const torch::Tensor& whole, bool add) {
+void flat_unit::start_reduce(torch::Tensor whole, bool add, bool transient) {
   const auto wire = options_.reduce_dtype;
-  auto sent = whole;
-  if (wire != whole.scalar_type())
-    sent = buffers_->take(whole.numel(), whole.options().dtype(wire)).copy_(whole);
+  auto& r = reduction_;
+  r.whole = std::move(whole);
+  r.sent = r.whole;
+  if (wire != r.whole.scalar_type())
+    r.sent = buffers_->take(r.whole.numel(), r.whole.options().dtype(wire)).copy_(r.whole);
   // In place: this rank's part of what is sent (NCCL's in-place form), so no buffer is taken
-  // for it. `whole` is scratch once reduced: given back, or (persistent, under optim) zeroed
-  // before the next step, its part then being shard_grads_ itself.
-  auto part = sent.narrow(0, shard_rank() * shard_, shard_);
-  options_.group->reduce_scatter_sum_into(sent, part);
-  if (add) {
-    shard_grads_.add_(part);
-  } else if (part.data_ptr() != shard_grads_.data_ptr()) {
-    shard_grads_.copy_(part);
+  // for it. `whole` is scratch once reduced: given back (transient), or (persistent, under
+  // optim) zeroed before the next step, its part then being shard_grads_ itself.
+  r.part = r.sent.narrow(0, shard_rank() * shard_, shard_);
+  r.add = add;
+  r.transient = transient;
+  r.pending = options_.group->reduce_scatter_sum_into_async(r.sent, r.part);
+}
+
+void flat_unit::finish_reduce() {
+  auto& r = reduction_;
+  if (!r.pending) return;
+  {
+    const auto pending = std::move(r.pending);  // gone even when the wait throws
+    pending->wait();
   }
-  if (!sent.is_same(whole)) buffers_->give_back(std::move(sent));
+  if (r.add) {
+    shard_grads_.add_(r.part);
+  } else if (r.part.data_ptr() != shard_grads_.data_ptr()) {
+    shard_grads_.copy_(r.part);
+  }
+  if (!r.sent.is_same(r.whole)) buffers_->give_back(std::move(r.sent));
+  if (r.transient) {
+    count(-r.whole.nbytes());
+    buffers_->give_back(std::move(r.whole));
+  }
+  r = reduction{};
 }
 
 void flat_unit::start_all_reduce() {
@@ -169,12 +188,14 @@ void flat_unit::end_backward() {
   auto whole = std::move(full_grads_);
   for (auto& [name, p] : params_) p.mutable_grad().reset();
   full_grads_ = torch::Tensor();
-  count(-whole.nbytes());
-  reduce_scatter(whole, /*add=*/true);  // grads are sharded: so is the unit, over S > 1 ranks
-  buffers_->give_back(std::move(whole));
+  // grads are sharded: so is the unit, over S > 1 ranks. The whole buffer stays counted (and
+  // taken) until the reduction is finished.
+  start_reduce(std::move(whole), /*add=*/true, /*transient=*/true);
+  if (!options_.overlap_reduce) finish_reduce();
 }
 
 void flat_unit::reduce_step_gradients() {
+  finish_reduce();
   if (grads_sharded() || !options_.group || options_.group->size() == 1) return;
   if (options_.strategy == sharding::no_shard) {
     start_all_reduce();
@@ -186,11 +207,13 @@ void flat_unit::reduce_step_gradients() {
     }
     wire_grads_ = torch::Tensor();
   } else {
-    reduce_scatter(full_grads_, /*add=*/false);
+    start_reduce(full_grads_, /*add=*/false, /*transient=*/false);
+    finish_reduce();
   }
 }
 
 void flat_unit::zero_grad() {
+  finish_reduce();
   if (grads_sharded()) shard_grads_.zero_();  // else a part of full_grads_
   if (full_grads_.defined()) full_grads_.zero_();
 }

@@ -70,6 +70,9 @@ struct unit_options {
   torch::Device device = torch::kCPU;  // where the buffers (so the parameters) live
   // The group's transient buffers, shared by its units; null: the unit keeps its own.
   std::shared_ptr<collective_buffers> buffers;
+  // optim_grads and up: end_backward leaves the gradients' reduce-scatter running, for
+  // finish_reduce (parallel.overlap_grad_reduce); false: it waits for it.
+  bool overlap_reduce = false;
 };
 
 // Bytes of one kind of state.
@@ -106,10 +109,17 @@ class flat_unit {
   // other strategies keep theirs for the whole step). Idempotent within one backward.
   void begin_backward();
   // After the unit's backward: optim_grads and up reduce-scatter the whole buffer into the
-  // shard's gradient (adding, over micro-batches) and free it; no_shard, after the step's last
-  // backward (set_last_backward), starts the all_reduce of its gradients and leaves it running
-  // while the backward of the units below goes on; otherwise nothing. Idempotent.
+  // shard's gradient (adding, over micro-batches) and free it, or with overlap_reduce start
+  // that and leave it to finish_reduce(); no_shard, after the step's last backward
+  // (set_last_backward), starts the all_reduce of its gradients and leaves it running while
+  // the backward of the units below goes on; otherwise nothing. Idempotent.
   void end_backward();
+  // Waits for a reduce-scatter end_backward left running, adds this rank's part to the shard's
+  // gradient and gives the whole buffer back. Idempotent; begin_backward, zero_grad and
+  // reduce_step_gradients call it first.
+  void finish_reduce();
+  bool reducing() const { return reduction_.pending != nullptr; }
+  void set_overlap_reduce(bool on) { options_.overlap_reduce = on; }
   // Whether the coming backward is the step's last (its last micro-batch).
   void set_last_backward(bool last) { last_backward_ = last; }
   // At the end of a step's backward passes: no_shard finishes the all_reduce of the gradients
@@ -154,9 +164,10 @@ class flat_unit {
            options_.strategy == sharding::optim_grads_params;
   }
   int shard_rank() const;
-  // `whole` summed over the group in reduce_dtype; this rank's part added to shard_grads_
-  // (or copied there: `add` false). Reduced in place: `whole` is scratch afterwards.
-  void reduce_scatter(const torch::Tensor& whole, bool add);
+  // Starts summing `whole` over the group in reduce_dtype; finish_reduce() adds this rank's part
+  // to shard_grads_ (or copies it there: `add` false) and, `transient`, gives `whole` back.
+  // Reduced in place: `whole` is scratch afterwards.
+  void start_reduce(torch::Tensor whole, bool add, bool transient);
   // A zeroed fp32 buffer of the whole unit that collectives read and write in place.
   torch::Tensor persistent_buffer();
   void start_all_reduce();
@@ -186,6 +197,12 @@ class flat_unit {
   // itself, or its copy in reduce_dtype).
   std::unique_ptr<comm::pending_collective> all_reduce_;
   torch::Tensor wire_grads_;
+  // optim and up: the reduce-scatter of start_reduce, until finish_reduce
+  struct reduction {
+    std::unique_ptr<comm::pending_collective> pending;
+    torch::Tensor whole, sent, part;  // sent: whole, or its copy in reduce_dtype
+    bool add = false, transient = false;
+  } reduction_;
 };
 
 }  // namespace muster::engine::parallel

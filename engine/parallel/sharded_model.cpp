@@ -55,6 +55,12 @@ void sharded_model::set_prefetch(bool on) {
     layers_[i].backward_next = on ? &layers_[i - 1] : nullptr;
 }
 
+void sharded_model::set_overlap_grad_reduce(bool on) {
+  for (auto& u : units_) u.set_overlap_reduce(on);
+  for (auto* g : {&embedding_, &head_}) g->reducing = on ? &reducing_ : nullptr;
+  for (auto& g : layers_) g.reducing = on ? &reducing_ : nullptr;
+}
+
 model::transformer_output sharded_model::forward(const torch::Tensor& tokens,
                                                  const torch::Tensor& positions,
                                                  const torch::Tensor& segments) {

@@ -51,6 +51,11 @@ class sharded_model {
   // (forward: the layer after; backward: the layer before) while the current one computes, so at
   // most two groups' parameters are gathered at once (the planner's double buffer).
   void set_prefetch(bool on);
+  // parallel.overlap_grad_reduce: under optim_grads and optim_grads_params, each layer group's
+  // gradient reduce-scatter runs while the group below computes its backward, and is finished
+  // when that group's backward ends (the last ones at reduce_step_gradients): at most two
+  // groups' whole gradients exist at once, as the planner counts.
+  void set_overlap_grad_reduce(bool on);
 
   model::transformer_output forward(const torch::Tensor& tokens, const torch::Tensor& positions,
                                     const torch::Tensor& segments);
@@ -82,6 +87,7 @@ class sharded_model {
   std::deque<flat_unit> units_;    // stable addresses: the groups point into it
   std::deque<unit_group> layers_;  // one per decoder layer
   unit_group embedding_, head_;
+  reducing_group reducing_;  // the groups' shared slot under overlap_grad_reduce
   bool recompute_layers_ = false;
   bool prefetch_ = false;  // set by the trainer from parallel.fsdp_prefetch
   bool tied_ = false;

@@ -57,7 +57,14 @@ void unit_group::begin_backward() {
   for (auto* u : units) u->begin_backward();
 }
 void unit_group::end_backward() {
+  if (reducing) {
+    if (reducing->group && reducing->group != this) reducing->group->finish_reduce();
+    reducing->group = this;
+  }
   for (auto* u : units) u->end_backward();
+}
+void unit_group::finish_reduce() {
+  for (auto* u : units) u->finish_reduce();
 }
 
 variable_list mark_outputs(unit_group* group, const variable_list& outputs) {

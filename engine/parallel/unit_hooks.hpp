@@ -20,15 +20,28 @@
 
 namespace muster::engine::parallel {
 
+struct unit_group;
+
+// The group whose gradients' reduce-scatter was left running (flat_unit's overlap_reduce): the
+// next group to end its backward finishes it before starting its own, so one group's reduction
+// runs while the group below computes, and at most two groups' whole gradients exist at once.
+struct reducing_group {
+  unit_group* group = nullptr;
+};
+
 struct unit_group {
   std::vector<flat_unit*> units;
   bool params_in_backward = true;  // false: backward needs only the gradient buffers (embedding)
   unit_group* backward_next = nullptr;  // the group whose backward follows, prefetched
+  reducing_group* reducing = nullptr;   // shared by a model's groups; null: no overlap
   void gather();
   void prefetch();
   void release();
   void begin_backward();
+  // Finishes the reducing group's reduction (another group's), then ends this group's
+  // backward (flat_unit::end_backward) and becomes the reducing group.
   void end_backward();
+  void finish_reduce();
 };
 
 // `group` must outlive the backward of every graph these take part in.

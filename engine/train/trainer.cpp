@@ -69,6 +69,7 @@ trainer::trainer(const job_config& config, std::unique_ptr<data::document_source
       device_);
   sharded_->set_recompute_layers(t.recompute == "full");
   sharded_->set_prefetch(config.parallel.fsdp_prefetch);
+  sharded_->set_overlap_grad_reduce(config.parallel.overlap_grad_reduce);
   optimizer_ = std::make_unique<parallel::flat_adamw>(sharded_->units(), t);
   if (groups.expert) model_->set_expert_group(parallel::expert_group_over(groups.expert));
   if (dp_)

@@ -201,8 +201,11 @@ void add_activations(stage_memory& out, const stage_slice& slice, const model_pa
 void add_temporaries(stage_memory& out, const stage_slice& slice, const model_params& params,
                      const job_config& config, const job_sizes& s, bool last) {
   const std::int64_t unit = largest_gather_group(slice);
-  if (s.shard == sharding::optim_grads_params) out.fsdp_buffers_bytes = unit * (2 * s.pb + s.gb);
-  if (s.shard == sharding::optim_grads) out.fsdp_buffers_bytes = unit * s.gb;
+  // whole gradients: the group computing, and the one before reducing (overlap_grad_reduce)
+  const std::int64_t grad_units = config.parallel.overlap_grad_reduce ? 2 : 1;
+  if (s.shard == sharding::optim_grads_params)
+    out.fsdp_buffers_bytes = unit * (2 * s.pb + grad_units * s.gb);
+  if (s.shard == sharding::optim_grads) out.fsdp_buffers_bytes = unit * grad_units * s.gb;
   // A tied embedding on a stage that also has the head stays whole from forward to the end of
   // backward, beside the group being computed.
   for (const shard_unit& u : slice.units) {
@@ -239,8 +242,9 @@ double microbatches_in_flight(const layout& layout, int grad_accum_steps, int st
   if (vpp == 1) return std::min(pp - stage, grad_accum_steps);
   // Interleaved 1F1B: rank r warms up with 2(p - r - 1) + (v - 1)p model-chunk micro-batches
   // and holds one more at its peak, each chunk 1/v of its layers.
-  const std::int64_t chunks = std::min<std::int64_t>(
-      static_cast<std::int64_t>(grad_accum_steps) * vpp, 2LL * (pp - stage - 1) + (vpp - 1) * pp + 1);
+  const std::int64_t chunks =
+      std::min<std::int64_t>(static_cast<std::int64_t>(grad_accum_steps) * vpp,
+                             2LL * (pp - stage - 1) + (vpp - 1) * pp + 1);
   return static_cast<double>(chunks) / vpp;
 }
 

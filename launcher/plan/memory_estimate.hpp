@@ -61,9 +61,10 @@
 // Temporaries of stage s:
 //   fsdp_buffers  U = the largest gather group on the stage, in per-rank numel before sharding
 //                 (one layer's dense + expert units; the embedding; the head):
-//                 optim_grads_params U*(2*pb + gb) (current and prefetched params, one unit of
-//                 unsharded grads before its reduce-scatter); optim_grads U*gb; else 0; units
-//                 padded to S shards. With tie_embeddings, on the stage that holds both the
+//                 optim_grads_params U*(2*pb + g*gb) (current and prefetched params; unsharded
+//                 grads before their reduce-scatter, of g = 2 units under
+//                 parallel.overlap_grad_reduce, the one computing and the one reducing, else
+//                 g = 1); optim_grads U*g*gb; else 0; units padded to S shards. With tie_embeddings, on the stage that holds both the
 //                 embedding and the head, plus the embedding's padded numel times pb + gb
 //                 (optim_grads_params) or gb (optim_grads): it stays whole through backward.
 //   moe_dispatch  on a stage with a MoE layer: all-to-all send + receive buffers, 2*R*h*a

@@ -50,8 +50,9 @@ void check_all(communicator& c, int stall_rank) {
   second->wait();
   first->wait();
   first->wait();  // a second wait is a no-op
-  expect(torch::all(a1 == sum_1_to_n).item<bool>() && torch::all(between == sum_1_to_n).item<bool>(),
-         "all_reduce_sum_async fp32");
+  expect(
+      torch::all(a1 == sum_1_to_n).item<bool>() && torch::all(between == sum_1_to_n).item<bool>(),
+      "all_reduce_sum_async fp32");
   expect(a2.scalar_type() == torch::kBFloat16 && torch::all(a2 == 2 * sum_1_to_n).item<bool>(),
          "all_reduce_sum_async bf16");
   if (r == stall_rank) std::this_thread::sleep_for(std::chrono::seconds(60));
@@ -72,7 +73,8 @@ void check_all(communicator& c, int stall_rank) {
   std::int64_t at = 0;
   for (int p = 0; p < n; ++p)
     for (int k = 0; k <= p; ++k, ++at)
-      expect(got[at][0].item<float>() == float(100 * p + r), "all_to_all rows from rank " + std::to_string(p));
+      expect(got[at][0].item<float>() == float(100 * p + r),
+             "all_to_all rows from rank " + std::to_string(p));
   auto x = torch::full({5}, double(r == 1 ? 42 : -1), torch::kFloat32);
   c.broadcast(x, 1 % n);
   expect(torch::all(x == (n > 1 ? 42.0 : -1.0)).item<bool>(), "broadcast");
@@ -111,6 +113,14 @@ void check_into(communicator& c) {
   auto part16 = torch::empty({4}, torch::kBFloat16);
   c.reduce_scatter_sum_into(full.to(torch::kBFloat16), part16);
   expect(torch::equal(part16.to(torch::kFloat32), want), "reduce_scatter_sum_into bf16");
+  // left running while another collective goes on, then finished (FSDP's overlapped reduction)
+  auto later = torch::empty({4}, torch::kFloat32);
+  auto running = c.reduce_scatter_sum_into_async(full, later);
+  auto meanwhile = torch::ones({2});
+  c.all_reduce_sum(meanwhile);
+  running->wait();
+  expect(torch::equal(later, want) && torch::equal(meanwhile, torch::full({2}, double(n))),
+         "reduce_scatter_sum_into_async around an all_reduce");
   std::string refusal;
   try {
     auto wrong = torch::empty({3}, torch::kFloat32);
@@ -157,8 +167,8 @@ void check_units(const std::shared_ptr<communicator>& c) {
     return u.shard_numel() * n * std::int64_t(sizeof(float));
   };
   expect(buffers->made() == 1 && buffers->bytes() == gathered_bytes(a),
-         "units taking turns share one buffer, made " + std::to_string(buffers->made()) +
-             " of " + std::to_string(buffers->bytes()) + " B");
+         "units taking turns share one buffer, made " + std::to_string(buffers->made()) + " of " +
+             std::to_string(buffers->bytes()) + " B");
   // a larger unit: the kept block is too small, so it goes and a larger one is made, which the
   // smaller units then share
   auto w3 = torch::randn({5, 70}).requires_grad_();
@@ -185,8 +195,7 @@ void check_units(const std::shared_ptr<communicator>& c) {
     auto want = torch::full({u->shard_numel()}, sum_1_to_n, torch::kFloat32);
     const auto first = r * u->shard_numel();
     if (first + u->shard_numel() > 35)
-      want.narrow(0, std::max<std::int64_t>(0, 35 - first), first + u->shard_numel() - 35)
-          .zero_();
+      want.narrow(0, std::max<std::int64_t>(0, 35 - first), first + u->shard_numel() - 35).zero_();
     expect(torch::equal(u->shard_grad(), want), "unit " + u->name() + "'s reduced gradient");
   }
   // prefetch: a's gather left running while b gathers, then waited for; one never used
@@ -200,8 +209,8 @@ void check_units(const std::shared_ptr<communicator>& c) {
   big.prefetch();
   big.release();
   expect(!big.gathered(), "a prefetch never used is released");
-  expect(buffers->in_use() == 0, "every buffer given back, " + std::to_string(buffers->in_use()) +
-                                     " still taken");
+  expect(buffers->in_use() == 0,
+         "every buffer given back, " + std::to_string(buffers->in_use()) + " still taken");
 }
 
 }  // namespace
@@ -211,8 +220,10 @@ int main(int argc, char** argv) {
   long timeout_ms = 30000;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
-    if (a == "--stall-rank") stall_rank = std::atoi(argv[i + 1]);
-    else if (a == "--timeout-ms") timeout_ms = std::atol(argv[i + 1]);
+    if (a == "--stall-rank")
+      stall_rank = std::atoi(argv[i + 1]);
+    else if (a == "--timeout-ms")
+      timeout_ms = std::atol(argv[i + 1]);
   }
   try {
     world_options times;
