@@ -134,16 +134,7 @@ class nccl_group final : public communicator {
       return nccl().all_gather(d.data_ptr(), target.data_ptr(), d.numel(), type, state_->comm,
                                stream_);
     });
-    auto shared = std::make_shared<started>(s);
-    return std::make_unique<pending_call>(
-        [this, shared] { finish(*shared); },
-        [out, target, d]() mutable {  // d: the input stays alive until the gather is done
-          if (!target.is_same(out)) out.view({-1}).copy_(target);
-        },
-        // unwaited: the event is released once the collective is done (CUDA defers it)
-        [shared] {
-          if (shared->done != nullptr) cudaEventDestroy(shared->done);
-        });
+    return pending_into(s, out, target, d);
   }
 
   std::unique_ptr<pending_collective> reduce_scatter_sum_into_async(const torch::Tensor& full,
@@ -157,16 +148,7 @@ class nccl_group final : public communicator {
       return nccl().reduce_scatter(d.data_ptr(), target.data_ptr(), target.numel(), type, ncclSum,
                                    state_->comm, stream_);
     });
-    auto shared = std::make_shared<started>(s);
-    return std::make_unique<pending_call>(
-        [this, shared] { finish(*shared); },
-        [out, target, d]() mutable {  // d: the input stays alive until the reduction is done
-          if (!target.is_same(out)) out.view({-1}).copy_(target);
-        },
-        // unwaited: the event is released once the collective is done (CUDA defers it)
-        [shared] {
-          if (shared->done != nullptr) cudaEventDestroy(shared->done);
-        });
+    return pending_into(s, out, target, d);
   }
 
   torch::Tensor all_to_all(const torch::Tensor& input, const std::vector<std::int64_t>& send_rows,
@@ -309,6 +291,22 @@ class nccl_group final : public communicator {
     MUSTER_CHECK(!broken_, errc::comm,
                  "[rank {}/{} group {}] {} after an earlier failure aborted the group", rank_,
                  size(), name_, op);
+  }
+
+  // The handle of a collective that wrote `target`: waiting copies it into `out` where it is
+  // not `out` itself; `input` stays alive until the collective is done.
+  std::unique_ptr<pending_collective> pending_into(const started& s, torch::Tensor out,
+                                                   torch::Tensor target, torch::Tensor input) {
+    auto shared = std::make_shared<started>(s);
+    return std::make_unique<pending_call>(
+        [this, shared] { finish(*shared); },
+        [out, target, input]() mutable {
+          if (!target.is_same(out)) out.view({-1}).copy_(target);
+        },
+        // unwaited: the event is released once the collective is done (CUDA defers it)
+        [shared] {
+          if (shared->done != nullptr) cudaEventDestroy(shared->done);
+        });
   }
 
   // Waits on the host for the collective, at most the timeout, watching NCCL's async error.

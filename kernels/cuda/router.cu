@@ -38,22 +38,16 @@ __device__ float warp_max(float v) {
   return v;
 }
 
-__device__ unsigned warp_max(unsigned v) {
+// The warp's largest (kMax) or smallest unsigned value: one instruction on sm_80 and later.
+template <bool kMax>
+__device__ unsigned warp_extreme(unsigned v) {
 #if __CUDA_ARCH__ >= 800
-  return __reduce_max_sync(0xffffffffu, v);
+  return kMax ? __reduce_max_sync(0xffffffffu, v) : __reduce_min_sync(0xffffffffu, v);
 #else
-  for (int offset = kWarp / 2; offset > 0; offset /= 2)
-    v = max(v, __shfl_xor_sync(0xffffffffu, v, offset));
-  return v;
-#endif
-}
-
-__device__ unsigned warp_min(unsigned v) {
-#if __CUDA_ARCH__ >= 800
-  return __reduce_min_sync(0xffffffffu, v);
-#else
-  for (int offset = kWarp / 2; offset > 0; offset /= 2)
-    v = min(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
+    const unsigned other = __shfl_xor_sync(0xffffffffu, v, offset);
+    v = kMax ? max(v, other) : min(v, other);
+  }
   return v;
 #endif
 }
@@ -120,9 +114,9 @@ __global__ void router_forward_kernel(const float* logits, float* scores, std::i
         best = key[i];
         best_expert = lane + i * kWarp;
       }
-    const unsigned top = warp_max(best);
-    const int chosen =
-        static_cast<int>(warp_min(best == top ? static_cast<unsigned>(best_expert) : UINT_MAX));
+    const unsigned top = warp_extreme<true>(best);
+    const int chosen = static_cast<int>(
+        warp_extreme<false>(best == top ? static_cast<unsigned>(best_expert) : UINT_MAX));
     if (lane == j) {
       mine = key_score(top);
       mine_expert = chosen;
