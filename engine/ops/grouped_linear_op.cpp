@@ -52,13 +52,15 @@ std::vector<torch::Tensor> in_dtype(const std::vector<torch::Tensor>& weights,
   return cast;
 }
 
-// Whether the weights' gradients can be added to where they are: every weight a leaf with its
-// gradient there (an FSDP unit's gradient buffer during backward), contiguous, of its dtype.
+// Whether the weights' gradients can be added to where they are: every weight a leaf that
+// requires a gradient, with its gradient there (an FSDP unit's gradient buffer), contiguous, of
+// its dtype; and no graph of the backward wanted (create_graph would need autograd's sums).
 bool grads_in_place(const std::vector<torch::Tensor>& weights) {
+  if (torch::GradMode::is_enabled()) return false;
   for (const auto& w : weights) {
     const auto& g = w.grad();
-    if (!w.is_leaf() || !g.defined() || !g.is_contiguous() || g.scalar_type() != w.scalar_type() ||
-        g.device() != w.device() || g.sizes() != w.sizes())
+    if (!w.is_leaf() || !w.requires_grad() || !g.defined() || !g.is_contiguous() ||
+        g.scalar_type() != w.scalar_type() || g.device() != w.device() || g.sizes() != w.sizes())
       return false;
   }
   return true;
@@ -89,8 +91,9 @@ struct grouped_linear_function : torch::autograd::Function<grouped_linear_functi
     saved.insert(saved.end(), weights.begin(), weights.end());
     ctx->save_for_backward(saved);
     ctx->saved_data["rows"] = c10::IValue(rows);
-    // the casts, for the dgrad (the weights themselves where no cast was made)
-    if (!used[0].is_same(weights[0])) ctx->saved_data["cast"] = c10::IValue(used);
+    // The casts are made again for the dgrad, from the weights as backward sees them (gathered
+    // again under optim_grads_params), rather than kept: every MoE layer's experts in bf16
+    // from forward to backward would be the unsharded copy FSDP is there to avoid.
     return y;
   }
 
@@ -98,8 +101,7 @@ struct grouped_linear_function : torch::autograd::Function<grouped_linear_functi
     const auto saved = ctx->get_saved_variables();
     const auto& x = saved[0];
     const std::vector<torch::Tensor> weights(saved.begin() + 1, saved.end());
-    const auto used =
-        ctx->saved_data.count("cast") ? ctx->saved_data["cast"].toTensorVector() : weights;
+    const auto used = in_dtype(weights, x.scalar_type());
     const auto rows = ctx->saved_data["rows"].toIntVector();
     const auto grad_y = grads[0].contiguous();
     const auto in = x.size(1), out = grad_y.size(1);

@@ -6,10 +6,10 @@
 // lower expert id); lane j ends with the j-th choice. The backward is one warp per token too.
 //
 // The arg-max works on keys: scores are >= 0 (softmax, sigmoid), so a score's bits order as an
-// unsigned integer, and key = bits + 1 leaves 0 for an expert taken already (or a NaN score,
-// never chosen, as before). A round is then two warp reductions of integers, which sm_80 and
-// later do in one instruction each (__reduce_max_sync, __reduce_min_sync), instead of five
-// steps of two shuffles: the k rounds were the long serial part of a token's warp.
+// unsigned integer, and key = bits + 1 leaves 0 for an expert taken already. A round is then two
+// warp reductions of integers, which sm_80 and later do in one instruction each (__reduce_max_sync,
+// __reduce_min_sync), instead of five steps of two shuffles: the k rounds were the long serial part
+// of a token's warp.
 #include <cfloat>
 #include <climits>
 #include <cstdint>
@@ -52,10 +52,12 @@ __device__ unsigned warp_extreme(unsigned v) {
 #endif
 }
 
-// A score's key: its bits + 1 (0 < score <= 1 fits), 1 for zero, kTakenKey for NaN.
+// A score's key: its bits + 1 (0 < score <= 1 fits); 1 for zero and for NaN (a NaN logit makes
+// every softmax score NaN: the lowest experts are then chosen, never an id out of range);
+// kTakenKey for kTaken (a lane past the last expert).
 __device__ unsigned score_key(float score) {
   if (score > 0.0f) return __float_as_uint(score) + 1u;
-  return score == 0.0f ? 1u : kTakenKey;
+  return score < 0.0f ? kTakenKey : 1u;
 }
 
 __device__ float key_score(unsigned key) {

@@ -201,11 +201,14 @@ void add_activations(stage_memory& out, const stage_slice& slice, const model_pa
 void add_temporaries(stage_memory& out, const stage_slice& slice, const model_params& params,
                      const job_config& config, const job_sizes& s, bool last) {
   const std::int64_t unit = largest_gather_group(slice);
-  // whole gradients: the group computing, and the one before reducing (overlap_grad_reduce)
-  const std::int64_t grad_units = config.parallel.overlap_grad_reduce ? 2 : 1;
+  // Whole gradients, fp32 as muster-train sums them: the group computing and, under
+  // overlap_grad_reduce, the one before it reducing; plus the copy one reduces in
+  // grad_reduce_dtype when that is not fp32.
+  const std::int64_t whole_grads =
+      (config.parallel.overlap_grad_reduce ? 2 : 1) * 4 + (s.gb != 4 ? s.gb : 0);
   if (s.shard == sharding::optim_grads_params)
-    out.fsdp_buffers_bytes = unit * (2 * s.pb + grad_units * s.gb);
-  if (s.shard == sharding::optim_grads) out.fsdp_buffers_bytes = unit * grad_units * s.gb;
+    out.fsdp_buffers_bytes = unit * (2 * s.pb + whole_grads);
+  if (s.shard == sharding::optim_grads) out.fsdp_buffers_bytes = unit * whole_grads;
   // A tied embedding on a stage that also has the head stays whole from forward to the end of
   // backward, beside the group being computed.
   for (const shard_unit& u : slice.units) {

@@ -61,10 +61,11 @@
 // Temporaries of stage s:
 //   fsdp_buffers  U = the largest gather group on the stage, in per-rank numel before sharding
 //                 (one layer's dense + expert units; the embedding; the head):
-//                 optim_grads_params U*(2*pb + g*gb) (current and prefetched params; unsharded
-//                 grads before their reduce-scatter, of g = 2 units under
-//                 parallel.overlap_grad_reduce, the one computing and the one reducing, else
-//                 g = 1); optim_grads U*g*gb; else 0; units padded to S shards. With tie_embeddings, on the stage that holds both the
+//                 optim_grads_params U*(2*pb + G) (current and prefetched params; unsharded
+//                 grads, fp32 as muster-train sums them, of 2 units under
+//                 parallel.overlap_grad_reduce (the one computing, the one reducing), else 1,
+//                 plus the reducing one's copy in grad_reduce_dtype when that is bf16:
+//                 G = 8 or 4, + 2); optim_grads U*G; else 0; units padded to S shards. With tie_embeddings, on the stage that holds both the
 //                 embedding and the head, plus the embedding's padded numel times pb + gb
 //                 (optim_grads_params) or gb (optim_grads): it stays whole through backward.
 //   moe_dispatch  on a stage with a MoE layer: all-to-all send + receive buffers, 2*R*h*a

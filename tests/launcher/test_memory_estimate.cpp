@@ -118,14 +118,16 @@ TEST_CASE("Qwen3-30B-A3B on 16 GPUs with EP 8 and ZeRO-3 matches a hand computat
   CHECK(s.activations_bytes == 48 * layer + 2 * t * h * 2);  // + model.norm and lm_head inputs
 
   // ZeRO-3: the largest gather group is the head (311166976 > a layer's 94638336), twice in
-  // bf16 (current + prefetch) and once in fp32 grads.
-  CHECK(s.fsdp_buffers_bytes == (151936LL * 2048 + 2048) * (2 + 2 + 4));
+  // bf16 (current + prefetch) and twice in fp32 grads (the one computing, the one reducing).
+  CHECK(s.fsdp_buffers_bytes == (151936LL * 2048 + 2048) * (2 + 2 + 4 + 4));
   CHECK(s.moe_dispatch_bytes == 2 * rows * h * 2);
   CHECK(s.logits_bytes == t * 151936 * (2 + 4));
   CHECK(s.reserved_bytes == 2 * kGiB);
-  CHECK(s.total_bytes() == 72'037'621'504);  // 67.1 GiB
+  // 68.3 GiB: 67.1 before the reducing unit's gradients were counted
+  const std::int64_t total = 72'037'621'504 + (151936LL * 2048 + 2048) * 4;
+  CHECK(s.total_bytes() == total);
   CHECK(e.fits());
-  CHECK(e.margin_bytes() == 80 * kGiB - 72'037'621'504);
+  CHECK(e.margin_bytes() == 80 * kGiB - total);
 }
 
 TEST_CASE("Mixtral-8x7B with TP 2, PP 2, EP 4 and ZeRO-2 matches a hand computation",
@@ -164,10 +166,11 @@ TEST_CASE("Mixtral-8x7B with TP 2, PP 2, EP 4 and ZeRO-2 matches a hand computat
   CHECK(layer == 511'836'160);
   CHECK(s0.microbatches_in_flight == 2.0);  // min(PP - 0, 8)
   CHECK(s0.activations_bytes == 2 * 16 * layer);
-  CHECK(s0.fsdp_buffers_bytes == (dense + experts) * 4);  // one layer's grads, unsharded
+  // two layers' grads, unsharded: the one computing, the one reducing
+  CHECK(s0.fsdp_buffers_bytes == (dense + experts) * 8);
   CHECK(s0.moe_dispatch_bytes == 2 * rows * h * 2);
   CHECK(s0.logits_bytes == 0);
-  CHECK(s0.total_bytes() == 78'868'545'536);
+  CHECK(s0.total_bytes() == 78'868'545'536 + (dense + experts) * 4);  // + the reducing layer's
 
   const stage_memory& s1 = e.stages[1];
   const std::int64_t numel1 = head + 16 * (dense + experts);
@@ -177,7 +180,7 @@ TEST_CASE("Mixtral-8x7B with TP 2, PP 2, EP 4 and ZeRO-2 matches a hand computat
   CHECK(s1.microbatches_in_flight == 1.0);
   CHECK(s1.activations_bytes == 16 * layer + 2 * t_sp * h * 2);
   CHECK(s1.logits_bytes == t * 16000 * (2 + 4));
-  CHECK(s1.total_bytes() == 71'105'961'984);
+  CHECK(s1.total_bytes() == 71'105'961'984 + (dense + experts) * 4);  // + the reducing layer's
   CHECK(e.stage() == 0);
   CHECK(e.total_bytes() == s0.total_bytes());
 }
@@ -257,8 +260,7 @@ TEST_CASE("recompute none stores more than selective, and selective more than fu
   CHECK(full == 48 * 4096LL * 2048 * 2 + 2 * 4096LL * 2048 * 2 + 604'504'064);
 }
 
-TEST_CASE("interleaving keeps more micro-batches in flight on every stage",
-          "[memory_estimate]") {
+TEST_CASE("interleaving keeps more micro-batches in flight on every stage", "[memory_estimate]") {
   job_config c = mixtral_8x7b();
   const batch_plan b = make_batch(1, 8, 4096);
   const layout plain = make_layout(1, 1, 4, 4, 1, 4, 1);
@@ -327,7 +329,19 @@ TEST_CASE("a dense model has no expert units and no dispatch buffers", "[memory_
     return t.name.find("expert") != std::string::npos || t.name.find("router") != std::string::npos;
   }));
   // ZeRO-3 gather group: the embedding or head (32768000 + 1024) beats a layer.
-  CHECK(e.worst.fsdp_buffers_bytes == (32000LL * 1024 + 1024) * (2 + 2 + 4));
+  const std::int64_t unit = 32000LL * 1024 + 1024;
+  CHECK(e.worst.fsdp_buffers_bytes == unit * (2 + 2 + 4 + 4));
+  // gradients reduced as each unit's backward ends: one unit of them; reduced in bf16: the
+  // reducing unit's copy too
+  job_config waited = c;
+  waited.parallel.overlap_grad_reduce = false;
+  const auto at = [&](const job_config& x) {
+    return estimate_memory(x, make_layout(1, 1, 8, 1, 1, 1, 8), make_batch(2, 1, 1024))
+        .worst.fsdp_buffers_bytes;
+  };
+  CHECK(at(waited) == unit * (2 + 2 + 4));
+  waited.train.grad_reduce_dtype = "bf16";
+  CHECK(at(waited) == unit * (2 + 2 + 4 + 2));
 }
 
 TEST_CASE("MLA layers store their latent projections instead of q/k/v", "[memory_estimate]") {
