@@ -62,7 +62,10 @@ routing route(const torch::Tensor& logits, const model_config& c, const router_g
   r.probs_sum = probs.sum(0);
   r.assigned = all_assigned;
   r.aux_scale = scale;
-  r.z_loss = torch::logsumexp(logits, -1).pow(2).sum() * (c.z_loss_coeff / all_tokens);
+  // (no coefficient: no logsumexp and no backward of it, four kernels each way a layer)
+  r.z_loss = c.z_loss_coeff > 0
+                 ? torch::logsumexp(logits, -1).pow(2).sum() * (c.z_loss_coeff / all_tokens)
+                 : torch::zeros({}, logits.options());
   if (!defer_balance_loss) finish_balance_loss(r);
   return r;
 }
@@ -109,8 +112,10 @@ moe_output moe_block::forward(const torch::Tensor& x) {
   moe_output out{torch::Tensor(), route(logits, config_, group_, /*defer_balance_loss=*/true)};
   // Group the kept assignments by expert, in assignment order within each (dropped ones get
   // no row), run the experts on the rows, and combine their rows back with the weights.
-  const auto perm =
-      ops::permute_index(out.how.experts.masked_fill(out.how.kept.logical_not(), -1), num_experts);
+  const auto assigned = config_.capacity_factor > 0
+                            ? out.how.experts.masked_fill(out.how.kept.logical_not(), -1)
+                            : out.how.experts;  // every assignment kept
+  const auto perm = ops::permute_index(assigned, num_experts);
   const auto* counts = perm.counts.data_ptr<std::int64_t>();  // on the host, read once
   auto rows = ops::permute_rows(x, perm);
   auto y = config_.ep_size == 1
