@@ -10,7 +10,8 @@
 // where the weights' gradients already exist (FSDP's buffers in backward) it adds the wgrad to
 // them itself, by the product (beta 1) or one kernel over their stacked view: no cast node, no
 // gradient cast back and no accumulation node a weight, which were three small kernels per
-// expert and projection.
+// expert and projection. So gradients must come from backward(): torch::autograd::grad over
+// the weights while their .grad is defined would add to .grad and return none.
 #pragma once
 
 #include <cstdint>
