@@ -94,9 +94,10 @@ const field<job_config> kSchema[] = {
           "parameters are gathered at once; false gathers each when it is used (less memory, "
           "no overlap)"),
     FIELD(parallel.overlap_grad_reduce, "parallel.overlap_grad_reduce",
-          "optim_grads and optim_grads_params: leave each layer's gradient reduce-scatter running "
-          "while the layer below computes its backward, so two layers' whole gradients exist at "
-          "once; false waits for each as the layer's backward ends (less memory, no overlap)"),
+          "optim, optim_grads and optim_grads_params: leave each layer's gradient reduce-scatter "
+          "running while the layer below computes its backward (optim: in the step's last "
+          "micro-batch), so under optim_grads and up two layers' whole gradients exist at once; "
+          "false waits for each as the layer's backward ends (optim: all at the step's end)"),
     FIELD(model.config_json, "model.config_json",
           "Hugging Face config.json (Mixtral, Qwen2-MoE, Qwen3-MoE, DeepSeek-V2/V3) whose sizes "
           "fill the model keys; model keys this file sets to other than their default, and "

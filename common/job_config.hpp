@@ -54,7 +54,7 @@ struct parallel_section {
   std::string order = "tp-cp-ep-dp-pp";  // Megatron's rank order, fastest-varying first
   std::string sharding = "optim_grads_params";  // no_shard, optim, optim_grads, optim_grads_params
   bool fsdp_prefetch = true;  // optim_grads_params: the next layer's all-gather started early
-  // optim_grads and up: a layer's gradient reduce-scatter runs while the layer below computes
+  // optim and up: a layer's gradient reduce-scatter runs while the layer below computes
   bool overlap_grad_reduce = true;
 };
 

@@ -181,8 +181,19 @@ void flat_unit::start_all_reduce() {
   all_reduce_ = options_.group->all_reduce_sum_async(wire_grads_);
 }
 
+void flat_unit::start_step_reduce() {
+  if (step_reduce_started_) return;
+  step_reduce_started_ = true;
+  start_reduce(full_grads_, /*add=*/false, /*transient=*/false);
+}
+
 void flat_unit::end_backward() {
-  if (options_.strategy == sharding::no_shard && last_backward_) start_all_reduce();
+  if (last_backward_ && buffers_) {
+    if (options_.strategy == sharding::no_shard) start_all_reduce();
+    // optim: this unit's gradients of the step are whole now; with overlap_reduce their
+    // reduce-scatter runs while the backward of the units below goes on
+    if (options_.strategy == sharding::optim && options_.overlap_reduce) start_step_reduce();
+  }
   if (!in_backward_) return;
   in_backward_ = false;
   auto whole = std::move(full_grads_);
@@ -207,13 +218,15 @@ void flat_unit::reduce_step_gradients() {
     }
     wire_grads_ = torch::Tensor();
   } else {
-    start_reduce(full_grads_, /*add=*/false, /*transient=*/false);
+    start_step_reduce();  // unless end_backward did
     finish_reduce();
+    step_reduce_started_ = false;
   }
 }
 
 void flat_unit::zero_grad() {
   finish_reduce();
+  step_reduce_started_ = false;
   if (grads_sharded()) shard_grads_.zero_();  // else a part of full_grads_
   if (full_grads_.defined()) full_grads_.zero_();
 }

@@ -110,9 +110,10 @@ class flat_unit {
   void begin_backward();
   // After the unit's backward: optim_grads and up reduce-scatter the whole buffer into the
   // shard's gradient (adding, over micro-batches) and free it, or with overlap_reduce start
-  // that and leave it to finish_reduce(); no_shard, after the step's last backward
-  // (set_last_backward), starts the all_reduce of its gradients and leaves it running while
-  // the backward of the units below goes on; otherwise nothing. Idempotent.
+  // that and leave it to finish_reduce(); after the step's last backward (set_last_backward),
+  // no_shard starts the all_reduce of its gradients, and optim with overlap_reduce the
+  // reduce-scatter, and leaves it running while the backward of the units below goes on;
+  // otherwise nothing. Idempotent.
   void end_backward();
   // Waits for a reduce-scatter end_backward left running, adds this rank's part to the shard's
   // gradient and gives the whole buffer back. Idempotent; begin_backward, zero_grad and
@@ -122,8 +123,8 @@ class flat_unit {
   void set_overlap_reduce(bool on) { options_.overlap_reduce = on; }
   // Whether the coming backward is the step's last (its last micro-batch).
   void set_last_backward(bool last) { last_backward_ = last; }
-  // At the end of a step's backward passes: no_shard finishes the all_reduce of the gradients
-  // (starting it if end_backward did not), optim reduce-scatters them into this rank's part;
+  // At the end of a step's backward passes: no_shard finishes the all_reduce of the gradients,
+  // optim the reduce-scatter into this rank's part (each starting it if end_backward did not);
   // the others did it in end_backward().
   void reduce_step_gradients();
   void zero_grad();
@@ -168,6 +169,8 @@ class flat_unit {
   // to shard_grads_ (or copies it there: `add` false) and, `transient`, gives `whole` back.
   // Reduced in place: `whole` is scratch afterwards.
   void start_reduce(torch::Tensor whole, bool add, bool transient);
+  // optim: the step's one reduce-scatter of the whole gradients, started once a step
+  void start_step_reduce();
   // A zeroed fp32 buffer of the whole unit that collectives read and write in place.
   torch::Tensor persistent_buffer();
   void start_all_reduce();
@@ -203,6 +206,7 @@ class flat_unit {
     torch::Tensor whole, sent, part;  // sent: whole, or its copy in reduce_dtype
     bool add = false, transient = false;
   } reduction_;
+  bool step_reduce_started_ = false;
 };
 
 }  // namespace muster::engine::parallel

@@ -210,6 +210,7 @@ TEST_CASE(
   const std::vector<layout> layouts{
       {2, 1, "no_shard"},
       {2, 1, "optim"},
+      {2, 1, "optim", {"parallel.overlap_grad_reduce=false"}},
       {2, 1, "optim_grads"},
       {2, 1, "optim_grads", {"parallel.overlap_grad_reduce=false"}},
       {2, 1, "optim_grads_params"},
@@ -236,18 +237,21 @@ TEST_CASE(
       CHECK(other[i] == Approx(one[i]).epsilon(1e-5));
     }
   }
-  // Two micro-batches a step: each unit's reduction left running from the first is finished
-  // before the second's backward adds to the same shard; the same sums as waiting for each.
+  // Two micro-batches a step: optim_grads_params finishes each unit's reduction left running
+  // from the first before the second's backward adds to the same shard, and optim starts a
+  // unit's only after the last; the same sums as waiting for each.
   const std::vector<std::string> two_micro{"train.micro_batch_size=1", "train.grad_accum_steps=2"};
-  auto overlapped = run(2, "optim_grads_params", 1, two_micro);
-  auto extra = two_micro;
-  extra.push_back("parallel.overlap_grad_reduce=false");
-  const auto waited = run(2, "optim_grads_params", 1, extra);
-  REQUIRE(overlapped.size() == 20);
-  REQUIRE(waited.size() == 20);
-  for (std::size_t i = 0; i < waited.size(); ++i) {
-    INFO("2 micro-batches, step " << i + 1);
-    CHECK(overlapped[i] == Approx(waited[i]).epsilon(1e-6));
+  for (const std::string sharding : {"optim_grads_params", "optim"}) {
+    auto overlapped = run(2, sharding, 1, two_micro);
+    auto extra = two_micro;
+    extra.push_back("parallel.overlap_grad_reduce=false");
+    const auto waited = run(2, sharding, 1, extra);
+    REQUIRE(overlapped.size() == 20);
+    REQUIRE(waited.size() == 20);
+    for (std::size_t i = 0; i < waited.size(); ++i) {
+      INFO(sharding << ", 2 micro-batches, step " << i + 1);
+      CHECK(overlapped[i] == Approx(waited[i]).epsilon(1e-6));
+    }
   }
 }
 
