@@ -168,36 +168,43 @@ std::vector<double> logged_losses(const fs::path& runs) {
   return losses;
 }
 
+// Trains the tiny job (written as dir/tiny.toml) for 20 steps on `nproc` ranks reading the
+// same 4 rows a step (1 rank x 4, 2 ranks x 2 or 4 ranks x 1), the router losses on, with
+// `extra` overrides; rank 0's losses.
+std::vector<double> train_tiny(const fs::path& dir, int nproc, const std::string& sharding,
+                               int expert, const std::vector<std::string>& extra = {}) {
+  const auto runs =
+      dir / fmt::format("{}-{}-ep{}-{}", nproc, sharding, expert, fmt::join(extra, ","));
+  std::vector<std::string> argv{kMuster,
+                                "run",
+                                (dir / "tiny.toml").string(),
+                                "launch.runs_dir=" + runs.string(),
+                                "launch.nproc=" + std::to_string(nproc),
+                                "launch.tee=none",
+                                "parallel.sharding=" + sharding,
+                                "parallel.expert=" + std::to_string(expert),
+                                "train.steps=20",
+                                "train.lr=3e-3",
+                                "train.micro_batch_size=" + std::to_string(4 / nproc),
+                                "model.moe_aux_loss_coeff=0.01",
+                                "model.moe_z_loss_coeff=0.001"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  argv.insert(argv.end(), {"--", kTrain});
+  auto r = muster::test::run_process(argv, {{{"OMP_NUM_THREADS", "1"}}, {}});
+  INFO("stderr: " << r.err);
+  REQUIRE(r.exit_code == 0);
+  return logged_losses(runs);
+}
+
 TEST_CASE(
     "data- and expert-parallel ranks give the losses of 1 rank reading the same rows, "
     "under every sharding strategy and recompute mode",
     "[train_run]") {
   muster::test::temp_dir dir;
   muster::test::write_file(dir / "tiny.toml", kTinyJob);
-  // The same 4 rows a step: 1 rank x 4, 2 ranks x 2 or 4 ranks x 1.
-  int runs_made = 0;
-  auto run = [&](int nproc, const std::string& sharding, int expert,
-                 const std::vector<std::string>& extra = {}) {
-    const auto runs = dir / fmt::format("{}-{}-{}-ep{}", runs_made++, nproc, sharding, expert);
-    std::vector<std::string> argv{kMuster,
-                                  "run",
-                                  (dir / "tiny.toml").string(),
-                                  "launch.runs_dir=" + runs.string(),
-                                  "launch.nproc=" + std::to_string(nproc),
-                                  "launch.tee=none",
-                                  "parallel.sharding=" + sharding,
-                                  "parallel.expert=" + std::to_string(expert),
-                                  "train.steps=20",
-                                  "train.lr=3e-3",
-                                  "train.micro_batch_size=" + std::to_string(4 / nproc),
-                                  "model.moe_aux_loss_coeff=0.01",
-                                  "model.moe_z_loss_coeff=0.001"};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    argv.insert(argv.end(), {"--", kTrain});
-    auto r = muster::test::run_process(argv, {{{"OMP_NUM_THREADS", "1"}}, {}});
-    INFO("stderr: " << r.err);
-    REQUIRE(r.exit_code == 0);
-    return logged_losses(runs);
+  const auto run = [&](int nproc, const std::string& sharding, int expert,
+                       const std::vector<std::string>& extra = {}) {
+    return train_tiny(dir.path(), nproc, sharding, expert, extra);
   };
   const auto one = run(1, "no_shard", 1);
   REQUIRE(one.size() == 20);
@@ -237,15 +244,21 @@ TEST_CASE(
       CHECK(other[i] == Approx(one[i]).epsilon(1e-5));
     }
   }
-  // Two micro-batches a step: optim_grads_params finishes each unit's reduction left running
-  // from the first before the second's backward adds to the same shard, and optim starts a
-  // unit's only after the last; the same sums as waiting for each.
+}
+
+// Two micro-batches a step: optim_grads_params finishes each unit's reduction left running from
+// the first before the second's backward adds to the same shard, and optim starts a unit's only
+// after the last; the same sums as waiting for each.
+TEST_CASE("overlapped gradient reductions over two micro-batches sum what waiting for each sums",
+          "[train_run]") {
+  muster::test::temp_dir dir;
+  muster::test::write_file(dir / "tiny.toml", kTinyJob);
   const std::vector<std::string> two_micro{"train.micro_batch_size=1", "train.grad_accum_steps=2"};
   for (const std::string sharding : {"optim_grads_params", "optim"}) {
-    auto overlapped = run(2, sharding, 1, two_micro);
+    const auto overlapped = train_tiny(dir.path(), 2, sharding, 1, two_micro);
     auto extra = two_micro;
     extra.push_back("parallel.overlap_grad_reduce=false");
-    const auto waited = run(2, sharding, 1, extra);
+    const auto waited = train_tiny(dir.path(), 2, sharding, 1, extra);
     REQUIRE(overlapped.size() == 20);
     REQUIRE(waited.size() == 20);
     for (std::size_t i = 0; i < waited.size(); ++i) {
