@@ -134,13 +134,16 @@ TEST_CASE("one rank exiting 3 stops the others within a second and muster exits 
   auto elapsed = clock_type::now() - start;
   INFO("stderr: " << r.err);
   CHECK(r.exit_code == 3);
-  CHECK(elapsed < 300ms + 1s);
+  CHECK(elapsed < 300ms + 10s);  // no hang; the second is timed from the failure, below
   CHECK_THAT(r.err, Catch::Contains("rank 2 failed first (exit code 3); 3 other rank(s) stopped"));
   CHECK_THAT(r.err, Catch::Contains("error file: CUDA out of memory. Tried to allocate 2.00 GiB"));
   CHECK_THAT(r.err, Catch::Contains("[rank 2] rank 2: exiting with 3"));
 
   muster::store::run_reader reader(muster::test::only_run_dir(runs.path()));
   CHECK(reader.run()->state == muster::store::run_state::failed);
+  std::int64_t failed_ms = 0;
+  for (const auto& rank : reader.ranks())
+    if (rank.rank == 2) failed_ms = rank.updated_ms;
   for (const auto& rank : reader.ranks()) {
     INFO("rank " << rank.rank);
     if (rank.rank == 2) {
@@ -149,6 +152,9 @@ TEST_CASE("one rank exiting 3 stops the others within a second and muster exits 
     } else {
       CHECK(rank.state == muster::store::rank_state::killed);  // stopped: a knock-on
       CHECK(rank.exit_code == 143);                            // the worker's SIGTERM exit
+      // stopped within a second of the failure, by the run store's clock (start-up, slow
+      // under the sanitizers on a loaded machine, is not part of the claim)
+      CHECK(rank.updated_ms - failed_ms < 1000);
     }
   }
   int first = 0, knock_on = 0;
