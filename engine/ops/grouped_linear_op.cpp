@@ -66,6 +66,19 @@ bool grads_in_place(const std::vector<torch::Tensor>& weights) {
   return true;
 }
 
+// Adds `sums` (E, out, in), in any dtype, to the E weights' gradients: one kernel over their
+// stacked view where they have one, else one a weight.
+void add_to_grads(const std::vector<torch::Tensor>& weights, const torch::Tensor& sums) {
+  std::vector<torch::Tensor> targets;
+  for (const auto& w : weights) targets.push_back(w.grad());
+  torch::NoGradGuard no_grad;
+  if (auto all = stacked_view(targets); all.defined()) {
+    all.add_(sums);
+    return;
+  }
+  for (std::size_t e = 0; e < targets.size(); ++e) targets[e].add_(sums[std::int64_t(e)]);
+}
+
 // The weights come as a TensorList, the one argument form autograd takes apart into inputs
 // (a std::vector would be taken as a constant). They may be in another dtype than x (fp32
 // weights under bf16 autocast): the node casts them itself, so autograd has no cast node and no
@@ -132,24 +145,13 @@ struct grouped_linear_function : torch::autograd::Function<grouped_linear_functi
     args.beta = direct ? 1.0f : 0.0f;
     run(wgrad, args, x);
     variable_list result{grad_x, torch::Tensor()};
-    if (direct) {
-      result.resize(result.size() + rows.size());
+    if (!in_place) {
+      for (std::size_t e = 0; e < rows.size(); ++e)
+        result.push_back(grad_buffer[std::int64_t(e)].to(weights[e].scalar_type()));
       return result;
     }
-    if (in_place) {
-      std::vector<torch::Tensor> targets;
-      for (const auto& w : weights) targets.push_back(w.grad());
-      torch::NoGradGuard no_grad;
-      if (auto all = stacked_view(targets); all.defined()) {
-        all.add_(grad_buffer);
-      } else {
-        for (std::size_t e = 0; e < rows.size(); ++e) targets[e].add_(grad_buffer[std::int64_t(e)]);
-      }
-      result.resize(result.size() + rows.size());
-      return result;
-    }
-    for (std::size_t e = 0; e < rows.size(); ++e)
-      result.push_back(grad_buffer[std::int64_t(e)].to(weights[e].scalar_type()));
+    if (!direct) add_to_grads(weights, grad_buffer);
+    result.resize(result.size() + rows.size());  // added already: nothing for autograd to add
     return result;
   }
 };
