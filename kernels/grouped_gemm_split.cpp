@@ -15,6 +15,22 @@ const char* moved(const void* p, std::int64_t elements, std::size_t element_byte
   return static_cast<const char*>(p) + elements * static_cast<std::int64_t>(element_bytes);
 }
 
+// `g` past its first `at` rows (m: op(A)'s and C's rows) or reduction steps (k: op(A)'s columns
+// and op(B)'s rows), its pointers moved and that size made smaller.
+gemm_group skipped(gemm_group g, std::int64_t at, bool along_k, const grouped_gemm_args& args,
+                   std::size_t element_bytes) {
+  if (along_k) {
+    g.k -= at;
+    g.a = moved(g.a, args.trans_a ? at * g.lda : at, element_bytes);
+    g.b = moved(g.b, args.trans_b ? at : at * g.ldb, element_bytes);
+  } else {
+    g.m -= at;
+    g.a = moved(g.a, args.trans_a ? at : at * g.lda, element_bytes);
+    g.c = const_cast<char*>(moved(g.c, at * g.ldc, element_bytes));
+  }
+  return g;
+}
+
 // The size at which the most of `sizes` is covered by one uniform batch (size x the groups at
 // least that large), 0 where fewer than two groups would take part.
 std::int64_t best_common(std::vector<std::int64_t> sizes) {
@@ -88,18 +104,11 @@ gemm_split split_into_batches(const gemm_group* groups, int count, const grouped
     const double share =
         2.0 * double(b.m) * double(b.n) * double(b.k) * double(members.size()) / flops;
     if (share < kLevelShare) break;
-    for (const auto i : members) {
-      const auto& g = work[i];
-      const auto at = done[i];
-      if (out.along_k) {  // op(A) columns and op(B) rows [at, at + common)
-        b.a.push_back(moved(g.a, args.trans_a ? at * g.lda : at, element_bytes));
-        b.b.push_back(moved(g.b, args.trans_b ? at : at * g.ldb, element_bytes));
-        b.c.push_back(g.c);
-      } else {  // op(A) rows and C rows [at, at + common)
-        b.a.push_back(moved(g.a, args.trans_a ? at : at * g.lda, element_bytes));
-        b.b.push_back(g.b);
-        b.c.push_back(const_cast<char*>(moved(g.c, at * g.ldc, element_bytes)));
-      }
+    for (const auto i : members) {  // each from where the levels before left it
+      const auto g = skipped(work[i], done[i], out.along_k, args, element_bytes);
+      b.a.push_back(g.a);
+      b.b.push_back(g.b);
+      b.c.push_back(g.c);
       done[i] += common;
     }
     out.batched_share += share;
@@ -107,20 +116,9 @@ gemm_split split_into_batches(const gemm_group* groups, int count, const grouped
   }
   for (std::size_t i = 0; i < work.size(); ++i) {
     if (left(i) == 0) continue;
-    auto g = work[i];
-    const auto at = done[i];
-    if (out.along_k) {
-      g.k -= at;
-      g.a = moved(g.a, args.trans_a ? at * g.lda : at, element_bytes);
-      g.b = moved(g.b, args.trans_b ? at : at * g.ldb, element_bytes);
-    } else {
-      g.m -= at;
-      g.a = moved(g.a, args.trans_a ? at : at * g.lda, element_bytes);
-      g.c = const_cast<char*>(moved(g.c, at * g.ldc, element_bytes));
-    }
-    out.rest.push_back(g);
+    out.rest.push_back(skipped(work[i], done[i], out.along_k, args, element_bytes));
     // a reduction the batches began is added to
-    out.rest_beta.push_back(out.along_k && at > 0 ? 1.0f : args.beta);
+    out.rest_beta.push_back(out.along_k && done[i] > 0 ? 1.0f : args.beta);
   }
   return out;
 }

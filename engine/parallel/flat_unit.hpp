@@ -119,7 +119,6 @@ class flat_unit {
   // gradient and gives the whole buffer back. Idempotent; begin_backward, zero_grad and
   // reduce_step_gradients call it first.
   void finish_reduce();
-  bool reducing() const { return reduction_.pending != nullptr; }
   void set_overlap_reduce(bool on) { options_.overlap_reduce = on; }
   // Whether the coming backward is the step's last (its last micro-batch).
   void set_last_backward(bool last) { last_backward_ = last; }

@@ -31,31 +31,42 @@ float from_bf16(std::uint16_t h) {
   return f;
 }
 
-// The matrices on the device in `dtype`; the host copies rounded the same way, so the double
-// reference sees what the GPU sees.
-struct device_group {
-  std::vector<float> a, b, c;
-  device_buffer<float> da32, db32, dc32;
-  device_buffer<std::uint16_t> da16, db16, dc16;
-  device_group(muster::test::gemm_case_group& g, gemm_dtype dtype)
-      : da32(dtype == gemm_dtype::f32 ? g.a : std::vector<float>{}),
-        db32(dtype == gemm_dtype::f32 ? g.b : std::vector<float>{}),
-        dc32(dtype == gemm_dtype::f32 ? g.c : std::vector<float>{}),
-        da16(rounded(g.a, dtype)),
-        db16(rounded(g.b, dtype)),
-        dc16(rounded(g.c, dtype)) {}
+// One host array of matrices on the device, in `dtype` (the host values rounded the same
+// way, so the double reference sees what the GPU sees), and where a host pointer into it lands.
+struct device_array {
+  std::vector<float>& host;
+  gemm_dtype dtype;
+  device_buffer<float> f32;
+  device_buffer<std::uint16_t> bf16;
+  device_array(std::vector<float>& h, gemm_dtype t)
+      : host(h),
+        dtype(t),
+        f32(t == gemm_dtype::f32 ? h : std::vector<float>{}),
+        bf16(rounded(h, t)) {}
   static std::vector<std::uint16_t> rounded(std::vector<float>& v, gemm_dtype dtype) {
     if (dtype == gemm_dtype::f32) return {};
     std::vector<std::uint16_t> out(v.size());
     for (std::size_t i = 0; i < v.size(); ++i) v[i] = from_bf16(out[i] = to_bf16(v[i]));
     return out;
   }
-  std::vector<float> result(gemm_dtype dtype) const {
-    if (dtype == gemm_dtype::f32) return dc32.host();
+  void* at(const void* p) const {
+    const auto i = static_cast<const float*>(p) - host.data();
+    return dtype == gemm_dtype::f32 ? static_cast<void*>(f32.ptr + i)
+                                    : static_cast<void*>(bf16.ptr + i);
+  }
+  std::vector<float> result() const {
+    if (dtype == gemm_dtype::f32) return f32.host();
     std::vector<float> out;
-    for (auto h : dc16.host()) out.push_back(from_bf16(h));
+    for (auto h : bf16.host()) out.push_back(from_bf16(h));
     return out;
   }
+};
+
+// A case group's matrices on the device.
+struct device_group {
+  device_array a, b, c;
+  device_group(muster::test::gemm_case_group& g, gemm_dtype dtype)
+      : a(g.a, dtype), b(g.b, dtype), c(g.c, dtype) {}
 };
 
 }  // namespace
@@ -90,10 +101,8 @@ TEST_CASE("the grouped GEMM on the GPU matches plain products", "[kernels][group
               std::vector<gemm_group> groups;
               for (auto& c : cases) {
                 auto& d = on_device.emplace_back(c, dtype);
-                const bool f32 = dtype == gemm_dtype::f32;
-                groups.push_back({c.m, c.n, c.k, f32 ? (void*)d.da32.ptr : (void*)d.da16.ptr, c.lda,
-                                  f32 ? (void*)d.db32.ptr : (void*)d.db16.ptr, c.ldb,
-                                  f32 ? (void*)d.dc32.ptr : (void*)d.dc16.ptr, c.ldc});
+                groups.push_back({c.m, c.n, c.k, d.a.at(c.a.data()), c.lda, d.b.at(c.b.data()),
+                                  c.ldb, d.c.at(c.c.data()), c.ldc});
               }
               grouped_gemm_args args;
               args.trans_a = trans_a;
@@ -104,7 +113,7 @@ TEST_CASE("the grouped GEMM on the GPU matches plain products", "[kernels][group
               REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
               for (std::size_t g = 0; g < cases.size(); ++g) {
                 const auto want = muster::test::gemm_reference(cases[g], trans_a, trans_b, beta);
-                const auto got = on_device[g].result(dtype);
+                const auto got = on_device[g].c.result();
                 std::vector<double> got_d(got.begin(), got.end());
                 std::string report;
                 // fp32: cuBLAS may take TF32-free fp32 paths of another summation order; bf16:
@@ -116,35 +125,6 @@ TEST_CASE("the grouped GEMM on the GPU matches plain products", "[kernels][group
               }
             }
 }
-
-namespace {
-
-// One host array of an expert_layout on the device, in `dtype` (the host values rounded the same
-// way, so the double reference sees what the GPU sees), and where a host pointer into it lands.
-struct device_array {
-  std::vector<float>& host;
-  gemm_dtype dtype;
-  device_buffer<float> f32;
-  device_buffer<std::uint16_t> bf16;
-  device_array(std::vector<float>& h, gemm_dtype t)
-      : host(h),
-        dtype(t),
-        f32(t == gemm_dtype::f32 ? h : std::vector<float>{}),
-        bf16(device_group::rounded(h, t)) {}
-  void* at(const void* p) const {
-    const auto i = static_cast<const float*>(p) - host.data();
-    return dtype == gemm_dtype::f32 ? static_cast<void*>(f32.ptr + i)
-                                    : static_cast<void*>(bf16.ptr + i);
-  }
-  std::vector<float> result() const {
-    if (dtype == gemm_dtype::f32) return f32.host();
-    std::vector<float> out;
-    for (auto h : bf16.host()) out.push_back(from_bf16(h));
-    return out;
-  }
-};
-
-}  // namespace
 
 TEST_CASE("the grouped GEMM on the GPU splits the experts' groups into batches correctly",
           "[kernels][grouped_gemm][gpu]") {
