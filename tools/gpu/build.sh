@@ -11,7 +11,8 @@
 # CMAKE_ARGS go to the configure step (e.g. -DMUSTER_WERROR=OFF for a first build against a new
 # LibTorch, to list every new warning in one build).
 # Environment: PYTHON (default python3), JOBS (default nproc), CUDA_ARCHS (default 90), TARGETS
-# (build only these targets, e.g. "muster-train gpu_kernels_bench").
+# (build only these targets, e.g. "muster-train gpu_kernels_bench"), KEEP_GOING=1 (build every
+# target that can be built past a failed one, as make -k: for a one-shot lease).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build-gpu}
@@ -54,8 +55,6 @@ fi
 if [[ -n $nccl_include ]]; then args+=("-DMUSTER_NCCL_INCLUDE=$nccl_include"); fi
 if command -v ninja > /dev/null && [[ ! -e $build/CMakeCache.txt ]]; then args+=(-G Ninja); fi
 cmake "${args[@]}" "$@"
-# shellcheck disable=SC2086  # TARGETS is a list of target names
-cmake --build "$build" -j "${JOBS:-$(nproc)}" ${TARGETS:+--target $TARGETS}
 # cuBLAS and NCCL are opened at run time: in a process with LibTorch they are already loaded;
 # the kernel tests alone find them through this (PyTorch's nvidia/*/lib, then the toolkit's)
 libs=$("$python" - <<'PY'
@@ -66,4 +65,10 @@ PY
 )
 # shellcheck disable=SC2016  # ${LD_LIBRARY_PATH...} expands when the file is sourced
 printf 'export LD_LIBRARY_PATH=%q${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}\n' "$libs" > "$build/gpu-env.sh"
+native=()
+if [[ ${KEEP_GOING:-0} == 1 ]]; then
+  if grep -q '^CMAKE_GENERATOR:INTERNAL=Ninja' "$build/CMakeCache.txt"; then native=(-- -k 0); else native=(-- -k); fi
+fi
+# shellcheck disable=SC2086  # TARGETS is a list of target names
+cmake --build "$build" -j "${JOBS:-$(nproc)}" ${TARGETS:+--target $TARGETS} "${native[@]}"
 echo "tools/gpu/build.sh: built in $build (LibTorch: $torch_root); before running: . $build/gpu-env.sh"

@@ -10,13 +10,16 @@
 #   4. train      bench/compare_train_gpu.sh: muster-train against PyTorch eager (and
 #                 torch.compile within COMPILE_TIMEOUT, default 120 s) on bench/gpu/moe-1b.toml
 #   5. profile    muster-train on the same job with steps 5-6 under PyTorch's profiler: the
-#                 busiest kernels and ops (profile-rank-0.txt), and the same steps of the
-#                 PyTorch reference (profile-reference.txt)
+#                 busiest kernels and ops (profile-rank-0.txt), its Chrome trace
+#                 (trace-rank-0.json.gz), and the same steps of the PyTorch reference
+#                 (profile-reference.txt; PROFILE_REFERENCE=0 leaves it out)
 # Each step's output goes to LOG_DIR/<step>.log (default: $OUT where set, else gpu-check/), and
 # a summary of what passed to LOG_DIR/summary.txt and stdout. A failed step does not stop the
 # ones after it that can run; the exit code is 1 when any failed.
-# Environment: PYTHON, STEPS (training steps, default 20), COMPILE_TIMEOUT, SKIP (step names
-# to leave out, e.g. "build" when build-gpu/ is already built).
+# Environment: PYTHON, STEPS (training steps, default 20), COMPILE_TIMEOUT (0: no torch.compile
+# run), TESTS_TIMEOUT (seconds for all the GPU tests, default 600), CMAKE_ARGS (to the configure
+# step, e.g. -DMUSTER_WERROR=OFF), TARGETS (build only these), SKIP (step names to leave out,
+# e.g. "build" when build-gpu/ is already built).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 logs=${1:-${OUT:-$root/gpu-check}}
@@ -51,7 +54,12 @@ profile() {  # muster-train with steps 5 and 6 profiled, its table kept
   MUSTER_RUN_DIR=$work "$build/bin/muster-train" "$root/bench/gpu/moe-1b.toml" train.steps=7 \
     train.profile_step_start=5 train.profile_step_end=6 || return
   cp "$work/profile/rank-0.txt" "$logs/profile-rank-0.txt"
+  # the Chrome trace (Kineto), compressed: https://ui.perfetto.dev opens it as it is
+  if [[ -e $work/profile/rank-0.json ]]; then
+    gzip -c "$work/profile/rank-0.json" > "$logs/trace-rank-0.json.gz"
+  fi
   rm -rf "$work"
+  [[ ${PROFILE_REFERENCE:-1} == 1 ]] || return 0
   # the same steps of the PyTorch reference, for the op counts and times side by side
   "${PYTHON:-python3}" "$root/bench/reference/moe_reference.py" --layers 16 --hidden 1024 \
     --ffn 4096 --heads 16 --kv_heads 8 --experts 32 --moe_ffn 640 --topk 4 --first_dense 1 \
@@ -62,14 +70,15 @@ profile() {  # muster-train with steps 5 and 6 profiled, its table kept
 : > "$logs/summary.txt"
 command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version \
   --format=csv,noheader | sed 's/^/GPU: /' | tee -a "$logs/summary.txt"
-if step build "$root/tools/gpu/build.sh" "$build"; then
-  # shellcheck disable=SC1091  # written by build.sh
-  . "$build/gpu-env.sh"
-  step tests ctest --test-dir "$build" -L gpu --output-on-failure
-  step kernels "$build/bench/gpu_kernels_bench"
-  step train env STEPS="${STEPS:-20}" COMPILE_TIMEOUT="${COMPILE_TIMEOUT:-120}" \
-    "$root/bench/compare_train_gpu.sh" "$build"
-  step profile profile
-  grep -h -A4 '^GPU: ' "$logs/train.log" 2> /dev/null | tee -a "$logs/summary.txt"
-fi
+# a failed build goes on: the steps whose programs were built still run (KEEP_GOING)
+# shellcheck disable=SC2086  # CMAKE_ARGS is a list of arguments
+step build env KEEP_GOING=1 "$root/tools/gpu/build.sh" "$build" ${CMAKE_ARGS:-}
+# shellcheck disable=SC1091  # written by build.sh before it builds
+[[ -e $build/gpu-env.sh ]] && . "$build/gpu-env.sh"
+step tests timeout "${TESTS_TIMEOUT:-600}" ctest --test-dir "$build" -L gpu --output-on-failure
+step kernels "$build/bench/gpu_kernels_bench"
+step train env STEPS="${STEPS:-20}" COMPILE_TIMEOUT="${COMPILE_TIMEOUT:-120}" \
+  "$root/bench/compare_train_gpu.sh" "$build"
+step profile profile
+grep -h -A4 '^GPU: ' "$logs/train.log" 2> /dev/null | tee -a "$logs/summary.txt"
 exit $failed
