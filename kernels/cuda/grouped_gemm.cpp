@@ -5,6 +5,9 @@
 #include <cuda_runtime.h>
 
 #include <climits>
+#include <cstdint>
+#include <map>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -68,6 +71,28 @@ void per_group(const products& work, const grouped_gemm_args& args, cublasHandle
   }
 }
 
+// The pointer arrays' stream-ordered pool on this device: one of our own that keeps the memory
+// it has. The device's default pool gives its memory back at every synchronisation (a MoE
+// layer's copy of its counts to the host is one), so the next allocation would map memory again.
+cudaMemPool_t pointer_pool() {
+  static std::mutex mutex;
+  static std::map<int, cudaMemPool_t> pools;  // never destroyed, as the cuBLAS handles
+  int device = 0;
+  MUSTER_CUDA_CHECK(cudaGetDevice(&device));
+  const std::lock_guard lock(mutex);
+  auto& pool = pools[device];
+  if (pool == nullptr) {
+    cudaMemPoolProps props{};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = device;
+    MUSTER_CUDA_CHECK(cudaMemPoolCreate(&pool, &props));
+    std::uint64_t keep = UINT64_MAX;
+    MUSTER_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+  }
+  return pool;
+}
+
 // A batched call's pointer arrays must be in device memory: they travel in one stream-ordered
 // allocation, freed on the stream after the call.
 template <class Call>
@@ -75,7 +100,7 @@ void with_device_pointers(const std::vector<const void*>& pointers, cudaStream_t
                           const Call& call) {
   void* device = nullptr;
   const auto bytes = pointers.size() * sizeof(void*);
-  MUSTER_CUDA_CHECK(cudaMallocAsync(&device, bytes, stream));
+  MUSTER_CUDA_CHECK(cudaMallocFromPoolAsync(&device, bytes, pointer_pool(), stream));
   try {
     MUSTER_CUDA_CHECK(
         cudaMemcpyAsync(device, pointers.data(), bytes, cudaMemcpyHostToDevice, stream));
