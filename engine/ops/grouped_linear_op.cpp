@@ -137,32 +137,23 @@ struct grouped_linear_function : torch::autograd::Function<grouped_linear_functi
     const bool direct = in_place && weights[0].scalar_type() == x.scalar_type();
     const auto grad_buffer =
         direct ? torch::Tensor() : torch::empty({experts, out, in}, x.options());
-    // The wgrad reads dy transposed, (out, rows) with the experts' rows side by side, so each
-    // product is dW_e = dyT_e x_e with neither operand transposed. With dy as it is, the
-    // reduction runs along both operands' rows (dy_e^T x_e): cuBLAS 13 runs that grouped
-    // call as one kernel launch per expert, after a heuristic query for each new size (about
-    // 1.3 ms on the host a call, on an H200, against 0.2 ms of GPU work); untransposed, it is
-    // one grouped kernel. The transpose is one copy of dy.
-    const auto grad_y_t = grad_y.t().contiguous();
-    const auto total = grad_y.size(0);
     std::vector<gemm_group> dgrad, wgrad;
     std::int64_t r = 0;
     for (std::size_t e = 0; e < rows.size(); ++e) {
       // dx_e (rows, in) = dy_e (rows, out) W_e (out, in)
       dgrad.push_back(
           {rows[e], in, out, at_row(grad_y, r), out, used.at(e), in, at_row(grad_x, r), in});
-      // dW_e (out, in) = dyT_e (out, rows) x_e (rows, in); no rows: zero (or nothing added)
+      // dW_e (out, in) = dy_e^T (out, rows) x_e (rows, in); no rows: zero (or nothing added)
       void* dw = direct ? weights[e].grad().data_ptr()
                         : static_cast<char*>(grad_buffer.data_ptr()) +
                               std::int64_t(e) * out * in * grad_buffer.element_size();
-      const auto* dy_t =
-          static_cast<const char*>(grad_y_t.data_ptr()) + r * grad_y_t.element_size();
-      wgrad.push_back({out, in, rows[e], dy_t, total, at_row(x, r), in, dw, in});
+      wgrad.push_back({out, in, rows[e], at_row(grad_y, r), out, at_row(x, r), in, dw, in});
       r += rows[e];
     }
     grouped_gemm_args args;
     args.dtype = dtype_of(x);
     run(dgrad, args, x);
+    args.trans_a = true;
     args.beta = direct ? 1.0f : 0.0f;
     run(wgrad, args, x);
     variable_list result{grad_x, torch::Tensor()};
