@@ -1,6 +1,7 @@
 // Grouped matrix products on the CPU: see include/muster/kernels/grouped_gemm.hpp.
 #include "muster/kernels/grouped_gemm.hpp"
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -40,6 +41,16 @@ void check_gemm_groups(const gemm_group* groups, int count, const grouped_gemm_a
     }
     check_matrix(g, "c", x.c, x.m, x.n, x.ldc);
   }
+}
+
+bool pointers_aligned(const gemm_group* groups, int count) {
+  const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  for (int g = 0; g < count; ++g) {
+    const auto& x = groups[g];
+    if (x.m == 0 || x.n == 0) continue;
+    if (!aligned(x.c) || (x.k != 0 && (!aligned(x.a) || !aligned(x.b)))) return false;
+  }
+  return true;
 }
 
 namespace cpu {

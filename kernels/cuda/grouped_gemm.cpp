@@ -116,6 +116,8 @@ void with_device_pointers(const std::vector<const void*>& pointers, cudaStream_t
 void grouped_batched(const products& work, const grouped_gemm_args& args, cublasHandle_t handle,
                      cudaStream_t stream) {
   const auto count = work.groups.size();
+  if (!pointers_aligned(work.groups.data(), static_cast<int>(count)))
+    return per_group(work, args, handle);
   std::vector<cublasOperation_t> op_b(count, op(args.trans_b)), op_a(count, op(args.trans_a));
   std::vector<int> m(count), n(count), k(count), lda(count), ldb(count), ldc(count), ones(count, 1);
   std::vector<float> alpha(count, 1.0f);
@@ -148,6 +150,13 @@ void grouped_batched(const products& work, const grouped_gemm_args& args, cublas
 void batched(const gemm_batch& b, const grouped_gemm_args& args, cublasHandle_t handle,
              cudaStream_t stream) {
   const auto count = b.a.size();
+  products members;
+  for (std::size_t i = 0; i < count; ++i)
+    members.groups.push_back({b.m, b.n, b.k, b.a[i], b.lda, b.b[i], b.ldb, b.c[i], b.ldc});
+  if (!pointers_aligned(members.groups.data(), static_cast<int>(count))) {
+    members.beta.assign(count, b.beta);
+    return per_group(members, args, handle);
+  }
   std::vector<const void*> pointers(b.b.begin(), b.b.end());  // B..., A..., C...
   pointers.insert(pointers.end(), b.a.begin(), b.a.end());
   pointers.insert(pointers.end(), b.c.begin(), b.c.end());
@@ -181,6 +190,8 @@ void run_rest(const products& rest, const grouped_gemm_args& args, cublasHandle_
 // grouped. split_batched was chosen before a GPU measured it: a batch of one shape is what
 // cuBLAS runs like one dense product (the same tiles); gpu_kernels_bench times all three.
 grouped_gemm_method automatic_method(const std::vector<gemm_group>& work, const gemm_split& split) {
+  if (!pointers_aligned(work.data(), static_cast<int>(work.size())))
+    return grouped_gemm_method::per_group;
   double flops = 0;
   for (const auto& g : work) flops += 2.0 * double(g.m) * double(g.n) * double(g.k);
   constexpr double kLargeGroup = 8e9;  // between the two measured shapes

@@ -1,7 +1,8 @@
 // The grouped GEMM on the GPU (cuBLAS, every method) against products computed plainly in double
 // on the same inputs: fp32 and bf16, every transpose combination, groups of 0 to 4096 rows, k = 0,
 // strides wider than the rows, beta 0 and 1; and groups laid out as the experts' are, which
-// split_batched and automatic run as uniform batches and a rest. Without a CUDA device:
+// split_batched and automatic run as uniform batches and a rest, also where their row counts put
+// groups off 16-byte boundaries (one cublasGemmEx a group then). Without a CUDA device:
 // "SKIPPED: no CUDA device".
 #include <catch2/catch.hpp>
 
@@ -133,46 +134,57 @@ TEST_CASE("the grouped GEMM on the GPU splits the experts' groups into batches c
     return;
   }
   std::uint32_t seed = 301;
-  for (const auto dtype : {gemm_dtype::f32, gemm_dtype::bf16})
-    for (const auto method :
-         {cuda::grouped_gemm_method::split_batched, cuda::grouped_gemm_method::automatic})
-      for (const bool along_k : {false, true})
-        for (const bool trans_a : {false, true})
-          for (const bool trans_b : {false, true})
-            for (const float beta : {0.0f, 1.0f}) {
-              INFO("bf16 " << (dtype == gemm_dtype::bf16) << " method " << int(method)
-                           << " along k " << along_k << " trans_a " << trans_a << " trans_b "
-                           << trans_b << " beta " << beta);
-              grouped_gemm_args args;
-              args.trans_a = trans_a;
-              args.trans_b = trans_b;
-              args.beta = beta;
-              args.dtype = dtype;
-              // ~1024 rows (or reduction) an expert and one of none, as the experts' are
-              muster::test::expert_layout l({1024, 960, 0, 1088, 1024, 896, 1152, 1000, 1030},
-                                            along_k, 96, 80, 64, args, seed);
-              seed += 3;
-              device_array a(l.a, dtype), b(l.b, dtype), c(l.c, dtype);
-              const auto want = muster::test::plain_products(l, args);
-              std::vector<gemm_group> groups;
-              for (const auto& g : l.groups)
-                groups.push_back(
-                    {g.m, g.n, g.k, a.at(g.a), g.lda, b.at(g.b), g.ldb, c.at(g.c), g.ldc});
-              cuda::grouped_gemm(groups.data(), int(groups.size()), args, nullptr, method);
-              REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-              const auto result = c.result();
-              const double bound = dtype == gemm_dtype::f32 ? 1e-5 : 8e-3;
-              for (std::size_t g = 0; g < l.groups.size(); ++g) {
-                const auto& x = l.groups[g];
-                const auto first = static_cast<const float*>(x.c) - l.c.data();
-                std::vector<double> got;
-                for (std::int64_t i = 0; i < x.m; ++i)
-                  for (std::int64_t j = 0; j < x.n; ++j)
-                    got.push_back(result[std::size_t(first + i * x.ldc + j)]);
-                std::string report;
-                const double worst = muster::test::compare(got, want[g], bound, report);
-                INFO("group " << g << " worst " << worst << "\n" << report);
-                CHECK(worst <= bound);
+  // ~1024 rows (or reduction) an expert and one of none, as the experts' are; then sizes whose
+  // sums put groups off 16-byte boundaries, which every method must run one product a group
+  // (cuBLAS's pointer-array kernels stop at a misaligned address)
+  const std::vector<std::vector<std::int64_t>> size_sets{
+      {1024, 960, 0, 1088, 1024, 896, 1152, 1000, 1030}, {1023, 961, 0, 1089, 1, 1000, 1031}};
+  std::vector<cuda::grouped_gemm_method> methods{cuda::grouped_gemm_method::split_batched,
+                                                 cuda::grouped_gemm_method::automatic};
+  if (cuda::grouped_batched_available())
+    methods.push_back(cuda::grouped_gemm_method::grouped_batched);
+  int misaligned = 0;
+  for (const auto& sizes : size_sets)
+    for (const auto dtype : {gemm_dtype::f32, gemm_dtype::bf16})
+      for (const auto method : methods)
+        for (const bool along_k : {false, true})
+          for (const bool trans_a : {false, true})
+            for (const bool trans_b : {false, true})
+              for (const float beta : {0.0f, 1.0f}) {
+                INFO("sizes from " << sizes[0] << " bf16 " << (dtype == gemm_dtype::bf16)
+                                   << " method " << int(method) << " along k " << along_k
+                                   << " trans_a " << trans_a << " trans_b " << trans_b << " beta "
+                                   << beta);
+                grouped_gemm_args args;
+                args.trans_a = trans_a;
+                args.trans_b = trans_b;
+                args.beta = beta;
+                args.dtype = dtype;
+                muster::test::expert_layout l(sizes, along_k, 96, 80, 64, args, seed);
+                seed += 3;
+                device_array a(l.a, dtype), b(l.b, dtype), c(l.c, dtype);
+                const auto want = muster::test::plain_products(l, args);
+                std::vector<gemm_group> groups;
+                for (const auto& g : l.groups)
+                  groups.push_back(
+                      {g.m, g.n, g.k, a.at(g.a), g.lda, b.at(g.b), g.ldb, c.at(g.c), g.ldc});
+                misaligned += !pointers_aligned(groups.data(), int(groups.size()));
+                cuda::grouped_gemm(groups.data(), int(groups.size()), args, nullptr, method);
+                REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+                const auto result = c.result();
+                const double bound = dtype == gemm_dtype::f32 ? 1e-5 : 8e-3;
+                for (std::size_t g = 0; g < l.groups.size(); ++g) {
+                  const auto& x = l.groups[g];
+                  const auto first = static_cast<const float*>(x.c) - l.c.data();
+                  std::vector<double> got;
+                  for (std::int64_t i = 0; i < x.m; ++i)
+                    for (std::int64_t j = 0; j < x.n; ++j)
+                      got.push_back(result[std::size_t(first + i * x.ldc + j)]);
+                  std::string report;
+                  const double worst = muster::test::compare(got, want[g], bound, report);
+                  INFO("group " << g << " worst " << worst << "\n" << report);
+                  CHECK(worst <= bound);
+                }
               }
-            }
+  CHECK(misaligned > 0);  // the second sizes did put groups off the boundaries
 }

@@ -77,3 +77,25 @@ TEST_CASE("the grouped GEMM's argument check names the group and the size",
   REQUIRE_THROWS_WITH(cpu::grouped_gemm(groups.data(), 2, args),
                       "grouped gemm: the CPU takes fp32 only");
 }
+
+TEST_CASE("pointers_aligned looks at every matrix a group reads or writes",
+          "[kernels][grouped_gemm]") {
+  alignas(16) float a[8] = {}, b[8] = {}, c[8] = {};
+  std::vector<gemm_group> groups{{2, 2, 2, a, 2, b, 2, c, 2}, {2, 2, 2, a + 4, 2, b, 2, c + 4, 2}};
+  REQUIRE(pointers_aligned(groups.data(), 2));
+  for (int which = 0; which < 3; ++which) {  // one float (4 bytes) off, in a, b or c
+    auto off = groups;
+    if (which == 0) off[1].a = a + 1;
+    if (which == 1) off[1].b = b + 1;
+    if (which == 2) off[1].c = c + 1;
+    INFO("off in "
+         << "abc"[which]);
+    REQUIRE_FALSE(pointers_aligned(off.data(), 2));
+  }
+  groups[1] = {0, 2, 2, a + 1, 2, b + 1, 2, c + 1, 2};  // no rows: nothing read or written
+  REQUIRE(pointers_aligned(groups.data(), 2));
+  groups[1] = {2, 2, 0, a + 1, 2, b + 1, 2, c, 2};  // k zero: C only
+  REQUIRE(pointers_aligned(groups.data(), 2));
+  groups[1].c = c + 2;  // 8 bytes in
+  REQUIRE_FALSE(pointers_aligned(groups.data(), 2));
+}

@@ -35,6 +35,13 @@ struct grouped_gemm_args {
 // range (negative, a stride under the row it holds, a null pointer of a non-empty matrix).
 void check_gemm_groups(const gemm_group* groups, int count, const grouped_gemm_args& args);
 
+// Whether every matrix the groups read or write starts on a 16-byte boundary (groups with m or
+// n zero are skipped and count as aligned; with k zero only C is looked at). cuBLAS's
+// pointer-array calls (grouped, batched) read their pointers on the GPU and take this for
+// granted: on an H200 a group off it stopped the kernel with a misaligned address.
+// cuda::grouped_gemm runs such groups one cublasGemmEx each, which sees its pointers.
+bool pointers_aligned(const gemm_group* groups, int count);
+
 namespace cpu {
 
 // fp32 only (dtype f32), through cpu::gemm, one group after another.
@@ -50,7 +57,8 @@ namespace cuda {
 // each group grouped (grouped_gemm_split.hpp). automatic takes per_group for large groups (8e9
 // FLOPs a group on average, or more); for smaller ones split_batched where its batches hold
 // half the FLOPs or more and split rows, else grouped_batched where cuBLAS has it
-// (kernels/cuda/grouped_gemm.cpp says what was measured).
+// (kernels/cuda/grouped_gemm.cpp says what was measured). Groups whose matrices are not all
+// on 16-byte boundaries (pointers_aligned) run one cublasGemmEx a group, whatever the method.
 enum class grouped_gemm_method { automatic, grouped_batched, per_group, split_batched };
 
 // The same on the GPU: device pointers, enqueued on `stream` (a cudaStream_t), f32 or bf16.
