@@ -184,11 +184,12 @@ void run_rest(const products& rest, const grouped_gemm_args& args, cublasHandle_
 
 // automatic: one product a group where the groups are large (cuBLAS tunes each). Smaller ones:
 // split_batched where its uniform batches hold half the FLOPs or more and split the rows (the
-// forward and dgrad), else the grouped batched call (one launch). On an H100 (cuBLAS 13.0,
-// gpu_kernels_bench): 8 groups of ~4096 x 4096 -> 1536 (52 GFLOP each) ran at 92% of dense one a
-// group, 41% grouped; 32 groups of ~1024 x 1024 -> 640 (1.3 GFLOP each) at 26% one a group, 41%
-// grouped. split_batched was chosen before a GPU measured it: a batch of one shape is what
-// cuBLAS runs like one dense product (the same tiles); gpu_kernels_bench times all three.
+// forward and dgrad), else the grouped batched call (one launch). On an H200 (cuBLAS 13.0,
+// gpu_kernels_bench, bf16, share of one dense product): 8 groups of ~4096 x 4096 -> 1536
+// (52 GFLOP each) 93% one a group, 39% grouped, 69% split; 32 groups of ~1024 x 1024 -> 640
+// (1.3 GFLOP each) 28% one a group, 42% grouped, 69% split; their wgrad 23%, 41%, 47% (split
+// along k, which automatic leaves: a bf16 C rounded once more). Groups off 16-byte boundaries
+// run one a group (pointers_aligned).
 grouped_gemm_method automatic_method(const std::vector<gemm_group>& work, const gemm_split& split) {
   if (!pointers_aligned(work.data(), static_cast<int>(work.size())))
     return grouped_gemm_method::per_group;
