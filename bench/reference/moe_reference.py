@@ -10,7 +10,10 @@ per label token, AdamW, clipping, on rows of the same width from the same text f
 
 --device cuda runs it on the GPU (bench/compare_train_gpu.sh), --precision bf16 under
 torch.autocast (fp32 weights, as muster's train.precision = bf16), --compile through
-torch.compile (PyTorch 2).
+torch.compile (PyTorch 2), region by region: each layer's norms and attention, the dense MLP and
+every expert's SwiGLU (its row count dynamic), the router and dispatch left eager. The whole
+model in one torch.compile recompiles at every new expert token count (the dispatch reads the
+counts on the host) and did not finish its first step in 200 s on an H100.
 
 Prints one line per step: "step N tok/s X loss Y" (X: this rank's tokens per second). With
 WORLD_SIZE > 1 in the environment (and RANK, MASTER_ADDR, MASTER_PORT) it is data parallel over
@@ -159,6 +162,21 @@ class Model(nn.Module):
         return self.lm_head(self.norm(x)), aux
 
 
+def compile_regions(model):
+    """torch.compile over the parts of fixed shape and over each expert (rows dynamic); the
+    router's top-k and the per-expert dispatch, which read the token counts, stay eager."""
+    for layer in model.layers:
+        layer.input_layernorm = torch.compile(layer.input_layernorm)
+        layer.post_attention_layernorm = torch.compile(layer.post_attention_layernorm)
+        layer.self_attn = torch.compile(layer.self_attn)
+        if isinstance(layer.mlp, MoE):
+            layer.mlp.experts = nn.ModuleList(torch.compile(e, dynamic=True)
+                                              for e in layer.mlp.experts)
+        else:
+            layer.mlp = torch.compile(layer.mlp)
+    model.norm = torch.compile(model.norm)
+
+
 def rows_of(folder, width):
     data = bytearray()
     for root, _, files in sorted(os.walk(folder)):
@@ -191,11 +209,15 @@ def main():
     torch.manual_seed(1234)
     device = torch.device(a.device)
     model = Model(a).to(device)
-    run = torch.compile(model) if a.compile else model
     decay = [p for n, p in model.named_parameters() if not n.endswith("norm.weight")]
     plain = [p for n, p in model.named_parameters() if n.endswith("norm.weight")]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
                              {"params": plain, "weight_decay": 0.0}], lr=a.lr, betas=(0.9, 0.95))
+    if a.compile:  # after the groups: a compiled module's parameters are named _orig_mod.*
+        if not hasattr(torch, "compile"):
+            raise SystemExit(f"moe_reference.py: --compile needs PyTorch 2 (this is {torch.__version__})")
+        compile_regions(model)
+    run = model
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     if world > 1:
