@@ -215,7 +215,8 @@ def main():
                              {"params": plain, "weight_decay": 0.0}], lr=a.lr, betas=(0.9, 0.95))
     if a.compile:  # after the groups: a compiled module's parameters are named _orig_mod.*
         if not hasattr(torch, "compile"):
-            raise SystemExit(f"moe_reference.py: --compile needs PyTorch 2 (this is {torch.__version__})")
+            raise SystemExit("moe_reference.py: --compile needs PyTorch 2 "
+                             f"(this is {torch.__version__})")
         compile_regions(model)
     run = model
     world = int(os.environ.get("WORLD_SIZE", "1"))

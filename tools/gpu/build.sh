@@ -67,7 +67,8 @@ PY
 printf 'export LD_LIBRARY_PATH=%q${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}\n' "$libs" > "$build/gpu-env.sh"
 native=()
 if [[ ${KEEP_GOING:-0} == 1 ]]; then
-  if grep -q '^CMAKE_GENERATOR:INTERNAL=Ninja' "$build/CMakeCache.txt"; then native=(-- -k 0); else native=(-- -k); fi
+  native=(-- -k)  # make's; Ninja's takes a count of failures to stop at, 0 for none
+  if grep -q '^CMAKE_GENERATOR:INTERNAL=Ninja' "$build/CMakeCache.txt"; then native=(-- -k 0); fi
 fi
 # shellcheck disable=SC2086  # TARGETS is a list of target names
 cmake --build "$build" -j "${JOBS:-$(nproc)}" ${TARGETS:+--target $TARGETS} "${native[@]}"
