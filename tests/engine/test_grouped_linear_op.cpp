@@ -1,12 +1,14 @@
 // The experts' grouped linear (engine/ops/grouped_linear_op.hpp) over the grouped GEMM kernel
 // against its per-expert torch path (taken by fp64): the same rows out, the same gradient to the
 // rows and to every expert's weight, with experts given no rows (zero gradient) among them; and
-// a non-contiguous weight taking the per-expert path.
+// a non-contiguous weight taking the per-expert path; the wgrad's transposed rows with each
+// expert's columns aligned.
 #include <catch2/catch.hpp>
 
 #include <torch/torch.h>
 
 #include "engine/model/autocast_scope.hpp"
+#include "engine/ops/expert_columns.hpp"
 #include "engine/ops/grouped_linear_op.hpp"
 #include "engine/ops/stacked_view.hpp"
 
@@ -150,5 +152,35 @@ TEST_CASE("grouped_linear adds the wgrad to gradients already there, once", "[gr
   for (std::int64_t e = 0; e < experts; ++e) {
     INFO("expert " << e << " with " << rows[std::size_t(e)] << " rows");
     CHECK(torch::allclose(got[std::size_t(e)], want[std::size_t(e)], 1e-5, 1e-5));
+  }
+}
+
+TEST_CASE("transposed_by_expert starts every expert's columns on a multiple of 8",
+          "[grouped_linear_op]") {
+  const std::int64_t width = 5;
+  for (const auto& counts :
+       std::vector<std::vector<std::int64_t>>{{0, 3, 8, 1, 13, 0}, {8, 16, 0, 24}, {0, 0}, {7}}) {
+    std::int64_t total = 0, padded = 0;
+    for (auto c : counts) {
+      total += c;
+      padded += (c + 7) / 8 * 8;
+    }
+    INFO(total << " rows over " << counts.size() << " experts");
+    const auto rows = torch::arange(total * width, torch::kFloat32).reshape({total, width});
+    const auto cols = ops::transposed_by_expert(rows, counts);
+    REQUIRE(cols.t.sizes() == torch::IntArrayRef({width, padded}));
+    REQUIRE(cols.t.is_contiguous());
+    REQUIRE(cols.first.size() == counts.size());
+    std::int64_t r = 0, next = 0;
+    for (std::size_t e = 0; e < counts.size(); ++e) {
+      INFO("expert " << e << " with " << counts[e] << " rows");
+      CHECK(cols.first[e] == next);  // in order, each after the last one's padded block
+      CHECK(cols.first[e] % 8 == 0);
+      next += (counts[e] + 7) / 8 * 8;
+      if (counts[e] > 0)
+        CHECK(torch::equal(cols.t.narrow(1, cols.first[e], counts[e]),
+                           rows.narrow(0, r, counts[e]).t()));
+      r += counts[e];
+    }
   }
 }
