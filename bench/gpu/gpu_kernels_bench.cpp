@@ -4,13 +4,15 @@
 //     bf16 where the engine's bf16 autocast sends bf16 through them): the
 //     bytes each must move / time, as a share of the device's peak memory bandwidth (from its
 //     memory clock and bus width) and of a device-to-device copy measured here;
-//   - the grouped GEMM (bf16, one group per expert, uneven rows): TFLOP/s against one dense
-//     cuBLAS product of the same FLOPs (torch::mm over all rows at once).
+//   - the grouped GEMM (bf16, one group per expert, uneven rows), by each method: TFLOP/s against
+//     one dense cuBLAS product of the same FLOPs (torch::mm over all rows at once), and the
+//     host's time a call when the experts' counts change at every call, as in training;
 // Targets (issue 9): the memory-bound ops at 70% or more of peak bandwidth, the grouped GEMM at
 // 80% or more of the dense product. Without a device it says "SKIPPED: no CUDA device".
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -81,50 +83,108 @@ void row(const char* what, double bytes, double ms_ours, double ms_torch, const 
               ms_torch / ms_ours, gbs, 100 * gbs / p.spec_gbs, 100 * gbs / p.copy_gbs);
 }
 
+// The experts' products, laid out as the engine lays them: the forward (x's row blocks times
+// their weights: m varies), the wgrad as dy_e^T x_e (the reduction varies, A transposed) and
+// the wgrad as the engine runs it, dyT_e x_e over dy transposed with each expert's columns
+// starting on a multiple of 8 (engine/ops/expert_columns.hpp; no operand transposed).
+enum class form { forward, wgrad_dy_t, wgrad_aligned };
+
+struct expert_buffers {
+  std::int64_t H, F;
+  torch::Tensor x, y, y_t;  // rows (total, H), (total, F); y transposed (F, padded)
+  std::vector<torch::Tensor> w;
+  expert_buffers(std::int64_t most_rows, std::int64_t experts, std::int64_t h, std::int64_t f)
+      : H(h), F(f) {
+    const auto bf16 = torch::dtype(torch::kBFloat16).device(torch::kCUDA);
+    x = torch::randn({most_rows, H}, bf16);
+    y = torch::randn({most_rows, F}, bf16);
+    y_t = torch::randn({F, most_rows + 8 * experts}, bf16);
+    for (std::int64_t e = 0; e < experts; ++e) w.push_back(torch::randn({F, H}, bf16));
+  }
+
+  std::vector<k::gemm_group> groups(const std::vector<std::int64_t>& rows, form f) const {
+    std::int64_t padded = 0;
+    for (auto r : rows) padded += (r + 7) / 8 * 8;
+    std::vector<k::gemm_group> out;
+    std::int64_t r0 = 0, c0 = 0;
+    for (std::size_t e = 0; e < rows.size(); ++e) {
+      auto* x_rows = static_cast<char*>(x.data_ptr()) + r0 * H * 2;
+      auto* y_rows = static_cast<char*>(y.data_ptr()) + r0 * F * 2;
+      auto* y_cols = static_cast<char*>(y_t.data_ptr()) + c0 * 2;
+      if (f == form::forward)
+        out.push_back({rows[e], F, H, x_rows, H, w[e].data_ptr(), H, y_rows, F});
+      else if (f == form::wgrad_dy_t)  // dW_e (F, H) = dy_e^T (F, rows) x_e (rows, H)
+        out.push_back({F, H, rows[e], y_rows, F, x_rows, H, w[e].data_ptr(), H});
+      else  // dW_e (F, H) = dyT_e (F, rows) x_e (rows, H)
+        out.push_back({F, H, rows[e], y_cols, padded, x_rows, H, w[e].data_ptr(), H});
+      r0 += rows[e];
+      c0 += (rows[e] + 7) / 8 * 8;
+    }
+    return out;
+  }
+};
+
+k::grouped_gemm_args args_for(form f) {
+  k::grouped_gemm_args args;
+  args.trans_a = f == form::wgrad_dy_t;
+  args.trans_b = f == form::forward;
+  args.dtype = k::gemm_dtype::bf16;
+  return args;
+}
+
+// Counts as a router's change from step to step: the base counts moved by up to 8 rows each,
+// differently at each call, so every call's sizes are new to cuBLAS's heuristic cache.
+std::vector<std::int64_t> counts_at(const std::vector<std::int64_t>& base, int call) {
+  std::vector<std::int64_t> out;
+  for (std::size_t e = 0; e < base.size(); ++e)
+    out.push_back(std::max<std::int64_t>(0, base[e] + std::int64_t((e * 7 + call * 13) % 17) - 8));
+  return out;
+}
+
 // One grouped product by each method this cuBLAS has, against one dense product of the same
-// FLOPs, bf16: the experts' forward (x's row blocks times their weights: m varies) or their
-// wgrad (dW_e = dy_e^T x_e: the reduction varies).
+// FLOPs, bf16: GPU time at fixed counts, and the host's time a call when the counts change at
+// every call as a router's do (what a host-bound training step pays: the launches and cuBLAS's
+// heuristic queries for sizes it has not seen).
 void grouped_gemm_row(const char* shape, const std::vector<std::int64_t>& rows, std::int64_t H,
-                      std::int64_t F, bool wgrad) {
+                      std::int64_t F, form f) {
   std::int64_t total = 0;
   for (auto r : rows) total += r;
-  const auto bf16 = torch::dtype(torch::kBFloat16).device(torch::kCUDA);
-  auto x = torch::randn({total, H}, bf16), y = torch::empty({total, F}, bf16);
-  std::vector<torch::Tensor> w;
-  for (std::size_t e = 0; e < rows.size(); ++e) w.push_back(torch::randn({F, H}, bf16));
-  std::vector<k::gemm_group> groups;
-  std::int64_t r0 = 0;
-  for (std::size_t e = 0; e < rows.size(); ++e) {
-    auto* x_rows = static_cast<char*>(x.data_ptr()) + r0 * H * 2;
-    auto* y_rows = static_cast<char*>(y.data_ptr()) + r0 * F * 2;
-    if (wgrad)  // dW_e (F, H) = dy_e^T (F, rows) x_e (rows, H)
-      groups.push_back({F, H, rows[e], y_rows, F, x_rows, H, w[e].data_ptr(), H});
-    else
-      groups.push_back({rows[e], F, H, x_rows, H, w[e].data_ptr(), H, y_rows, F});
-    r0 += rows[e];
-  }
-  k::grouped_gemm_args args;
-  args.trans_a = wgrad;
-  args.trans_b = !wgrad;
-  args.dtype = k::gemm_dtype::bf16;
+  constexpr int kHostCalls = 40;
+  const expert_buffers buf(total + 8 * std::int64_t(rows.size()), std::int64_t(rows.size()), H, F);
+  const auto groups = buf.groups(rows, f);
+  const auto args = args_for(f);
   const double flops = 2.0 * double(total) * double(H) * double(F);
-  auto dense_w = torch::randn({H, F}, bf16);
-  const double dense = wgrad ? time_ms([&] { auto d = torch::mm(y.t(), x); })
-                             : time_ms([&] { auto d = torch::mm(x, dense_w); });
+  const auto x = buf.x.narrow(0, 0, total), y = buf.y.narrow(0, 0, total);
+  auto dense_w = torch::randn({H, F}, x.options());
+  const double dense = f == form::forward ? time_ms([&] { auto d = torch::mm(x, dense_w); })
+                                          : time_ms([&] { auto d = torch::mm(y.t(), x); });
   using method = k::cuda::grouped_gemm_method;
   const std::pair<method, const char*> methods[] = {{method::grouped_batched, "grouped batched"},
                                                     {method::per_group, "per group"},
                                                     {method::split_batched, "split batched"},
                                                     {method::automatic, "automatic"}};
+  int offset = 1000 * int(f);  // each method and form its own counts, unseen by cuBLAS
   for (const auto& [m, name] : methods) {
     if (m == method::grouped_batched && !k::cuda::grouped_batched_available()) continue;
     const double ms = time_ms(
         [&] { k::cuda::grouped_gemm(groups.data(), int(groups.size()), args, nullptr, m); });
+    std::vector<std::vector<k::gemm_group>> changing;
+    for (int c = 0; c < kHostCalls; ++c)
+      changing.push_back(buf.groups(counts_at(rows, offset + c), f));
+    offset += kHostCalls;
+    cudaDeviceSynchronize();
+    const auto began = std::chrono::steady_clock::now();
+    for (const auto& g : changing) k::cuda::grouped_gemm(g.data(), int(g.size()), args, nullptr, m);
+    const double host_us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - began)
+            .count() /
+        kHostCalls;
+    cudaDeviceSynchronize();
     std::printf(
-        "grouped gemm %-28s %-16s %9.3f %9.3f %7.2fx %6.0f TFLOP/s (dense %0.0f): %.1f%% of "
-        "dense\n",
+        "grouped gemm %-30s %-16s %9.3f %9.3f %7.2fx %6.0f TFLOP/s (dense %0.0f): %5.1f%% of "
+        "dense; host %6.0f us a call at new counts\n",
         shape, name, ms, dense, dense / ms, flops / (ms * 1e-3) / 1e12,
-        flops / (dense * 1e-3) / 1e12, 100 * dense / ms);
+        flops / (dense * 1e-3) / 1e12, 100 * dense / ms, host_us);
   }
 }
 
@@ -323,13 +383,15 @@ int main() {
   // 4096 rows, 4096 -> 1536, and the ~1B bench's (bench/compare_train_gpu.sh) 32 experts of
   // about 1024 rows (4 x 2048 tokens, top 4), 1024 -> 640.
   const std::vector<std::int64_t> rows8{3584, 4608, 4096, 2560, 5632, 4096, 3072, 5120};
-  grouped_gemm_row("8 x ~4096, 4096->1536", rows8, 4096, 1536, false);
+  grouped_gemm_row("8 x ~4096, 4096->1536", rows8, 4096, 1536, form::forward);
   std::vector<std::int64_t> rows32, uneven32;
   for (int e = 0; e < 32; ++e) rows32.push_back(1024 + ((e * 37) % 9 - 4) * 64);
-  grouped_gemm_row("32 x ~1024, 1024->640", rows32, 1024, 640, false);
-  grouped_gemm_row("32 x ~1024, 1024->640 wgrad", rows32, 1024, 640, true);
+  grouped_gemm_row("32 x ~1024, 1024->640", rows32, 1024, 640, form::forward);
+  grouped_gemm_row("32 x ~1024, 1024->640 wgrad dy^T", rows32, 1024, 640, form::wgrad_dy_t);
+  grouped_gemm_row("32 x ~1024, 1024->640 wgrad dyT", rows32, 1024, 640, form::wgrad_aligned);
   // as a router spreads tokens: counts not multiples of 64, from about half to twice the mean
   for (int e = 0; e < 32; ++e) uneven32.push_back(512 + (e * 797) % 1537);
-  grouped_gemm_row("32 x 512..2048, 1024->640", uneven32, 1024, 640, false);
+  grouped_gemm_row("32 x 512..2048, 1024->640", uneven32, 1024, 640, form::forward);
+  grouped_gemm_row("32 x 512..2048 wgrad dyT", uneven32, 1024, 640, form::wgrad_aligned);
   return 0;
 }
