@@ -133,18 +133,25 @@ k::grouped_gemm_args args_for(form f) {
 }
 
 // Counts as a router's change from step to step: the base counts moved by up to 8 rows each,
-// differently at each call, so every call's sizes are new to cuBLAS's heuristic cache.
+// by a hash of the call and the expert, so that each call's sizes are new to cuBLAS's heuristic
+// cache (callers give every method and form calls of their own).
 std::vector<std::int64_t> counts_at(const std::vector<std::int64_t>& base, int call) {
   std::vector<std::int64_t> out;
-  for (std::size_t e = 0; e < base.size(); ++e)
-    out.push_back(std::max<std::int64_t>(0, base[e] + std::int64_t((e * 7 + call * 13) % 17) - 8));
+  for (std::size_t e = 0; e < base.size(); ++e) {
+    std::uint64_t h = (std::uint64_t(call) << 32) ^ (e * 0x9e3779b97f4a7c15ull);
+    h = (h ^ (h >> 31)) * 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 29;
+    out.push_back(std::max<std::int64_t>(0, base[e] + std::int64_t(h % 17) - 8));
+  }
   return out;
 }
 
 // One grouped product by each method this cuBLAS has, against one dense product of the same
 // FLOPs, bf16: GPU time at fixed counts, and the host's time a call when the counts change at
 // every call as a router's do (what a host-bound training step pays: the launches and cuBLAS's
-// heuristic queries for sizes it has not seen).
+// heuristic queries for sizes it has not seen). The host time is the wall time of issuing 40
+// calls; a method whose pointer arrays are copied from pageable memory may wait for the GPU
+// there too, as it would in training.
 void grouped_gemm_row(const char* shape, const std::vector<std::int64_t>& rows, std::int64_t H,
                       std::int64_t F, form f) {
   std::int64_t total = 0;

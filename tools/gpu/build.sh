@@ -71,5 +71,5 @@ if [[ ${KEEP_GOING:-0} == 1 ]]; then
   if grep -q '^CMAKE_GENERATOR:INTERNAL=Ninja' "$build/CMakeCache.txt"; then native=(-- -k 0); fi
 fi
 # shellcheck disable=SC2086  # TARGETS is a list of target names
-cmake --build "$build" -j "${JOBS:-$(nproc)}" ${TARGETS:+--target $TARGETS} "${native[@]}"
+cmake --build "$build" -j "${JOBS:-$(nproc)}" ${TARGETS:+--target $TARGETS} ${native[@]+"${native[@]}"}
 echo "tools/gpu/build.sh: built in $build (LibTorch: $torch_root); before running: . $build/gpu-env.sh"
