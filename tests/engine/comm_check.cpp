@@ -5,6 +5,10 @@
 // exits 1.
 //   --stall-rank R   rank R sleeps instead of joining the all_gather (the others time out)
 //   --timeout-ms N   the collectives' timeout (default 30000)
+//   --device cuda    the world on NCCL, each rank on GPU LOCAL_RANK (as muster-train's
+//                    train.device = "cuda"; test_nccl_ranks): the collectives and their *_into
+//                    forms, with CPU tensors staged through the device (the FSDP units' check
+//                    stays on the CPU: test_gpu_train runs units on a GPU)
 #include <torch/torch.h>
 
 #include <cstdio>
@@ -14,7 +18,9 @@
 
 #include "common/error.hpp"
 #include "engine/comm/communicator.hpp"
+#include "engine/comm/device_world.hpp"
 #include "engine/parallel/flat_unit.hpp"
+#include "engine/train/device_choice.hpp"
 
 using namespace muster::engine::comm;
 namespace parallel = muster::engine::parallel;
@@ -94,9 +100,9 @@ void check_into(communicator& c) {
   const int r = c.rank(), n = c.size();
   const double sum_1_to_n = n * (n + 1) / 2.0;
   const auto ranks = torch::arange(n, torch::kFloat32);
-  auto out = c.collective_buffer(2 * n, torch::TensorOptions(torch::kFloat32));
+  auto out = c.collective_buffer(2 * n, torch::TensorOptions(torch::kFloat32));  // NCCL: on its GPU
   c.all_gather_into(torch::full({2}, double(r), torch::kFloat32), out);
-  expect(torch::equal(out, ranks.repeat_interleave(2)), "all_gather_into fp32");
+  expect(torch::equal(out.cpu(), ranks.repeat_interleave(2)), "all_gather_into fp32");
   auto out16 = torch::empty({2 * n}, torch::kBFloat16);
   c.all_gather_into(torch::full({2}, double(r), torch::kFloat32), out16);
   expect(torch::equal(out16.to(torch::kFloat32), ranks.repeat_interleave(2)),
@@ -218,20 +224,26 @@ void check_units(const std::shared_ptr<communicator>& c) {
 int main(int argc, char** argv) {
   int stall_rank = -1;
   long timeout_ms = 30000;
+  std::string device = "cpu";
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
     if (a == "--stall-rank")
       stall_rank = std::atoi(argv[i + 1]);
     else if (a == "--timeout-ms")
       timeout_ms = std::atol(argv[i + 1]);
+    else if (a == "--device")
+      device = argv[i + 1];
   }
   try {
     world_options times;
     times.timeout = std::chrono::milliseconds(timeout_ms);
-    auto world = make_world(times);
+    muster::train_section train;
+    train.device = device;
+    auto world = make_device_world(muster::engine::train::training_device(train), times,
+                                   /*nccl_ub=*/false);
     check_all(*world, stall_rank);
     check_into(*world);
-    check_units(world);
+    if (device == "cpu") check_units(world);
     if (failures) return 1;
     std::printf("comm_check: rank %d: all collectives correct\n", world->rank());
     return 0;

@@ -3,17 +3,14 @@
 // come back registered and usable. Without a CUDA device: "SKIPPED: no CUDA device".
 #include <catch2/catch.hpp>
 
-#include <arpa/inet.h>
 #include <cuda_runtime.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <string>
 
 #include "engine/comm/communicator.hpp"
 #include "engine/comm/nccl_communicator.hpp"
+#include "tests/support/free_port.hpp"
 
 namespace comm = muster::engine::comm;
 
@@ -22,18 +19,6 @@ namespace {
 bool have_device() {
   int n = 0;
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
-
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0);
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
 }
 
 }  // namespace
@@ -46,7 +31,7 @@ TEST_CASE("the NCCL backend's collectives on one GPU", "[nccl][gpu]") {
   setenv("RANK", "0", 1);
   setenv("WORLD_SIZE", "1", 1);
   setenv("MASTER_ADDR", "127.0.0.1", 1);
-  setenv("MASTER_PORT", std::to_string(free_port()).c_str(), 1);
+  setenv("MASTER_PORT", std::to_string(muster::test::free_loopback_port()).c_str(), 1);
   comm::world_options times;
   times.timeout = std::chrono::milliseconds(20000);
   auto world = comm::make_world(times);
