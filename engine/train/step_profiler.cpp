@@ -33,6 +33,14 @@ double duration_us(const profiler::KinetoEvent& e) {
 #endif
 }
 
+double start_us(const profiler::KinetoEvent& e) {
+#if TORCH_VERSION_MAJOR >= 2
+  return double(e.startNs()) / 1e3;
+#else
+  return double(e.startUs());
+#endif
+}
+
 // Kernels, copies and fills on the GPU: not the GPU-side copies of user ranges or the sync
 // events Kineto also puts on the device (they span the kernels and would count them twice).
 bool gpu_work(const profiler::KinetoEvent& e) {
@@ -83,12 +91,51 @@ void table(fmt::memory_buffer& out, const std::vector<profile_event>& events, bo
   }
 }
 
+// The time the GPU did anything: the union of its activities' intervals.
+double gpu_busy_us(const std::vector<profile_event>& events) {
+  std::vector<std::pair<double, double>> spans;
+  for (const auto& e : events)
+    if (e.gpu) spans.emplace_back(e.start_us, e.start_us + e.us);
+  std::sort(spans.begin(), spans.end());
+  double busy = 0, end = 0;
+  bool open = false;
+  for (const auto& [from, to] : spans) {
+    if (!open || from > end) {
+      busy += to - from;
+      end = to;
+      open = true;
+    } else if (to > end) {
+      busy += to - end;
+      end = to;
+    }
+  }
+  return busy;
+}
+
+void busy_line(fmt::memory_buffer& out, const std::vector<profile_event>& events, double wall_ms) {
+  const bool any_gpu =
+      std::any_of(events.begin(), events.end(), [](const auto& e) { return e.gpu; });
+  if (!any_gpu || wall_ms <= 0) return;
+  const double busy_ms = gpu_busy_us(events) / 1e3, share = busy_ms / wall_ms;
+  const char* verdict =
+      share < 0.5    ? "the GPU waits for the host most of the time: the steps are bound by the "
+                       "host (kernel launches, the work between them, synchronisations), so fewer "
+                       "and larger kernels help more than faster ones"
+      : share < 0.85 ? "the GPU waits for the host part of the time"
+                     : "the steps are bound by the GPU's work";
+  fmt::format_to(std::back_inserter(out),
+                 "GPU busy {:.1f} ms of the {:.1f} ms ({:.0f}%): {} (the profiler slows the host, "
+                 "so without it the share is higher)\n",
+                 busy_ms, wall_ms, 100 * share, verdict);
+}
+
 }  // namespace
 
 std::string profile_summary(const std::vector<profile_event>& events, const std::string& what,
                             double wall_ms, std::size_t rows) {
   fmt::memory_buffer out;
   fmt::format_to(std::back_inserter(out), "{}: {:.1f} ms of wall time\n", what, wall_ms);
+  busy_line(out, events, wall_ms);
   table(out, events, true, "GPU kernels, copies and fills by total time", wall_ms, rows);
   table(out, events, false, "CPU ops by total time (each including the ops it calls)", wall_ms,
         rows);
@@ -139,7 +186,7 @@ std::string step_profiler::finish(int last_done) {
   for (const auto& e : result->events()) {
     const bool gpu = e.deviceType() != c10::DeviceType::CPU;
     if (gpu && !gpu_work(e)) continue;
-    events.push_back({e.name(), gpu, duration_us(e)});
+    events.push_back({e.name(), gpu, duration_us(e), start_us(e)});
   }
   auto steps = from_ == last_done ? fmt::format("step {}", from_)
                                   : fmt::format("steps {}..{}", from_, last_done);

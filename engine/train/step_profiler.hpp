@@ -13,15 +13,18 @@
 namespace muster::engine::train {
 
 // One profiled event: an op on the CPU (its time includes the ops it calls) or a GPU activity
-// (a kernel, copy or fill; these do not nest).
+// (a kernel, copy or fill; these do not nest on one stream, and streams overlap).
 struct profile_event {
   std::string name;
   bool gpu = false;
   double us = 0;
+  double start_us = 0;  // on the profiler's clock
 };
 
 // The busiest `rows` names by total time, GPU activities and CPU ops in two tables, with calls,
-// total ms, share of `wall_ms` and mean us; a heading names `what`.
+// total ms, share of `wall_ms` and mean us; a heading names `what`. With GPU activities, a line
+// first says how much of the wall time the GPU was busy (the union of their intervals over every
+// stream) and so whether the steps are bound by the GPU or by the host.
 std::string profile_summary(const std::vector<profile_event>& events, const std::string& what,
                             double wall_ms, std::size_t rows = 20);
 

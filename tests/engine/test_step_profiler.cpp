@@ -46,6 +46,26 @@ TEST_CASE("the profile summary lists GPU activities, then CPU ops, busiest first
   CHECK_THAT(text, !Catch::Contains("aten::relu"));  // past the 2 rows asked for
 }
 
+TEST_CASE("the profile summary says how busy the GPU was and what bounds the steps", "[profiler]") {
+  // two streams: [100, 300) and [200, 400) overlap, [600, 650) alone: 350 us busy
+  const std::vector<profile_event> overlapping{{"aten::mm", false, 900, 0},
+                                               {"gemm_kernel", true, 200, 100},
+                                               {"nccl_kernel", true, 200, 200},
+                                               {"copy_kernel", true, 50, 600},
+                                               {"fill_kernel", true, 20, 250}};  // inside
+  auto text = profile_summary(overlapping, "profile of step 3 on rank 0", 1.0);
+  INFO(text);
+  CHECK_THAT(text, Catch::Contains("\nGPU busy 0.3 ms of the 1.0 ms (35%): the GPU waits for the "
+                                   "host most of the time: the steps are bound by the host"));
+  text = profile_summary(overlapping, "profile of step 3 on rank 0", 0.5);
+  CHECK_THAT(text, Catch::Contains("(70%): the GPU waits for the host part of the time"));
+  text = profile_summary(overlapping, "profile of step 3 on rank 0", 0.36);
+  CHECK_THAT(text, Catch::Contains("(97%): the steps are bound by the GPU's work"));
+  // no GPU activities (a CPU run): no such line
+  text = profile_summary({{"aten::mm", false, 900, 0}}, "profile of step 3 on rank 0", 1.0);
+  CHECK_THAT(text, !Catch::Contains("GPU busy"));
+}
+
 TEST_CASE("the step profiler records only its steps and writes the summary", "[profiler]") {
   muster::test::temp_dir dir;
   const auto folder = dir.path() / "profile";
