@@ -55,6 +55,38 @@ struct rms_norm_function : torch::autograd::Function<rms_norm_function> {
   }
 };
 
+// The same over torch's ops, for what the kernel does not take (CUDA, bf16): one autograd node
+// instead of the eight of the formula's ops (casts, pow, mean, add, rsqrt, two products), whose
+// creation and evaluation were most of a norm's host time on a GPU, where the step waits for
+// the host. The values are the formula's: x in fp32, normed cast back to x's dtype, times the
+// weight (so in the weight's dtype where that is wider); the backward is its gradient in fp32.
+struct rms_norm_ops_function : torch::autograd::Function<rms_norm_ops_function> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& weight, double eps) {
+    const auto x32 = x.to(torch::kFloat32);
+    const auto rstd = torch::rsqrt(x32.square().mean(-1, /*keepdim=*/true) + eps);
+    const auto normed = (x32 * rstd).to(x.scalar_type());
+    ctx->save_for_backward({x, weight, rstd, normed});
+    return weight * normed;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto& x = saved[0];
+    const auto& weight = saved[1];
+    const auto& rstd = saved[2];
+    const auto& normed = saved[3];
+    const auto& g = grads[0];
+    // y = w n: dw sums g n over every row, dn = g w
+    const auto rows = g.numel() / g.size(-1);
+    auto grad_w = (g * normed).reshape({rows, g.size(-1)}).sum(0).to(weight.scalar_type());
+    const auto grad_n = (g * weight).to(torch::kFloat32);
+    // n = x r, r = (mean(x^2) + eps)^-1/2: dx = r (dn - x r^2 mean(dn x))
+    const auto x32 = x.to(torch::kFloat32);
+    const auto grad_x = rstd * (grad_n - x32 * rstd.square() * (grad_n * x32).mean(-1, true));
+    return {grad_x.to(x.scalar_type()), grad_w.reshape(weight.sizes()), torch::Tensor()};
+  }
+};
+
 bool kernel_takes(const torch::Tensor& x, const torch::Tensor& weight) {
   return cpu_kernel_takes(x) && cpu_kernel_takes(weight) && x.dim() >= 1 &&
          x.size(-1) == weight.numel() && x.numel() > 0;
@@ -64,9 +96,7 @@ bool kernel_takes(const torch::Tensor& x, const torch::Tensor& weight) {
 
 torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
   if (kernel_takes(x, weight)) return rms_norm_function::apply(x, weight, eps);
-  auto x32 = x.to(torch::kFloat32);
-  auto normed = x32 * torch::rsqrt(x32.pow(2).mean(-1, /*keepdim=*/true) + eps);
-  return weight * normed.to(x.scalar_type());
+  return rms_norm_ops_function::apply(x, weight, eps);
 }
 
 }  // namespace muster::engine::ops

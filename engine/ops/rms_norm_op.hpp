@@ -1,7 +1,7 @@
 // RMSNorm as one autograd function over the RMSNorm kernel
 // (kernels/include/muster/kernels/rms_norm.hpp): x, the weight and one fp32 per row kept for
 // the backward. Contiguous fp32 CPU x and weight take the kernel (rows split over LibTorch's
-// intra-op threads); anything else (bf16, CUDA until issue 9) takes torch's ops.
+// intra-op threads); anything else (bf16, CUDA) takes torch's ops inside one autograd function.
 #pragma once
 
 #include <torch/torch.h>

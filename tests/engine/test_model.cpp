@@ -154,6 +154,49 @@ TEST_CASE("RMSNorm through the kernel: values and gradients equal torch's formul
   CHECK(torch::allclose(half.to(torch::kFloat64), ref.detach(), 0.05, 0.05));
 }
 
+TEST_CASE(
+    "RMSNorm over torch's ops (what the kernel does not take) is one node with the "
+    "formula's values and gradients",
+    "[model]") {
+  torch::manual_seed(9);
+  const auto formula = [](const torch::Tensor& x, const torch::Tensor& w) {
+    auto x32 = x.to(torch::kFloat32);
+    return w * (x32 * torch::rsqrt(x32.pow(2).mean(-1, true) + 1e-6)).to(x.scalar_type());
+  };
+  // fp64 (the kernel takes fp32 only): the gradient to the last bits of the formula's autograd
+  auto x = torch::randn({2, 5, 24}, torch::kFloat64).requires_grad_(true);
+  auto w = torch::randn({24}, torch::kFloat64).requires_grad_(true);
+  auto y = muster::engine::ops::rms_norm(x, w, 1e-6);
+  REQUIRE(y.grad_fn() != nullptr);
+  CHECK(y.grad_fn()->name().find("rms_norm_ops_function") != std::string::npos);
+  CHECK(y.grad_fn()->next_edges().size() == 2);  // x and w, no formula's graph under it
+  auto xf = x.detach().clone().requires_grad_(true), wf = w.detach().clone().requires_grad_(true);
+  auto yf = formula(xf, wf);
+  // the formula computes in fp32 whatever x is; so does the op
+  CHECK(torch::equal(y, yf));
+  const auto g = torch::randn_like(y);
+  auto grads = torch::autograd::grad({y}, {x, w}, {g});
+  auto want = torch::autograd::grad({yf}, {xf, wf}, {g});
+  CHECK(torch::allclose(grads[0], want[0], 1e-5, 1e-6));
+  CHECK(torch::allclose(grads[1], want[1], 1e-5, 1e-6));
+  // bf16 rows, fp32 weight: the same bits forward; the gradient in fp32 (the formula's autograd
+  // rounds dn to bf16 on the way), close to the fp64 gradient of the same values
+  auto xb = torch::randn({300, 40}).to(torch::kBFloat16).requires_grad_(true);
+  auto wb = torch::randn({40}).requires_grad_(true);
+  auto yb = muster::engine::ops::rms_norm(xb, wb, 1e-6);
+  CHECK(yb.scalar_type() == torch::kFloat32);
+  CHECK(torch::equal(yb, formula(xb.detach(), wb.detach())));
+  const auto gb = torch::randn_like(yb);
+  auto gradsb = torch::autograd::grad({yb}, {xb, wb}, {gb});
+  CHECK(gradsb[0].scalar_type() == torch::kBFloat16);
+  auto x64 = xb.detach().to(torch::kFloat64).requires_grad_(true);
+  auto w64 = wb.detach().to(torch::kFloat64).requires_grad_(true);
+  auto y64 = w64 * x64 * torch::rsqrt(x64.pow(2).mean(-1, true) + 1e-6);
+  auto want64 = torch::autograd::grad({y64}, {x64, w64}, {gb.to(torch::kFloat64)});
+  CHECK(torch::allclose(gradsb[0].to(torch::kFloat64), want64[0], 0.02, 0.02));
+  CHECK(torch::allclose(gradsb[1].to(torch::kFloat64), want64[1], 0.02, 0.05));
+}
+
 TEST_CASE("the attention mask is causal and stays inside each document", "[model]") {
   auto mask = attention_mask(row({0, 0, 1, 1}))[0][0];
   auto expected = torch::tensor({{1, 0, 0, 0}, {1, 1, 0, 0}, {0, 0, 1, 0}, {0, 0, 1, 1}}).to(torch::kBool);
