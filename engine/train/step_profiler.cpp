@@ -25,19 +25,16 @@ using torch::profiler::impl::ActivityType;
 using torch::profiler::impl::ProfilerConfig;
 using torch::profiler::impl::ProfilerState;
 
-double duration_us(const profiler::KinetoEvent& e) {
-#if TORCH_VERSION_MAJOR >= 2
-  return double(e.durationNs()) / 1e3;
-#else
-  return double(e.durationUs());
-#endif
-}
+// An event's start and duration in microseconds (LibTorch 2 counts nanoseconds, 1.13 micro).
+struct event_times {
+  double start_us, duration_us;
+};
 
-double start_us(const profiler::KinetoEvent& e) {
+event_times times_of(const profiler::KinetoEvent& e) {
 #if TORCH_VERSION_MAJOR >= 2
-  return double(e.startNs()) / 1e3;
+  return {double(e.startNs()) / 1e3, double(e.durationNs()) / 1e3};
 #else
-  return double(e.startUs());
+  return {double(e.startUs()), double(e.durationUs())};
 #endif
 }
 
@@ -186,7 +183,8 @@ std::string step_profiler::finish(int last_done) {
   for (const auto& e : result->events()) {
     const bool gpu = e.deviceType() != c10::DeviceType::CPU;
     if (gpu && !gpu_work(e)) continue;
-    events.push_back({e.name(), gpu, duration_us(e), start_us(e)});
+    const auto t = times_of(e);
+    events.push_back({e.name(), gpu, t.duration_us, t.start_us});
   }
   auto steps = from_ == last_done ? fmt::format("step {}", from_)
                                   : fmt::format("steps {}..{}", from_, last_done);
