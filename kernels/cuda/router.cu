@@ -1,30 +1,28 @@
 // The MoE router on the GPU: see muster/kernels/router.hpp. One warp per token: each lane holds
-// the logits of experts lane, lane + 32, ... in registers (kPer of them: the forward is built
-// for 1, 2, 4, ... 32 per lane, up to 1024 experts, and runs the smallest that holds the
-// experts, so 256 experts scan 8 registers a lane, not 32), the softmax's
-// max and sum are warp reductions, and the top-k is k rounds of a warp arg-max (ties to the
-// lower expert id); lane j ends with the j-th choice. The backward is one warp per token too.
-//
-// The arg-max works on keys: scores are >= 0 (softmax, sigmoid), so a score's bits order as an
-// unsigned integer, and key = bits + 1 leaves 0 for an expert taken already. A round is then two
-// warp reductions of integers, which sm_80 and later do in one instruction each (__reduce_max_sync,
-// __reduce_min_sync), instead of five steps of two shuffles: the k rounds were the long serial part
-// of a token's warp.
+// the logits of kPer experts in registers (the forward is built for 1, 2, 4, ... 32 per lane, up
+// to 1024 experts, and runs the smallest that holds the experts, so 256 experts take 8
+// registers a lane, not 32), in chunks of up to 4 consecutive experts, lane after lane, so a
+// warp loads and stores a chunk as one contiguous run of 16 bytes a lane where the rows allow
+// (router_lanes::expert_of). The softmax's max and sum are warp reductions. The top-k keeps
+// each lane's best two experts not yet chosen (router_lanes.hpp): a round is two integer warp
+// reductions over those heads, which sm_80 and later do in one instruction each
+// (__reduce_max_sync, __reduce_min_sync), and a pop by the lane chosen; lane j ends with the
+// j-th choice. Ties go to the lower expert id. The backward is one warp per token too.
 #include <cfloat>
-#include <climits>
 #include <cstdint>
 
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/router_lanes.hpp"
 #include "muster/kernels/router.hpp"
 
 namespace muster::kernels::cuda {
 namespace {
 
-constexpr int kWarp = 32;
+using router_lanes::kNoKey;
+using router_lanes::kWarp;
 constexpr int kPerLane = static_cast<int>(kRouterMaxExperts / kWarp);
 constexpr int kWarpsPerBlock = 8;
-constexpr float kTaken = -1.0f;  // below every score (softmax and sigmoid are >= 0)
-constexpr unsigned kTakenKey = 0;
+constexpr float kNoScore = -1.0f;  // below every score (softmax and sigmoid are >= 0): kNoKey
 
 __device__ float warp_sum(float v) {
   for (int offset = kWarp / 2; offset > 0; offset /= 2)
@@ -52,83 +50,112 @@ __device__ unsigned warp_extreme(unsigned v) {
 #endif
 }
 
-// A score's key: its bits + 1 (0 < score <= 1 fits); 1 for zero and for NaN (a NaN logit makes
-// every softmax score NaN: the lowest experts are then chosen, never an id out of range);
-// kTakenKey for kTaken (a lane past the last expert).
-__device__ unsigned score_key(float score) {
-  if (score > 0.0f) return __float_as_uint(score) + 1u;
-  return score < 0.0f ? kTakenKey : 1u;
+// kWidth consecutive floats from or to `p`, in one access (p is aligned to kWidth floats).
+template <int kWidth>
+__device__ void load_chunk(const float* p, float* v) {
+  if constexpr (kWidth == 4) {
+    const float4 c = *reinterpret_cast<const float4*>(p);
+    v[0] = c.x, v[1] = c.y, v[2] = c.z, v[3] = c.w;
+  } else if constexpr (kWidth == 2) {
+    const float2 c = *reinterpret_cast<const float2*>(p);
+    v[0] = c.x, v[1] = c.y;
+  } else {
+    v[0] = *p;
+  }
 }
 
-__device__ float key_score(unsigned key) {
-  return key > 1u ? __uint_as_float(key - 1u) : (key == 1u ? 0.0f : kTaken);
+template <int kWidth>
+__device__ void store_chunk(float* p, const float* v) {
+  if constexpr (kWidth == 4)
+    *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+  else if constexpr (kWidth == 2)
+    *reinterpret_cast<float2*>(p) = make_float2(v[0], v[1]);
+  else
+    *p = v[0];
 }
 
+// chunked: num_experts is a multiple of kWidth and both rows' pointers are aligned to kWidth
+// floats, so a chunk is all experts or none and moves in one access.
 template <int kPer>
 __global__ void router_forward_kernel(const float* logits, float* scores, std::int64_t* experts,
                                       float* weights, std::int64_t num_tokens, int num_experts,
-                                      int topk, bool sigmoid, bool renormalize) {
+                                      int topk, bool sigmoid, bool renormalize, bool chunked) {
+  constexpr int kWidth = router_lanes::kWidthOf<kPer>;
   const std::int64_t t =
       static_cast<std::int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
   const int lane = static_cast<int>(threadIdx.x % kWarp);
   if (t >= num_tokens) return;  // the whole warp leaves together
   const float* x = logits + t * num_experts;
   float* p = scores + t * num_experts;
+  const auto has = [&](int slot) {
+    return router_lanes::expert_of<kWidth>(lane, slot) < num_experts;
+  };
   float v[kPer];
-  float top = -FLT_MAX;
+  if (chunked) {
 #pragma unroll
-  for (int i = 0; i < kPer; ++i) {
-    const int e = lane + i * kWarp;
-    v[i] = e < num_experts ? x[e] : -FLT_MAX;
-    top = fmaxf(top, v[i]);
+    for (int s = 0; s < kPer; s += kWidth) {
+      if (has(s)) {
+        load_chunk<kWidth>(x + router_lanes::expert_of<kWidth>(lane, s), v + s);
+      } else {
+#pragma unroll
+        for (int i = 0; i < kWidth; ++i) v[s + i] = -FLT_MAX;
+      }
+    }
+  } else {
+#pragma unroll
+    for (int s = 0; s < kPer; ++s)
+      v[s] = has(s) ? x[router_lanes::expert_of<kWidth>(lane, s)] : -FLT_MAX;
   }
   if (sigmoid) {
 #pragma unroll
-    for (int i = 0; i < kPer; ++i)
-      v[i] = lane + i * kWarp < num_experts ? 1.0f / (1.0f + __expf(-v[i])) : kTaken;
+    for (int s = 0; s < kPer; ++s) v[s] = has(s) ? 1.0f / (1.0f + __expf(-v[s])) : kNoScore;
   } else {
+    float top = -FLT_MAX;
+#pragma unroll
+    for (int s = 0; s < kPer; ++s) top = fmaxf(top, v[s]);
     top = warp_max(top);
     float sum = 0;
 #pragma unroll
-    for (int i = 0; i < kPer; ++i) {
-      v[i] = lane + i * kWarp < num_experts ? __expf(v[i] - top) : 0.0f;
-      sum += v[i];
+    for (int s = 0; s < kPer; ++s) {
+      v[s] = has(s) ? __expf(v[s] - top) : 0.0f;
+      sum += v[s];
     }
     const float inv = 1.0f / warp_sum(sum);
 #pragma unroll
-    for (int i = 0; i < kPer; ++i) v[i] = lane + i * kWarp < num_experts ? v[i] * inv : kTaken;
+    for (int s = 0; s < kPer; ++s) v[s] = has(s) ? v[s] * inv : kNoScore;
   }
 #pragma unroll
-  for (int i = 0; i < kPer; ++i)
-    if (lane + i * kWarp < num_experts) p[lane + i * kWarp] = v[i];
+  for (int s = 0; s < kPer; s += kWidth) {
+    if (chunked) {
+      if (has(s)) store_chunk<kWidth>(p + router_lanes::expert_of<kWidth>(lane, s), v + s);
+    } else {
+#pragma unroll
+      for (int i = 0; i < kWidth; ++i)
+        if (has(s + i)) p[router_lanes::expert_of<kWidth>(lane, s + i)] = v[s + i];
+    }
+  }
 
   unsigned key[kPer];
 #pragma unroll
-  for (int i = 0; i < kPer; ++i) key[i] = score_key(v[i]);  // kTaken (no expert): kTakenKey
-  float mine = 0.0f;                                        // lane j < topk: the j-th choice
-  int mine_expert = 0;
+  for (int s = 0; s < kPer; ++s) key[s] = router_lanes::score_key(v[s]);  // kNoScore: kNoKey
+  router_lanes::lane_head head;
+  router_lanes::fill<true>(head, key, lane);
+  unsigned mine_key = kNoKey, mine_expert = 0;  // lane j < topk: the j-th choice
   for (int j = 0; j < topk; ++j) {
-    unsigned best = kTakenKey;
-    int best_expert = num_experts;
-#pragma unroll
-    for (int i = 0; i < kPer; ++i)
-      if (key[i] > best) {  // ascending experts: the first of equals stays
-        best = key[i];
-        best_expert = lane + i * kWarp;
-      }
-    const unsigned top = warp_extreme<true>(best);
-    const int chosen = static_cast<int>(
-        warp_extreme<false>(best == top ? static_cast<unsigned>(best_expert) : UINT_MAX));
+    const unsigned top = warp_extreme<true>(head.key0);
+    const unsigned offered = router_lanes::offer(head, top);
+    const unsigned chosen = warp_extreme<false>(offered);
     if (lane == j) {
-      mine = key_score(top);
+      mine_key = top;
       mine_expert = chosen;
     }
-    if (chosen % kWarp == lane) {
-#pragma unroll
-      for (int i = 0; i < kPer; ++i)
-        if (i == chosen / kWarp) key[i] = kTakenKey;
-    }
+    if (offered == chosen) router_lanes::pop(head);
+    // warp-uniform: the rare round after which some lane has given its head's two
+    if (j + 1 < topk && __any_sync(0xffffffffu, router_lanes::wants_refill(head)) &&
+        router_lanes::wants_refill(head))
+      router_lanes::fill<false>(head, key, lane);
   }
+  const float mine = router_lanes::key_score(mine_key);
   const float total = warp_sum(lane < topk ? mine : 0.0f);
   if (lane < topk) {
     experts[t * topk + lane] = mine_expert;
@@ -184,13 +211,19 @@ void router_forward(const float* logits, float* scores, std::int64_t* experts, f
                     const router_shape& s, void* stream) {
   check_router_shape(s);
   if (s.num_tokens == 0) return;
+  const auto per_lane = (s.num_experts + kWarp - 1) / kWarp;
+  // the chunk width the kernel below takes (router_lanes::kWidthOf)
+  const std::int64_t width = per_lane <= 1 ? 1 : (per_lane <= 2 ? 2 : 4);
+  const auto aligned = [&](const void* ptr) {
+    return reinterpret_cast<std::uintptr_t>(ptr) % (width * sizeof(float)) == 0;
+  };
+  const bool chunked = s.num_experts % width == 0 && aligned(logits) && aligned(scores);
   const auto launch = [&](auto kernel) {
     kernel<<<blocks_for(s.num_tokens), kWarpsPerBlock * kWarp, 0,
-             static_cast<cudaStream_t>(stream)>>>(logits, scores, experts, weights, s.num_tokens,
-                                                  static_cast<int>(s.num_experts), s.topk,
-                                                  s.score == router_score::sigmoid, s.renormalize);
+             static_cast<cudaStream_t>(stream)>>>(
+        logits, scores, experts, weights, s.num_tokens, static_cast<int>(s.num_experts), s.topk,
+        s.score == router_score::sigmoid, s.renormalize, chunked);
   };
-  const auto per_lane = (s.num_experts + kWarp - 1) / kWarp;
   if (per_lane <= 1)
     launch(router_forward_kernel<1>);
   else if (per_lane <= 2)

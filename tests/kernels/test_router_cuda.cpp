@@ -21,6 +21,95 @@ using muster::test::compare;
 using muster::test::device_buffer;
 using muster::test::have_device;
 
+namespace {
+
+// One shape's forward and backward against the CPU's, from logits drawn with `seed`.
+void check_router(const router_shape& s, std::uint32_t& seed, std::size_t offset) {
+  const auto tokens = s.num_tokens, experts = s.num_experts;
+  const auto topk = s.topk;
+  const auto n = std::size_t(tokens * experts), nk = std::size_t(tokens * topk);
+  const auto logits = muster::test::normal_draws(n, seed++);
+  const auto grad_w = muster::test::normal_draws(nk, seed++);
+  const auto grad_s = muster::test::normal_draws(n, seed++);
+  std::vector<float> scores(n), weights(nk), grad(n), grad_both(n);
+  std::vector<std::int64_t> chosen(nk);
+  cpu::router_forward(logits.data(), scores.data(), chosen.data(), weights.data(), s);
+  cpu::router_backward(scores.data(), chosen.data(), grad_w.data(), nullptr, grad.data(), s);
+  cpu::router_backward(scores.data(), chosen.data(), grad_w.data(), grad_s.data(), grad_both.data(),
+                       s);
+
+  // logits and scores `offset` floats into their buffers: 1 puts their rows off 16 bytes
+  std::vector<float> padded(offset, 0.0f);
+  padded.insert(padded.end(), logits.begin(), logits.end());
+  device_buffer<float> d_logits(padded), d_scores(n + offset), d_weights(nk), d_grad_w(grad_w),
+      d_grad_s(grad_s), d_grad(n), d_grad_both(n);
+  device_buffer<std::int64_t> d_chosen(nk);
+  cuda::router_forward(d_logits.ptr + offset, d_scores.ptr + offset, d_chosen.ptr, d_weights.ptr, s,
+                       nullptr);
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  // the backward from the CPU's choice, so a near-tie choosing differently cannot blur it
+  device_buffer<std::int64_t> d_cpu_chosen(chosen);
+  device_buffer<float> d_cpu_scores(scores);
+  cuda::router_backward(d_cpu_scores.ptr, d_cpu_chosen.ptr, d_grad_w.ptr, nullptr, d_grad.ptr, s,
+                        nullptr);
+  cuda::router_backward(d_cpu_scores.ptr, d_cpu_chosen.ptr, d_grad_w.ptr, d_grad_s.ptr,
+                        d_grad_both.ptr, s, nullptr);
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+
+  std::string report;
+  auto got_scores = d_scores.host();
+  got_scores.erase(got_scores.begin(), got_scores.begin() + offset);
+  CHECK(compare(got_scores, scores, 1e-5, report) <= 1e-5);
+  INFO(report);
+  // experts: exact, except where the CPU's scores of the two experts are within rounding
+  // of each other (the GPU's __expf and the CPU's exp differ by an ulp or two): a near-tie
+  // the two may break either way. Any other difference is a wrong choice.
+  const auto got = d_chosen.host();
+  std::size_t differ = 0, wrong = 0;
+  std::ostringstream wrong_ones;
+  for (std::size_t i = 0; i < nk; ++i) {
+    if (got[i] == chosen[i]) continue;
+    ++differ;
+    const auto row = (i / std::size_t(topk)) * std::size_t(experts);
+    const bool valid = got[i] >= 0 && got[i] < experts;
+    const float mine = valid ? scores[row + std::size_t(got[i])] : -1.0f;
+    const float cpu = scores[row + std::size_t(chosen[i])];
+    if (valid && std::fabs(mine - cpu) <= 4e-7f * std::fabs(cpu)) continue;
+    if (++wrong <= 5)
+      wrong_ones << " [token " << i / std::size_t(topk) << " choice " << i % std::size_t(topk)
+                 << ": GPU expert " << got[i] << " (CPU score " << mine << "), CPU expert "
+                 << chosen[i] << " (score " << cpu << ")]";
+  }
+  // no expert twice in a token's choices (a near-tie taken twice would pass the above)
+  for (std::size_t t = 0; t < std::size_t(tokens); ++t)
+    for (std::size_t a = 0; a < std::size_t(topk); ++a)
+      for (std::size_t b = a + 1; b < std::size_t(topk); ++b)
+        if (got[t * std::size_t(topk) + a] == got[t * std::size_t(topk) + b] && ++wrong <= 5)
+          wrong_ones << " [token " << t << ": expert " << got[t * std::size_t(topk) + a]
+                     << " chosen twice]";
+  INFO("choices that are no near-tie:" << wrong_ones.str());
+  CHECK(wrong == 0);
+  // the weights of the tokens whose choices agree (with renormalisation, a near-tie
+  // elsewhere in a token changes all its weights)
+  const auto got_weights = d_weights.host();
+  std::vector<double> mine_w, cpu_w;
+  for (std::size_t t = 0; t < std::size_t(tokens); ++t) {
+    bool same = true;
+    for (std::size_t j = 0; j < std::size_t(topk); ++j)
+      same = same && got[t * std::size_t(topk) + j] == chosen[t * std::size_t(topk) + j];
+    for (std::size_t j = 0; same && j < std::size_t(topk); ++j) {
+      mine_w.push_back(got_weights[t * std::size_t(topk) + j]);
+      cpu_w.push_back(weights[t * std::size_t(topk) + j]);
+    }
+  }
+  CHECK(mine_w.size() + std::size_t(topk) * differ >= nk);  // most tokens compared
+  CHECK(compare(mine_w, cpu_w, 1e-5, report) <= 1e-5);
+  CHECK(compare(d_grad.host(), grad, 1e-5, report) <= 1e-5);
+  CHECK(compare(d_grad_both.host(), grad_both, 1e-5, report) <= 1e-5);
+}
+
+}  // namespace
+
 TEST_CASE("the router's CUDA kernels match the CPU reference", "[kernels][router][gpu]") {
   if (!have_device()) {
     WARN("SKIPPED: no CUDA device");
@@ -33,8 +122,10 @@ TEST_CASE("the router's CUDA kernels match the CPU reference", "[kernels][router
            std::vector<std::tuple<std::int64_t, std::int64_t, int>>{{1, 1, 1},
                                                                     {3, 7, 2},
                                                                     {33, 13, 3},
+                                                                    {50, 33, 3},
                                                                     {1000, 64, 8},
                                                                     {4097, 128, 8},
+                                                                    {129, 130, 6},
                                                                     {65536, 256, 8},
                                                                     {301, 384, 8},
                                                                     {17, 1024, 32}}) {
@@ -47,80 +138,28 @@ TEST_CASE("the router's CUDA kernels match the CPU reference", "[kernels][router
         INFO("tokens " << tokens << ", experts " << experts << ", topk " << topk
                        << (score == router_score::softmax ? ", softmax" : ", sigmoid")
                        << (renormalize ? ", renormalised" : ""));
-        const auto n = std::size_t(tokens * experts), nk = std::size_t(tokens * topk);
-        const auto logits = muster::test::normal_draws(n, seed++);
-        const auto grad_w = muster::test::normal_draws(nk, seed++);
-        const auto grad_s = muster::test::normal_draws(n, seed++);
-        std::vector<float> scores(n), weights(nk), grad(n), grad_both(n);
-        std::vector<std::int64_t> chosen(nk);
-        cpu::router_forward(logits.data(), scores.data(), chosen.data(), weights.data(), s);
-        cpu::router_backward(scores.data(), chosen.data(), grad_w.data(), nullptr, grad.data(), s);
-        cpu::router_backward(scores.data(), chosen.data(), grad_w.data(), grad_s.data(),
-                             grad_both.data(), s);
-
-        device_buffer<float> d_logits(logits), d_scores(n), d_weights(nk), d_grad_w(grad_w),
-            d_grad_s(grad_s), d_grad(n), d_grad_both(n);
-        device_buffer<std::int64_t> d_chosen(nk);
-        cuda::router_forward(d_logits.ptr, d_scores.ptr, d_chosen.ptr, d_weights.ptr, s, nullptr);
-        REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-        // the backward from the CPU's choice, so a near-tie choosing differently cannot blur it
-        device_buffer<std::int64_t> d_cpu_chosen(chosen);
-        device_buffer<float> d_cpu_scores(scores);
-        cuda::router_backward(d_cpu_scores.ptr, d_cpu_chosen.ptr, d_grad_w.ptr, nullptr, d_grad.ptr,
-                              s, nullptr);
-        cuda::router_backward(d_cpu_scores.ptr, d_cpu_chosen.ptr, d_grad_w.ptr, d_grad_s.ptr,
-                              d_grad_both.ptr, s, nullptr);
-        REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-
-        std::string report;
-        CHECK(compare(d_scores.host(), scores, 1e-5, report) <= 1e-5);
-        INFO(report);
-        // experts: exact, except where the CPU's scores of the two experts are within rounding
-        // of each other (the GPU's __expf and the CPU's exp differ by an ulp or two): a near-tie
-        // the two may break either way. Any other difference is a wrong choice.
-        const auto got = d_chosen.host();
-        std::size_t differ = 0, wrong = 0;
-        std::ostringstream wrong_ones;
-        for (std::size_t i = 0; i < nk; ++i) {
-          if (got[i] == chosen[i]) continue;
-          ++differ;
-          const auto row = (i / std::size_t(topk)) * std::size_t(experts);
-          const bool valid = got[i] >= 0 && got[i] < experts;
-          const float mine = valid ? scores[row + std::size_t(got[i])] : -1.0f;
-          const float cpu = scores[row + std::size_t(chosen[i])];
-          if (valid && std::fabs(mine - cpu) <= 4e-7f * std::fabs(cpu)) continue;
-          if (++wrong <= 5)
-            wrong_ones << " [token " << i / std::size_t(topk) << " choice " << i % std::size_t(topk)
-                       << ": GPU expert " << got[i] << " (CPU score " << mine << "), CPU expert "
-                       << chosen[i] << " (score " << cpu << ")]";
-        }
-        // no expert twice in a token's choices (a near-tie taken twice would pass the above)
-        for (std::size_t t = 0; t < std::size_t(tokens); ++t)
-          for (std::size_t a = 0; a < std::size_t(topk); ++a)
-            for (std::size_t b = a + 1; b < std::size_t(topk); ++b)
-              if (got[t * std::size_t(topk) + a] == got[t * std::size_t(topk) + b] && ++wrong <= 5)
-                wrong_ones << " [token " << t << ": expert " << got[t * std::size_t(topk) + a]
-                           << " chosen twice]";
-        INFO("choices that are no near-tie:" << wrong_ones.str());
-        CHECK(wrong == 0);
-        // the weights of the tokens whose choices agree (with renormalisation, a near-tie
-        // elsewhere in a token changes all its weights)
-        const auto got_weights = d_weights.host();
-        std::vector<double> mine_w, cpu_w;
-        for (std::size_t t = 0; t < std::size_t(tokens); ++t) {
-          bool same = true;
-          for (std::size_t j = 0; j < std::size_t(topk); ++j)
-            same = same && got[t * std::size_t(topk) + j] == chosen[t * std::size_t(topk) + j];
-          for (std::size_t j = 0; same && j < std::size_t(topk); ++j) {
-            mine_w.push_back(got_weights[t * std::size_t(topk) + j]);
-            cpu_w.push_back(weights[t * std::size_t(topk) + j]);
-          }
-        }
-        CHECK(mine_w.size() + std::size_t(topk) * differ >= nk);  // most tokens compared
-        CHECK(compare(mine_w, cpu_w, 1e-5, report) <= 1e-5);
-        CHECK(compare(d_grad.host(), grad, 1e-5, report) <= 1e-5);
-        CHECK(compare(d_grad_both.host(), grad_both, 1e-5, report) <= 1e-5);
+        check_router(s, seed, 0);
       }
+}
+
+// Rows the kernel cannot move 16 (or 8) bytes at a time: it reads them one float at a time.
+TEST_CASE("the router's CUDA kernels take logits and scores off a 16-byte boundary",
+          "[kernels][router][gpu]") {
+  if (!have_device()) {
+    WARN("SKIPPED: no CUDA device");
+    return;
+  }
+  std::uint32_t seed = 77;
+  for (const auto& [tokens, experts, topk] :
+       std::vector<std::tuple<std::int64_t, std::int64_t, int>>{{100, 64, 4}, {1000, 256, 8}}) {
+    router_shape s;
+    s.num_tokens = tokens;
+    s.num_experts = experts;
+    s.topk = topk;
+    s.renormalize = true;
+    INFO("tokens " << tokens << ", experts " << experts << ", topk " << topk);
+    check_router(s, seed, 1);
+  }
 }
 
 // Exact ties: logits drawn from a few values, so equal logits give equal scores on both sides
