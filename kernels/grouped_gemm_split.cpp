@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <functional>
+#include <stdexcept>
+#include <string>
 
 namespace muster::kernels {
 namespace {
@@ -31,15 +33,16 @@ gemm_group skipped(gemm_group g, std::int64_t at, bool along_k, const grouped_ge
   return g;
 }
 
-// The size at which the most of `sizes` is covered by one uniform batch (size x the groups at
-// least that large), 0 where fewer than two groups would take part.
-std::int64_t best_common(std::vector<std::int64_t> sizes) {
+// The size, a multiple of `quantum`, at which the most of `sizes` is covered by one uniform
+// batch (size x the groups at least that large), 0 where fewer than two groups would take part.
+std::int64_t best_common(std::vector<std::int64_t> sizes, std::int64_t quantum) {
   std::sort(sizes.begin(), sizes.end(), std::greater<>());
   std::int64_t best = 0, best_cover = 0;
   for (std::size_t i = 1; i < sizes.size(); ++i) {
-    const auto cover = sizes[i] * static_cast<std::int64_t>(i + 1);
-    if (sizes[i] > 0 && cover > best_cover) {
-      best = sizes[i];
+    const auto size = sizes[i] / quantum * quantum;
+    const auto cover = size * static_cast<std::int64_t>(i + 1);
+    if (size > 0 && cover > best_cover) {
+      best = size;
       best_cover = cover;
     }
   }
@@ -63,7 +66,10 @@ char varying_size(const std::vector<gemm_group>& work) {
 }  // namespace
 
 gemm_split split_into_batches(const gemm_group* groups, int count, const grouped_gemm_args& args,
-                              std::size_t element_bytes, int max_levels) {
+                              std::size_t element_bytes, int max_levels, std::int64_t quantum) {
+  if (quantum < 1)
+    throw std::invalid_argument("split_into_batches: quantum " + std::to_string(quantum) +
+                                " is below 1");
   gemm_split out;
   std::vector<gemm_group> work;
   double flops = 0;
@@ -85,7 +91,7 @@ gemm_split split_into_batches(const gemm_group* groups, int count, const grouped
   for (int level = 0; varying != 0 && level < (out.along_k ? 1 : max_levels); ++level) {
     std::vector<std::int64_t> sizes;
     for (std::size_t i = 0; i < work.size(); ++i) sizes.push_back(left(i));
-    const auto common = best_common(sizes);
+    const auto common = best_common(sizes, quantum);
     if (common == 0) break;
     std::vector<std::size_t> members;
     for (std::size_t i = 0; i < work.size(); ++i)

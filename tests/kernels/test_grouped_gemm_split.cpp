@@ -95,6 +95,22 @@ TEST_CASE("split_into_batches batches the rows most groups share", "[kernels][gr
     REQUIRE(s.rest.size() == 3);
     CHECK(s.rest_beta == std::vector<float>{1.0f, 0.0f, 1.0f});  // 8 of 48, the 10, 4 of 44
   }
+  SECTION("a quantum: each batch's size a multiple of it, the rows below it in the rest") {
+    // sorted 200 150 140 70 6: in 64s, 128 rows of 3 groups (384) cover more than 64 of 4
+    // (256); then 64 of the 72 left of 200 and of the 70; rows under 64 are left
+    expert_layout l({140, 6, 200, 70, 150}, false, 0, 4, 4, args, 6);
+    const auto s = split_into_batches(l.groups.data(), int(l.groups.size()), args, sizeof(float),
+                                      /*max_levels=*/3, /*quantum=*/64);
+    REQUIRE(s.batches.size() == 2);
+    CHECK(s.batches[0].m == 128);
+    CHECK(s.batches[0].a.size() == 3);
+    CHECK(s.batches[1].m == 64);
+    CHECK(s.batches[1].a.size() == 2);
+    CHECK(s.rest.size() == 5);  // 12, 6, 8, 6 and 22 rows
+    CHECK_THROWS_WITH(
+        split_into_batches(l.groups.data(), int(l.groups.size()), args, sizeof(float), 3, 0),
+        Catch::Contains("quantum 0 is below 1"));
+  }
   SECTION("groups differing in n, or in both m and k: nothing batched") {
     expert_layout l({16, 16, 20}, false, 0, 4, 4, args, 5);
     l.groups[1].n = 3;
@@ -121,13 +137,17 @@ TEST_CASE("the batches and the rest give the grouped product", "[kernels][groupe
           args.trans_a = trans_a;
           args.trans_b = trans_b;
           args.beta = beta;
-          expert_layout l({33, 0, 17, 40, 33, 90, 1, 35}, along_k, 13, 11, 19, args, seed);
+          for (const std::int64_t quantum : {1, 16}) {
+            INFO("quantum " << quantum);
+            expert_layout l({33, 0, 17, 40, 33, 90, 1, 35}, along_k, 13, 11, 19, args, seed);
+            const auto want = muster::test::plain_products(l, args);
+            const auto s = split_into_batches(l.groups.data(), int(l.groups.size()), args,
+                                              sizeof(float), 3, quantum);
+            CHECK_FALSE(s.batches.empty());
+            for (const auto& b : s.batches) CHECK((s.along_k ? b.k : b.m) % quantum == 0);
+            run_split(s, args);
+            CHECK(worst_error(l, want) <= 1e-5);
+          }
           seed += 3;
-          const auto want = muster::test::plain_products(l, args);
-          const auto s =
-              split_into_batches(l.groups.data(), int(l.groups.size()), args, sizeof(float));
-          CHECK_FALSE(s.batches.empty());
-          run_split(s, args);
-          CHECK(worst_error(l, want) <= 1e-5);
         }
 }

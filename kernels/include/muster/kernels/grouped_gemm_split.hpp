@@ -38,7 +38,11 @@ struct gemm_split {
 // `element_bytes`: of one element (the pointers move in bytes). Groups with m or n zero are
 // left out; with k zero they go to the rest as they are. Nothing is batched (batches empty,
 // the groups all in the rest) where the groups differ in n, in a stride, or in both m and k.
+// Each batch's varying size is a multiple of `quantum` (>= 1, else std::invalid_argument): on
+// the GPU, cuBLAS chooses a kernel per shape and keeps the choice, so batches drawn from few
+// sizes find it kept where the experts' counts change at every step.
 gemm_split split_into_batches(const gemm_group* groups, int count, const grouped_gemm_args& args,
-                              std::size_t element_bytes, int max_levels = 3);
+                              std::size_t element_bytes, int max_levels = 3,
+                              std::int64_t quantum = 1);
 
 }  // namespace muster::kernels
