@@ -8,8 +8,10 @@
 // reductions over those heads, which sm_80 and later do in one instruction each
 // (__reduce_max_sync, __reduce_min_sync), and a pop by the lane chosen; lane j ends with the
 // j-th choice. Ties go to the lower expert id. The backward is one warp per token too.
+#include <algorithm>
 #include <cfloat>
 #include <cstdint>
+#include <tuple>
 
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/router_lanes.hpp"
@@ -74,41 +76,55 @@ __device__ void store_chunk(float* p, const float* v) {
     *p = v[0];
 }
 
-// chunked: num_experts is a multiple of kWidth and both rows' pointers are aligned to kWidth
-// floats, so a chunk is all experts or none and moves in one access.
+// A warp's view of one row of kPer slots a lane. chunked: num_experts is a multiple of kWidth
+// and the rows' pointers are aligned to kWidth floats, so a chunk is all experts or none and
+// moves in one access.
 template <int kPer>
-__global__ void router_forward_kernel(const float* logits, float* scores, std::int64_t* experts,
-                                      float* weights, std::int64_t num_tokens, int num_experts,
-                                      int topk, bool sigmoid, bool renormalize, bool chunked) {
-  constexpr int kWidth = router_lanes::kWidthOf<kPer>;
-  const std::int64_t t =
-      static_cast<std::int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
-  const int lane = static_cast<int>(threadIdx.x % kWarp);
-  if (t >= num_tokens) return;  // the whole warp leaves together
-  const float* x = logits + t * num_experts;
-  float* p = scores + t * num_experts;
-  const auto has = [&](int slot) {
-    return router_lanes::expert_of<kWidth>(lane, slot) < num_experts;
-  };
-  float v[kPer];
-  if (chunked) {
+struct row_slots {
+  static constexpr int kWidth = router_lanes::kWidthOf<kPer>;
+  int lane;
+  int num_experts;
+  bool chunked;
+
+  __device__ int expert(int slot) const { return router_lanes::expert_of<kWidth>(lane, slot); }
+  __device__ bool has(int slot) const { return expert(slot) < num_experts; }
+
+  // v = the row's logits, -FLT_MAX in slots past the last expert
+  __device__ void load(const float* row, float (&v)[kPer]) const {
 #pragma unroll
     for (int s = 0; s < kPer; s += kWidth) {
-      if (has(s)) {
-        load_chunk<kWidth>(x + router_lanes::expert_of<kWidth>(lane, s), v + s);
+      if (chunked && has(s)) {
+        load_chunk<kWidth>(row + expert(s), v + s);
       } else {
 #pragma unroll
-        for (int i = 0; i < kWidth; ++i) v[s + i] = -FLT_MAX;
+        for (int i = 0; i < kWidth; ++i) v[s + i] = has(s + i) ? row[expert(s + i)] : -FLT_MAX;
       }
     }
-  } else {
-#pragma unroll
-    for (int s = 0; s < kPer; ++s)
-      v[s] = has(s) ? x[router_lanes::expert_of<kWidth>(lane, s)] : -FLT_MAX;
   }
+
+  __device__ void store(float* row, const float (&v)[kPer]) const {
+#pragma unroll
+    for (int s = 0; s < kPer; s += kWidth) {
+      if (chunked) {
+        if (has(s)) store_chunk<kWidth>(row + expert(s), v + s);
+      } else {
+#pragma unroll
+        for (int i = 0; i < kWidth; ++i)
+          if (has(s + i)) row[expert(s + i)] = v[s + i];
+      }
+    }
+  }
+};
+
+// One token: its logits v (in registers) become its scores, written to `scores`, and its
+// top-k, written to experts and weights (topk of each).
+template <int kPer>
+__device__ void route_token(const row_slots<kPer>& row, float (&v)[kPer], float* scores,
+                            std::int64_t* experts, float* weights, int topk, bool sigmoid,
+                            bool renormalize) {
   if (sigmoid) {
 #pragma unroll
-    for (int s = 0; s < kPer; ++s) v[s] = has(s) ? 1.0f / (1.0f + __expf(-v[s])) : kNoScore;
+    for (int s = 0; s < kPer; ++s) v[s] = row.has(s) ? 1.0f / (1.0f + __expf(-v[s])) : kNoScore;
   } else {
     float top = -FLT_MAX;
 #pragma unroll
@@ -117,27 +133,19 @@ __global__ void router_forward_kernel(const float* logits, float* scores, std::i
     float sum = 0;
 #pragma unroll
     for (int s = 0; s < kPer; ++s) {
-      v[s] = has(s) ? __expf(v[s] - top) : 0.0f;
+      v[s] = row.has(s) ? __expf(v[s] - top) : 0.0f;
       sum += v[s];
     }
     const float inv = 1.0f / warp_sum(sum);
 #pragma unroll
-    for (int s = 0; s < kPer; ++s) v[s] = has(s) ? v[s] * inv : kNoScore;
+    for (int s = 0; s < kPer; ++s) v[s] = row.has(s) ? v[s] * inv : kNoScore;
   }
-#pragma unroll
-  for (int s = 0; s < kPer; s += kWidth) {
-    if (chunked) {
-      if (has(s)) store_chunk<kWidth>(p + router_lanes::expert_of<kWidth>(lane, s), v + s);
-    } else {
-#pragma unroll
-      for (int i = 0; i < kWidth; ++i)
-        if (has(s + i)) p[router_lanes::expert_of<kWidth>(lane, s + i)] = v[s + i];
-    }
-  }
+  row.store(scores, v);
 
   unsigned key[kPer];
 #pragma unroll
   for (int s = 0; s < kPer; ++s) key[s] = router_lanes::score_key(v[s]);  // kNoScore: kNoKey
+  const int lane = row.lane;
   router_lanes::lane_head head;
   router_lanes::fill<true>(head, key, lane);
   unsigned mine_key = kNoKey, mine_expert = 0;  // lane j < topk: the j-th choice
@@ -158,8 +166,32 @@ __global__ void router_forward_kernel(const float* logits, float* scores, std::i
   const float mine = router_lanes::key_score(mine_key);
   const float total = warp_sum(lane < topk ? mine : 0.0f);
   if (lane < topk) {
-    experts[t * topk + lane] = mine_expert;
-    weights[t * topk + lane] = renormalize ? mine / total : mine;
+    experts[lane] = mine_expert;
+    weights[lane] = renormalize ? mine / total : mine;
+  }
+}
+
+// Each warp takes tokens warp, warp + warps, ... (a grid the GPU holds at once) and loads the
+// next one's logits before it routes the current one, so its next load is in flight while it
+// computes. One token's load then its work, as before, left too few loads in flight to keep
+// the memory busy (on the H200: 37% of its bandwidth).
+template <int kPer>
+__global__ void router_forward_kernel(const float* logits, float* scores, std::int64_t* experts,
+                                      float* weights, std::int64_t num_tokens, int num_experts,
+                                      int topk, bool sigmoid, bool renormalize, bool chunked) {
+  const row_slots<kPer> row{static_cast<int>(threadIdx.x % kWarp), num_experts, chunked};
+  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * kWarpsPerBlock;
+  std::int64_t t = static_cast<std::int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
+  if (t >= num_tokens) return;  // the whole warp leaves together
+  float next[kPer];
+  row.load(logits + t * num_experts, next);
+  for (; t < num_tokens; t += warps) {
+    float v[kPer];
+#pragma unroll
+    for (int s = 0; s < kPer; ++s) v[s] = next[s];
+    if (t + warps < num_tokens) row.load(logits + (t + warps) * num_experts, next);
+    route_token(row, v, scores + t * num_experts, experts + t * topk, weights + t * topk, topk,
+                sigmoid, renormalize);
   }
 }
 
@@ -205,6 +237,32 @@ unsigned blocks_for(std::int64_t num_tokens) {
   return static_cast<unsigned>((num_tokens + kWarpsPerBlock - 1) / kWarpsPerBlock);
 }
 
+// The forward's grid: a block a warp's token, at most as many blocks as the device holds at once
+// (its SMs times the blocks of this kernel each holds, asked once a process).
+template <int kPer>
+unsigned forward_blocks(std::int64_t num_tokens) {
+  static const int per_sm = [] {
+    int n = 0;
+    MUSTER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, router_forward_kernel<kPer>,
+                                                                    kWarpsPerBlock * kWarp, 0));
+    return n > 0 ? n : 1;
+  }();
+  int device = 0, sms = 0;
+  MUSTER_CUDA_CHECK(cudaGetDevice(&device));
+  MUSTER_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const auto resident = static_cast<std::int64_t>(per_sm) * sms;
+  return static_cast<unsigned>(std::min<std::int64_t>(blocks_for(num_tokens), resident));
+}
+
+template <int kPer>
+void launch_forward(const float* logits, float* scores, std::int64_t* experts, float* weights,
+                    const router_shape& s, bool chunked, void* stream) {
+  router_forward_kernel<kPer><<<forward_blocks<kPer>(s.num_tokens), kWarpsPerBlock * kWarp, 0,
+                                static_cast<cudaStream_t>(stream)>>>(
+      logits, scores, experts, weights, s.num_tokens, static_cast<int>(s.num_experts), s.topk,
+      s.score == router_score::sigmoid, s.renormalize, chunked);
+}
+
 }  // namespace
 
 void router_forward(const float* logits, float* scores, std::int64_t* experts, float* weights,
@@ -218,24 +276,19 @@ void router_forward(const float* logits, float* scores, std::int64_t* experts, f
     return reinterpret_cast<std::uintptr_t>(ptr) % (width * sizeof(float)) == 0;
   };
   const bool chunked = s.num_experts % width == 0 && aligned(logits) && aligned(scores);
-  const auto launch = [&](auto kernel) {
-    kernel<<<blocks_for(s.num_tokens), kWarpsPerBlock * kWarp, 0,
-             static_cast<cudaStream_t>(stream)>>>(
-        logits, scores, experts, weights, s.num_tokens, static_cast<int>(s.num_experts), s.topk,
-        s.score == router_score::sigmoid, s.renormalize, chunked);
-  };
+  const auto args = std::make_tuple(logits, scores, experts, weights, s, chunked, stream);
   if (per_lane <= 1)
-    launch(router_forward_kernel<1>);
+    std::apply(launch_forward<1>, args);
   else if (per_lane <= 2)
-    launch(router_forward_kernel<2>);
+    std::apply(launch_forward<2>, args);
   else if (per_lane <= 4)
-    launch(router_forward_kernel<4>);
+    std::apply(launch_forward<4>, args);
   else if (per_lane <= 8)
-    launch(router_forward_kernel<8>);
+    std::apply(launch_forward<8>, args);
   else if (per_lane <= 16)
-    launch(router_forward_kernel<16>);
+    std::apply(launch_forward<16>, args);
   else
-    launch(router_forward_kernel<kPerLane>);
+    std::apply(launch_forward<kPerLane>, args);
   MUSTER_CUDA_CHECK(cudaGetLastError());
 }
 
