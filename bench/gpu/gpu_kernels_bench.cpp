@@ -7,6 +7,7 @@
 //   - the grouped GEMM (bf16, one group per expert, uneven rows), by each method: TFLOP/s against
 //     one dense cuBLAS product of the same FLOPs (torch::mm over all rows at once), and the
 //     host's time a call when the experts' counts change at every call, as in training;
+//     split_batched also with levels of any size and with one level, to weigh its defaults;
 // Targets (issue 9): the memory-bound ops at 70% or more of peak bandwidth, the grouped GEMM at
 // 80% or more of the dense product. Without a device it says "SKIPPED: no CUDA device".
 #include <cuda_runtime.h>
@@ -159,19 +160,33 @@ void grouped_gemm_row(const char* shape, const std::vector<std::int64_t>& rows, 
   constexpr int kHostCalls = 40;
   const expert_buffers buf(total + 8 * std::int64_t(rows.size()), std::int64_t(rows.size()), H, F);
   const auto groups = buf.groups(rows, f);
-  const auto args = args_for(f);
   const double flops = 2.0 * double(total) * double(H) * double(F);
   const auto x = buf.x.narrow(0, 0, total), y = buf.y.narrow(0, 0, total);
   auto dense_w = torch::randn({H, F}, x.options());
   const double dense = f == form::forward ? time_ms([&] { auto d = torch::mm(x, dense_w); })
                                           : time_ms([&] { auto d = torch::mm(y.t(), x); });
   using method = k::cuda::grouped_gemm_method;
-  const std::pair<method, const char*> methods[] = {{method::grouped_batched, "grouped batched"},
-                                                    {method::per_group, "per group"},
-                                                    {method::split_batched, "split batched"},
-                                                    {method::automatic, "automatic"}};
+  struct way {
+    method m;
+    const char* name;
+    int split_levels = 3;
+    std::int64_t split_quantum = 64;
+  };
+  // split_batched as the engine runs it (3 levels in multiples of 64 rows), and two others:
+  // levels of any size (a new shape for cuBLAS at every new count) and one level (fewer kernels)
+  const way ways[] = {{method::grouped_batched, "grouped batched"},
+                      {method::per_group, "per group"},
+                      {method::split_batched, "split batched"},
+                      {method::split_batched, "split any rows", 3, 1},
+                      {method::split_batched, "split 1 level", 1, 64},
+                      {method::automatic, "automatic"}};
   int offset = 1000 * int(f);  // each method and form its own counts, unseen by cuBLAS
-  for (const auto& [m, name] : methods) {
+  for (const auto& w : ways) {
+    const auto m = w.m;
+    const auto* name = w.name;
+    auto args = args_for(f);
+    args.split_levels = w.split_levels;
+    args.split_quantum = w.split_quantum;
     if (m == method::grouped_batched && !k::cuda::grouped_batched_available()) continue;
     const double ms = time_ms(
         [&] { k::cuda::grouped_gemm(groups.data(), int(groups.size()), args, nullptr, m); });

@@ -29,6 +29,10 @@ void check_matrix(int g, const char* name, const void* p, std::int64_t rows, std
 void check_gemm_groups(const gemm_group* groups, int count, const grouped_gemm_args& args) {
   if (count < 0) throw std::invalid_argument("grouped gemm: negative group count");
   if (count > 0 && groups == nullptr) throw std::invalid_argument("grouped gemm: groups is null");
+  if (args.split_levels < 1 || args.split_quantum < 1)
+    throw std::invalid_argument("grouped gemm: split_levels " + std::to_string(args.split_levels) +
+                                " and split_quantum " + std::to_string(args.split_quantum) +
+                                " must be 1 or more");
   for (int g = 0; g < count; ++g) {
     const auto& x = groups[g];
     if (x.m < 0 || x.n < 0 || x.k < 0)

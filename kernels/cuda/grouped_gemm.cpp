@@ -222,14 +222,13 @@ void grouped_gemm(const gemm_group* groups, int count, const grouped_gemm_args& 
       work.push_back(x);
   }
   if (work.empty()) return;
-  // Batches of a multiple of 64 rows: cuBLAS picks a kernel for each new shape and keeps the
-  // pick (on the H200, about 150 us a pick, where the experts' counts made every level a new
-  // shape at every step), so levels drawn from few sizes find the pick kept after a few steps.
-  constexpr std::int64_t kSplitQuantum = 64;
+  // Batches of a multiple of split_quantum (64) rows: cuBLAS picks a kernel for each new shape
+  // and keeps the pick (on the H200, about 150 us a pick, where the experts' counts made every
+  // level a new shape at every step), so levels drawn from few sizes find the pick kept.
   const auto split =
       method == grouped_gemm_method::split_batched || method == grouped_gemm_method::automatic
           ? split_into_batches(work.data(), static_cast<int>(work.size()), args,
-                               element_bytes(args.dtype), /*max_levels=*/3, kSplitQuantum)
+                               element_bytes(args.dtype), args.split_levels, args.split_quantum)
           : gemm_split{};
   if (method == grouped_gemm_method::automatic) method = automatic_method(work, split);
   if (method == grouped_gemm_method::grouped_batched && cublas().gemm_grouped_batched_ex == nullptr)

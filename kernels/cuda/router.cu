@@ -1,4 +1,5 @@
-// The MoE router on the GPU: see muster/kernels/router.hpp. One warp per token: each lane holds
+// The MoE router on the GPU: see muster/kernels/router.hpp. One warp per token, each warp
+// loading its next token's logits while it routes the current one. Each lane holds
 // the logits of kPer experts in registers (the forward is built for 1, 2, 4, ... 32 per lane, up
 // to 1024 experts, and runs the smallest that holds the experts, so 256 experts take 8
 // registers a lane, not 32), in chunks of up to 4 consecutive experts, lane after lane, so a

@@ -73,6 +73,10 @@ TEST_CASE("the grouped GEMM's argument check names the group and the size",
                       "grouped gemm: group 1: b is null");
   groups[1] = {0, 2, 2, nullptr, 0, nullptr, 0, nullptr, 0};  // empty: nothing is read
   REQUIRE_NOTHROW(cpu::grouped_gemm(groups.data(), 2, args));
+  args.split_quantum = 0;
+  REQUIRE_THROWS_WITH(cpu::grouped_gemm(groups.data(), 2, args),
+                      "grouped gemm: split_levels 3 and split_quantum 0 must be 1 or more");
+  args.split_quantum = 64;
   args.dtype = gemm_dtype::bf16;
   REQUIRE_THROWS_WITH(cpu::grouped_gemm(groups.data(), 2, args),
                       "grouped gemm: the CPU takes fp32 only");

@@ -29,10 +29,15 @@ struct grouped_gemm_args {
   bool trans_b = false;
   float beta = 0.0f;  // 0: C is only written (its old contents may be NaN)
   gemm_dtype dtype = gemm_dtype::f32;
+  // The GPU's split_batched (and automatic where it splits): at most split_levels uniform
+  // batches, each a multiple of split_quantum rows (grouped_gemm_split.hpp); both >= 1.
+  int split_levels = 3;
+  std::int64_t split_quantum = 64;
 };
 
 // Throws std::invalid_argument naming the group and the size when a size or stride is out of
-// range (negative, a stride under the row it holds, a null pointer of a non-empty matrix).
+// range (negative, a stride under the row it holds, a null pointer of a non-empty matrix), or
+// naming the option when split_levels or split_quantum is below 1.
 void check_gemm_groups(const gemm_group* groups, int count, const grouped_gemm_args& args);
 
 // Whether every matrix the groups read or write starts on a 16-byte boundary (groups with m or
