@@ -1,9 +1,9 @@
 // gpu_kernels_bench: each CUDA kernel of kernels/ on the GPU, side by side with the PyTorch ops
 // it replaces, in one run on one device:
-//   - memory-bound ops (router, permutation index + gather, weighted combine, SwiGLU; fp32, and
-//     bf16 where the engine's bf16 autocast sends bf16 through them): the
-//     bytes each must move / time, as a share of the device's peak memory bandwidth (from its
-//     memory clock and bus width) and of a device-to-device copy measured here;
+//   - memory-bound ops (router forward and backward, permutation index + gather, weighted
+//     combine, SwiGLU; fp32, and bf16 where the engine's bf16 autocast sends bf16 through
+//     them): the bytes each must move / time, as a share of the device's peak memory bandwidth
+//     (from its memory clock and bus width) and of a device-to-device copy measured here;
 //   - the grouped GEMM (bf16, one group per expert, uneven rows), by each method: TFLOP/s against
 //     one dense cuBLAS product of the same FLOPs (torch::mm over all rows at once), and the
 //     host's time a call when the experts' counts change at every call, as in training;
@@ -253,6 +253,25 @@ int main() {
       auto w = top / top.sum(-1, true);
     });
     row("router fwd 65536x256 k8", double(T * E * 4 * 2 + T * K * 12), ours, theirs, p);
+
+    // its backward with the scores' own gradient (an auxiliary loss's): torch's is the same
+    // sums written as ops (the renormalisation's, the scatter, the softmax's)
+    auto grad_weights = torch::randn({T, K}, f32);
+    auto grad_scores = torch::randn({T, E}, f32);
+    auto grad_logits = torch::empty_like(logits);
+    const double ours_back = time_ms([&] {
+      k::cuda::router_backward(scores.data_ptr<float>(), experts.data_ptr<std::int64_t>(),
+                               grad_weights.data_ptr<float>(), grad_scores.data_ptr<float>(),
+                               grad_logits.data_ptr<float>(), s, nullptr);
+    });
+    const double theirs_back = time_ms([&] {
+      auto pe = scores.gather(1, experts);
+      auto total = pe.sum(-1, true);
+      auto gw = (grad_weights - (grad_weights * pe).sum(-1, true) / total) / total;
+      auto g = grad_scores.scatter_add(1, experts, gw);
+      auto dx = scores * (g - (scores * g).sum(-1, true));
+    });
+    row("router bwd 65536x256 k8", double(T * E * 4 * 3 + T * K * 12), ours_back, theirs_back, p);
   }
 
   // The permutation: 16384 tokens, top 8 of 64 experts, rows of 4096 fp32.

@@ -12,7 +12,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <cstdint>
-#include <tuple>
+#include <initializer_list>
 
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/router_lanes.hpp"
@@ -90,15 +90,15 @@ struct row_slots {
   __device__ int expert(int slot) const { return router_lanes::expert_of<kWidth>(lane, slot); }
   __device__ bool has(int slot) const { return expert(slot) < num_experts; }
 
-  // v = the row's logits, -FLT_MAX in slots past the last expert
-  __device__ void load(const float* row, float (&v)[kPer]) const {
+  // v = the row's values, `missing` in slots past the last expert
+  __device__ void load(const float* row, float (&v)[kPer], float missing) const {
 #pragma unroll
     for (int s = 0; s < kPer; s += kWidth) {
       if (chunked && has(s)) {
         load_chunk<kWidth>(row + expert(s), v + s);
       } else {
 #pragma unroll
-        for (int i = 0; i < kWidth; ++i) v[s + i] = has(s + i) ? row[expert(s + i)] : -FLT_MAX;
+        for (int i = 0; i < kWidth; ++i) v[s + i] = has(s + i) ? row[expert(s + i)] : missing;
       }
     }
   }
@@ -185,52 +185,88 @@ __global__ void router_forward_kernel(const float* logits, float* scores, std::i
   std::int64_t t = static_cast<std::int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
   if (t >= num_tokens) return;  // the whole warp leaves together
   float next[kPer];
-  row.load(logits + t * num_experts, next);
+  row.load(logits + t * num_experts, next, -FLT_MAX);
   for (; t < num_tokens; t += warps) {
     float v[kPer];
 #pragma unroll
     for (int s = 0; s < kPer; ++s) v[s] = next[s];
-    if (t + warps < num_tokens) row.load(logits + (t + warps) * num_experts, next);
+    if (t + warps < num_tokens) row.load(logits + (t + warps) * num_experts, next, -FLT_MAX);
     route_token(row, v, scores + t * num_experts, experts + t * topk, weights + t * topk, topk,
                 sigmoid, renormalize);
   }
 }
 
-__global__ void router_backward_kernel(const float* scores, const std::int64_t* experts,
-                                       const float* grad_weights, const float* grad_scores,
-                                       float* grad_logits, std::int64_t num_tokens, int num_experts,
-                                       int topk, bool sigmoid, bool renormalize) {
-  const std::int64_t t =
-      static_cast<std::int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
-  const int lane = static_cast<int>(threadIdx.x % kWarp);
-  if (t >= num_tokens) return;
-  const float* p = scores + t * num_experts;
-  float* dx = grad_logits + t * num_experts;
-  const bool chooser = lane < topk;
-  const int e = chooser ? static_cast<int>(experts[t * topk + lane]) : 0;
-  const float pe = chooser ? p[e] : 0.0f;
-  float g = chooser ? grad_weights[t * topk + lane] : 0.0f;  // becomes dL/dscore of e
+// One token's backward: p and gs its scores and their gradient in registers (gs zero where
+// none was given, both zero past the last expert), p_row and gs_row the same in memory (for the
+// chosen experts' values, which other lanes hold), experts and grad_weights its topk.
+template <int kPer>
+__device__ void route_token_backward(const row_slots<kPer>& row, const float (&p)[kPer],
+                                     const float (&gs)[kPer], const float* p_row,
+                                     const float* gs_row, const std::int64_t* experts,
+                                     const float* grad_weights, float* dx_row, int topk,
+                                     bool sigmoid, bool renormalize) {
+  const bool chooser = row.lane < topk;
+  const int e = chooser ? static_cast<int>(experts[row.lane]) : 0;
+  const float pe = chooser ? p_row[e] : 0.0f;
+  float g = chooser ? grad_weights[row.lane] : 0.0f;  // becomes dL/dscore of e
   if (renormalize) {
     const float total = warp_sum(pe);
     const float dot = warp_sum(g * pe) / total;
     g = (g - dot) / total;
   }
-  // dL/dscore: grad_scores (gs, when given) plus g at the chosen experts
-  const float* gs = grad_scores ? grad_scores + t * num_experts : nullptr;
-  const float gse = chooser && gs ? gs[e] : 0.0f;
+  // dL/dscore: gs plus g at the chosen experts, which their choosers write last
+  const float gse = chooser && gs_row ? gs_row[e] : 0.0f;
+  float dx[kPer];
+  float chosen_dx;
   if (sigmoid) {
-    for (int i = lane; i < num_experts; i += kWarp)
-      dx[i] = gs ? gs[i] * p[i] * (1.0f - p[i]) : 0.0f;
-    __syncwarp();
-    if (chooser) dx[e] = (gse + g) * pe * (1.0f - pe);
+#pragma unroll
+    for (int s = 0; s < kPer; ++s) dx[s] = gs[s] * p[s] * (1.0f - p[s]);
+    chosen_dx = (gse + g) * pe * (1.0f - pe);
   } else {
     float part = chooser ? pe * g : 0.0f;  // sum_m p_m dp_m: the weights' share...
-    if (gs)
-      for (int i = lane; i < num_experts; i += kWarp) part += p[i] * gs[i];  // ...the scores'
+#pragma unroll
+    for (int s = 0; s < kPer; ++s) part += p[s] * gs[s];  // ...and the scores'
     const float dot = warp_sum(part);
-    for (int i = lane; i < num_experts; i += kWarp) dx[i] = p[i] * ((gs ? gs[i] : 0.0f) - dot);
-    __syncwarp();
-    if (chooser) dx[e] = pe * (gse + g - dot);
+#pragma unroll
+    for (int s = 0; s < kPer; ++s) dx[s] = p[s] * (gs[s] - dot);
+    chosen_dx = pe * (gse + g - dot);
+  }
+  row.store(dx_row, dx);
+  __syncwarp();  // the row's writes before the chosen experts' own
+  if (chooser) dx_row[e] = chosen_dx;
+}
+
+// As the forward: tokens a grid apart, the next one's rows loaded before the current one's
+// backward. chunked covers scores, grad_scores (when given) and grad_logits.
+template <int kPer>
+__global__ void router_backward_kernel(const float* scores, const std::int64_t* experts,
+                                       const float* grad_weights, const float* grad_scores,
+                                       float* grad_logits, std::int64_t num_tokens, int num_experts,
+                                       int topk, bool sigmoid, bool renormalize, bool chunked) {
+  const row_slots<kPer> row{static_cast<int>(threadIdx.x % kWarp), num_experts, chunked};
+  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * kWarpsPerBlock;
+  std::int64_t t = static_cast<std::int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
+  if (t >= num_tokens) return;  // the whole warp leaves together
+  float next_p[kPer], next_gs[kPer];
+  const auto load = [&](std::int64_t token) {
+    row.load(scores + token * num_experts, next_p, 0.0f);
+    if (grad_scores) {
+      row.load(grad_scores + token * num_experts, next_gs, 0.0f);
+    } else {
+#pragma unroll
+      for (int s = 0; s < kPer; ++s) next_gs[s] = 0.0f;
+    }
+  };
+  load(t);
+  for (; t < num_tokens; t += warps) {
+    float p[kPer], gs[kPer];
+#pragma unroll
+    for (int s = 0; s < kPer; ++s) p[s] = next_p[s], gs[s] = next_gs[s];
+    if (t + warps < num_tokens) load(t + warps);
+    route_token_backward(row, p, gs, scores + t * num_experts,
+                         grad_scores ? grad_scores + t * num_experts : nullptr, experts + t * topk,
+                         grad_weights + t * topk, grad_logits + t * num_experts, topk, sigmoid,
+                         renormalize);
   }
 }
 
@@ -238,14 +274,18 @@ unsigned blocks_for(std::int64_t num_tokens) {
   return static_cast<unsigned>((num_tokens + kWarpsPerBlock - 1) / kWarpsPerBlock);
 }
 
-// The forward's grid: a block a warp's token, at most as many blocks as the device holds at once
-// (its SMs times the blocks of this kernel each holds, asked once a process).
-template <int kPer>
-unsigned forward_blocks(std::int64_t num_tokens) {
+// A grid of a block a warp's token, at most as many blocks as the device holds at once (its
+// SMs times the blocks of the kernel each holds, asked once a process).
+template <int kPer, bool kBackward>
+unsigned resident_blocks(std::int64_t num_tokens) {
   static const int per_sm = [] {
     int n = 0;
-    MUSTER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, router_forward_kernel<kPer>,
-                                                                    kWarpsPerBlock * kWarp, 0));
+    if constexpr (kBackward)
+      MUSTER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+          &n, router_backward_kernel<kPer>, kWarpsPerBlock * kWarp, 0));
+    else
+      MUSTER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+          &n, router_forward_kernel<kPer>, kWarpsPerBlock * kWarp, 0));
     return n > 0 ? n : 1;
   }();
   int device = 0, sms = 0;
@@ -255,14 +295,71 @@ unsigned forward_blocks(std::int64_t num_tokens) {
   return static_cast<unsigned>(std::min<std::int64_t>(blocks_for(num_tokens), resident));
 }
 
+// Whether rows of num_experts floats at these pointers (null: none) move in chunks of the width
+// kernels of kPer slots a lane take (router_lanes::kWidthOf).
+bool chunks_fit(std::int64_t num_experts, std::initializer_list<const void*> rows) {
+  const auto per_lane = (num_experts + kWarp - 1) / kWarp;
+  const std::int64_t width = per_lane <= 1 ? 1 : (per_lane <= 2 ? 2 : 4);
+  if (num_experts % width != 0) return false;
+  for (const void* p : rows)
+    if (reinterpret_cast<std::uintptr_t>(p) % (width * sizeof(float)) != 0) return false;
+  return true;
+}
+
 template <int kPer>
 void launch_forward(const float* logits, float* scores, std::int64_t* experts, float* weights,
-                    const router_shape& s, bool chunked, void* stream) {
-  router_forward_kernel<kPer><<<forward_blocks<kPer>(s.num_tokens), kWarpsPerBlock * kWarp, 0,
-                                static_cast<cudaStream_t>(stream)>>>(
+                    const router_shape& s, void* stream) {
+  router_forward_kernel<kPer><<<resident_blocks<kPer, false>(s.num_tokens), kWarpsPerBlock * kWarp,
+                                0, static_cast<cudaStream_t>(stream)>>>(
       logits, scores, experts, weights, s.num_tokens, static_cast<int>(s.num_experts), s.topk,
-      s.score == router_score::sigmoid, s.renormalize, chunked);
+      s.score == router_score::sigmoid, s.renormalize, chunks_fit(s.num_experts, {logits, scores}));
 }
+
+template <int kPer>
+void launch_backward(const float* scores, const std::int64_t* experts, const float* grad_weights,
+                     const float* grad_scores, float* grad_logits, const router_shape& s,
+                     void* stream) {
+  router_backward_kernel<kPer><<<resident_blocks<kPer, true>(s.num_tokens), kWarpsPerBlock * kWarp,
+                                 0, static_cast<cudaStream_t>(stream)>>>(
+      scores, experts, grad_weights, grad_scores, grad_logits, s.num_tokens,
+      static_cast<int>(s.num_experts), s.topk, s.score == router_score::sigmoid, s.renormalize,
+      chunks_fit(s.num_experts, {scores, grad_scores, grad_logits}));
+}
+
+// Calls launch<kPer>(args...) with the fewest slots a lane (a power of two) that hold the
+// experts.
+template <template <int> class Launch, class... Args>
+void by_slots(std::int64_t num_experts, Args&&... args) {
+  const auto per_lane = (num_experts + kWarp - 1) / kWarp;
+  if (per_lane <= 1)
+    Launch<1>::run(args...);
+  else if (per_lane <= 2)
+    Launch<2>::run(args...);
+  else if (per_lane <= 4)
+    Launch<4>::run(args...);
+  else if (per_lane <= 8)
+    Launch<8>::run(args...);
+  else if (per_lane <= 16)
+    Launch<16>::run(args...);
+  else
+    Launch<kPerLane>::run(args...);
+}
+
+template <int kPer>
+struct forward_launch {
+  template <class... Args>
+  static void run(Args&&... args) {
+    launch_forward<kPer>(args...);
+  }
+};
+
+template <int kPer>
+struct backward_launch {
+  template <class... Args>
+  static void run(Args&&... args) {
+    launch_backward<kPer>(args...);
+  }
+};
 
 }  // namespace
 
@@ -270,26 +367,7 @@ void router_forward(const float* logits, float* scores, std::int64_t* experts, f
                     const router_shape& s, void* stream) {
   check_router_shape(s);
   if (s.num_tokens == 0) return;
-  const auto per_lane = (s.num_experts + kWarp - 1) / kWarp;
-  // the chunk width the kernel below takes (router_lanes::kWidthOf)
-  const std::int64_t width = per_lane <= 1 ? 1 : (per_lane <= 2 ? 2 : 4);
-  const auto aligned = [&](const void* ptr) {
-    return reinterpret_cast<std::uintptr_t>(ptr) % (width * sizeof(float)) == 0;
-  };
-  const bool chunked = s.num_experts % width == 0 && aligned(logits) && aligned(scores);
-  const auto args = std::make_tuple(logits, scores, experts, weights, s, chunked, stream);
-  if (per_lane <= 1)
-    std::apply(launch_forward<1>, args);
-  else if (per_lane <= 2)
-    std::apply(launch_forward<2>, args);
-  else if (per_lane <= 4)
-    std::apply(launch_forward<4>, args);
-  else if (per_lane <= 8)
-    std::apply(launch_forward<8>, args);
-  else if (per_lane <= 16)
-    std::apply(launch_forward<16>, args);
-  else
-    std::apply(launch_forward<kPerLane>, args);
+  by_slots<forward_launch>(s.num_experts, logits, scores, experts, weights, s, stream);
   MUSTER_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -298,10 +376,8 @@ void router_backward(const float* scores, const std::int64_t* experts, const flo
                      void* stream) {
   check_router_shape(s);
   if (s.num_tokens == 0) return;
-  router_backward_kernel<<<blocks_for(s.num_tokens), kWarpsPerBlock * kWarp, 0,
-                           static_cast<cudaStream_t>(stream)>>>(
-      scores, experts, grad_weights, grad_scores, grad_logits, s.num_tokens,
-      static_cast<int>(s.num_experts), s.topk, s.score == router_score::sigmoid, s.renormalize);
+  by_slots<backward_launch>(s.num_experts, scores, experts, grad_weights, grad_scores, grad_logits,
+                            s, stream);
   MUSTER_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <cstddef>
 #include <sstream>
 #include <tuple>
 #include <vector>
@@ -38,28 +39,33 @@ void check_router(const router_shape& s, std::uint32_t& seed, std::size_t offset
   cpu::router_backward(scores.data(), chosen.data(), grad_w.data(), grad_s.data(), grad_both.data(),
                        s);
 
-  // logits and scores `offset` floats into their buffers: 1 puts their rows off 16 bytes
-  std::vector<float> padded(offset, 0.0f);
-  padded.insert(padded.end(), logits.begin(), logits.end());
-  device_buffer<float> d_logits(padded), d_scores(n + offset), d_weights(nk), d_grad_w(grad_w),
-      d_grad_s(grad_s), d_grad(n), d_grad_both(n);
+  // every row-wide buffer `offset` floats into its allocation: 1 puts the rows off 16 bytes
+  const auto shifted = [offset](const std::vector<float>& v) {
+    std::vector<float> out(offset, 0.0f);
+    out.insert(out.end(), v.begin(), v.end());
+    return out;
+  };
+  const auto unshifted = [offset](std::vector<float> v) {
+    v.erase(v.begin(), v.begin() + std::ptrdiff_t(offset));
+    return v;
+  };
+  device_buffer<float> d_logits(shifted(logits)), d_scores(n + offset), d_weights(nk),
+      d_grad_w(grad_w), d_grad_s(shifted(grad_s)), d_grad(n + offset), d_grad_both(n + offset);
   device_buffer<std::int64_t> d_chosen(nk);
   cuda::router_forward(d_logits.ptr + offset, d_scores.ptr + offset, d_chosen.ptr, d_weights.ptr, s,
                        nullptr);
   REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
   // the backward from the CPU's choice, so a near-tie choosing differently cannot blur it
   device_buffer<std::int64_t> d_cpu_chosen(chosen);
-  device_buffer<float> d_cpu_scores(scores);
-  cuda::router_backward(d_cpu_scores.ptr, d_cpu_chosen.ptr, d_grad_w.ptr, nullptr, d_grad.ptr, s,
-                        nullptr);
-  cuda::router_backward(d_cpu_scores.ptr, d_cpu_chosen.ptr, d_grad_w.ptr, d_grad_s.ptr,
-                        d_grad_both.ptr, s, nullptr);
+  device_buffer<float> d_cpu_scores(shifted(scores));
+  cuda::router_backward(d_cpu_scores.ptr + offset, d_cpu_chosen.ptr, d_grad_w.ptr, nullptr,
+                        d_grad.ptr + offset, s, nullptr);
+  cuda::router_backward(d_cpu_scores.ptr + offset, d_cpu_chosen.ptr, d_grad_w.ptr,
+                        d_grad_s.ptr + offset, d_grad_both.ptr + offset, s, nullptr);
   REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
 
   std::string report;
-  auto got_scores = d_scores.host();
-  got_scores.erase(got_scores.begin(), got_scores.begin() + offset);
-  CHECK(compare(got_scores, scores, 1e-5, report) <= 1e-5);
+  CHECK(compare(unshifted(d_scores.host()), scores, 1e-5, report) <= 1e-5);
   INFO(report);
   // experts: exact, except where the CPU's scores of the two experts are within rounding
   // of each other (the GPU's __expf and the CPU's exp differ by an ulp or two): a near-tie
@@ -104,8 +110,8 @@ void check_router(const router_shape& s, std::uint32_t& seed, std::size_t offset
   }
   CHECK(mine_w.size() + std::size_t(topk) * differ >= nk);  // most tokens compared
   CHECK(compare(mine_w, cpu_w, 1e-5, report) <= 1e-5);
-  CHECK(compare(d_grad.host(), grad, 1e-5, report) <= 1e-5);
-  CHECK(compare(d_grad_both.host(), grad_both, 1e-5, report) <= 1e-5);
+  CHECK(compare(unshifted(d_grad.host()), grad, 1e-5, report) <= 1e-5);
+  CHECK(compare(unshifted(d_grad_both.host()), grad_both, 1e-5, report) <= 1e-5);
 }
 
 }  // namespace
@@ -142,24 +148,26 @@ TEST_CASE("the router's CUDA kernels match the CPU reference", "[kernels][router
       }
 }
 
-// Rows the kernel cannot move 16 (or 8) bytes at a time: it reads them one float at a time.
-TEST_CASE("the router's CUDA kernels take logits and scores off a 16-byte boundary",
-          "[kernels][router][gpu]") {
+// Rows the kernels cannot move 16 (or 8) bytes at a time: they move them a float at a time.
+TEST_CASE("the router's CUDA kernels take rows off a 16-byte boundary", "[kernels][router][gpu]") {
   if (!have_device()) {
     WARN("SKIPPED: no CUDA device");
     return;
   }
   std::uint32_t seed = 77;
-  for (const auto& [tokens, experts, topk] :
-       std::vector<std::tuple<std::int64_t, std::int64_t, int>>{{100, 64, 4}, {1000, 256, 8}}) {
-    router_shape s;
-    s.num_tokens = tokens;
-    s.num_experts = experts;
-    s.topk = topk;
-    s.renormalize = true;
-    INFO("tokens " << tokens << ", experts " << experts << ", topk " << topk);
-    check_router(s, seed, 1);
-  }
+  for (const auto score : {router_score::softmax, router_score::sigmoid})
+    for (const auto& [tokens, experts, topk] :
+         std::vector<std::tuple<std::int64_t, std::int64_t, int>>{{100, 64, 4}, {1000, 256, 8}}) {
+      router_shape s;
+      s.num_tokens = tokens;
+      s.num_experts = experts;
+      s.topk = topk;
+      s.score = score;
+      s.renormalize = true;
+      INFO("tokens " << tokens << ", experts " << experts << ", topk " << topk
+                     << (score == router_score::softmax ? ", softmax" : ", sigmoid"));
+      check_router(s, seed, 1);
+    }
 }
 
 // Exact ties: logits drawn from a few values, so equal logits give equal scores on both sides
