@@ -231,6 +231,7 @@ __device__ void route_token_backward(const row_slots<kPer>& row, const float (&p
     for (int s = 0; s < kPer; ++s) dx[s] = p[s] * (gs[s] - dot);
     chosen_dx = pe * (gse + g - dot);
   }
+  __syncwarp();  // every lane's reads of p_row and gs_row before any write (dx may alias them)
   row.store(dx_row, dx);
   __syncwarp();  // the row's writes before the chosen experts' own
   if (chooser) dx_row[e] = chosen_dx;
@@ -270,8 +271,8 @@ __global__ void router_backward_kernel(const float* scores, const std::int64_t* 
   }
 }
 
-unsigned blocks_for(std::int64_t num_tokens) {
-  return static_cast<unsigned>((num_tokens + kWarpsPerBlock - 1) / kWarpsPerBlock);
+std::int64_t blocks_for(std::int64_t num_tokens) {
+  return (num_tokens + kWarpsPerBlock - 1) / kWarpsPerBlock;
 }
 
 // A grid of a block a warp's token, at most as many blocks as the device holds at once (its
@@ -292,7 +293,7 @@ unsigned resident_blocks(std::int64_t num_tokens) {
   MUSTER_CUDA_CHECK(cudaGetDevice(&device));
   MUSTER_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   const auto resident = static_cast<std::int64_t>(per_sm) * sms;
-  return static_cast<unsigned>(std::min<std::int64_t>(blocks_for(num_tokens), resident));
+  return static_cast<unsigned>(std::min(blocks_for(num_tokens), resident));
 }
 
 // Whether rows of num_experts floats at these pointers (null: none) move in chunks of the width

@@ -125,16 +125,25 @@ TEST_CASE("the router's CUDA kernels match the CPU reference", "[kernels][router
   for (const auto score : {router_score::softmax, router_score::sigmoid})
     for (const bool renormalize : {false, true})
       for (const auto& [tokens, experts, topk] :
-           std::vector<std::tuple<std::int64_t, std::int64_t, int>>{{1, 1, 1},
-                                                                    {3, 7, 2},
-                                                                    {33, 13, 3},
-                                                                    {50, 33, 3},
-                                                                    {1000, 64, 8},
-                                                                    {4097, 128, 8},
-                                                                    {129, 130, 6},
-                                                                    {65536, 256, 8},
-                                                                    {301, 384, 8},
-                                                                    {17, 1024, 32}}) {
+           std::vector<std::tuple<std::int64_t, std::int64_t, int>>{
+               {1, 1, 1},
+               {3, 7, 2},
+               {33, 13, 3},
+               {50, 33, 3},
+               {1000, 64, 8},
+               {4097, 128, 8},
+               {129, 130, 6},
+               {65536, 256, 8},
+               {301, 384, 8},
+               {17, 1024, 32},
+               // more tokens than the warps a GPU holds at once, so each warp routes several,
+               // loading the next while it routes one: every slot count and row form
+               {30000, 20, 4},
+               {30000, 64, 8},
+               {30000, 100, 4},
+               {30000, 130, 6},
+               {30000, 384, 8},
+               {30000, 1024, 32}}) {
         router_shape s;
         s.num_tokens = tokens;
         s.num_experts = experts;

@@ -111,6 +111,7 @@ TEST_CASE("the GPU router's slots hold every expert once, ascending within a lan
   check(std::integral_constant<int, 2>{});
   check(std::integral_constant<int, 4>{});
   check(std::integral_constant<int, 8>{});
+  check(std::integral_constant<int, 16>{});
   check(std::integral_constant<int, 32>{});
   // chunks of 4 consecutive experts, lane after lane: a warp's chunk is one contiguous run
   CHECK(lanes::expert_of<4>(0, 0) == 0);
