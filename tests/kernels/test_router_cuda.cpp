@@ -16,11 +16,14 @@
 #include "muster/kernels/router.hpp"
 #include "tests/kernels/cuda_test_support.hpp"
 #include "tests/kernels/normal_draws.hpp"
+#include "tests/kernels/router_cases.hpp"
 
 using namespace muster::kernels;
 using muster::test::compare;
+using muster::test::describe;
 using muster::test::device_buffer;
 using muster::test::have_device;
+using muster::test::router_case;
 
 namespace {
 
@@ -144,15 +147,8 @@ TEST_CASE("the router's CUDA kernels match the CPU reference", "[kernels][router
                {30000, 130, 6},
                {30000, 384, 8},
                {30000, 1024, 32}}) {
-        router_shape s;
-        s.num_tokens = tokens;
-        s.num_experts = experts;
-        s.topk = topk;
-        s.score = score;
-        s.renormalize = renormalize;
-        INFO("tokens " << tokens << ", experts " << experts << ", topk " << topk
-                       << (score == router_score::softmax ? ", softmax" : ", sigmoid")
-                       << (renormalize ? ", renormalised" : ""));
+        const auto s = router_case(tokens, experts, topk, score, renormalize);
+        INFO(describe(s));
         check_router(s, seed, 0);
       }
 }
@@ -167,46 +163,27 @@ TEST_CASE("the router's CUDA kernels take rows off a 16-byte boundary", "[kernel
   for (const auto score : {router_score::softmax, router_score::sigmoid})
     for (const auto& [tokens, experts, topk] :
          std::vector<std::tuple<std::int64_t, std::int64_t, int>>{{100, 64, 4}, {1000, 256, 8}}) {
-      router_shape s;
-      s.num_tokens = tokens;
-      s.num_experts = experts;
-      s.topk = topk;
-      s.score = score;
-      s.renormalize = true;
-      INFO("tokens " << tokens << ", experts " << experts << ", topk " << topk
-                     << (score == router_score::softmax ? ", softmax" : ", sigmoid"));
+      const auto s = router_case(tokens, experts, topk, score, /*renormalize=*/true);
+      INFO(describe(s));
       check_router(s, seed, 1);
     }
 }
 
-// Exact ties: logits drawn from a few values, so equal logits give equal scores on both sides
-// and unequal ones differ by far more than rounding. +-100 saturates the sigmoid to exactly 1
-// and 0 and underflows the softmax to 0, so ties at 0 (the top-k's smallest key) are chosen too.
+// Exact ties (tie_logits), at scores of 1 and 0 too.
 TEST_CASE("the router's CUDA kernel breaks ties to the lower expert as the CPU does",
           "[kernels][router][gpu]") {
   if (!have_device()) {
     WARN("SKIPPED: no CUDA device");
     return;
   }
-  const float values[] = {-100.0f, -1.0f, 0.0f, 1.0f, 100.0f};
   for (const auto score : {router_score::softmax, router_score::sigmoid})
     for (const auto& [tokens, experts, topk] :
          std::vector<std::tuple<std::int64_t, std::int64_t, int>>{
              {257, 8, 8}, {1000, 64, 8}, {300, 256, 16}, {17, 1024, 32}}) {
-      router_shape s;
-      s.num_tokens = tokens;
-      s.num_experts = experts;
-      s.topk = topk;
-      s.score = score;
-      INFO("tokens " << tokens << ", experts " << experts << ", topk " << topk
-                     << (score == router_score::softmax ? ", softmax" : ", sigmoid"));
+      const auto s = router_case(tokens, experts, topk, score);
+      INFO(describe(s));
       const auto n = std::size_t(tokens * experts), nk = std::size_t(tokens * topk);
-      std::vector<float> logits(n);
-      std::uint32_t state = 17;
-      for (auto& x : logits) {
-        state = state * 1664525u + 1013904223u;
-        x = values[(state >> 16) % 5];
-      }
+      const auto logits = muster::test::tie_logits(n, 17);
       std::vector<float> scores(n), weights(nk);
       std::vector<std::int64_t> chosen(nk);
       cpu::router_forward(logits.data(), scores.data(), chosen.data(), weights.data(), s);

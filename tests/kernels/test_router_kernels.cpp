@@ -13,6 +13,7 @@
 
 #include "muster/kernels/router.hpp"
 #include "tests/kernels/normal_draws.hpp"
+#include "tests/kernels/router_cases.hpp"
 
 using namespace muster::kernels;
 
@@ -135,12 +136,7 @@ TEST_CASE(
       for (const auto& [tokens, experts, topk] :
            std::vector<std::tuple<std::int64_t, std::int64_t, int>>{
                {1, 1, 1}, {3, 2, 1}, {7, 13, 3}, {5, 64, 8}, {257, 128, 8}, {2, 1024, 32}}) {
-        router_shape s;
-        s.num_tokens = tokens;
-        s.num_experts = experts;
-        s.topk = topk;
-        s.score = score;
-        s.renormalize = renormalize;
+        const auto s = muster::test::router_case(tokens, experts, topk, score, renormalize);
         check(s, seed, false);
         check(s, seed++, true);
       }

@@ -15,9 +15,12 @@
 #include "kernels/cuda/router_lanes.hpp"
 #include "muster/kernels/router.hpp"
 #include "tests/kernels/normal_draws.hpp"
+#include "tests/kernels/router_cases.hpp"
 
 using namespace muster::kernels;
 namespace lanes = muster::kernels::cuda::router_lanes;
+using muster::test::describe;
+using muster::test::router_case;
 
 namespace {
 
@@ -134,42 +137,26 @@ TEST_CASE("the GPU router's lane-by-lane top-k chooses what the CPU router does"
                                                                   {500, 256, 8},
                                                                   {100, 384, 8},
                                                                   {20, 1024, 32}}) {
-      router_shape s;
-      s.num_tokens = tokens;
-      s.num_experts = experts;
-      s.topk = topk;
-      s.score = score;
-      INFO("tokens " << tokens << ", experts " << experts << ", topk " << topk
-                     << (score == router_score::softmax ? ", softmax" : ", sigmoid"));
+      const auto s = router_case(tokens, experts, topk, score);
+      INFO(describe(s));
       refills +=
           check_against_cpu(s, muster::test::normal_draws(std::size_t(tokens * experts), seed++));
     }
   CHECK(refills > 0);  // with 7 experts, top 7, each lane gives its one and refills to nothing
 }
 
-// Logits from a few values: exact ties, broken to the lower expert. +-100 saturates the sigmoid
-// to exactly 1 and 0 and underflows the softmax to 0, so one lane often holds three or more of
-// the top choices and must refill its head, and ties at key 1 (score 0) are chosen too.
+// Exact ties (tie_logits), broken to the lower expert. Sigmoid scores of exactly 1 often put
+// three or more of the top choices in one lane, which must refill its head; ties at key 1 (score
+// 0) are chosen too.
 TEST_CASE("the GPU router's lanes break ties to the lower expert and refill their heads",
           "[kernels][router]") {
-  const float values[] = {-100.0f, -1.0f, 0.0f, 1.0f, 100.0f};
   for (const auto score : {router_score::softmax, router_score::sigmoid})
     for (const auto& [tokens, experts, topk] :
          std::vector<std::tuple<std::int64_t, std::int64_t, int>>{
              {257, 8, 8}, {300, 64, 8}, {300, 256, 16}, {40, 1024, 32}}) {
-      router_shape s;
-      s.num_tokens = tokens;
-      s.num_experts = experts;
-      s.topk = topk;
-      s.score = score;
-      INFO("tokens " << tokens << ", experts " << experts << ", topk " << topk
-                     << (score == router_score::softmax ? ", softmax" : ", sigmoid"));
-      std::vector<float> logits(std::size_t(tokens * experts));
-      std::uint32_t state = 23;
-      for (auto& x : logits) {
-        state = state * 1664525u + 1013904223u;
-        x = values[(state >> 16) % 5];
-      }
+      const auto s = router_case(tokens, experts, topk, score);
+      INFO(describe(s));
+      const auto logits = muster::test::tie_logits(std::size_t(tokens * experts), 23);
       const auto refills = check_against_cpu(s, logits);
       if (experts >= 64) CHECK(refills > 0);
     }
