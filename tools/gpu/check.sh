@@ -81,4 +81,8 @@ step train env STEPS="${STEPS:-20}" COMPILE_TIMEOUT="${COMPILE_TIMEOUT:-120}" \
   "$root/bench/compare_train_gpu.sh" "$build"
 step profile profile
 grep -h -A4 '^GPU: ' "$logs/train.log" 2> /dev/null | tee -a "$logs/summary.txt"
+# the figures the targets are read from: the router's bandwidth, the grouped GEMM's share of
+# dense (and its host time a call), and how busy the profiled steps kept the GPU
+grep -h -E '^router|^grouped gemm' "$logs/kernels.log" 2> /dev/null | tee -a "$logs/summary.txt"
+grep -h 'GPU busy' "$logs/profile-rank-0.txt" 2> /dev/null | tee -a "$logs/summary.txt"
 exit $failed
