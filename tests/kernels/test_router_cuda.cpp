@@ -145,8 +145,8 @@ TEST_CASE("the router's CUDA kernels match the CPU reference", "[kernels][router
                {30000, 64, 8},
                {30000, 100, 4},
                {30000, 130, 6},
-               {30000, 384, 8},
-               {30000, 1024, 32}}) {
+               {12000, 384, 8},  // fewer: fewer warps fit with more slots
+               {12000, 1024, 32}}) {
         const auto s = router_case(tokens, experts, topk, score, renormalize);
         INFO(describe(s));
         check_router(s, seed, 0);
