@@ -8,8 +8,8 @@
 # each. Target (issue 9): muster at
 # least 1.2x PyTorch eager. Where muster-train or PyTorch has no CUDA device it says it skipped.
 # Environment: STEPS, PYTHON, COMPILE_TIMEOUT (seconds for the torch.compile run, default 900;
-# 0 leaves torch.compile out),
-# LOGS (a folder that keeps the three runs' logs).
+# 0 leaves torch.compile out), MUSTER_ARGS (more key=value overrides for muster-train, e.g.
+# "train.expert_gemm=split"), LOGS (a folder that keeps the three runs' logs).
 set -euo pipefail
 build=${1:?usage: bench/compare_train_gpu.sh BUILD_DIR}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -22,8 +22,9 @@ fi
 work=$(mktemp -d)
 keep() { if [[ -n ${LOGS:-} ]]; then mkdir -p "$LOGS" && cp "$work"/* "$LOGS"/ 2> /dev/null || true; fi; }
 trap 'keep; rm -rf "$work"' EXIT
+# shellcheck disable=SC2086  # MUSTER_ARGS is a list of overrides
 if ! MUSTER_RUN_DIR="$work" "$build/bin/muster-train" "$here/gpu/moe-1b.toml" "train.steps=$steps" \
-    > "$work/muster.log" 2>&1; then
+    ${MUSTER_ARGS:-} > "$work/muster.log" 2>&1; then
   if grep -q 'train.device = "cuda" but' "$work/muster.log"; then
     echo "compare_train_gpu: SKIPPED: $(grep -o 'train.device = "cuda" but[^;]*' "$work/muster.log")"
     exit 0

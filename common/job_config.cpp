@@ -166,6 +166,11 @@ const field<job_config> kSchema[] = {
           "type gradients are accumulated and reduced in: fp32 or bf16"),
     FIELD(train.recompute, "train.recompute",
           "activation recompute: none, selective (attention core) or full (whole layer)"),
+    FIELD(train.expert_gemm, "train.expert_gemm",
+          "how muster-train runs the experts' products on a GPU: auto (by their sizes), grouped "
+          "(one cuBLAS grouped call, cuBLAS 12.5 or later), per_expert (one product an expert) or "
+          "split (uniform batches of the rows most experts share, then one grouped call for the "
+          "rest); the CPU has one way"),
     FIELD(train.steps, "train.steps", "optimizer steps of the run"),
     FIELD(train.lr, "train.lr", "peak learning rate (AdamW)"),
     FIELD(train.min_lr, "train.min_lr", "learning rate at the end of the cosine decay"),
@@ -357,6 +362,8 @@ void validate_train(const train_section& t, const config::sources& where) {
   check_choice(t.device, {"auto", "cuda", "cpu"}, where, "train.device");
   check_choice(t.grad_reduce_dtype, {"fp32", "bf16"}, where, "train.grad_reduce_dtype");
   check_choice(t.recompute, {"none", "selective", "full"}, where, "train.recompute");
+  check_choice(t.expert_gemm, {"auto", "grouped", "per_expert", "split"}, where,
+               "train.expert_gemm");
   check_at_least(t.steps, 1, where, "train.steps");
   check_at_least(t.warmup_steps, 0, where, "train.warmup_steps");
   check_at_least(t.profile_step_start, 0, where, "train.profile_step_start");

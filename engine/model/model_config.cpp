@@ -40,4 +40,13 @@ model_config make_model_config(const model_section& m) {
   return c;
 }
 
+kernels::cuda::grouped_gemm_method expert_gemm_method(const std::string& value) {
+  using method = kernels::cuda::grouped_gemm_method;
+  if (value == "grouped") return method::grouped_batched;
+  if (value == "per_expert") return method::per_group;
+  if (value == "split") return method::split_batched;
+  MUSTER_CHECK(value == "auto", errc::internal, "train.expert_gemm = {} passed validation", value);
+  return method::automatic;
+}
+
 }  // namespace muster::engine::model

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/job_config.hpp"
+#include "muster/kernels/grouped_gemm.hpp"
 
 namespace muster::engine::model {
 
@@ -40,6 +41,8 @@ struct model_config {
   bool shared_expert_gate = false;
   std::vector<bool> moe_layers;          // per layer: an MoE block instead of a dense MLP
   bool recompute_attention_core = false; // train.recompute = selective (model/recompute.hpp)
+  // train.expert_gemm: how a GPU runs the experts' products (kernels/cuda/grouped_gemm.cpp)
+  kernels::cuda::grouped_gemm_method expert_gemm = kernels::cuda::grouped_gemm_method::automatic;
   // Parameters as shapes without memory (what PyTorch's meta device is for; LibTorch 1.13 cannot
   // turn a meta parameter into a CPU one in place, so they are CPU tensors whose storage is
   // dropped). Each piece drops its storage as soon as it is built, so building holds at most
@@ -50,5 +53,8 @@ struct model_config {
 // The engine's model from a validated job file section. Throws errc::invalid_input naming the
 // key for what the engine cannot build yet (multi-latent attention).
 model_config make_model_config(const model_section& m);
+
+// train.expert_gemm's method (a value validate() accepted).
+kernels::cuda::grouped_gemm_method expert_gemm_method(const std::string& value);
 
 }  // namespace muster::engine::model

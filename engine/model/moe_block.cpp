@@ -141,9 +141,10 @@ torch::Tensor moe_block::run_experts(const torch::Tensor& x,
     up.push_back(expert->up_proj->weight);
     down.push_back(expert->down_proj->weight);
   }
-  return ops::grouped_linear(
-      ops::swiglu(ops::grouped_linear(x, rows, gate), ops::grouped_linear(x, rows, up)), rows,
-      down);
+  const auto method = config_.expert_gemm;
+  return ops::grouped_linear(ops::swiglu(ops::grouped_linear(x, rows, gate, method),
+                                         ops::grouped_linear(x, rows, up, method)),
+                             rows, down, method);
 }
 
 torch::Tensor moe_block::dispatch(const torch::Tensor& rows, const std::int64_t* counts) {

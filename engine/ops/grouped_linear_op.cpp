@@ -23,13 +23,17 @@ kernels::gemm_dtype dtype_of(const torch::Tensor& t) {
   return t.scalar_type() == torch::kBFloat16 ? kernels::gemm_dtype::bf16 : kernels::gemm_dtype::f32;
 }
 
-// The groups' products on the tensors' device.
+using kernels::cuda::grouped_gemm_method;
+
+// The groups' products on the tensors' device (`method` on a GPU).
 void run(const std::vector<gemm_group>& groups, const grouped_gemm_args& args,
-         const torch::Tensor& on) {
+         const torch::Tensor& on, grouped_gemm_method method) {
   if (on.is_cuda()) {
 #ifdef MUSTER_WITH_CUDA
     kernels::cuda::grouped_gemm(groups.data(), static_cast<int>(groups.size()), args,
-                                kernel_stream(on));
+                                kernel_stream(on), method);
+#else
+    (void)method;
 #endif
   } else {
     kernels::cpu::grouped_gemm(groups.data(), static_cast<int>(groups.size()), args);
@@ -97,7 +101,8 @@ void add_to_grads(const std::vector<torch::Tensor>& weights, const torch::Tensor
 // gradient cast back per weight.
 struct grouped_linear_function : torch::autograd::Function<grouped_linear_function> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x,
-                               std::vector<std::int64_t> rows, torch::TensorList weights) {
+                               std::vector<std::int64_t> rows, torch::TensorList weights,
+                               std::int64_t method) {
     const auto in = x.size(1), out = weights[0].size(0);
     const auto used = in_dtype(weights.vec(), x.scalar_type());
     auto y = torch::empty({x.size(0), out}, x.options());
@@ -110,11 +115,12 @@ struct grouped_linear_function : torch::autograd::Function<grouped_linear_functi
     grouped_gemm_args args;
     args.trans_b = true;
     args.dtype = dtype_of(x);
-    run(groups, args, x);
+    run(groups, args, x, grouped_gemm_method(method));
     std::vector<torch::Tensor> saved{x};
     saved.insert(saved.end(), weights.begin(), weights.end());
     ctx->save_for_backward(saved);
     ctx->saved_data["rows"] = c10::IValue(rows);
+    ctx->saved_data["method"] = method;
     // The casts are made again for the dgrad, from the weights as backward sees them (gathered
     // again under optim_grads_params), rather than kept: every MoE layer's experts in bf16
     // from forward to backward would be the unsharded copy FSDP is there to avoid.
@@ -127,6 +133,7 @@ struct grouped_linear_function : torch::autograd::Function<grouped_linear_functi
     const std::vector<torch::Tensor> weights(saved.begin() + 1, saved.end());
     const auto used = in_dtype(weights, x.scalar_type());
     const auto rows = ctx->saved_data["rows"].toIntVector();
+    const auto method = grouped_gemm_method(ctx->saved_data["method"].toInt());
     const auto grad_y = grads[0].contiguous();
     const auto in = x.size(1), out = grad_y.size(1);
     const auto experts = static_cast<std::int64_t>(rows.size());
@@ -158,17 +165,19 @@ struct grouped_linear_function : torch::autograd::Function<grouped_linear_functi
     }
     grouped_gemm_args args;
     args.dtype = dtype_of(x);
-    run(dgrad, args, x);
+    run(dgrad, args, x, method);
     args.beta = direct ? 1.0f : 0.0f;
-    run(wgrad, args, x);
+    run(wgrad, args, x, method);
+    // x's gradient, none for rows, the weights', none for the method
     variable_list result{grad_x, torch::Tensor()};
     if (!in_place) {
       for (std::size_t e = 0; e < rows.size(); ++e)
         result.push_back(grad_buffer[std::int64_t(e)].to(weights[e].scalar_type()));
-      return result;
+    } else {
+      if (!direct) add_to_grads(weights, grad_buffer);
+      result.resize(result.size() + rows.size());  // added already: nothing for autograd to add
     }
-    if (!direct) add_to_grads(weights, grad_buffer);
-    result.resize(result.size() + rows.size());  // added already: nothing for autograd to add
+    result.emplace_back();
     return result;
   }
 };
@@ -205,7 +214,8 @@ torch::Tensor per_expert(const torch::Tensor& x, const std::vector<std::int64_t>
 }  // namespace
 
 torch::Tensor grouped_linear(const torch::Tensor& x, const std::vector<std::int64_t>& rows,
-                             const std::vector<torch::Tensor>& weights) {
+                             const std::vector<torch::Tensor>& weights,
+                             grouped_gemm_method method) {
   MUSTER_CHECK(!weights.empty() && weights.size() == rows.size(), errc::internal,
                "grouped_linear: {} weights for {} experts' rows", weights.size(), rows.size());
   const auto total = std::accumulate(rows.begin(), rows.end(), std::int64_t(0));
@@ -219,13 +229,15 @@ torch::Tensor grouped_linear(const torch::Tensor& x, const std::vector<std::int6
     const auto dtype = autocast_dtype(x.device().type());
     const auto xc = x.to(dtype).contiguous();
     if (kernel_takes(xc, weights, /*autocast=*/true))  // the node casts the weights
-      return grouped_linear_function::apply(xc, rows, torch::TensorList(weights));
+      return grouped_linear_function::apply(xc, rows, torch::TensorList(weights),
+                                            static_cast<std::int64_t>(method));
     std::vector<torch::Tensor> cast;
     for (const auto& w : weights) cast.push_back(w.to(dtype));
     return per_expert(xc, rows, cast);
   }
   if (kernel_takes(x, weights, /*autocast=*/false))
-    return grouped_linear_function::apply(x, rows, torch::TensorList(weights));
+    return grouped_linear_function::apply(x, rows, torch::TensorList(weights),
+                                          static_cast<std::int64_t>(method));
   return per_expert(x, rows, weights);
 }
 

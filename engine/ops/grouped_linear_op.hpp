@@ -19,11 +19,17 @@
 
 #include <torch/torch.h>
 
+#include "muster/kernels/grouped_gemm.hpp"
+
 namespace muster::engine::ops {
 
 // x is (R, in) with R = sum(rows); weights[e] is (out, in), expert e's rows are the rows[e]
 // after the previous experts'. Returns (R, out). An expert with no rows gets a zero gradient.
-torch::Tensor grouped_linear(const torch::Tensor& x, const std::vector<std::int64_t>& rows,
-                             const std::vector<torch::Tensor>& weights);
+// `method`: how a GPU runs the products, forward and backward (train.expert_gemm); the CPU
+// kernel has one way.
+torch::Tensor grouped_linear(
+    const torch::Tensor& x, const std::vector<std::int64_t>& rows,
+    const std::vector<torch::Tensor>& weights,
+    kernels::cuda::grouped_gemm_method method = kernels::cuda::grouped_gemm_method::automatic);
 
 }  // namespace muster::engine::ops

@@ -56,6 +56,7 @@ trainer::trainer(const job_config& config, std::unique_ptr<data::document_source
   shape.ep_size = groups.ep_size;
   shape.ep_rank = groups.ep_rank;
   shape.recompute_attention_core = t.recompute == "selective";
+  shape.expert_gemm = model::expert_gemm_method(t.expert_gemm);
   // Built without memory; each unit then materialises this rank's shard of it.
   shape.shapes_only = true;
   model_ = std::make_shared<model::transformer>(shape);

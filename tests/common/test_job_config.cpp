@@ -95,6 +95,9 @@ TEST_CASE("the parallel, model and train sections are validated with the fix", "
                              "optim, optim_grads, optim_grads_params"));
   CHECK_THAT(load_error("", {"train.precision=fp16"}),
              Catch::Contains("train.precision: unknown value \"fp16\"; use one of bf16, fp32"));
+  CHECK_THAT(load_error("", {"train.expert_gemm=cutlass"}),
+             Catch::Contains("train.expert_gemm: unknown value \"cutlass\"; use one of auto, "
+                             "grouped, per_expert, split"));
   CHECK_THAT(load_error("", {"model.moe_router_topk=9"}),
              Catch::Contains("model.moe_router_topk: 9 is not between 1 and the 8 experts"));
   CHECK_THAT(load_error("", {"model.moe_capacity_factor=0.5"}),

@@ -2,7 +2,8 @@
 // out as an FSDP experts' unit lays them (views of one flat buffer at one stride): in fp32 the
 // wgrad is added into the gradients by the product itself, under bf16 autocast the node casts
 // the weights in one kernel a projection and adds its bf16 wgrad into the fp32 gradients; both
-// against a linear per expert in fp64 on the CPU, the gradients holding an earlier sum already.
+// against a linear per expert in fp64 on the CPU, the gradients holding an earlier sum already;
+// by every method of train.expert_gemm.
 // Without a CUDA device (or with a LibTorch without CUDA): "SKIPPED: no CUDA device".
 #include <torch/torch.h>  // before Catch (glog's CHECK)
 
@@ -49,45 +50,48 @@ TEST_CASE("grouped_linear on the GPU casts once and adds its wgrad in place, as 
   const auto y64 = torch::cat(ys);
   (y64 * g.to(torch::kFloat64)).sum().backward();
 
-  for (const bool bf16 : {false, true}) {
-    INFO((bf16 ? "bf16 autocast" : "fp32"));
-    const auto cuda = torch::TensorOptions().device(torch::kCUDA);
-    const auto flat = params.to(cuda).clone(), grads = earlier.to(cuda).clone();
-    std::vector<torch::Tensor> w;
-    for (std::int64_t e = 0; e < experts; ++e) {
-      auto p = flat.narrow(0, e * step, out * in).view({out, in}).detach().requires_grad_(true);
-      p.mutable_grad() = grads.narrow(0, e * step, out * in).view({out, in});
-      w.push_back(p);
+  using method = muster::kernels::cuda::grouped_gemm_method;
+  for (const auto how :
+       {method::automatic, method::grouped_batched, method::per_group, method::split_batched})
+    for (const bool bf16 : {false, true}) {
+      INFO((bf16 ? "bf16 autocast" : "fp32") << ", method " << int(how) << " (train.expert_gemm)");
+      const auto cuda = torch::TensorOptions().device(torch::kCUDA);
+      const auto flat = params.to(cuda).clone(), grads = earlier.to(cuda).clone();
+      std::vector<torch::Tensor> w;
+      for (std::int64_t e = 0; e < experts; ++e) {
+        auto p = flat.narrow(0, e * step, out * in).view({out, in}).detach().requires_grad_(true);
+        p.mutable_grad() = grads.narrow(0, e * step, out * in).view({out, in});
+        w.push_back(p);
+      }
+      auto x = x0.to(cuda).requires_grad_(true);
+      torch::Tensor y;
+      {
+        muster::engine::model::autocast_scope mixed(
+            muster::engine::model::autocast_state::bf16(bf16));
+        y = ops::grouped_linear(x, rows, w, how);
+      }
+      CHECK(y.scalar_type() == (bf16 ? torch::kBFloat16 : torch::kFloat32));
+      (y.to(torch::kFloat32) * g.to(cuda)).sum().backward();
+      torch::cuda::synchronize();
+      // bf16: inputs and outputs rounded to 8 bits, sums in fp32
+      const double tol = bf16 ? 3e-2 : 1e-4;
+      // the largest difference over the largest value
+      const auto error = [&](const torch::Tensor& got, const torch::Tensor& want) {
+        const auto diff = (got.to(torch::kCPU, torch::kFloat64) - want).abs().max().item<double>();
+        return diff / std::max(want.abs().max().item<double>(), 1e-30);
+      };
+      CHECK(error(y, y64.detach()) <= tol);
+      CHECK(error(x.grad(), x64.grad()) <= tol);
+      for (std::int64_t e = 0; e < experts; ++e) {
+        INFO("expert " << e << " with " << rows[std::size_t(e)] << " rows");
+        // still the unit's buffer, holding the earlier sum plus this backward's
+        CHECK(w[std::size_t(e)].grad().data_ptr() == grads.narrow(0, e * step, 1).data_ptr());
+        const auto before = earlier.narrow(0, e * step, out * in).view({out, in});
+        const auto added = w[std::size_t(e)].grad() - before.to(cuda);
+        if (rows[std::size_t(e)] == 0)
+          CHECK(added.abs().max().item<double>() == 0.0);
+        else
+          CHECK(error(added, w64[std::size_t(e)].grad()) <= tol);
+      }
     }
-    auto x = x0.to(cuda).requires_grad_(true);
-    torch::Tensor y;
-    {
-      muster::engine::model::autocast_scope mixed(
-          muster::engine::model::autocast_state::bf16(bf16));
-      y = ops::grouped_linear(x, rows, w);
-    }
-    CHECK(y.scalar_type() == (bf16 ? torch::kBFloat16 : torch::kFloat32));
-    (y.to(torch::kFloat32) * g.to(cuda)).sum().backward();
-    torch::cuda::synchronize();
-    // bf16: inputs and outputs rounded to 8 bits, sums in fp32
-    const double tol = bf16 ? 3e-2 : 1e-4;
-    // the largest difference over the largest value
-    const auto error = [&](const torch::Tensor& got, const torch::Tensor& want) {
-      const auto diff = (got.to(torch::kCPU, torch::kFloat64) - want).abs().max().item<double>();
-      return diff / std::max(want.abs().max().item<double>(), 1e-30);
-    };
-    CHECK(error(y, y64.detach()) <= tol);
-    CHECK(error(x.grad(), x64.grad()) <= tol);
-    for (std::int64_t e = 0; e < experts; ++e) {
-      INFO("expert " << e << " with " << rows[std::size_t(e)] << " rows");
-      // still the unit's buffer, holding the earlier sum plus this backward's
-      CHECK(w[std::size_t(e)].grad().data_ptr() == grads.narrow(0, e * step, 1).data_ptr());
-      const auto before = earlier.narrow(0, e * step, out * in).view({out, in});
-      const auto added = w[std::size_t(e)].grad() - before.to(cuda);
-      if (rows[std::size_t(e)] == 0)
-        CHECK(added.abs().max().item<double>() == 0.0);
-      else
-        CHECK(error(added, w64[std::size_t(e)].grad()) <= tol);
-    }
-  }
 }
