@@ -13,11 +13,13 @@
 #                 busiest kernels and ops (profile-rank-0.txt), its Chrome trace
 #                 (trace-rank-0.json.gz), and the same steps of the PyTorch reference
 #                 (profile-reference.txt; PROFILE_REFERENCE=0 leaves it out)
+#   6. methods    where EXPERT_GEMMS names train.expert_gemm values (e.g. "split grouped"):
+#                 muster-train's median tokens/s on the same job with each, 12 steps a run
 # Each step's output goes to LOG_DIR/<step>.log (default: $OUT where set, else gpu-check/), and
 # a summary of what passed to LOG_DIR/summary.txt and stdout. A failed step does not stop the
 # ones after it that can run; the exit code is 1 when any failed.
 # Environment: PYTHON, STEPS (training steps, default 20), COMPILE_TIMEOUT (0: no torch.compile
-# run), TESTS_TIMEOUT (seconds for all the GPU tests, default 600), CMAKE_ARGS (to the configure
+# run), EXPERT_GEMMS (step 6), TESTS_TIMEOUT (seconds for all the GPU tests, default 600), CMAKE_ARGS (to the configure
 # step, e.g. -DMUSTER_WERROR=OFF), TARGETS (build only these), SKIP (step names to leave out,
 # e.g. "build" when build-gpu/ is already built).
 set -uo pipefail
@@ -45,6 +47,19 @@ step() {  # step NAME COMMAND...: runs it unless SKIP names it; its output to NA
     failed=1
   fi
   return $rc
+}
+
+# shellcheck disable=SC2317  # called through step
+methods() {  # muster-train's median tokens/s over steps 5.. with each train.expert_gemm named
+  local m
+  for m in $EXPERT_GEMMS; do
+    MUSTER_RUN_DIR=$(mktemp -d) "$build/bin/muster-train" "$root/bench/gpu/moe-1b.toml" \
+      train.steps=12 "train.expert_gemm=$m" 2>&1 | grep -o '| [0-9]* tok/s' | awk '{print $2}' \
+      | tail -n +5 | sort -n | awk -v m="$m" '{v[NR] = $1} END {
+          if (NR == 0) { print "train.expert_gemm=" m ": no steps"; exit 1 }
+          print "train.expert_gemm=" m ": " v[int((NR + 1) / 2)] " tok/s (median of " NR " steps)" }' \
+      || return
+  done
 }
 
 # shellcheck disable=SC2317  # called through step
@@ -80,9 +95,11 @@ step kernels "$build/bench/gpu_kernels_bench"
 step train env STEPS="${STEPS:-20}" COMPILE_TIMEOUT="${COMPILE_TIMEOUT:-120}" \
   "$root/bench/compare_train_gpu.sh" "$build"
 step profile profile
+[[ -n ${EXPERT_GEMMS:-} ]] && step methods methods
 grep -h -A4 '^GPU: ' "$logs/train.log" 2> /dev/null | tee -a "$logs/summary.txt"
 # the figures the targets are read from: the router's bandwidth, the grouped GEMM's share of
 # dense (and its host time a call), and how busy the profiled steps kept the GPU
 grep -h -E '^router|^grouped gemm' "$logs/kernels.log" 2> /dev/null | tee -a "$logs/summary.txt"
 grep -h 'GPU busy' "$logs/profile-rank-0.txt" 2> /dev/null | tee -a "$logs/summary.txt"
+[[ -e $logs/methods.log ]] && tee -a "$logs/summary.txt" < "$logs/methods.log"
 exit $failed
