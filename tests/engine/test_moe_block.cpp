@@ -66,6 +66,26 @@ TEST_CASE("with a capacity factor each expert keeps its first assignments in tok
   CHECK(out.y.narrow(0, 0, 4).abs().sum().item<double>() > 0.0);
 }
 
+TEST_CASE("capacity keeps each expert's first assignments in token order, at any size", "[moe]") {
+  auto c = tiny_config();
+  for (const double factor : {0.5, 1.0, 1.5}) {
+    c.capacity_factor = factor;
+    torch::manual_seed(7);
+    const std::int64_t tokens = 333;
+    const auto logits = torch::randn({tokens, c.num_experts}, torch::kFloat64);
+    const auto r = route(logits, c);
+    // by the definition: an assignment's place among its expert's, counted in token order
+    const auto flat = r.experts.reshape({-1});
+    const auto place =
+        torch::one_hot(flat, c.num_experts).cumsum(0).gather(1, flat.unsqueeze(1)) - 1;
+    const auto capacity = static_cast<std::int64_t>(
+        std::ceil(factor * double(tokens * c.topk) / double(c.num_experts)));
+    INFO("capacity factor " << factor << ": " << capacity << " a expert");
+    CHECK(torch::equal(r.kept.reshape({-1, 1}), place < capacity));
+    CHECK(r.kept.logical_not().any().item<bool>() == (factor < 1.5));  // some dropped
+  }
+}
+
 TEST_CASE("the grouped dispatch equals routing token by token", "[moe]") {
   auto c = tiny_config();
   c.shared_ffn_hidden_size = 8;
