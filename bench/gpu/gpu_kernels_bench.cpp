@@ -172,12 +172,14 @@ void grouped_gemm_row(const char* shape, const std::vector<std::int64_t>& rows, 
     int split_levels = 3;
     std::int64_t split_quantum = 64;
   };
-  // split_batched as the engine runs it (3 levels in multiples of 64 rows), and two others:
-  // levels of any size (a new shape for cuBLAS at every new count) and one level (fewer kernels)
+  // split_batched as the engine runs it (3 levels in multiples of 64 rows), and others: levels
+  // of any size (a new shape for cuBLAS at every new count), in whole 128-row tiles (a larger
+  // rest), and one level (fewer kernels)
   const way ways[] = {{method::grouped_batched, "grouped batched"},
                       {method::per_group, "per group"},
                       {method::split_batched, "split batched"},
                       {method::split_batched, "split any rows", 3, 1},
+                      {method::split_batched, "split in 128s", 3, 128},
                       {method::split_batched, "split 1 level", 1, 64},
                       {method::automatic, "automatic"}};
   int offset = 1000 * int(f);  // each method and form its own counts, unseen by cuBLAS
