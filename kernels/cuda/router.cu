@@ -172,28 +172,44 @@ __device__ void route_token(const row_slots<kPer>& row, float (&v)[kPer], float*
   }
 }
 
-// Each warp takes tokens warp, warp + warps, ... (a grid the GPU holds at once) and loads the
-// next one's logits before it routes the current one, so its next load is in flight while it
-// computes. One token's load then its work, as before, left too few loads in flight to keep
-// the memory busy (on the H200: 37% of its bandwidth).
+// This warp's tokens: its own, then a grid's warps apart (a grid the GPU holds at once), the
+// next token's rows loaded before the current one's work, so that load is in flight while the
+// warp computes. One token's load then its work, as before, left too few loads in flight to
+// keep the memory busy (on the H200: 37% of its bandwidth). Rows: what load(t, rows) fills
+// and work(t, rows) takes.
+template <class Rows, class Load, class Work>
+__device__ void each_token_prefetched(std::int64_t num_tokens, const Load& load, const Work& work) {
+  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * kWarpsPerBlock;
+  std::int64_t t = static_cast<std::int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
+  if (t >= num_tokens) return;  // the whole warp leaves together
+  Rows next;
+  load(t, next);
+  for (; t < num_tokens; t += warps) {
+    Rows rows = next;
+    if (t + warps < num_tokens) load(t + warps, next);
+    work(t, rows);
+  }
+}
+
+template <int kPer>
+struct logits_rows {
+  float v[kPer];
+};
+
 template <int kPer>
 __global__ void router_forward_kernel(const float* logits, float* scores, std::int64_t* experts,
                                       float* weights, std::int64_t num_tokens, int num_experts,
                                       int topk, bool sigmoid, bool renormalize, bool chunked) {
   const row_slots<kPer> row{static_cast<int>(threadIdx.x % kWarp), num_experts, chunked};
-  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * kWarpsPerBlock;
-  std::int64_t t = static_cast<std::int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
-  if (t >= num_tokens) return;  // the whole warp leaves together
-  float next[kPer];
-  row.load(logits + t * num_experts, next, -FLT_MAX);
-  for (; t < num_tokens; t += warps) {
-    float v[kPer];
-#pragma unroll
-    for (int s = 0; s < kPer; ++s) v[s] = next[s];
-    if (t + warps < num_tokens) row.load(logits + (t + warps) * num_experts, next, -FLT_MAX);
-    route_token(row, v, scores + t * num_experts, experts + t * topk, weights + t * topk, topk,
-                sigmoid, renormalize);
-  }
+  each_token_prefetched<logits_rows<kPer>>(
+      num_tokens,
+      [&](std::int64_t t, logits_rows<kPer>& r) {
+        row.load(logits + t * num_experts, r.v, -FLT_MAX);
+      },
+      [&](std::int64_t t, logits_rows<kPer>& r) {
+        route_token(row, r.v, scores + t * num_experts, experts + t * topk, weights + t * topk,
+                    topk, sigmoid, renormalize);
+      });
 }
 
 // One token's backward: p and gs its scores and their gradient in registers (gs zero where
@@ -237,38 +253,36 @@ __device__ void route_token_backward(const row_slots<kPer>& row, const float (&p
   if (chooser) dx_row[e] = chosen_dx;
 }
 
-// As the forward: tokens a grid apart, the next one's rows loaded before the current one's
-// backward. chunked covers scores, grad_scores (when given) and grad_logits.
+template <int kPer>
+struct score_rows {
+  float p[kPer], gs[kPer];
+};
+
+// As the forward (each_token_prefetched). chunked covers scores, grad_scores (when given) and
+// grad_logits.
 template <int kPer>
 __global__ void router_backward_kernel(const float* scores, const std::int64_t* experts,
                                        const float* grad_weights, const float* grad_scores,
                                        float* grad_logits, std::int64_t num_tokens, int num_experts,
                                        int topk, bool sigmoid, bool renormalize, bool chunked) {
   const row_slots<kPer> row{static_cast<int>(threadIdx.x % kWarp), num_experts, chunked};
-  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * kWarpsPerBlock;
-  std::int64_t t = static_cast<std::int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
-  if (t >= num_tokens) return;  // the whole warp leaves together
-  float next_p[kPer], next_gs[kPer];
-  const auto load = [&](std::int64_t token) {
-    row.load(scores + token * num_experts, next_p, 0.0f);
-    if (grad_scores) {
-      row.load(grad_scores + token * num_experts, next_gs, 0.0f);
-    } else {
+  each_token_prefetched<score_rows<kPer>>(
+      num_tokens,
+      [&](std::int64_t t, score_rows<kPer>& r) {
+        row.load(scores + t * num_experts, r.p, 0.0f);
+        if (grad_scores) {
+          row.load(grad_scores + t * num_experts, r.gs, 0.0f);
+        } else {
 #pragma unroll
-      for (int s = 0; s < kPer; ++s) next_gs[s] = 0.0f;
-    }
-  };
-  load(t);
-  for (; t < num_tokens; t += warps) {
-    float p[kPer], gs[kPer];
-#pragma unroll
-    for (int s = 0; s < kPer; ++s) p[s] = next_p[s], gs[s] = next_gs[s];
-    if (t + warps < num_tokens) load(t + warps);
-    route_token_backward(row, p, gs, scores + t * num_experts,
-                         grad_scores ? grad_scores + t * num_experts : nullptr, experts + t * topk,
-                         grad_weights + t * topk, grad_logits + t * num_experts, topk, sigmoid,
-                         renormalize);
-  }
+          for (int s = 0; s < kPer; ++s) r.gs[s] = 0.0f;
+        }
+      },
+      [&](std::int64_t t, score_rows<kPer>& r) {
+        route_token_backward(row, r.p, r.gs, scores + t * num_experts,
+                             grad_scores ? grad_scores + t * num_experts : nullptr,
+                             experts + t * topk, grad_weights + t * topk,
+                             grad_logits + t * num_experts, topk, sigmoid, renormalize);
+      });
 }
 
 std::int64_t blocks_for(std::int64_t num_tokens) {
