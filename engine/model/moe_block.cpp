@@ -26,11 +26,11 @@ torch::Tensor count_per_expert(const torch::Tensor& experts, std::int64_t num_ex
 // Which assignments fit: each expert keeps its first `capacity` ones in token order. Each
 // assignment's place among its expert's comes from a stable sort by expert, in T*k ids: a
 // (T*k, E) one-hot and its running sum, as before, were 2 GiB at 65536 tokens, top 8 of 256.
-torch::Tensor within_capacity(const torch::Tensor& experts, std::int64_t num_experts,
+// `counts`: the assignments per expert, (E).
+torch::Tensor within_capacity(const torch::Tensor& experts, const torch::Tensor& counts,
                               std::int64_t capacity) {
   const auto flat = experts.reshape({-1});  // (T*k)
   const auto order = std::get<1>(flat.sort(/*stable=*/true, /*dim=*/0, /*descending=*/false));
-  const auto counts = count_per_expert(flat, num_experts);
   const auto first = counts.cumsum(0) - counts;  // (E) each expert's first place in `order`
   const auto place = torch::arange(flat.numel(), flat.options()) -
                      first.index_select(0, flat.index_select(0, order));  // in sorted order
@@ -56,7 +56,7 @@ routing route(const torch::Tensor& logits, const model_config& c, const router_g
   if (c.capacity_factor > 0) {
     const auto capacity = static_cast<std::int64_t>(
         std::ceil(c.capacity_factor * double(num_tokens * c.topk) / double(num_experts)));
-    r.kept = within_capacity(chosen, num_experts, capacity);
+    r.kept = within_capacity(chosen, counts, capacity);
     r.weights = r.weights * r.kept;
   }
   r.tokens_per_expert =
