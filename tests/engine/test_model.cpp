@@ -269,6 +269,15 @@ TEST_CASE("the engine's config follows the planner's MoE layers and refuses MLA"
   CHECK_THROWS_WITH(make_model_config(m), Catch::Contains("model.kv_lora_rank = 512"));
 }
 
+TEST_CASE("train.expert_gemm names the grouped GEMM's method", "[model]") {
+  using method = muster::kernels::cuda::grouped_gemm_method;
+  CHECK(expert_gemm_method("auto") == method::automatic);
+  CHECK(expert_gemm_method("grouped") == method::grouped_batched);
+  CHECK(expert_gemm_method("per_expert") == method::per_group);
+  CHECK(expert_gemm_method("split") == method::split_batched);
+  CHECK_THROWS(expert_gemm_method("fast"));  // validate() refuses it first
+}
+
 TEST_CASE("a tiny MoE model learns a repeating sequence", "[model]") {
   auto c = tiny_config();
   transformer model(c);
