@@ -310,11 +310,11 @@ unsigned resident_blocks(std::int64_t num_tokens) {
   return static_cast<unsigned>(std::min(blocks_for(num_tokens), resident));
 }
 
-// Whether rows of num_experts floats at these pointers (null: none) move in chunks of the width
-// kernels of kPer slots a lane take (router_lanes::kWidthOf).
+// Whether rows of num_experts floats at these pointers (null: none) move in chunks of the
+// kernels' width for kPer slots a lane (router_lanes::kWidthOf).
+template <int kPer>
 bool chunks_fit(std::int64_t num_experts, std::initializer_list<const void*> rows) {
-  const auto per_lane = (num_experts + kWarp - 1) / kWarp;
-  const std::int64_t width = per_lane <= 1 ? 1 : (per_lane <= 2 ? 2 : 4);
+  constexpr std::int64_t width = router_lanes::kWidthOf<kPer>;
   if (num_experts % width != 0) return false;
   for (const void* p : rows)
     if (reinterpret_cast<std::uintptr_t>(p) % (width * sizeof(float)) != 0) return false;
@@ -327,7 +327,8 @@ void launch_forward(const float* logits, float* scores, std::int64_t* experts, f
   router_forward_kernel<kPer><<<resident_blocks<kPer, false>(s.num_tokens), kWarpsPerBlock * kWarp,
                                 0, static_cast<cudaStream_t>(stream)>>>(
       logits, scores, experts, weights, s.num_tokens, static_cast<int>(s.num_experts), s.topk,
-      s.score == router_score::sigmoid, s.renormalize, chunks_fit(s.num_experts, {logits, scores}));
+      s.score == router_score::sigmoid, s.renormalize,
+      chunks_fit<kPer>(s.num_experts, {logits, scores}));
 }
 
 template <int kPer>
@@ -338,7 +339,7 @@ void launch_backward(const float* scores, const std::int64_t* experts, const flo
                                  0, static_cast<cudaStream_t>(stream)>>>(
       scores, experts, grad_weights, grad_scores, grad_logits, s.num_tokens,
       static_cast<int>(s.num_experts), s.topk, s.score == router_score::sigmoid, s.renormalize,
-      chunks_fit(s.num_experts, {scores, grad_scores, grad_logits}));
+      chunks_fit<kPer>(s.num_experts, {scores, grad_scores, grad_logits}));
 }
 
 // Calls launch<kPer>(args...) with the fewest slots a lane (a power of two) that hold the
