@@ -6,9 +6,9 @@
 #include "engine/ops/autocast_query.hpp"
 
 #include "common/error.hpp"
-#include "engine/ops/expert_columns.hpp"
 #include "engine/ops/kernel_tensors.hpp"
 #include "engine/ops/stacked_view.hpp"
+#include "engine/ops/wgrad_operands.hpp"
 #include "muster/kernels/grouped_gemm.hpp"
 
 namespace muster::engine::ops {
@@ -145,22 +145,24 @@ struct grouped_linear_function : torch::autograd::Function<grouped_linear_functi
     const bool direct = in_place && weights[0].scalar_type() == x.scalar_type();
     const auto grad_buffer =
         direct ? torch::Tensor() : torch::empty({experts, out, in}, x.options());
-    // the wgrad reads dy transposed, each expert's columns aligned (expert_columns.hpp)
-    const auto dy_t = transposed_by_expert(grad_y, rows);
-    const auto padded = dy_t.t.size(1);
+    // the wgrad reads dy transposed and x, each expert's block zero-padded to an aligned
+    // reduction (wgrad_operands.hpp)
+    const auto w_in = padded_by_expert(grad_y, x, rows);
+    const auto padded = w_in.dy_t.size(1);
     std::vector<gemm_group> dgrad, wgrad;
     std::int64_t r = 0;
     for (std::size_t e = 0; e < rows.size(); ++e) {
       // dx_e (rows, in) = dy_e (rows, out) W_e (out, in)
       dgrad.push_back(
           {rows[e], in, out, at_row(grad_y, r), out, used.at(e), in, at_row(grad_x, r), in});
-      // dW_e (out, in) = dyT_e (out, rows) x_e (rows, in); no rows: zero (or nothing added)
+      // dW_e (out, in) = dyT_e (out, k_e) x_e (k_e, in); no rows: zero (or nothing added)
       void* dw = direct ? weights[e].grad().data_ptr()
                         : static_cast<char*>(grad_buffer.data_ptr()) +
                               std::int64_t(e) * out * in * grad_buffer.element_size();
-      const auto* dy_t_e =
-          static_cast<const char*>(dy_t.t.data_ptr()) + dy_t.first[e] * dy_t.t.element_size();
-      wgrad.push_back({out, in, rows[e], dy_t_e, padded, at_row(x, r), in, dw, in});
+      const auto* dy_t_e = static_cast<const char*>(w_in.dy_t.data_ptr()) +
+                           w_in.first[e] * w_in.dy_t.element_size();
+      wgrad.push_back(
+          {out, in, w_in.k[e], dy_t_e, padded, at_row(w_in.x, w_in.first[e]), in, dw, in});
       r += rows[e];
     }
     grouped_gemm_args args;

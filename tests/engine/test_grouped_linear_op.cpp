@@ -1,16 +1,16 @@
 // The experts' grouped linear (engine/ops/grouped_linear_op.hpp) over the grouped GEMM kernel
 // against its per-expert torch path (taken by fp64): the same rows out, the same gradient to the
 // rows and to every expert's weight, with experts given no rows (zero gradient) among them; and
-// a non-contiguous weight taking the per-expert path; the wgrad's transposed rows with each
-// expert's columns aligned.
+// a non-contiguous weight taking the per-expert path; the wgrad's operands with each expert's
+// block aligned and zero-padded.
 #include <catch2/catch.hpp>
 
 #include <torch/torch.h>
 
 #include "engine/model/autocast_scope.hpp"
-#include "engine/ops/expert_columns.hpp"
 #include "engine/ops/grouped_linear_op.hpp"
 #include "engine/ops/stacked_view.hpp"
+#include "engine/ops/wgrad_operands.hpp"
 
 namespace ops = muster::engine::ops;
 
@@ -155,9 +155,9 @@ TEST_CASE("grouped_linear adds the wgrad to gradients already there, once", "[gr
   }
 }
 
-TEST_CASE("transposed_by_expert starts every expert's columns on a multiple of 8",
+TEST_CASE("padded_by_expert starts every expert's block on a multiple of 8, zeros after its rows",
           "[grouped_linear_op]") {
-  const std::int64_t width = 5;
+  const std::int64_t out = 5, in = 3;
   for (const auto& counts :
        std::vector<std::vector<std::int64_t>>{{0, 3, 8, 1, 13, 0}, {8, 16, 0, 24}, {0, 0}, {7}}) {
     std::int64_t total = 0, padded = 0;
@@ -166,21 +166,30 @@ TEST_CASE("transposed_by_expert starts every expert's columns on a multiple of 8
       padded += (c + 7) / 8 * 8;
     }
     INFO(total << " rows over " << counts.size() << " experts");
-    const auto rows = torch::arange(total * width, torch::kFloat32).reshape({total, width});
-    const auto cols = ops::transposed_by_expert(rows, counts);
-    REQUIRE(cols.t.sizes() == torch::IntArrayRef({width, padded}));
-    REQUIRE(cols.t.is_contiguous());
-    REQUIRE(cols.first.size() == counts.size());
+    const auto dy = torch::arange(total * out, torch::kFloat32).reshape({total, out}) + 1;
+    const auto x = -torch::arange(total * in, torch::kFloat32).reshape({total, in}) - 1;
+    const auto ops_in = ops::padded_by_expert(dy, x, counts);
+    REQUIRE(ops_in.dy_t.sizes() == torch::IntArrayRef({out, padded}));
+    REQUIRE(ops_in.x.sizes() == torch::IntArrayRef({padded, in}));
+    REQUIRE(ops_in.dy_t.is_contiguous());
+    REQUIRE(ops_in.x.is_contiguous());
+    REQUIRE(ops_in.first.size() == counts.size());
+    REQUIRE(ops_in.k.size() == counts.size());
     std::int64_t r = 0, next = 0;
     for (std::size_t e = 0; e < counts.size(); ++e) {
       INFO("expert " << e << " with " << counts[e] << " rows");
-      CHECK(cols.first[e] == next);  // in order, each after the last one's padded block
-      CHECK(cols.first[e] % 8 == 0);
-      next += (counts[e] + 7) / 8 * 8;
-      if (counts[e] > 0)
-        CHECK(torch::equal(cols.t.narrow(1, cols.first[e], counts[e]),
-                           rows.narrow(0, r, counts[e]).t()));
-      r += counts[e];
+      CHECK(ops_in.first[e] == next);  // in order, each after the last one's padded block
+      CHECK(ops_in.first[e] % 8 == 0);
+      CHECK(ops_in.k[e] == (counts[e] + 7) / 8 * 8);
+      next += ops_in.k[e];
+      const auto f = ops_in.first[e], c = counts[e], pad = ops_in.k[e] - counts[e];
+      CHECK(torch::equal(ops_in.dy_t.narrow(1, f, c), dy.narrow(0, r, c).t()));
+      CHECK(torch::equal(ops_in.x.narrow(0, f, c), x.narrow(0, r, c)));
+      CHECK(ops_in.dy_t.narrow(1, f + c, pad).count_nonzero().item<std::int64_t>() == 0);
+      CHECK(ops_in.x.narrow(0, f + c, pad).count_nonzero().item<std::int64_t>() == 0);
+      r += c;
     }
+    if (padded == total)  // aligned: x is read where it is
+      CHECK(ops_in.x.data_ptr() == x.data_ptr());
   }
 }
