@@ -183,13 +183,15 @@ void run_rest(const products& rest, const grouped_gemm_args& args, cublasHandle_
 }
 
 // automatic: one product a group where the groups are large (cuBLAS tunes each). Smaller ones:
-// split_batched where its uniform batches hold half the FLOPs or more and split the rows (the
-// forward and dgrad), else the grouped batched call (one launch). On an H200 (cuBLAS 13.0,
-// gpu_kernels_bench, bf16, share of one dense product): 8 groups of ~4096 x 4096 -> 1536
-// (52 GFLOP each) 93% one a group, 39% grouped, 69% split; 32 groups of ~1024 x 1024 -> 640
-// (1.3 GFLOP each) 28% one a group, 42% grouped, 69% split; their wgrad 23%, 41%, 47% (split
-// along k, which automatic leaves: a bf16 C rounded once more). Groups off 16-byte boundaries
-// run one a group (pointers_aligned).
+// split_batched where its uniform batches hold half the FLOPs or more, else the grouped batched
+// call (one launch). On an H200 (cuBLAS 13.0, gpu_kernels_bench, bf16, share of one dense
+// product): 8 groups of ~4096 x 4096 -> 1536 (52 GFLOP each) 91% one a group, 40% grouped, 78%
+// split; 32 groups of ~1024 x 1024 -> 640 (1.3 GFLOP each) 24% one a group, 44% grouped, 76%
+// split; their wgrad 20%, 42%, 49%. The wgrad splits the reduction, so a bf16 C is rounded once
+// more, and it pays in training: the ~1B MoE (bench/gpu/moe-1b.toml) ran at 41-44k tokens/s with
+// split_batched against 27-28k with the grouped call for the wgrad (the counts not then padded to
+// multiples of 8; 36.5k one a group). Groups off 16-byte boundaries run one a group
+// (pointers_aligned).
 grouped_gemm_method automatic_method(const std::vector<gemm_group>& work, const gemm_split& split) {
   if (!pointers_aligned(work.data(), static_cast<int>(work.size())))
     return grouped_gemm_method::per_group;
@@ -197,7 +199,7 @@ grouped_gemm_method automatic_method(const std::vector<gemm_group>& work, const 
   for (const auto& g : work) flops += 2.0 * double(g.m) * double(g.n) * double(g.k);
   constexpr double kLargeGroup = 8e9;  // between the two measured shapes
   if (flops / double(work.size()) >= kLargeGroup) return grouped_gemm_method::per_group;
-  if (!split.along_k && split.batched_share >= 0.5) return grouped_gemm_method::split_batched;
+  if (split.batched_share >= 0.5) return grouped_gemm_method::split_batched;
   return cublas().gemm_grouped_batched_ex != nullptr ? grouped_gemm_method::grouped_batched
                                                      : grouped_gemm_method::per_group;
 }

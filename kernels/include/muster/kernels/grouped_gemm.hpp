@@ -61,7 +61,7 @@ namespace cuda {
 // the reduction) that most groups share as uniform cublasGemmBatchedEx calls and the rest of
 // each group grouped (grouped_gemm_split.hpp). automatic takes per_group for large groups (8e9
 // FLOPs a group on average, or more); for smaller ones split_batched where its batches hold
-// half the FLOPs or more and split rows, else grouped_batched where cuBLAS has it
+// half the FLOPs or more, else grouped_batched where cuBLAS has it
 // (kernels/cuda/grouped_gemm.cpp says what was measured). Groups whose matrices are not all
 // on 16-byte boundaries (pointers_aligned) run one cublasGemmEx a group, whatever the method.
 enum class grouped_gemm_method { automatic, grouped_batched, per_group, split_batched };

@@ -30,7 +30,7 @@ struct gemm_split {
   std::vector<gemm_group> rest;     // then these, each with its own beta
   std::vector<float> rest_beta;
   // The batches split the reduction: the rest adds (beta 1) to what they wrote, so a bf16 C is
-  // rounded once more (automatic never splits k: kernels/cuda/grouped_gemm.cpp).
+  // rounded once more (measured worth it in training: kernels/cuda/grouped_gemm.cpp).
   bool along_k = false;
   double batched_share = 0.0;  // of all the groups' FLOPs, in the batches
 };
