@@ -85,19 +85,20 @@ void row(const char* what, double bytes, double ms_ours, double ms_torch, const 
 }
 
 // The experts' products, laid out as the engine lays them: the forward (x's row blocks times
-// their weights: m varies), the wgrad as dy_e^T x_e (the reduction varies, A transposed) and
-// the wgrad as the engine runs it, dyT_e x_e over dy transposed with each expert's columns
-// starting on a multiple of 8 (engine/ops/expert_columns.hpp; no operand transposed).
-enum class form { forward, wgrad_dy_t, wgrad_aligned };
+// their weights: m varies), the wgrad as dy_e^T x_e (the reduction varies, A transposed), the
+// wgrad as the engine runs it, dyT_e x_e over dy transposed with each expert's block starting on
+// a multiple of 8 and its reduction padded to one (engine/ops/wgrad_operands.hpp; no operand
+// transposed), and the same with each reduction its count (as the engine ran it before).
+enum class form { forward, wgrad_dy_t, wgrad_aligned, wgrad_counted_k };
 
 struct expert_buffers {
   std::int64_t H, F;
-  torch::Tensor x, y, y_t;  // rows (total, H), (total, F); y transposed (F, padded)
+  torch::Tensor x, y, y_t;  // rows (padded, H), (total, F); y transposed (F, padded)
   std::vector<torch::Tensor> w;
   expert_buffers(std::int64_t most_rows, std::int64_t experts, std::int64_t h, std::int64_t f)
       : H(h), F(f) {
     const auto bf16 = torch::dtype(torch::kBFloat16).device(torch::kCUDA);
-    x = torch::randn({most_rows, H}, bf16);
+    x = torch::randn({most_rows + 8 * experts, H}, bf16);  // read in y_t's padded blocks too
     y = torch::randn({most_rows, F}, bf16);
     y_t = torch::randn({F, most_rows + 8 * experts}, bf16);
     for (std::int64_t e = 0; e < experts; ++e) w.push_back(torch::randn({F, H}, bf16));
@@ -116,8 +117,11 @@ struct expert_buffers {
         out.push_back({rows[e], F, H, x_rows, H, w[e].data_ptr(), H, y_rows, F});
       else if (f == form::wgrad_dy_t)  // dW_e (F, H) = dy_e^T (F, rows) x_e (rows, H)
         out.push_back({F, H, rows[e], y_rows, F, x_rows, H, w[e].data_ptr(), H});
-      else  // dW_e (F, H) = dyT_e (F, rows) x_e (rows, H)
+      else if (f == form::wgrad_counted_k)  // dW_e (F, H) = dyT_e (F, rows) x_e (rows, H)
         out.push_back({F, H, rows[e], y_cols, padded, x_rows, H, w[e].data_ptr(), H});
+      else  // the same over x's rows in dy^T's padded blocks (x has the rows), k padded too
+        out.push_back({F, H, (rows[e] + 7) / 8 * 8, y_cols, padded,
+                       static_cast<char*>(x.data_ptr()) + c0 * H * 2, H, w[e].data_ptr(), H});
       r0 += rows[e];
       c0 += (rows[e] + 7) / 8 * 8;
     }
@@ -436,5 +440,7 @@ int main() {
   for (int e = 0; e < 32; ++e) uneven32.push_back(512 + (e * 797) % 1537);
   grouped_gemm_row("32 x 512..2048, 1024->640", uneven32, 1024, 640, form::forward);
   grouped_gemm_row("32 x 512..2048 wgrad dyT", uneven32, 1024, 640, form::wgrad_aligned);
+  grouped_gemm_row("32 x 512..2048 wgrad dyT k counted", uneven32, 1024, 640,
+                   form::wgrad_counted_k);
   return 0;
 }
