@@ -15,10 +15,11 @@ torch::Tensor padded_rows(const torch::Tensor& rows, const torch::Tensor& to, st
 wgrad_operands padded_by_expert(const torch::Tensor& dy, const torch::Tensor& x,
                                 const std::vector<std::int64_t>& counts) {
   MUSTER_CHECK(dy.dim() == 2 && x.dim() == 2 && dy.is_contiguous() && x.is_contiguous() &&
-                   dy.size(0) == x.size(0) && dy.device() == x.device(),
+                   dy.size(0) == x.size(0) && dy.device() == x.device() &&
+                   dy.scalar_type() == x.scalar_type(),
                errc::internal,
-               "padded_by_expert: dy and x must be contiguous matrices of one device with one row "
-               "each per assignment");
+               "padded_by_expert: dy and x must be contiguous matrices of one device and dtype "
+               "with one row each per assignment");
   wgrad_operands out;
   std::int64_t padded = 0, total = 0;
   bool aligned = true;

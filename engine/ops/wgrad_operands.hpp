@@ -25,11 +25,11 @@ struct wgrad_operands {
   std::vector<std::int64_t> k;      // expert e's reduction: its count rounded up to kColumnAlign
 };
 
-// `dy` (total, out) and `x` (total, in), contiguous, on one device, their row blocks the experts'
-// in order (`counts` rows each). Where every count is a multiple of kColumnAlign: x itself and
-// one transposing copy of dy. Else the rows go to their padded places among zeros (one index,
-// built on the host and sent to a GPU from pinned memory without waiting for it), then dy's
-// transposing copy.
+// `dy` (total, out) and `x` (total, in), contiguous, of one device and dtype, their row blocks
+// the experts' in order (`counts` rows each). Where every count is a multiple of kColumnAlign:
+// x itself and one transposing copy of dy. Else the rows go to their padded places among zeros
+// (one index, built on the host and sent to a GPU from pinned memory without waiting for it),
+// then dy's transposing copy.
 wgrad_operands padded_by_expert(const torch::Tensor& dy, const torch::Tensor& x,
                                 const std::vector<std::int64_t>& counts);
 

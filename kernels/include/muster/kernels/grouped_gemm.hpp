@@ -30,7 +30,8 @@ struct grouped_gemm_args {
   float beta = 0.0f;  // 0: C is only written (its old contents may be NaN)
   gemm_dtype dtype = gemm_dtype::f32;
   // The GPU's split_batched (and automatic where it splits): at most split_levels uniform
-  // batches, each a multiple of split_quantum rows (grouped_gemm_split.hpp); both >= 1.
+  // batches, each a multiple of split_quantum rows (grouped_gemm_split.hpp); both >= 1. A
+  // quantum off a multiple of 8 leaves a wgrad's reductions (the engine pads them to 8) off it.
   int split_levels = 3;
   std::int64_t split_quantum = 64;
 };
