@@ -167,8 +167,13 @@ void grouped_gemm_row(const char* shape, const std::vector<std::int64_t>& rows, 
   const double flops = 2.0 * double(total) * double(H) * double(F);
   const auto x = buf.x.narrow(0, 0, total), y = buf.y.narrow(0, 0, total);
   auto dense_w = torch::randn({H, F}, x.options());
-  const double dense = f == form::forward ? time_ms([&] { auto d = torch::mm(x, dense_w); })
-                                          : time_ms([&] { auto d = torch::mm(y.t(), x); });
+  // timed next to each method: a method timed against a dense product timed long before it
+  // would carry the clock's drift over the run (on the H200 "automatic", which ran the same
+  // products as "per group" five rows later, came out 10% slower in two leases)
+  const auto dense_ms = [&] {
+    return f == form::forward ? time_ms([&] { auto d = torch::mm(x, dense_w); })
+                              : time_ms([&] { auto d = torch::mm(y.t(), x); });
+  };
   using method = k::cuda::grouped_gemm_method;
   struct way {
     method m;
@@ -194,6 +199,7 @@ void grouped_gemm_row(const char* shape, const std::vector<std::int64_t>& rows, 
     args.split_levels = w.split_levels;
     args.split_quantum = w.split_quantum;
     if (m == method::grouped_batched && !k::cuda::grouped_batched_available()) continue;
+    const double dense = dense_ms();
     const double ms = time_ms(
         [&] { k::cuda::grouped_gemm(groups.data(), int(groups.size()), args, nullptr, m); });
     std::vector<std::vector<k::gemm_group>> changing;
