@@ -93,12 +93,12 @@ enum class form { forward, wgrad_dy_t, wgrad_aligned, wgrad_counted_k };
 
 struct expert_buffers {
   std::int64_t H, F;
-  torch::Tensor x, y, y_t;  // rows (padded, H), (total, F); y transposed (F, padded)
+  torch::Tensor x, y, y_t;  // rows (total, H), (total, F); y transposed (F, padded)
   std::vector<torch::Tensor> w;
   expert_buffers(std::int64_t most_rows, std::int64_t experts, std::int64_t h, std::int64_t f)
       : H(h), F(f) {
     const auto bf16 = torch::dtype(torch::kBFloat16).device(torch::kCUDA);
-    x = torch::randn({most_rows + 8 * experts, H}, bf16);  // read in y_t's padded blocks too
+    x = torch::randn({most_rows + 8, H}, bf16);  // the last expert's padded k reads 7 more
     y = torch::randn({most_rows, F}, bf16);
     y_t = torch::randn({F, most_rows + 8 * experts}, bf16);
     for (std::int64_t e = 0; e < experts; ++e) w.push_back(torch::randn({F, H}, bf16));
@@ -119,9 +119,8 @@ struct expert_buffers {
         out.push_back({F, H, rows[e], y_rows, F, x_rows, H, w[e].data_ptr(), H});
       else if (f == form::wgrad_counted_k)  // dW_e (F, H) = dyT_e (F, rows) x_e (rows, H)
         out.push_back({F, H, rows[e], y_cols, padded, x_rows, H, w[e].data_ptr(), H});
-      else  // the same over x's rows in dy^T's padded blocks (x has the rows), k padded too
-        out.push_back({F, H, (rows[e] + 7) / 8 * 8, y_cols, padded,
-                       static_cast<char*>(x.data_ptr()) + c0 * H * 2, H, w[e].data_ptr(), H});
+      else  // the same with k padded to a multiple of 8, into the next experts' rows of x
+        out.push_back({F, H, (rows[e] + 7) / 8 * 8, y_cols, padded, x_rows, H, w[e].data_ptr(), H});
       r0 += rows[e];
       c0 += (rows[e] + 7) / 8 * 8;
     }

@@ -145,8 +145,8 @@ struct grouped_linear_function : torch::autograd::Function<grouped_linear_functi
     const bool direct = in_place && weights[0].scalar_type() == x.scalar_type();
     const auto grad_buffer =
         direct ? torch::Tensor() : torch::empty({experts, out, in}, x.options());
-    // the wgrad reads dy transposed and x, each expert's block zero-padded to an aligned
-    // reduction (wgrad_operands.hpp)
+    // the wgrad reads dy transposed, each expert's reduction padded with zeros to an aligned
+    // length (wgrad_operands.hpp)
     const auto w_in = padded_by_expert(grad_y, x, rows);
     const auto padded = w_in.dy_t.size(1);
     std::vector<gemm_group> dgrad, wgrad;
@@ -159,10 +159,9 @@ struct grouped_linear_function : torch::autograd::Function<grouped_linear_functi
       void* dw = direct ? weights[e].grad().data_ptr()
                         : static_cast<char*>(grad_buffer.data_ptr()) +
                               std::int64_t(e) * out * in * grad_buffer.element_size();
-      const auto* dy_t_e = static_cast<const char*>(w_in.dy_t.data_ptr()) +
-                           w_in.first[e] * w_in.dy_t.element_size();
-      wgrad.push_back(
-          {out, in, w_in.k[e], dy_t_e, padded, at_row(w_in.x, w_in.first[e]), in, dw, in});
+      const auto* dy_t_e =
+          static_cast<const char*>(w_in.dy_t.data_ptr()) + w_in.first[e] * w_in.dy_t.element_size();
+      wgrad.push_back({out, in, w_in.k[e], dy_t_e, padded, w_in.x_rows[e], in, dw, in});
       r += rows[e];
     }
     grouped_gemm_args args;

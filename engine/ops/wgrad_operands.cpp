@@ -1,4 +1,4 @@
-// The experts' wgrad operands, zero-padded to aligned blocks: see wgrad_operands.hpp.
+// The experts' wgrad operands in aligned, zero-padded blocks: see wgrad_operands.hpp.
 #include "engine/ops/wgrad_operands.hpp"
 
 #include "common/error.hpp"
@@ -6,8 +6,20 @@
 namespace muster::engine::ops {
 namespace {
 
-torch::Tensor padded_rows(const torch::Tensor& rows, const torch::Tensor& to, std::int64_t padded) {
-  return torch::zeros({padded, rows.size(1)}, rows.options()).index_copy_(0, to, rows);
+// dy^T with each expert's columns from first[e] and zeros after them
+torch::Tensor padded_transpose(const torch::Tensor& dy, const std::vector<std::int64_t>& counts,
+                               const std::vector<std::int64_t>& first, std::int64_t padded) {
+  const auto total = dy.size(0);
+  if (padded == total) return dy.t().contiguous();  // every count aligned (or no rows)
+  // row i of expert e goes to row first[e] + i of the padded order
+  auto options = torch::TensorOptions().dtype(torch::kLong);
+  if (dy.is_cuda()) options = options.pinned_memory(true);
+  auto to = torch::empty({total}, options);
+  auto* at = to.data_ptr<std::int64_t>();
+  for (std::size_t e = 0; e < counts.size(); ++e)
+    for (std::int64_t i = 0; i < counts[e]; ++i) *at++ = first[e] + i;
+  if (dy.is_cuda()) to = to.to(dy.device(), /*non_blocking=*/true);
+  return torch::zeros({padded, dy.size(1)}, dy.options()).index_copy_(0, to, dy).t().contiguous();
 }
 
 }  // namespace
@@ -22,32 +34,28 @@ wgrad_operands padded_by_expert(const torch::Tensor& dy, const torch::Tensor& x,
                "with one row each per assignment");
   wgrad_operands out;
   std::int64_t padded = 0, total = 0;
-  bool aligned = true;
   for (const auto c : counts) {
     out.first.push_back(padded);
     out.k.push_back((c + kColumnAlign - 1) / kColumnAlign * kColumnAlign);
     padded += out.k.back();
     total += c;
-    aligned = aligned && c % kColumnAlign == 0;
   }
   MUSTER_CHECK(total == dy.size(0), errc::internal,
                "padded_by_expert: {} rows, the experts' counts add up to {}", dy.size(0), total);
   torch::NoGradGuard no_grad;
-  if (aligned) {  // no padding (no rows at all, too)
-    out.dy_t = dy.t().contiguous();
-    out.x = x;
-    return out;
+  out.dy_t = padded_transpose(dy, counts, out.first, padded);
+  const auto row_bytes = x.size(1) * x.element_size();
+  std::int64_t start = 0;
+  for (std::size_t e = 0; e < counts.size(); ++e) {
+    const auto* rows = static_cast<const char*>(x.data_ptr()) + start * row_bytes;
+    if (start + out.k[e] > total) {  // the last expert with rows, and x ends before its k rows
+      out.tail = torch::zeros({out.k[e], x.size(1)}, x.options());
+      out.tail.narrow(0, 0, counts[e]).copy_(x.narrow(0, start, counts[e]));
+      rows = static_cast<const char*>(out.tail.data_ptr());
+    }
+    out.x_rows.push_back(rows);
+    start += counts[e];
   }
-  // row i of expert e goes to row first[e] + i of the padded order
-  auto options = torch::TensorOptions().dtype(torch::kLong);
-  if (dy.is_cuda()) options = options.pinned_memory(true);
-  auto to = torch::empty({total}, options);
-  auto* at = to.data_ptr<std::int64_t>();
-  for (std::size_t e = 0; e < counts.size(); ++e)
-    for (std::int64_t i = 0; i < counts[e]; ++i) *at++ = out.first[e] + i;
-  if (dy.is_cuda()) to = to.to(dy.device(), /*non_blocking=*/true);
-  out.dy_t = padded_rows(dy, to, padded).t().contiguous();
-  out.x = padded_rows(x, to, padded);
   return out;
 }
 

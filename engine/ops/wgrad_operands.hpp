@@ -1,12 +1,18 @@
 // The experts' wgrad operands, dW_e (out, in) = dy_e^T (out, k_e) x_e (k_e, in), laid out for
 // cuBLAS: dy transposed, so that no operand of the products is transposed (cuBLAS ran a grouped
 // product with dy_e^T as one kernel an expert, after a heuristic query each: about 1.3 ms of host
-// time a layer's projection on an H200), and every expert's reduction k_e its row count rounded
-// up to kColumnAlign, the padding zeros in both operands. Its pointer-array kernels assume every
-// block starts on 16 bytes (8 bf16 elements); and a reduction that is not a multiple of 8 is the
-// contiguous extent of dy^T's blocks, where cuBLAS 13.0 took kernels 30 to 70 times slower than
-// a dense product's (gpu_kernels_bench on an H200: 32 groups of 512..2048 rows, 1024 -> 640,
-// 1.4% of the dense product's FLOP/s grouped, 11% one a group). The zeros add exact zeros.
+// time a layer's projection on an H200), each expert's columns starting on a multiple of
+// kColumnAlign, and its reduction k_e its row count rounded up to kColumnAlign. Its pointer-array
+// kernels assume every block starts on 16 bytes (8 bf16 elements); and a reduction that is not a
+// multiple of 8 is the contiguous extent of dy^T's blocks, where cuBLAS 13.0 took kernels 30 to
+// 70 times slower than a dense product's (gpu_kernels_bench on an H200: 32 groups of 512..2048
+// rows, 1024 -> 640, 1.4% of the dense product's FLOP/s grouped, 11% one a group).
+//
+// dy^T's padding columns are zeros. x is read where it is: an expert's k_e rows run into the next
+// experts' rows, which meet those zero columns and add exact zeros where they are finite (an Inf
+// or NaN there, which makes its own expert's output and so the loss NaN already, makes this
+// expert's gradient NaN too). Only the last expert with rows, whose k_e rows would run past x's
+// end, reads a copy of its rows followed by zero rows.
 #pragma once
 
 #include <cstdint>
@@ -19,17 +25,18 @@ namespace muster::engine::ops {
 inline constexpr std::int64_t kColumnAlign = 8;
 
 struct wgrad_operands {
-  torch::Tensor dy_t;               // (out, padded): expert e's columns from first[e]
-  torch::Tensor x;                  // (padded, in): expert e's rows from first[e]
-  std::vector<std::int64_t> first;  // expert e's first column and row, a multiple of kColumnAlign
+  torch::Tensor dy_t;               // (out, padded): expert e's columns from first[e], zeros after
+  std::vector<std::int64_t> first;  // expert e's first column, a multiple of kColumnAlign
   std::vector<std::int64_t> k;      // expert e's reduction: its count rounded up to kColumnAlign
+  std::vector<const void*> x_rows;  // expert e's k[e] rows of x's width, contiguous
+  torch::Tensor tail;               // the copy the last expert with rows reads, where it has one
 };
 
 // `dy` (total, out) and `x` (total, in), contiguous, of one device and dtype, their row blocks
-// the experts' in order (`counts` rows each). Where every count is a multiple of kColumnAlign:
-// x itself and one transposing copy of dy. Else the rows go to their padded places among zeros
-// (one index, built on the host and sent to a GPU from pinned memory without waiting for it),
-// then dy's transposing copy.
+// the experts' in order (`counts` rows each). dy^T is one transposing copy of dy where every
+// count is a multiple of kColumnAlign; else dy's rows go to their padded places among zeros
+// first (one index, built on the host and sent to a GPU from pinned memory without waiting for
+// it). x must outlive the products.
 wgrad_operands padded_by_expert(const torch::Tensor& dy, const torch::Tensor& x,
                                 const std::vector<std::int64_t>& counts);
 

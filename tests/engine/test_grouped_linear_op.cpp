@@ -1,9 +1,11 @@
 // The experts' grouped linear (engine/ops/grouped_linear_op.hpp) over the grouped GEMM kernel
 // against its per-expert torch path (taken by fp64): the same rows out, the same gradient to the
 // rows and to every expert's weight, with experts given no rows (zero gradient) among them; and
-// a non-contiguous weight taking the per-expert path; the wgrad's operands with each expert's
-// block aligned and zero-padded.
+// a non-contiguous weight taking the per-expert path; x's storage NaN past its rows, which the
+// wgrad must not read; the wgrad's operands with each expert's block aligned and zero-padded.
 #include <catch2/catch.hpp>
+
+#include <cmath>
 
 #include <torch/torch.h>
 
@@ -18,8 +20,8 @@ TEST_CASE("grouped_linear over the kernel matches a linear per expert, with grad
           "[grouped_linear_op]") {
   torch::manual_seed(11);
   const std::int64_t in = 19, out = 23;
-  for (const auto& rows :
-       std::vector<std::vector<std::int64_t>>{{5, 0, 17, 1, 0, 40}, {0, 0, 0}, {64}}) {
+  for (const auto& rows : std::vector<std::vector<std::int64_t>>{
+           {5, 0, 17, 1, 0, 40}, {0, 0, 0}, {64}, {3, 9, 0}, {13}}) {
     std::int64_t total = 0;
     for (auto r : rows) total += r;
     INFO("rows " << total << " over " << rows.size() << " experts");
@@ -29,7 +31,10 @@ TEST_CASE("grouped_linear over the kernel matches a linear per expert, with grad
     for (std::size_t e = 0; e < rows.size(); ++e)
       w0.push_back(torch::randn({out, in}, torch::kFloat64));
     auto run = [&](torch::Dtype dtype) {
-      auto x = x0.to(dtype).requires_grad_(true);
+      // x's storage goes on past its rows with NaN: the wgrad reads no row of it past x's end
+      auto storage = torch::full({total + 8, in}, std::nan(""), torch::dtype(dtype));
+      storage.narrow(0, 0, total).copy_(x0);
+      auto x = storage.narrow(0, 0, total).detach().requires_grad_(true);
       std::vector<torch::Tensor> w;
       for (const auto& t : w0) w.push_back(t.to(dtype).requires_grad_(true));
       auto y = ops::grouped_linear(x, rows, w);
@@ -155,11 +160,11 @@ TEST_CASE("grouped_linear adds the wgrad to gradients already there, once", "[gr
   }
 }
 
-TEST_CASE("padded_by_expert starts every expert's block on a multiple of 8, zeros after its rows",
+TEST_CASE("padded_by_expert starts every expert's columns on a multiple of 8, zeros after them",
           "[grouped_linear_op]") {
   const std::int64_t out = 5, in = 3;
-  for (const auto& counts :
-       std::vector<std::vector<std::int64_t>>{{0, 3, 8, 1, 13, 0}, {8, 16, 0, 24}, {0, 0}, {7}}) {
+  for (const auto& counts : std::vector<std::vector<std::int64_t>>{
+           {0, 3, 8, 1, 13, 0}, {8, 16, 0, 24}, {0, 0}, {7}, {16, 5, 0}}) {
     std::int64_t total = 0, padded = 0;
     for (auto c : counts) {
       total += c;
@@ -170,11 +175,10 @@ TEST_CASE("padded_by_expert starts every expert's block on a multiple of 8, zero
     const auto x = -torch::arange(total * in, torch::kFloat32).reshape({total, in}) - 1;
     const auto ops_in = ops::padded_by_expert(dy, x, counts);
     REQUIRE(ops_in.dy_t.sizes() == torch::IntArrayRef({out, padded}));
-    REQUIRE(ops_in.x.sizes() == torch::IntArrayRef({padded, in}));
     REQUIRE(ops_in.dy_t.is_contiguous());
-    REQUIRE(ops_in.x.is_contiguous());
     REQUIRE(ops_in.first.size() == counts.size());
     REQUIRE(ops_in.k.size() == counts.size());
+    REQUIRE(ops_in.x_rows.size() == counts.size());
     std::int64_t r = 0, next = 0;
     for (std::size_t e = 0; e < counts.size(); ++e) {
       INFO("expert " << e << " with " << counts[e] << " rows");
@@ -182,14 +186,21 @@ TEST_CASE("padded_by_expert starts every expert's block on a multiple of 8, zero
       CHECK(ops_in.first[e] % 8 == 0);
       CHECK(ops_in.k[e] == (counts[e] + 7) / 8 * 8);
       next += ops_in.k[e];
-      const auto f = ops_in.first[e], c = counts[e], pad = ops_in.k[e] - counts[e];
+      const auto f = ops_in.first[e], c = counts[e], k = ops_in.k[e];
       CHECK(torch::equal(ops_in.dy_t.narrow(1, f, c), dy.narrow(0, r, c).t()));
-      CHECK(torch::equal(ops_in.x.narrow(0, f, c), x.narrow(0, r, c)));
-      CHECK(ops_in.dy_t.narrow(1, f + c, pad).count_nonzero().item<std::int64_t>() == 0);
-      CHECK(ops_in.x.narrow(0, f + c, pad).count_nonzero().item<std::int64_t>() == 0);
+      CHECK(ops_in.dy_t.narrow(1, f + c, k - c).count_nonzero().item<std::int64_t>() == 0);
+      // x's rows where they are, but where k rows would run past x's end: a copy, then zeros
+      const auto* own = static_cast<const char*>(x.data_ptr()) + r * in * 4;
+      if (r + k <= total) {
+        CHECK(ops_in.x_rows[e] == own);
+      } else {
+        REQUIRE(ops_in.tail.defined());
+        REQUIRE(ops_in.x_rows[e] == ops_in.tail.data_ptr());
+        CHECK(ops_in.tail.sizes() == torch::IntArrayRef({k, in}));
+        CHECK(torch::equal(ops_in.tail.narrow(0, 0, c), x.narrow(0, r, c)));
+        CHECK(ops_in.tail.narrow(0, c, k - c).count_nonzero().item<std::int64_t>() == 0);
+      }
       r += c;
     }
-    if (padded == total)  // aligned: x is read where it is
-      CHECK(ops_in.x.data_ptr() == x.data_ptr());
   }
 }
