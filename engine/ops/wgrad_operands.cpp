@@ -44,16 +44,25 @@ wgrad_operands padded_by_expert(const torch::Tensor& dy, const torch::Tensor& x,
                "padded_by_expert: {} rows, the experts' counts add up to {}", dy.size(0), total);
   torch::NoGradGuard no_grad;
   out.dy_t = padded_transpose(dy, counts, out.first, padded);
+  // Experts from the first whose k rows would run past x's end read a copy of x from its
+  // first row on, zero rows after (any number of them may: counts {3, 1} run 8 and 4 rows
+  // past x's 4).
+  std::int64_t from = total, at = 0;  // from: total where none runs past
+  for (std::size_t e = 0; e < counts.size() && from == total; ++e) {
+    if (at + out.k[e] > total) from = at;
+    at += counts[e];
+  }
+  if (from < total) {
+    out.tail = torch::zeros({total - from + kColumnAlign, x.size(1)}, x.options());
+    out.tail.narrow(0, 0, total - from).copy_(x.narrow(0, from, total - from));
+  }
   const auto row_bytes = x.size(1) * x.element_size();
   std::int64_t start = 0;
   for (std::size_t e = 0; e < counts.size(); ++e) {
-    const auto* rows = static_cast<const char*>(x.data_ptr()) + start * row_bytes;
-    if (start + out.k[e] > total) {  // the last expert with rows, and x ends before its k rows
-      out.tail = torch::zeros({out.k[e], x.size(1)}, x.options());
-      out.tail.narrow(0, 0, counts[e]).copy_(x.narrow(0, start, counts[e]));
-      rows = static_cast<const char*>(out.tail.data_ptr());
-    }
-    out.x_rows.push_back(rows);
+    out.x_rows.push_back(start < from || !out.tail.defined()
+                             ? static_cast<const char*>(x.data_ptr()) + start * row_bytes
+                             : static_cast<const char*>(out.tail.data_ptr()) +
+                                   (start - from) * row_bytes);
     start += counts[e];
   }
   return out;

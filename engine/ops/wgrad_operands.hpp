@@ -11,8 +11,9 @@
 // dy^T's padding columns are zeros. x is read where it is: an expert's k_e rows run into the next
 // experts' rows, which meet those zero columns and add exact zeros where they are finite (an Inf
 // or NaN there, which makes its own expert's output and so the loss NaN already, makes this
-// expert's gradient NaN too). Only the last expert with rows, whose k_e rows would run past x's
-// end, reads a copy of its rows followed by zero rows.
+// expert's gradient NaN too). The experts from the first whose k_e rows would run past x's end
+// (the last with rows, or several where the last hold few) read a copy of x's rows from there,
+// zero rows after.
 #pragma once
 
 #include <cstdint>
@@ -29,7 +30,8 @@ struct wgrad_operands {
   std::vector<std::int64_t> first;  // expert e's first column, a multiple of kColumnAlign
   std::vector<std::int64_t> k;      // expert e's reduction: its count rounded up to kColumnAlign
   std::vector<const void*> x_rows;  // expert e's k[e] rows of x's width, contiguous
-  torch::Tensor tail;               // the copy the last expert with rows reads, where it has one
+  torch::Tensor tail;               // x from the first expert that would run past its end, zeros
+                                    // after (undefined where none would)
 };
 
 // `dy` (total, out) and `x` (total, in), contiguous, of one device and dtype, their row blocks
