@@ -21,6 +21,8 @@
 
 #include <torch/torch.h>
 
+#include "engine/ops/wgrad_operands.hpp"
+
 #include "muster/kernels/grouped_gemm.hpp"
 #include "muster/kernels/optimizer.hpp"
 #include "muster/kernels/permute.hpp"
@@ -91,6 +93,12 @@ void row(const char* what, double bytes, double ms_ours, double ms_torch, const 
 // transposed), and the same with each reduction its count (as the engine ran it before).
 enum class form { forward, wgrad_dy_t, wgrad_aligned, wgrad_counted_k };
 
+// An expert's count rounded up as the engine pads its wgrad's reduction and dy^T's blocks.
+std::int64_t padded_count(std::int64_t rows) {
+  return (rows + muster::engine::ops::kColumnAlign - 1) / muster::engine::ops::kColumnAlign *
+         muster::engine::ops::kColumnAlign;
+}
+
 struct expert_buffers {
   std::int64_t H, F;
   torch::Tensor x, y, y_t;  // rows (total, H), (total, F); y transposed (F, padded)
@@ -106,7 +114,7 @@ struct expert_buffers {
 
   std::vector<k::gemm_group> groups(const std::vector<std::int64_t>& rows, form f) const {
     std::int64_t padded = 0;
-    for (auto r : rows) padded += (r + 7) / 8 * 8;
+    for (auto r : rows) padded += padded_count(r);
     std::vector<k::gemm_group> out;
     std::int64_t r0 = 0, c0 = 0;
     for (std::size_t e = 0; e < rows.size(); ++e) {
@@ -120,9 +128,9 @@ struct expert_buffers {
       else if (f == form::wgrad_counted_k)  // dW_e (F, H) = dyT_e (F, rows) x_e (rows, H)
         out.push_back({F, H, rows[e], y_cols, padded, x_rows, H, w[e].data_ptr(), H});
       else  // the same with k padded to a multiple of 8, into the next experts' rows of x
-        out.push_back({F, H, (rows[e] + 7) / 8 * 8, y_cols, padded, x_rows, H, w[e].data_ptr(), H});
+        out.push_back({F, H, padded_count(rows[e]), y_cols, padded, x_rows, H, w[e].data_ptr(), H});
       r0 += rows[e];
-      c0 += (rows[e] + 7) / 8 * 8;
+      c0 += padded_count(rows[e]);
     }
     return out;
   }
