@@ -4,7 +4,9 @@
 // to 1024 experts, and runs the smallest that holds the experts, so 256 experts take 8
 // registers a lane, not 32), in chunks of up to 4 consecutive experts, lane after lane, so a
 // warp loads and stores a chunk as one contiguous run of 16 bytes a lane where the rows allow
-// (router_lanes::expert_of). The softmax's max and sum are warp reductions. The top-k keeps
+// (router_lanes::expert_of). Each slot count is built twice: for any rows, and for aligned rows
+// that fill every slot (row_slots' kFull: 32, 64, ... 1024 experts), which tests no slot
+// against the expert count. The softmax's max and sum are warp reductions. The top-k keeps
 // each lane's best two experts not yet chosen (router_lanes.hpp): a round is two integer warp
 // reductions over those heads, which sm_80 and later do in one instruction each
 // (__reduce_max_sync, __reduce_min_sync), and a pop by the lane chosen; lane j ends with the
@@ -13,6 +15,7 @@
 #include <cfloat>
 #include <cstdint>
 #include <initializer_list>
+#include <type_traits>
 
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/router_lanes.hpp"
@@ -25,6 +28,11 @@ using router_lanes::kNoKey;
 using router_lanes::kWarp;
 constexpr int kPerLane = static_cast<int>(kRouterMaxExperts / kWarp);
 constexpr int kWarpsPerBlock = 8;
+// The blocks of the forward for kPer slots a lane an SM must hold at once: 5, 40 warps, where
+// 256 experts took 52 registers a thread without a bound (32 warps) and ptxas fits 46 without
+// spilling; 1 (no bound) for more slots. The backward has none: at 5 it spills.
+template <int kPer>
+inline constexpr int kForwardMinBlocks = kPer <= 8 ? 5 : 1;
 constexpr float kNoScore = -1.0f;  // below every score (softmax and sigmoid are >= 0): kNoKey
 
 __device__ float warp_sum(float v) {
@@ -79,22 +87,25 @@ __device__ void store_chunk(float* p, const float* v) {
 
 // A warp's view of one row of kPer slots a lane. chunked: num_experts is a multiple of kWidth
 // and the rows' pointers are aligned to kWidth floats, so a chunk is all experts or none and
-// moves in one access.
-template <int kPer>
+// moves in one access. kFull: the row fills every slot (num_experts = 32 kPer, as 32, 64, 128,
+// 256 experts do) and is chunked, which the compiler then knows: no test of a slot against
+// num_experts and no branch around a chunk's access, about a fifth of the forward's instructions
+// at 256 experts (PTX).
+template <int kPer, bool kFull>
 struct row_slots {
   static constexpr int kWidth = router_lanes::kWidthOf<kPer>;
   int lane;
   int num_experts;
-  bool chunked;
+  bool chunked_rows;
 
   __device__ int expert(int slot) const { return router_lanes::expert_of<kWidth>(lane, slot); }
-  __device__ bool has(int slot) const { return expert(slot) < num_experts; }
+  __device__ bool has(int slot) const { return kFull || expert(slot) < num_experts; }
+  __device__ bool chunked() const { return kFull || chunked_rows; }
 
-  // v = the row's values, `missing` in slots past the last expert
   __device__ void load(const float* row, float (&v)[kPer], float missing) const {
 #pragma unroll
     for (int s = 0; s < kPer; s += kWidth) {
-      if (chunked && has(s)) {
+      if (chunked() && has(s)) {
         load_chunk<kWidth>(row + expert(s), v + s);
       } else {
 #pragma unroll
@@ -106,7 +117,7 @@ struct row_slots {
   __device__ void store(float* row, const float (&v)[kPer]) const {
 #pragma unroll
     for (int s = 0; s < kPer; s += kWidth) {
-      if (chunked) {
+      if (chunked()) {
         if (has(s)) store_chunk<kWidth>(row + expert(s), v + s);
       } else {
 #pragma unroll
@@ -119,8 +130,8 @@ struct row_slots {
 
 // One token: its logits v (in registers) become its scores, written to `scores`, and its
 // top-k, written to experts and weights (topk of each).
-template <int kPer>
-__device__ void route_token(const row_slots<kPer>& row, float (&v)[kPer], float* scores,
+template <int kPer, bool kFull>
+__device__ void route_token(const row_slots<kPer, kFull>& row, float (&v)[kPer], float* scores,
                             std::int64_t* experts, float* weights, int topk, bool sigmoid,
                             bool renormalize) {
   if (sigmoid) {
@@ -196,11 +207,12 @@ struct logits_rows {
   float v[kPer];
 };
 
-template <int kPer>
-__global__ void router_forward_kernel(const float* logits, float* scores, std::int64_t* experts,
-                                      float* weights, std::int64_t num_tokens, int num_experts,
-                                      int topk, bool sigmoid, bool renormalize, bool chunked) {
-  const row_slots<kPer> row{static_cast<int>(threadIdx.x % kWarp), num_experts, chunked};
+template <int kPer, bool kFull>
+__global__ void __launch_bounds__(kWarpsPerBlock* kWarp, kForwardMinBlocks<kPer>)
+    router_forward_kernel(std::int64_t num_tokens, const float* logits, float* scores,
+                          std::int64_t* experts, float* weights, int num_experts, int topk,
+                          bool sigmoid, bool renormalize, bool chunked) {
+  const row_slots<kPer, kFull> row{static_cast<int>(threadIdx.x % kWarp), num_experts, chunked};
   each_token_prefetched<logits_rows<kPer>>(
       num_tokens,
       [&](std::int64_t t, logits_rows<kPer>& r) {
@@ -215,8 +227,8 @@ __global__ void router_forward_kernel(const float* logits, float* scores, std::i
 // One token's backward: p and gs its scores and their gradient in registers (gs zero where
 // none was given, both zero past the last expert), p_row and gs_row the same in memory (for the
 // chosen experts' values, which other lanes hold), experts and grad_weights its topk.
-template <int kPer>
-__device__ void route_token_backward(const row_slots<kPer>& row, const float (&p)[kPer],
+template <int kPer, bool kFull>
+__device__ void route_token_backward(const row_slots<kPer, kFull>& row, const float (&p)[kPer],
                                      const float (&gs)[kPer], const float* p_row,
                                      const float* gs_row, const std::int64_t* experts,
                                      const float* grad_weights, float* dx_row, int topk,
@@ -260,12 +272,13 @@ struct score_rows {
 
 // As the forward (each_token_prefetched). chunked covers scores, grad_scores (when given) and
 // grad_logits.
-template <int kPer>
-__global__ void router_backward_kernel(const float* scores, const std::int64_t* experts,
-                                       const float* grad_weights, const float* grad_scores,
-                                       float* grad_logits, std::int64_t num_tokens, int num_experts,
-                                       int topk, bool sigmoid, bool renormalize, bool chunked) {
-  const row_slots<kPer> row{static_cast<int>(threadIdx.x % kWarp), num_experts, chunked};
+template <int kPer, bool kFull>
+__global__ void __launch_bounds__(kWarpsPerBlock* kWarp)
+    router_backward_kernel(std::int64_t num_tokens, const float* scores,
+                           const std::int64_t* experts, const float* grad_weights,
+                           const float* grad_scores, float* grad_logits, int num_experts, int topk,
+                           bool sigmoid, bool renormalize, bool chunked) {
+  const row_slots<kPer, kFull> row{static_cast<int>(threadIdx.x % kWarp), num_experts, chunked};
   each_token_prefetched<score_rows<kPer>>(
       num_tokens,
       [&](std::int64_t t, score_rows<kPer>& r) {
@@ -291,16 +304,12 @@ std::int64_t blocks_for(std::int64_t num_tokens) {
 
 // A grid of a block a warp's token, at most as many blocks as the device holds at once (its
 // SMs times the blocks of the kernel each holds, asked once a process).
-template <int kPer, bool kBackward>
+template <auto kKernel>
 unsigned resident_blocks(std::int64_t num_tokens) {
   static const int per_sm = [] {
     int n = 0;
-    if constexpr (kBackward)
-      MUSTER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-          &n, router_backward_kernel<kPer>, kWarpsPerBlock * kWarp, 0));
-    else
-      MUSTER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-          &n, router_forward_kernel<kPer>, kWarpsPerBlock * kWarp, 0));
+    MUSTER_CUDA_CHECK(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kKernel, kWarpsPerBlock * kWarp, 0));
     return n > 0 ? n : 1;
   }();
   int device = 0, sms = 0;
@@ -308,6 +317,12 @@ unsigned resident_blocks(std::int64_t num_tokens) {
   MUSTER_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   const auto resident = static_cast<std::int64_t>(per_sm) * sms;
   return static_cast<unsigned>(std::min(blocks_for(num_tokens), resident));
+}
+
+template <auto kKernel, class... Args>
+void launch_resident(std::int64_t num_tokens, void* stream, Args... args) {
+  kKernel<<<resident_blocks<kKernel>(num_tokens), kWarpsPerBlock * kWarp, 0,
+            static_cast<cudaStream_t>(stream)>>>(num_tokens, args...);
 }
 
 // Whether rows of num_experts floats at these pointers (null: none) move in chunks of the
@@ -321,25 +336,43 @@ bool chunks_fit(std::int64_t num_experts, std::initializer_list<const void*> row
   return true;
 }
 
+// Whether chunked rows of num_experts fill kPer slots a lane (row_slots' kFull).
+template <int kPer>
+bool fills_slots(std::int64_t num_experts, bool chunked) {
+  return chunked && num_experts == std::int64_t{kPer} * kWarp;
+}
+
+// f(std::true_type{}) where full, else f(std::false_type{}): a kernel's kFull from a test.
+template <class F>
+void with_full(bool full, F&& f) {
+  if (full)
+    f(std::true_type{});
+  else
+    f(std::false_type{});
+}
+
 template <int kPer>
 void launch_forward(const float* logits, float* scores, std::int64_t* experts, float* weights,
                     const router_shape& s, void* stream) {
-  router_forward_kernel<kPer><<<resident_blocks<kPer, false>(s.num_tokens), kWarpsPerBlock * kWarp,
-                                0, static_cast<cudaStream_t>(stream)>>>(
-      logits, scores, experts, weights, s.num_tokens, static_cast<int>(s.num_experts), s.topk,
-      s.score == router_score::sigmoid, s.renormalize,
-      chunks_fit<kPer>(s.num_experts, {logits, scores}));
+  const bool chunked = chunks_fit<kPer>(s.num_experts, {logits, scores});
+  with_full(fills_slots<kPer>(s.num_experts, chunked), [&](auto full) {
+    launch_resident<router_forward_kernel<kPer, decltype(full)::value>>(
+        s.num_tokens, stream, logits, scores, experts, weights, static_cast<int>(s.num_experts),
+        s.topk, s.score == router_score::sigmoid, s.renormalize, chunked);
+  });
 }
 
 template <int kPer>
 void launch_backward(const float* scores, const std::int64_t* experts, const float* grad_weights,
                      const float* grad_scores, float* grad_logits, const router_shape& s,
                      void* stream) {
-  router_backward_kernel<kPer><<<resident_blocks<kPer, true>(s.num_tokens), kWarpsPerBlock * kWarp,
-                                 0, static_cast<cudaStream_t>(stream)>>>(
-      scores, experts, grad_weights, grad_scores, grad_logits, s.num_tokens,
-      static_cast<int>(s.num_experts), s.topk, s.score == router_score::sigmoid, s.renormalize,
-      chunks_fit<kPer>(s.num_experts, {scores, grad_scores, grad_logits}));
+  const bool chunked = chunks_fit<kPer>(s.num_experts, {scores, grad_scores, grad_logits});
+  with_full(fills_slots<kPer>(s.num_experts, chunked), [&](auto full) {
+    launch_resident<router_backward_kernel<kPer, decltype(full)::value>>(
+        s.num_tokens, stream, scores, experts, grad_weights, grad_scores, grad_logits,
+        static_cast<int>(s.num_experts), s.topk, s.score == router_score::sigmoid, s.renormalize,
+        chunked);
+  });
 }
 
 // Calls launch<kPer>(args...) with the fewest slots a lane (a power of two) that hold the

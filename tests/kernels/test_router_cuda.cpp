@@ -131,6 +131,10 @@ TEST_CASE("the router's CUDA kernels match the CPU reference", "[kernels][router
            std::vector<std::tuple<std::int64_t, std::int64_t, int>>{
                {1, 1, 1},
                {3, 7, 2},
+               // rows that fill every slot (32 x slots a lane experts, aligned): the kernels'
+               // kFull form, at each slot count
+               {500, 32, 4},
+               {2000, 512, 8},
                {33, 13, 3},
                {50, 33, 3},
                {1000, 64, 8},
@@ -179,7 +183,7 @@ TEST_CASE("the router's CUDA kernel breaks ties to the lower expert as the CPU d
   for (const auto score : {router_score::softmax, router_score::sigmoid})
     for (const auto& [tokens, experts, topk] :
          std::vector<std::tuple<std::int64_t, std::int64_t, int>>{
-             {257, 8, 8}, {1000, 64, 8}, {300, 256, 16}, {17, 1024, 32}}) {
+             {257, 8, 8}, {300, 32, 4}, {1000, 64, 8}, {300, 256, 16}, {17, 1024, 32}}) {
       const auto s = router_case(tokens, experts, topk, score);
       INFO(describe(s));
       const auto n = std::size_t(tokens * experts), nk = std::size_t(tokens * topk);
