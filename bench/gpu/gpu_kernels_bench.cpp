@@ -1,7 +1,7 @@
 // gpu_kernels_bench: each CUDA kernel of kernels/ on the GPU, side by side with the PyTorch ops
 // it replaces, in one run on one device:
 //   - memory-bound ops (router forward and backward, permutation index + gather, weighted
-//     combine, SwiGLU; fp32, and bf16 where the engine's bf16 autocast sends bf16 through
+//     combine, SwiGLU, RMSNorm; fp32, and bf16 where the engine's bf16 autocast sends bf16 through
 //     them): the bytes each must move / time, as a share of the device's peak memory bandwidth
 //     (from its memory clock and bus width) and of a device-to-device copy measured here;
 //   - the grouped GEMM (bf16, one group per expert, uneven rows), by each method: TFLOP/s against
@@ -26,6 +26,7 @@
 #include "muster/kernels/grouped_gemm.hpp"
 #include "muster/kernels/optimizer.hpp"
 #include "muster/kernels/permute.hpp"
+#include "muster/kernels/rms_norm.hpp"
 #include "muster/kernels/router.hpp"
 #include "muster/kernels/swiglu.hpp"
 
@@ -407,6 +408,40 @@ int main() {
       auto dgate = at::silu_backward(grad16 * up16, gate16);
     });
     row("swiglu bwd 134M bf16", double(n * 10), ours_back16, theirs_back16, p);
+  }
+
+  // RMSNorm over 16384 rows of 4096 fp32 (the residual stream the engine's norms take under
+  // bf16 autocast), against the formula in torch's ops (what rms_norm_op ran on a GPU before).
+  // Bytes: what each must move at least, x and y forward, x, grad_y and grad_x backward (the
+  // kernels read x and grad_y a second time for the weight's gradient).
+  {
+    const std::int64_t rows = 16384, dim = 4096, n = rows * dim;
+    auto x = torch::randn({rows, dim}, f32), w = torch::randn({dim}, f32);
+    auto y = torch::empty_like(x), rstd = torch::empty({rows}, f32), g = torch::randn_like(x);
+    auto dx = torch::empty_like(x), dw = torch::zeros({dim}, f32);
+    auto partials = torch::empty({k::cuda::rms_norm_backward_partials(rows, dim)}, f32);
+    const double ours = time_ms([&] {
+      k::cuda::rms_norm_forward(x.data_ptr<float>(), w.data_ptr<float>(), 1e-6f, rows, dim,
+                                y.data_ptr<float>(), rstd.data_ptr<float>(), nullptr);
+    });
+    const double theirs = time_ms([&] {
+      auto r = torch::rsqrt(x.square().mean(-1, true) + 1e-6);
+      auto out = w * (x * r);
+    });
+    row("rms_norm fwd 16384x4096 fp32", double(n * 8), ours, theirs, p);
+    const double ours_back = time_ms([&] {
+      k::cuda::rms_norm_backward(x.data_ptr<float>(), w.data_ptr<float>(), rstd.data_ptr<float>(),
+                                 g.data_ptr<float>(), rows, dim, dx.data_ptr<float>(),
+                                 dw.data_ptr<float>(), partials.data_ptr<float>(), nullptr);
+    });
+    const double theirs_back = time_ms([&] {  // rms_norm_op's backward over torch's ops
+      auto r = rstd.unsqueeze(1);
+      auto normed = x * r;
+      auto gw = (g * normed).sum(0);
+      auto gn = g * w;
+      auto gx = r * (gn - x * r.square() * (gn * x).mean(-1, true));
+    });
+    row("rms_norm bwd 16384x4096 fp32", double(n * 12), ours_back, theirs_back, p);
   }
 
   // The optimizer over a flat buffer of 64M fp32 parameters with a decay mask: AdamW against

@@ -24,11 +24,17 @@ struct rms_norm_function : torch::autograd::Function<rms_norm_function> {
     auto rstd = torch::empty({rows}, x.options());
     const float *px = x.data_ptr<float>(), *pw = weight.data_ptr<float>();
     float *py = y.data_ptr<float>(), *pr = rstd.data_ptr<float>();
+    ctx->save_for_backward({x, weight, rstd});
+    if (x.is_cuda()) {
+#ifdef MUSTER_WITH_CUDA
+      kernels::cuda::rms_norm_forward(px, pw, float(eps), rows, dim, py, pr, kernel_stream(x));
+#endif
+      return y;
+    }
     at::parallel_for(0, rows, kRowBlock, [&](std::int64_t begin, std::int64_t end) {
       kernels::cpu::rms_norm_forward(px + begin * dim, pw, float(eps), end - begin, dim,
                                      py + begin * dim, pr + begin);
     });
-    ctx->save_for_backward({x, weight, rstd});
     return y;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -36,10 +42,22 @@ struct rms_norm_function : torch::autograd::Function<rms_norm_function> {
     const auto& x = saved[0];
     const auto& weight = saved[1];
     const auto& rstd = saved[2];
-    const auto grad_y = grads[0].contiguous();
+    const auto grad_y = grads[0].to(torch::kFloat32).contiguous();
     const auto dim = x.size(-1), rows = x.numel() / dim;
-    const auto blocks = (rows + kRowBlock - 1) / kRowBlock;
     auto grad_x = torch::empty_like(x);
+    if (x.is_cuda()) {
+#ifdef MUSTER_WITH_CUDA
+      auto grad_w = torch::zeros_like(weight);
+      auto partials = torch::empty({kernels::cuda::rms_norm_backward_partials(rows, dim)},
+                                   weight.options());
+      kernels::cuda::rms_norm_backward(
+          x.data_ptr<float>(), weight.data_ptr<float>(), rstd.data_ptr<float>(),
+          grad_y.data_ptr<float>(), rows, dim, grad_x.data_ptr<float>(), grad_w.data_ptr<float>(),
+          partials.data_ptr<float>(), kernel_stream(x));
+      return {grad_x, grad_w, torch::Tensor()};
+#endif
+    }
+    const auto blocks = (rows + kRowBlock - 1) / kRowBlock;
     auto partial_w = torch::zeros({blocks, dim}, weight.options());
     const float *px = x.data_ptr<float>(), *pw = weight.data_ptr<float>(),
                 *pr = rstd.data_ptr<float>(), *pg = grad_y.data_ptr<float>();
@@ -55,7 +73,7 @@ struct rms_norm_function : torch::autograd::Function<rms_norm_function> {
   }
 };
 
-// The same over torch's ops, for what the kernel does not take (CUDA, bf16): one autograd node
+// The same over torch's ops, for what the kernels do not take (bf16): one autograd node
 // instead of the eight of the formula's ops (casts, pow, mean, add, rsqrt, two products), whose
 // creation and evaluation were most of a norm's host time on a GPU, where the step waits for
 // the host. The values are the formula's: x in fp32, normed cast back to x's dtype, times the
@@ -88,7 +106,9 @@ struct rms_norm_ops_function : torch::autograd::Function<rms_norm_ops_function> 
 };
 
 bool kernel_takes(const torch::Tensor& x, const torch::Tensor& weight) {
-  return cpu_kernel_takes(x) && cpu_kernel_takes(weight) && x.dim() >= 1 &&
+  const bool on_device = (cpu_kernel_takes(x) && cpu_kernel_takes(weight)) ||
+                         (cuda_kernel_takes(x) && cuda_kernel_takes(weight));
+  return on_device && x.device() == weight.device() && x.dim() >= 1 &&
          x.size(-1) == weight.numel() && x.numel() > 0;
 }
 

@@ -1,7 +1,9 @@
 // RMSNorm as one autograd function over the RMSNorm kernel
 // (kernels/include/muster/kernels/rms_norm.hpp): x, the weight and one fp32 per row kept for
-// the backward. Contiguous fp32 CPU x and weight take the kernel (rows split over LibTorch's
-// intra-op threads); anything else (bf16, CUDA) takes torch's ops inside one autograd function.
+// the backward. Contiguous fp32 x and weight take the kernels: on the CPU with the rows split
+// over LibTorch's intra-op threads, on a GPU the CUDA kernels (a forward, and three for the
+// backward: grad_x, the weight's sums over blocks of rows, their sum). Anything else (bf16)
+// takes torch's ops inside one autograd function.
 #pragma once
 
 #include <torch/torch.h>

@@ -1,7 +1,8 @@
 // RMSNorm over the last dimension, y = w * (x / sqrt(mean(x^2) + eps)), and its backward, one
 // pass over a row each way (torch's ops take seven passes and temporaries forward and more
 // backward). Raw pointers and counts; no CUDA or torch types. Rows are independent, so a
-// caller may split them over threads (grad_w is accumulated for that).
+// caller may split them over threads (grad_w is accumulated for that). The cuda:: functions
+// take every row at once.
 #pragma once
 
 #include <cstdint>
@@ -19,3 +20,22 @@ void rms_norm_backward(const float* x, const float* w, const float* rstd, const 
                        std::int64_t rows, std::int64_t dim, float* grad_x, float* grad_w);
 
 }  // namespace muster::kernels::cpu
+
+namespace muster::kernels::cuda {
+
+// The same on the GPU: device pointers, enqueued on `stream` (a cudaStream_t; nullptr: the
+// default stream). Built only with CUDA; see kernels/cuda/rms_norm.cu. rows * dim may be 0.
+void rms_norm_forward(const float* x, const float* w, float eps, std::int64_t rows,
+                      std::int64_t dim, float* y, float* rstd, void* stream);
+
+// The floats of device memory rms_norm_backward needs in `partials` for rows x dim: the weight
+// gradient's sums over blocks of rows, added in a fixed order, so the bits do not depend on
+// the GPU's scheduling.
+std::int64_t rms_norm_backward_partials(std::int64_t rows, std::int64_t dim);
+
+// grad_x as the CPU's; grad_w (dim) += the sum over rows of grad_y * x * rstd.
+void rms_norm_backward(const float* x, const float* w, const float* rstd, const float* grad_y,
+                       std::int64_t rows, std::int64_t dim, float* grad_x, float* grad_w,
+                       float* partials, void* stream);
+
+}  // namespace muster::kernels::cuda

@@ -1,0 +1,204 @@
+// RMSNorm on the GPU: see muster/kernels/rms_norm.hpp. One warp a row, forward and backward:
+// a pass over the row for its sum (of x^2; of grad_y * w * x) as a warp reduction, then a
+// second for the outputs, which finds the row in L1 (4096 floats are 16 KB). 16 bytes a lane
+// where the rows' buffers are 16-byte aligned and dim is a multiple of 4, else a float a lane.
+// The weight's gradient takes two more kernels: sums over blocks of rows, a thread a column
+// (a warp reads 32 consecutive floats of a row), then those sums added in block order into
+// grad_w, so its bits do not depend on the order blocks run in. The arithmetic is the CPU's
+// (kernels/cpu/rms_norm.cpp), summed in another order.
+#include <algorithm>
+#include <cstdint>
+#include <initializer_list>
+
+#include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/element_access.cuh"
+#include "muster/kernels/rms_norm.hpp"
+
+namespace muster::kernels::cuda {
+namespace {
+
+constexpr int kWarp = 32;
+constexpr int kWarpsPerBlock = 8;
+constexpr std::int64_t kMaxRowGrid = 1 << 20;  // blocks of the row kernels; they stride past it
+constexpr int kColumnThreads = 256;            // a block of the weight gradient's sums
+constexpr std::int64_t kBlockRows = 64;        // rows a sum takes, at least...
+constexpr std::int64_t kMaxRowBlocks = 512;    // ...and at most this many sums a column
+
+__device__ float warp_sum(float v) {
+  for (int offset = kWarp / 2; offset > 0; offset /= 2)
+    v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+// kWidth consecutive floats (4: one 16-byte access, p aligned to it).
+template <int kWidth>
+struct floats {
+  float v[kWidth];
+};
+
+template <int kWidth>
+__device__ floats<kWidth> load_floats(const float* p) {
+  if constexpr (kWidth == 4) {
+    const float4 c = *reinterpret_cast<const float4*>(p);
+    return {{c.x, c.y, c.z, c.w}};
+  } else {
+    return {{*p}};
+  }
+}
+
+template <int kWidth>
+__device__ void store_floats(float* p, const floats<kWidth>& f) {
+  if constexpr (kWidth == 4)
+    *reinterpret_cast<float4*>(p) = make_float4(f.v[0], f.v[1], f.v[2], f.v[3]);
+  else
+    *p = f.v[0];
+}
+
+// Calls row(r) for each row this warp takes: its own, then a grid's warps apart.
+template <class Row>
+__device__ void each_row(std::int64_t rows, const Row& row) {
+  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * kWarpsPerBlock;
+  for (std::int64_t r =
+           static_cast<std::int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
+       r < rows; r += warps)
+    row(r);
+}
+
+template <int kWidth>
+__global__ void forward_kernel(const float* x, const float* w, float eps, std::int64_t rows,
+                               std::int64_t dim, float* y, float* rstd) {
+  const int lane = static_cast<int>(threadIdx.x % kWarp);
+  each_row(rows, [&](std::int64_t r) {
+    const float* xr = x + r * dim;
+    float squares = 0;
+    for (std::int64_t j = std::int64_t{lane} * kWidth; j < dim; j += kWarp * kWidth) {
+      const auto xv = load_floats<kWidth>(xr + j);
+#pragma unroll
+      for (int i = 0; i < kWidth; ++i) squares += xv.v[i] * xv.v[i];
+    }
+    const float s = 1.0f / sqrtf(warp_sum(squares) / static_cast<float>(dim) + eps);
+    if (lane == 0) rstd[r] = s;
+    float* yr = y + r * dim;
+    for (std::int64_t j = std::int64_t{lane} * kWidth; j < dim; j += kWarp * kWidth) {
+      const auto xv = load_floats<kWidth>(xr + j), wv = load_floats<kWidth>(w + j);
+      floats<kWidth> out;
+#pragma unroll
+      for (int i = 0; i < kWidth; ++i) out.v[i] = wv.v[i] * (xv.v[i] * s);
+      store_floats(yr + j, out);
+    }
+  });
+}
+
+// grad_x = s (g w - x s mean), mean = s sum(g w x) / dim, per row
+template <int kWidth>
+__global__ void grad_x_kernel(const float* x, const float* w, const float* rstd,
+                              const float* grad_y, std::int64_t rows, std::int64_t dim,
+                              float* grad_x) {
+  const int lane = static_cast<int>(threadIdx.x % kWarp);
+  each_row(rows, [&](std::int64_t r) {
+    const float *xr = x + r * dim, *gr = grad_y + r * dim;
+    float dot = 0;
+    for (std::int64_t j = std::int64_t{lane} * kWidth; j < dim; j += kWarp * kWidth) {
+      const auto xv = load_floats<kWidth>(xr + j), wv = load_floats<kWidth>(w + j),
+                 gv = load_floats<kWidth>(gr + j);
+#pragma unroll
+      for (int i = 0; i < kWidth; ++i) dot += gv.v[i] * wv.v[i] * xv.v[i];
+    }
+    const float s = rstd[r];
+    const float mean = s * warp_sum(dot) / static_cast<float>(dim);
+    float* dxr = grad_x + r * dim;
+    for (std::int64_t j = std::int64_t{lane} * kWidth; j < dim; j += kWarp * kWidth) {
+      const auto xv = load_floats<kWidth>(xr + j), wv = load_floats<kWidth>(w + j),
+                 gv = load_floats<kWidth>(gr + j);
+      floats<kWidth> dx;
+#pragma unroll
+      for (int i = 0; i < kWidth; ++i) dx.v[i] = s * (gv.v[i] * wv.v[i] - xv.v[i] * s * mean);
+      store_floats(dxr + j, dx);
+    }
+  });
+}
+
+// partials[b][j] = the sum over block b's rows of grad_y * x * rstd at column j
+__global__ void grad_w_partials_kernel(const float* x, const float* rstd, const float* grad_y,
+                                       std::int64_t rows, std::int64_t dim, std::int64_t block_rows,
+                                       float* partials) {
+  const std::int64_t j = static_cast<std::int64_t>(blockIdx.x) * kColumnThreads + threadIdx.x;
+  if (j >= dim) return;
+  const std::int64_t begin = static_cast<std::int64_t>(blockIdx.y) * block_rows;
+  const std::int64_t end = begin + block_rows < rows ? begin + block_rows : rows;
+  float sum = 0;
+#pragma unroll 4
+  for (std::int64_t r = begin; r < end; ++r)
+    sum += grad_y[r * dim + j] * (x[r * dim + j] * rstd[r]);
+  partials[static_cast<std::int64_t>(blockIdx.y) * dim + j] = sum;
+}
+
+__global__ void grad_w_sum_kernel(const float* partials, std::int64_t blocks, std::int64_t dim,
+                                  float* grad_w) {
+  const std::int64_t j = static_cast<std::int64_t>(blockIdx.x) * kColumnThreads + threadIdx.x;
+  if (j >= dim) return;
+  float sum = 0;
+  for (std::int64_t b = 0; b < blocks; ++b) sum += partials[b * dim + j];
+  grad_w[j] += sum;
+}
+
+// The weight gradient's blocks of rows: at least kBlockRows rows each, at most kMaxRowBlocks.
+std::int64_t row_blocks(std::int64_t rows) {
+  return std::clamp<std::int64_t>((rows + kBlockRows - 1) / kBlockRows, 1, kMaxRowBlocks);
+}
+
+unsigned row_grid(std::int64_t rows) {
+  return static_cast<unsigned>(std::min((rows + kWarpsPerBlock - 1) / kWarpsPerBlock, kMaxRowGrid));
+}
+
+unsigned column_grid(std::int64_t dim) {
+  return static_cast<unsigned>((dim + kColumnThreads - 1) / kColumnThreads);
+}
+
+// Whether rows of dim floats at these pointers move 16 bytes a lane.
+bool vector_rows(std::int64_t dim, std::initializer_list<const void*> rows) {
+  if (dim % 4 != 0) return false;
+  for (const void* p : rows)
+    if (!aligned16(p)) return false;
+  return true;
+}
+
+}  // namespace
+
+void rms_norm_forward(const float* x, const float* w, float eps, std::int64_t rows,
+                      std::int64_t dim, float* y, float* rstd, void* stream) {
+  if (rows == 0 || dim == 0) return;
+  const auto s = static_cast<cudaStream_t>(stream);
+  const unsigned grid = row_grid(rows), block = kWarpsPerBlock * kWarp;
+  if (vector_rows(dim, {x, w, y}))
+    forward_kernel<4><<<grid, block, 0, s>>>(x, w, eps, rows, dim, y, rstd);
+  else
+    forward_kernel<1><<<grid, block, 0, s>>>(x, w, eps, rows, dim, y, rstd);
+  MUSTER_CUDA_CHECK(cudaGetLastError());
+}
+
+std::int64_t rms_norm_backward_partials(std::int64_t rows, std::int64_t dim) {
+  return row_blocks(rows) * dim;
+}
+
+void rms_norm_backward(const float* x, const float* w, const float* rstd, const float* grad_y,
+                       std::int64_t rows, std::int64_t dim, float* grad_x, float* grad_w,
+                       float* partials, void* stream) {
+  if (rows == 0 || dim == 0) return;
+  const auto s = static_cast<cudaStream_t>(stream);
+  const unsigned grid = row_grid(rows), block = kWarpsPerBlock * kWarp;
+  if (vector_rows(dim, {x, w, grad_y, grad_x}))
+    grad_x_kernel<4><<<grid, block, 0, s>>>(x, w, rstd, grad_y, rows, dim, grad_x);
+  else
+    grad_x_kernel<1><<<grid, block, 0, s>>>(x, w, rstd, grad_y, rows, dim, grad_x);
+  MUSTER_CUDA_CHECK(cudaGetLastError());
+  const auto blocks = row_blocks(rows);
+  const auto block_rows = (rows + blocks - 1) / blocks;
+  grad_w_partials_kernel<<<dim3(column_grid(dim), static_cast<unsigned>(blocks)), kColumnThreads, 0,
+                           s>>>(x, rstd, grad_y, rows, dim, block_rows, partials);
+  MUSTER_CUDA_CHECK(cudaGetLastError());
+  grad_w_sum_kernel<<<column_grid(dim), kColumnThreads, 0, s>>>(partials, blocks, dim, grad_w);
+  MUSTER_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace muster::kernels::cuda
