@@ -6,7 +6,9 @@
 // warp loads and stores a chunk as one contiguous run of 16 bytes a lane where the rows allow
 // (router_lanes::expert_of). Each slot count is built twice: for any rows, and for aligned rows
 // that fill every slot (row_slots' kFull: 32, 64, ... 1024 experts), which tests no slot
-// against the expert count. The softmax's max and sum are warp reductions. The top-k keeps
+// against the expert count; there, at 128 and 256 experts, the forward stages each warp's next
+// rows through shared memory with cp.async (each_token_staged), two in flight, where the
+// registers hold one. The softmax's max and sum are warp reductions. The top-k keeps
 // each lane's best two experts not yet chosen (router_lanes.hpp): a round is two integer warp
 // reductions over those heads, which sm_80 and later do in one instruction each
 // (__reduce_max_sync, __reduce_min_sync), and a pop by the lane chosen; lane j ends with the
@@ -30,9 +32,20 @@ constexpr int kPerLane = static_cast<int>(kRouterMaxExperts / kWarp);
 constexpr int kWarpsPerBlock = 8;
 // The blocks of the forward for kPer slots a lane an SM must hold at once: 5, 40 warps, where
 // 256 experts took 52 registers a thread without a bound (32 warps) and ptxas fits 46 without
-// spilling; 1 (no bound) for more slots. The backward has none: at 5 it spills.
+// spilling; 1 (no bound) for more slots, and before sm_80 (an sm_75 SM holds 1024 threads).
+// The backward has none: at 5 it spills.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+template <int kPer>
+inline constexpr int kForwardMinBlocks = 1;
+#else
 template <int kPer>
 inline constexpr int kForwardMinBlocks = kPer <= 8 ? 5 : 1;
+#endif
+
+// Whether the forward stages its rows through shared memory (each_token_staged): full rows of
+// 128 or 256 experts (a ring of 3 rows a warp: 12 or 24 KB a block), on sm_80 and later.
+template <int kPer, bool kFull>
+inline constexpr bool kStagedOf = kFull && (kPer == 4 || kPer == 8);
 constexpr float kNoScore = -1.0f;  // below every score (softmax and sigmoid are >= 0): kNoKey
 
 __device__ float warp_sum(float v) {
@@ -202,6 +215,71 @@ __device__ void each_token_prefetched(std::int64_t num_tokens, const Load& load,
   }
 }
 
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+constexpr int kStages = 3;  // the rows of each_token_staged's ring
+
+// 16 bytes from global to shared memory without the registers (cp.async, sm_80 and later),
+// both 16-byte aligned; wait_copies waits for this thread's copies.
+__device__ void copy_async16(void* to, const void* from) {
+  const auto shared = static_cast<unsigned>(__cvta_generic_to_shared(to));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(shared), "l"(from) : "memory");
+}
+
+// Closes this thread's copies issued since the last commit into a group (none: an empty one).
+__device__ void commit_copies() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+// Waits until at most kPending of this thread's groups are still in flight.
+template <int kPending>
+__device__ void wait_copies() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
+// each_token_prefetched's tokens in its order, for rows of exactly kPer * 32 floats (kFull,
+// kPer a multiple of 4): each staged through a ring of kStages rows a warp in shared memory,
+// kStages - 1 in flight while the warp routes one (each_token_prefetched has one, in registers,
+// so more registers would mean fewer warps). Each lane copies its own 16-byte chunks of a row
+// (router_lanes::expert_of) and reads back only those, so it waits for its own copies and for
+// no other lane. work(t, v) takes the row as each_token_prefetched's rows.
+template <int kPer, class Work>
+__device__ void each_token_staged(std::int64_t num_tokens, const float* rows, const Work& work) {
+  static_assert(kPer % 4 == 0, "16-byte chunks");
+  constexpr int kChunks = kPer / 4, kRowChunks = kChunks * kWarp;
+  __shared__ float4 ring[kWarpsPerBlock][kStages][kRowChunks];
+  const int warp = static_cast<int>(threadIdx.x / kWarp),
+            lane = static_cast<int>(threadIdx.x % kWarp);
+  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * kWarpsPerBlock;
+  const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * kWarpsPerBlock + warp;
+  if (first >= num_tokens) return;  // the whole warp leaves together
+  const auto issue = [&](std::int64_t t, int stage) {
+    if (t < num_tokens) {
+      const auto* row = reinterpret_cast<const float4*>(rows) + t * kRowChunks;
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c)
+        copy_async16(&ring[warp][stage][c * kWarp + lane], row + c * kWarp + lane);
+    }
+    commit_copies();  // a group a token, empty past the last, so that the counts below hold
+  };
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) issue(first + s * warps, s);
+  int stage = 0;  // token i of this warp's is in stage i % kStages
+  for (std::int64_t t = first; t < num_tokens; t += warps) {
+    wait_copies<kStages - 2>();  // groups issued: kStages - 1 + i; token i's is the oldest
+    float v[kPer];
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      const float4 q = ring[warp][stage][c * kWarp + lane];
+      v[4 * c] = q.x, v[4 * c + 1] = q.y, v[4 * c + 2] = q.z, v[4 * c + 3] = q.w;
+    }
+    // token i + kStages - 1 into the stage token i - 1 took, which work(i - 1) has used
+    issue(t + (kStages - 1) * warps, stage == 0 ? kStages - 1 : stage - 1);
+    work(t, v);
+    stage = stage + 1 == kStages ? 0 : stage + 1;
+  }
+}
+#endif
+
 template <int kPer>
 struct logits_rows {
   float v[kPer];
@@ -213,15 +291,22 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarp, kForwardMinBlocks<kPer>
                           std::int64_t* experts, float* weights, int num_experts, int topk,
                           bool sigmoid, bool renormalize, bool chunked) {
   const row_slots<kPer, kFull> row{static_cast<int>(threadIdx.x % kWarp), num_experts, chunked};
+  const auto route = [&](std::int64_t t, float(&v)[kPer]) {
+    route_token(row, v, scores + t * num_experts, experts + t * topk, weights + t * topk, topk,
+                sigmoid, renormalize);
+  };
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+  if constexpr (kStagedOf<kPer, kFull>) {
+    each_token_staged<kPer>(num_tokens, logits, route);
+    return;
+  }
+#endif
   each_token_prefetched<logits_rows<kPer>>(
       num_tokens,
       [&](std::int64_t t, logits_rows<kPer>& r) {
         row.load(logits + t * num_experts, r.v, -FLT_MAX);
       },
-      [&](std::int64_t t, logits_rows<kPer>& r) {
-        route_token(row, r.v, scores + t * num_experts, experts + t * topk, weights + t * topk,
-                    topk, sigmoid, renormalize);
-      });
+      [&](std::int64_t t, logits_rows<kPer>& r) { route(t, r.v); });
 }
 
 // One token's backward: p and gs its scores and their gradient in registers (gs zero where

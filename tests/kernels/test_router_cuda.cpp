@@ -132,9 +132,12 @@ TEST_CASE("the router's CUDA kernels match the CPU reference", "[kernels][router
                {1, 1, 1},
                {3, 7, 2},
                // rows that fill every slot (32 x slots a lane experts, aligned): the kernels'
-               // kFull form, at each slot count
+               // kFull form, at each slot count; at 128 and 256 the forward stages rows
+               // through shared memory, with fewer tokens than one warp's ring holds too
                {500, 32, 4},
                {2000, 512, 8},
+               {5, 256, 8},
+               {3, 128, 2},
                {33, 13, 3},
                {50, 33, 3},
                {1000, 64, 8},
@@ -148,6 +151,7 @@ TEST_CASE("the router's CUDA kernels match the CPU reference", "[kernels][router
                {30000, 20, 4},
                {30000, 64, 8},
                {30000, 100, 4},
+               {30000, 128, 4},
                {30000, 130, 6},
                {12000, 384, 8},  // fewer: fewer warps fit with more slots
                {12000, 1024, 32}}) {
