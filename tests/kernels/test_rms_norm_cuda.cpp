@@ -78,7 +78,7 @@ TEST_CASE("the RMSNorm CUDA kernels match the CPU reference", "[kernels][rms_nor
   }
   std::uint32_t seed = 3;
   for (const auto& [rows, dim] : std::vector<std::tuple<std::int64_t, std::int64_t>>{
-           {1, 1},
+           {1, 2},  // not 1 wide: there grad_x is all cancellation, rounding noise either side
            {3, 7},
            {5, 128},
            {33, 1000},
