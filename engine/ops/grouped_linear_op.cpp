@@ -151,8 +151,9 @@ struct grouped_linear_function : torch::autograd::Function<grouped_linear_functi
                              : any_empty ? torch::zeros({experts, out, in}, x.options())
                                          : torch::empty({experts, out, in}, x.options());
     // the wgrad reads dy transposed, each expert's reduction padded with zeros to an aligned
-    // length (wgrad_operands.hpp)
-    const auto w_in = padded_by_expert(grad_y, x, rows);
+    // length, on a GPU to one common length where that adds little (wgrad_operands.hpp)
+    const auto w_in =
+        padded_by_expert(grad_y, x, rows, x.is_cuda() ? common_reduction(rows, out, in) : 0);
     const auto padded = w_in.dy_t.size(1);
     std::vector<gemm_group> dgrad, wgrad;
     std::int64_t r = 0;

@@ -164,42 +164,76 @@ TEST_CASE("padded_by_expert starts every expert's columns on a multiple of 8, ze
           "[grouped_linear_op]") {
   const std::int64_t out = 5, in = 3;
   for (const auto& counts : std::vector<std::vector<std::int64_t>>{
-           {0, 3, 8, 1, 13, 0}, {8, 16, 0, 24}, {0, 0}, {7}, {16, 5, 0}, {3, 1}, {112, 83, 1}}) {
-    std::int64_t total = 0, padded = 0;
-    for (auto c : counts) {
-      total += c;
-      padded += (c + 7) / 8 * 8;
-    }
-    INFO(total << " rows over " << counts.size() << " experts");
-    const auto dy = torch::arange(total * out, torch::kFloat32).reshape({total, out}) + 1;
-    const auto x = -torch::arange(total * in, torch::kFloat32).reshape({total, in}) - 1;
-    const auto ops_in = ops::padded_by_expert(dy, x, counts);
-    REQUIRE(ops_in.dy_t.sizes() == torch::IntArrayRef({out, padded}));
-    REQUIRE(ops_in.dy_t.is_contiguous());
-    REQUIRE(ops_in.first.size() == counts.size());
-    REQUIRE(ops_in.k.size() == counts.size());
-    REQUIRE(ops_in.x_rows.size() == counts.size());
-    std::int64_t r = 0, next = 0;
-    for (std::size_t e = 0; e < counts.size(); ++e) {
-      INFO("expert " << e << " with " << counts[e] << " rows");
-      CHECK(ops_in.first[e] == next);  // in order, each after the last one's padded block
-      CHECK(ops_in.first[e] % 8 == 0);
-      CHECK(ops_in.k[e] == (counts[e] + 7) / 8 * 8);
-      next += ops_in.k[e];
-      const auto f = ops_in.first[e], c = counts[e], k = ops_in.k[e];
-      CHECK(torch::equal(ops_in.dy_t.narrow(1, f, c), dy.narrow(0, r, c).t()));
-      CHECK(ops_in.dy_t.narrow(1, f + c, k - c).count_nonzero().item<std::int64_t>() == 0);
-      // its k rows: x's own rows and those after, zeros past x's end
-      const auto* rows = static_cast<const float*>(ops_in.x_rows[e]);
-      const auto read = torch::from_blob(const_cast<float*>(rows), {k, in}, torch::kFloat32);
-      const auto inside = std::min(k, total - r);
-      if (k > 0) {
-        CHECK(torch::equal(read.narrow(0, 0, inside), x.narrow(0, r, inside)));
-        CHECK(read.narrow(0, inside, k - inside).count_nonzero().item<std::int64_t>() == 0);
+           {0, 3, 8, 1, 13, 0}, {8, 16, 0, 24}, {0, 0}, {7}, {16, 5, 0}, {3, 1}, {112, 83, 1}})
+    // 0: each expert's own reduction; else one for every expert with rows (common_reduction's
+    // multiple of 64, and one of 8 at the largest count)
+    for (const std::int64_t common : {std::int64_t{0}, std::int64_t{64}, std::int64_t{-8}}) {
+      std::int64_t total = 0, padded = 0, largest = 0;
+      for (auto c : counts) largest = std::max(largest, c);
+      const auto k_of = [&](std::int64_t c) {
+        if (common == 0 || c == 0) return (c + 7) / 8 * 8;
+        return common > 0 ? (largest + common - 1) / common * common : (largest + 7) / 8 * 8;
+      };
+      for (auto c : counts) {
+        total += c;
+        padded += k_of(c);
       }
-      if (k > 0 && r + k <= total)  // where they fit, x is read where it is
-        CHECK(rows == x.data_ptr<float>() + r * in);
-      r += c;
+      INFO(total << " rows over " << counts.size() << " experts, common " << common);
+      const auto dy = torch::arange(total * out, torch::kFloat32).reshape({total, out}) + 1;
+      const auto x = -torch::arange(total * in, torch::kFloat32).reshape({total, in}) - 1;
+      const auto ops_in = ops::padded_by_expert(dy, x, counts, common == 0 ? 0 : k_of(largest));
+      REQUIRE(ops_in.dy_t.sizes() == torch::IntArrayRef({out, padded}));
+      REQUIRE(ops_in.dy_t.is_contiguous());
+      REQUIRE(ops_in.first.size() == counts.size());
+      REQUIRE(ops_in.k.size() == counts.size());
+      REQUIRE(ops_in.x_rows.size() == counts.size());
+      std::int64_t r = 0, next = 0;
+      for (std::size_t e = 0; e < counts.size(); ++e) {
+        INFO("expert " << e << " with " << counts[e] << " rows");
+        CHECK(ops_in.first[e] == next);  // in order, each after the last one's padded block
+        CHECK(ops_in.first[e] % 8 == 0);
+        CHECK(ops_in.k[e] == k_of(counts[e]));
+        next += ops_in.k[e];
+        const auto f = ops_in.first[e], c = counts[e], k = ops_in.k[e];
+        CHECK(torch::equal(ops_in.dy_t.narrow(1, f, c), dy.narrow(0, r, c).t()));
+        CHECK(ops_in.dy_t.narrow(1, f + c, k - c).count_nonzero().item<std::int64_t>() == 0);
+        // its k rows: x's own rows and those after, zeros past x's end
+        const auto* rows = static_cast<const float*>(ops_in.x_rows[e]);
+        const auto read = torch::from_blob(const_cast<float*>(rows), {k, in}, torch::kFloat32);
+        const auto inside = std::min(k, total - r);
+        if (k > 0) {
+          CHECK(torch::equal(read.narrow(0, 0, inside), x.narrow(0, r, inside)));
+          CHECK(read.narrow(0, inside, k - inside).count_nonzero().item<std::int64_t>() == 0);
+        }
+        if (k > 0 && r + k <= total)  // where they fit, x is read where it is
+          CHECK(rows == x.data_ptr<float>() + r * in);
+        // the product over the padded reduction is the expert's own
+        if (k > 0)
+          CHECK(torch::equal(torch::mm(ops_in.dy_t.narrow(1, f, k), read),
+                             torch::mm(dy.narrow(0, r, c).t(), x.narrow(0, r, c))));
+        r += c;
+      }
     }
-  }
+}
+
+TEST_CASE("common_reduction pads the wgrad to one reduction only where that adds little",
+          "[grouped_linear_op]") {
+  // the ~1B bench's 32 experts of about 1024 rows, 1024 -> 640: the largest, 1280
+  std::vector<std::int64_t> even;
+  for (int e = 0; e < 32; ++e) even.push_back(1024 + ((e * 37) % 9 - 4) * 64);
+  CHECK(ops::common_reduction(even, 640, 1024) == 1280);
+  // counts off 64 round up to it
+  CHECK(ops::common_reduction({100, 65, 0, 3}, 640, 1024) == 128);
+  // one expert with rows: nothing to share
+  CHECK(ops::common_reduction({0, 500, 0}, 640, 1024) == 0);
+  CHECK(ops::common_reduction({0, 0}, 640, 1024) == 0);
+  // one expert with most rows: 31 more reductions of 32768 would be 1.3 TFLOP more
+  std::vector<std::int64_t> skewed(32, 1);
+  skewed[5] = 32737;
+  CHECK(ops::common_reduction(skewed, 640, 1024) == 0);
+  // the same counts over wide experts: 3e11 FLOP more, over the bound of 5e10
+  CHECK(ops::common_reduction(even, 4096, 4096) == 0);
+  // dy^T at most 3 times dy's rows, however small the products
+  CHECK(ops::common_reduction({1000, 1, 1, 1}, 2, 2) == 0);
+  CHECK(ops::common_reduction({1000, 900, 800, 700}, 2, 2) == 1024);
 }
