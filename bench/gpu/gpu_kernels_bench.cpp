@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -91,8 +92,10 @@ void row(const char* what, double bytes, double ms_ours, double ms_torch, const 
 // their weights: m varies), the wgrad as dy_e^T x_e (the reduction varies, A transposed), the
 // wgrad as the engine runs it, dyT_e x_e over dy transposed with each expert's block starting on
 // a multiple of 8 and its reduction padded to one (engine/ops/wgrad_operands.hpp; no operand
-// transposed), and the same with each reduction its count (as the engine ran it before).
-enum class form { forward, wgrad_dy_t, wgrad_aligned, wgrad_counted_k };
+// transposed), the same with each reduction its count (as the engine ran it before), and with
+// one reduction for every expert, the largest count rounded up to 64 (what the engine runs on a
+// GPU where common_reduction takes it: one product shape). FLOP/s count the experts' own rows.
+enum class form { forward, wgrad_dy_t, wgrad_aligned, wgrad_counted_k, wgrad_common };
 
 // An expert's count rounded up as the engine pads its wgrad's reduction and dy^T's blocks.
 std::int64_t padded_count(std::int64_t rows) {
@@ -101,21 +104,31 @@ std::int64_t padded_count(std::int64_t rows) {
 }
 
 struct expert_buffers {
+  static constexpr std::int64_t kMostCommon = 4096;  // the largest common reduction they hold
   std::int64_t H, F;
   torch::Tensor x, y, y_t;  // rows (total, H), (total, F); y transposed (F, padded)
   std::vector<torch::Tensor> w;
   expert_buffers(std::int64_t most_rows, std::int64_t experts, std::int64_t h, std::int64_t f)
       : H(h), F(f) {
     const auto bf16 = torch::dtype(torch::kBFloat16).device(torch::kCUDA);
-    x = torch::randn({most_rows + 8, H}, bf16);  // the last expert's padded k reads 7 more
+    // the last experts' padded reductions read past the rows: 7 more, or up to a common one
+    x = torch::randn({most_rows + kMostCommon, H}, bf16);
     y = torch::randn({most_rows, F}, bf16);
-    y_t = torch::randn({F, most_rows + 8 * experts}, bf16);
+    y_t = torch::randn({F, std::max(most_rows + 8 * experts, experts * kMostCommon)}, bf16);
     for (std::int64_t e = 0; e < experts; ++e) w.push_back(torch::randn({F, H}, bf16));
   }
 
   std::vector<k::gemm_group> groups(const std::vector<std::int64_t>& rows, form f) const {
-    std::int64_t padded = 0;
-    for (auto r : rows) padded += padded_count(r);
+    std::int64_t padded = 0, largest = 0;
+    for (auto r : rows) largest = std::max(largest, r);
+    const auto common = (largest + muster::engine::ops::kCommonAlign - 1) /
+                        muster::engine::ops::kCommonAlign * muster::engine::ops::kCommonAlign;
+    if (f == form::wgrad_common && common > kMostCommon)
+      throw std::runtime_error("expert_buffers: a common reduction over 4096");
+    const auto reduction = [&](std::int64_t r) {
+      return f == form::wgrad_common && r > 0 ? common : padded_count(r);
+    };
+    for (auto r : rows) padded += reduction(r);
     std::vector<k::gemm_group> out;
     std::int64_t r0 = 0, c0 = 0;
     for (std::size_t e = 0; e < rows.size(); ++e) {
@@ -128,10 +141,10 @@ struct expert_buffers {
         out.push_back({F, H, rows[e], y_rows, F, x_rows, H, w[e].data_ptr(), H});
       else if (f == form::wgrad_counted_k)  // dW_e (F, H) = dyT_e (F, rows) x_e (rows, H)
         out.push_back({F, H, rows[e], y_cols, padded, x_rows, H, w[e].data_ptr(), H});
-      else  // the same with k padded to a multiple of 8, into the next experts' rows of x
-        out.push_back({F, H, padded_count(rows[e]), y_cols, padded, x_rows, H, w[e].data_ptr(), H});
+      else  // the same with k padded to a multiple of 8 or the common one, into the next rows
+        out.push_back({F, H, reduction(rows[e]), y_cols, padded, x_rows, H, w[e].data_ptr(), H});
       r0 += rows[e];
-      c0 += padded_count(rows[e]);
+      c0 += reduction(rows[e]);
     }
     return out;
   }
@@ -484,11 +497,13 @@ int main() {
   grouped_gemm_row("32 x ~1024, 1024->640", rows32, 1024, 640, form::forward);
   grouped_gemm_row("32 x ~1024, 1024->640 wgrad dy^T", rows32, 1024, 640, form::wgrad_dy_t);
   grouped_gemm_row("32 x ~1024, 1024->640 wgrad dyT", rows32, 1024, 640, form::wgrad_aligned);
+  grouped_gemm_row("32 x ~1024 wgrad dyT common k", rows32, 1024, 640, form::wgrad_common);
   // as a router spreads tokens: counts not multiples of 64, from about half to twice the mean
   for (int e = 0; e < 32; ++e) uneven32.push_back(512 + (e * 797) % 1537);
   grouped_gemm_row("32 x 512..2048, 1024->640", uneven32, 1024, 640, form::forward);
   grouped_gemm_row("32 x 512..2048 wgrad dyT", uneven32, 1024, 640, form::wgrad_aligned);
   grouped_gemm_row("32 x 512..2048 wgrad dyT k counted", uneven32, 1024, 640,
                    form::wgrad_counted_k);
+  grouped_gemm_row("32 x 512..2048 wgrad dyT common k", uneven32, 1024, 640, form::wgrad_common);
   return 0;
 }
