@@ -69,7 +69,69 @@ bool kernel_takes(const torch::Tensor& gate, const torch::Tensor& up) {
          gate.sizes() == up.sizes();
 }
 
+// Rows per task when packed rows are split over threads.
+constexpr std::int64_t kRowGrain = 64;
+
+struct swiglu_rows_function : torch::autograd::Function<swiglu_rows_function> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& gate_up) {
+    ctx->save_for_backward({gate_up});
+    const auto width = gate_up.size(-1) / 2, rows = gate_up.numel() / (2 * width);
+    auto shape = gate_up.sizes().vec();
+    shape.back() = width;
+    auto out = torch::empty(shape, gate_up.options());
+    with_element_type(gate_up, [&](auto type) {
+      using T = decltype(type);
+      const T* gu = elements<T>(gate_up);
+      T* y = elements<T>(out);
+      if (gate_up.is_cuda()) {
+#ifdef MUSTER_WITH_CUDA
+        kernels::cuda::swiglu_rows_forward(gu, y, rows, width, kernel_stream(gate_up));
+#endif
+        return;
+      }
+      at::parallel_for(0, rows, kRowGrain, [&](std::int64_t begin, std::int64_t end) {
+        kernels::cpu::swiglu_rows_forward(gu + begin * 2 * width, y + begin * width, end - begin,
+                                          width);
+      });
+    });
+    return out;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto& gate_up = saved[0];
+    const auto grad_out = grads[0].to(gate_up.scalar_type()).contiguous();
+    const auto width = gate_up.size(-1) / 2, rows = gate_up.numel() / (2 * width);
+    auto grad = torch::empty_like(gate_up);
+    with_element_type(gate_up, [&](auto type) {
+      using T = decltype(type);
+      const T *gu = elements<T>(gate_up), *g = elements<T>(grad_out);
+      T* d = elements<T>(grad);
+      if (gate_up.is_cuda()) {
+#ifdef MUSTER_WITH_CUDA
+        kernels::cuda::swiglu_rows_backward(gu, g, d, rows, width, kernel_stream(gate_up));
+#endif
+        return;
+      }
+      at::parallel_for(0, rows, kRowGrain, [&](std::int64_t begin, std::int64_t end) {
+        kernels::cpu::swiglu_rows_backward(gu + begin * 2 * width, g + begin * width,
+                                           d + begin * 2 * width, end - begin, width);
+      });
+    });
+    return {grad};
+  }
+};
+
 }  // namespace
+
+torch::Tensor swiglu_rows(const torch::Tensor& gate_up) {
+  const bool takes =
+      cpu_kernel_takes(gate_up, kFp32AndBf16) || cuda_kernel_takes(gate_up, kFp32AndBf16);
+  if (!takes || gate_up.dim() < 1 || gate_up.size(-1) % 2 != 0 || gate_up.numel() == 0) {
+    const auto parts = gate_up.chunk(2, -1);
+    return torch::silu(parts[0]) * parts[1];
+  }
+  return swiglu_rows_function::apply(gate_up);
+}
 
 torch::Tensor swiglu(const torch::Tensor& gate, const torch::Tensor& up) {
   if (!kernel_takes(gate, up)) return torch::silu(gate) * up;

@@ -13,4 +13,9 @@ namespace muster::engine::ops {
 // gate and up are (..., ffn), the same shape; returns silu(gate) * up.
 torch::Tensor swiglu(const torch::Tensor& gate, const torch::Tensor& up);
 
+// The same over packed rows: gate_up is (..., 2 ffn), each row its gate then its up (one product
+// with both projections' weights stacked); returns (..., ffn), and in backward the gradient as
+// gate_up is laid out, which the stacked product's backward takes as it is.
+torch::Tensor swiglu_rows(const torch::Tensor& gate_up);
+
 }  // namespace muster::engine::ops

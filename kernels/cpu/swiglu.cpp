@@ -67,4 +67,44 @@ void swiglu_backward(const bf16* gate, const bf16* up, const bf16* grad_out, bf1
 }
 #pragma GCC diagnostic pop
 
+namespace {
+
+// Each row of packed gate | up through the elementwise functions above.
+template <class T>
+void rows_forward(const T* gate_up, T* out, std::int64_t rows, std::int64_t width) {
+  for (std::int64_t r = 0; r < rows; ++r)
+    swiglu_forward(gate_up + r * 2 * width, gate_up + r * 2 * width + width, out + r * width,
+                   width);
+}
+
+template <class T>
+void rows_backward(const T* gate_up, const T* grad_out, T* grad_gate_up, std::int64_t rows,
+                   std::int64_t width) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const T* row = gate_up + r * 2 * width;
+    T* grad_row = grad_gate_up + r * 2 * width;
+    swiglu_backward(row, row + width, grad_out + r * width, grad_row, grad_row + width, width);
+  }
+}
+
+}  // namespace
+
+void swiglu_rows_forward(const float* gate_up, float* out, std::int64_t rows, std::int64_t width) {
+  rows_forward(gate_up, out, rows, width);
+}
+
+void swiglu_rows_backward(const float* gate_up, const float* grad_out, float* grad_gate_up,
+                          std::int64_t rows, std::int64_t width) {
+  rows_backward(gate_up, grad_out, grad_gate_up, rows, width);
+}
+
+void swiglu_rows_forward(const bf16* gate_up, bf16* out, std::int64_t rows, std::int64_t width) {
+  rows_forward(gate_up, out, rows, width);
+}
+
+void swiglu_rows_backward(const bf16* gate_up, const bf16* grad_out, bf16* grad_gate_up,
+                          std::int64_t rows, std::int64_t width) {
+  rows_backward(gate_up, grad_out, grad_gate_up, rows, width);
+}
+
 }  // namespace muster::kernels::cpu

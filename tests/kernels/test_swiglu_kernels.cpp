@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -79,4 +80,48 @@ TEST_CASE("swiglu passes NaN through", "[kernels]") {
   }
   CHECK(std::isnan(db[0]));
   CHECK(db[1] == Approx(1.0 / (1.0 + std::exp(-1.0))));  // silu(1); up's NaN does not enter
+}
+
+// Packed rows (gate | up): each row as the elementwise functions give it on its two halves,
+// the gradients back in the packed layout; fp32 and bf16, widths with vector tails.
+TEST_CASE("swiglu over packed rows is the elementwise SwiGLU of each row's halves", "[kernels]") {
+  for (const std::int64_t width : {1, 5, 16, 37}) {
+    const std::int64_t rows = 7;
+    const auto n = static_cast<std::size_t>(rows * width);
+    INFO("width " << width);
+    const auto gate_up = gates(2 * n);
+    std::vector<float> grad_out(n);
+    for (std::size_t i = 0; i < grad_out.size(); ++i) grad_out[i] = 0.25f * float(i % 11) - 1.0f;
+    std::vector<float> out(n), grad(2 * n);
+    cpu::swiglu_rows_forward(gate_up.data(), out.data(), rows, width);
+    cpu::swiglu_rows_backward(gate_up.data(), grad_out.data(), grad.data(), rows, width);
+    std::vector<bf16> gate_up16(gate_up.size()), grad_out16(grad_out.size());
+    for (std::size_t i = 0; i < gate_up.size(); ++i) gate_up16[i] = to_bf16(gate_up[i]);
+    for (std::size_t i = 0; i < grad_out.size(); ++i) grad_out16[i] = to_bf16(grad_out[i]);
+    std::vector<bf16> out16(out.size()), grad16(grad.size());
+    cpu::swiglu_rows_forward(gate_up16.data(), out16.data(), rows, width);
+    cpu::swiglu_rows_backward(gate_up16.data(), grad_out16.data(), grad16.data(), rows, width);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const auto w = std::size_t(width), at = std::size_t(r) * 2 * w, o = std::size_t(r) * w;
+      std::vector<float> y(w), da(w), db(w);
+      cpu::swiglu_forward(&gate_up[at], &gate_up[at + w], y.data(), width);
+      cpu::swiglu_backward(&gate_up[at], &gate_up[at + w], &grad_out[o], da.data(), db.data(),
+                           width);
+      std::vector<bf16> y16(w), da16(w), db16(w);
+      cpu::swiglu_forward(&gate_up16[at], &gate_up16[at + w], y16.data(), width);
+      cpu::swiglu_backward(&gate_up16[at], &gate_up16[at + w], &grad_out16[o], da16.data(),
+                           db16.data(), width);
+      for (std::size_t j = 0; j < w; ++j) {
+        INFO("row " << r << " column " << j);
+        // bit for bit: the same functions on the same values (NaN where exp overflows too)
+        const auto same = [](float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; };
+        REQUIRE(same(out[o + j], y[j]));
+        REQUIRE(same(grad[at + j], da[j]));
+        REQUIRE(same(grad[at + w + j], db[j]));
+        REQUIRE(out16[o + j].bits == y16[j].bits);
+        REQUIRE(grad16[at + j].bits == da16[j].bits);
+        REQUIRE(grad16[at + w + j].bits == db16[j].bits);
+      }
+    }
+  }
 }

@@ -24,6 +24,16 @@ void swiglu_forward(const bf16* gate, const bf16* up, bf16* out, std::int64_t n)
 void swiglu_backward(const bf16* gate, const bf16* up, const bf16* grad_out, bf16* grad_gate,
                      bf16* grad_up, std::int64_t n);
 
+// The same over packed rows: gate_up is (rows, 2 width), each row its gate then its up (what one
+// product with the gate's and the up projection's weights stacked gives), out (rows, width),
+// grad_gate_up (rows, 2 width) laid out as gate_up.
+void swiglu_rows_forward(const float* gate_up, float* out, std::int64_t rows, std::int64_t width);
+void swiglu_rows_backward(const float* gate_up, const float* grad_out, float* grad_gate_up,
+                          std::int64_t rows, std::int64_t width);
+void swiglu_rows_forward(const bf16* gate_up, bf16* out, std::int64_t rows, std::int64_t width);
+void swiglu_rows_backward(const bf16* gate_up, const bf16* grad_out, bf16* grad_gate_up,
+                          std::int64_t rows, std::int64_t width);
+
 }  // namespace muster::kernels::cpu
 
 namespace muster::kernels::cuda {
@@ -36,5 +46,13 @@ void swiglu_backward(const float* gate, const float* up, const float* grad_out, 
 void swiglu_forward(const bf16* gate, const bf16* up, bf16* out, std::int64_t n, void* stream);
 void swiglu_backward(const bf16* gate, const bf16* up, const bf16* grad_out, bf16* grad_gate,
                      bf16* grad_up, std::int64_t n, void* stream);
+void swiglu_rows_forward(const float* gate_up, float* out, std::int64_t rows, std::int64_t width,
+                         void* stream);
+void swiglu_rows_backward(const float* gate_up, const float* grad_out, float* grad_gate_up,
+                          std::int64_t rows, std::int64_t width, void* stream);
+void swiglu_rows_forward(const bf16* gate_up, bf16* out, std::int64_t rows, std::int64_t width,
+                         void* stream);
+void swiglu_rows_backward(const bf16* gate_up, const bf16* grad_out, bf16* grad_gate_up,
+                          std::int64_t rows, std::int64_t width, void* stream);
 
 }  // namespace muster::kernels::cuda
