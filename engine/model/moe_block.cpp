@@ -140,14 +140,23 @@ moe_output moe_block::forward(const torch::Tensor& x) {
 
 torch::Tensor moe_block::run_experts(const torch::Tensor& x,
                                      const std::vector<std::int64_t>& rows) {
-  // Each projection of every expert as one grouped product over the expert-contiguous rows.
-  std::vector<torch::Tensor> gate, up, down;
+  // Each projection of every expert as one grouped product over the expert-contiguous rows;
+  // the gate and up projections as one, where each expert's lie end to end (as its FSDP unit
+  // lays them): half the products and casts of the rows, and in backward one product gives
+  // the rows' gradient from both (summed in the product's fp32, not after it).
+  std::vector<torch::Tensor> gate, up, down, gate_up;
   for (const auto& expert : experts) {
     gate.push_back(expert->gate_proj->weight);
     up.push_back(expert->up_proj->weight);
     down.push_back(expert->down_proj->weight);
+    gate_up.push_back(gate.back());
+    gate_up.push_back(up.back());
   }
   const auto method = config_.expert_gemm;
+  if (ops::projections_end_to_end(gate_up, 2))
+    return ops::grouped_linear(
+        ops::swiglu_rows(ops::grouped_linear(x, rows, gate_up, method, /*projections=*/2)), rows,
+        down, method);
   return ops::grouped_linear(ops::swiglu(ops::grouped_linear(x, rows, gate, method),
                                          ops::grouped_linear(x, rows, up, method)),
                              rows, down, method);

@@ -82,17 +82,22 @@ bool grads_in_place(const std::vector<torch::Tensor>& weights) {
   return true;
 }
 
-// Adds `sums` (E, out, in), in any dtype, to the E weights' gradients: one kernel over their
-// stacked view where they have one, else one a weight.
-void add_to_grads(const std::vector<torch::Tensor>& weights, const torch::Tensor& sums) {
-  std::vector<torch::Tensor> targets;
-  for (const auto& w : weights) targets.push_back(w.grad());
+// Adds `sums` (E, out, in), in any dtype, to the E experts' gradients (or their projections'
+// stacked): one kernel over their stacked view where they have one, else one an expert.
+void add_to_grads(const std::vector<torch::Tensor>& targets, const torch::Tensor& sums) {
   torch::NoGradGuard no_grad;
   if (auto all = stacked_view(targets); all.defined()) {
     all.add_(sums);
     return;
   }
   for (std::size_t e = 0; e < targets.size(); ++e) targets[e].add_(sums[std::int64_t(e)]);
+}
+
+// An expert's weights as its product takes them: each weight, or with several projections an
+// expert, each expert's end to end as one (projections * out, in) view (end_to_end).
+std::vector<torch::Tensor> expert_blocks(const std::vector<torch::Tensor>& ws,
+                                         std::int64_t projections) {
+  return projections == 1 ? ws : end_to_end(ws, static_cast<int>(projections));
 }
 
 // The weights come as a TensorList, the one argument form autograd takes apart into inputs
@@ -102,9 +107,10 @@ void add_to_grads(const std::vector<torch::Tensor>& weights, const torch::Tensor
 struct grouped_linear_function : torch::autograd::Function<grouped_linear_function> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x,
                                std::vector<std::int64_t> rows, torch::TensorList weights,
-                               std::int64_t method) {
-    const auto in = x.size(1), out = weights[0].size(0);
-    const auto used = in_dtype(weights.vec(), x.scalar_type());
+                               std::int64_t method, std::int64_t projections) {
+    const auto blocks = expert_blocks(weights.vec(), projections);
+    const auto in = x.size(1), out = blocks[0].size(0);
+    const auto used = in_dtype(blocks, x.scalar_type());
     auto y = torch::empty({x.size(0), out}, x.options());
     std::vector<gemm_group> groups;
     std::int64_t r = 0;
@@ -121,6 +127,7 @@ struct grouped_linear_function : torch::autograd::Function<grouped_linear_functi
     ctx->save_for_backward(saved);
     ctx->saved_data["rows"] = c10::IValue(rows);
     ctx->saved_data["method"] = method;
+    ctx->saved_data["projections"] = projections;
     // The casts are made again for the dgrad, from the weights as backward sees them (gathered
     // again under optim_grads_params), rather than kept: every MoE layer's experts in bf16
     // from forward to backward would be the unsharded copy FSDP is there to avoid.
@@ -131,7 +138,8 @@ struct grouped_linear_function : torch::autograd::Function<grouped_linear_functi
     const auto saved = ctx->get_saved_variables();
     const auto& x = saved[0];
     const std::vector<torch::Tensor> weights(saved.begin() + 1, saved.end());
-    const auto used = in_dtype(weights, x.scalar_type());
+    const auto projections = ctx->saved_data["projections"].toInt();
+    const auto used = in_dtype(expert_blocks(weights, projections), x.scalar_type());
     const auto rows = ctx->saved_data["rows"].toIntVector();
     const auto method = grouped_gemm_method(ctx->saved_data["method"].toInt());
     const auto grad_y = grads[0].contiguous();
@@ -141,7 +149,14 @@ struct grouped_linear_function : torch::autograd::Function<grouped_linear_functi
     // wgrad: added straight into the weights' gradients where the rows' dtype is theirs (no
     // gradient handed to autograd, so no accumulation node a weight); else into one buffer of
     // the rows' dtype, then added (one kernel over a stacked view) or handed back
-    const bool in_place = grads_in_place(weights);
+    // (with several projections an expert, where their gradients lie end to end as they do)
+    std::vector<torch::Tensor> grad_blocks;
+    if (grads_in_place(weights)) {
+      std::vector<torch::Tensor> grads;
+      for (const auto& w : weights) grads.push_back(w.grad());
+      grad_blocks = expert_blocks(grads, projections);
+    }
+    const bool in_place = !grad_blocks.empty();
     const bool direct = in_place && weights[0].scalar_type() == x.scalar_type();
     // An expert with no rows has no wgrad product: nothing to add in place, and a zero in the
     // buffer, cleared at once (an empty product a group cleared its own: a memset each, about
@@ -164,7 +179,7 @@ struct grouped_linear_function : torch::autograd::Function<grouped_linear_functi
       // dW_e (out, in) = dyT_e (out, k_e) x_e (k_e, in)
       r += rows[e];
       if (rows[e] == 0) continue;
-      void* dw = direct ? weights[e].grad().data_ptr()
+      void* dw = direct ? grad_blocks[e].data_ptr()
                         : static_cast<char*>(grad_buffer.data_ptr()) +
                               std::int64_t(e) * out * in * grad_buffer.element_size();
       const auto* dy_t_e =
@@ -179,13 +194,16 @@ struct grouped_linear_function : torch::autograd::Function<grouped_linear_functi
     // x's gradient, none for rows, the weights', none for the method
     variable_list result{grad_x, torch::Tensor()};
     if (!in_place) {
-      for (std::size_t e = 0; e < rows.size(); ++e)
-        result.push_back(grad_buffer[std::int64_t(e)].to(weights[e].scalar_type()));
+      const auto each = weights[0].size(0);  // a projection's rows of an expert's block
+      for (std::size_t i = 0; i < weights.size(); ++i)
+        result.push_back(grad_buffer[std::int64_t(i) / projections]
+                             .narrow(0, std::int64_t(i) % projections * each, each)
+                             .to(weights[i].scalar_type()));
     } else {
-      if (!direct) add_to_grads(weights, grad_buffer);
-      result.resize(result.size() + rows.size());  // added already: nothing for autograd to add
+      if (!direct) add_to_grads(grad_blocks, grad_buffer);
+      result.resize(result.size() + weights.size());  // added already: nothing for autograd to add
     }
-    result.emplace_back();
+    result.resize(result.size() + 2);  // none for the method, the projections
     return result;
   }
 };
@@ -207,29 +225,44 @@ bool kernel_takes(const torch::Tensor& x, const std::vector<torch::Tensor>& weig
   return true;
 }
 
-// A linear per expert over one split (its backward is one cat of the experts' gradients).
+// A linear per expert over one split (its backward is one cat of the experts' gradients); with
+// several projections an expert, its weights joined by a cat (through autograd).
 torch::Tensor per_expert(const torch::Tensor& x, const std::vector<std::int64_t>& rows,
-                         const std::vector<torch::Tensor>& weights) {
+                         const std::vector<torch::Tensor>& weights, std::int64_t projections) {
+  std::vector<torch::Tensor> joined;
+  for (std::size_t i = 0; i < weights.size(); i += std::size_t(projections))
+    joined.push_back(projections == 1 ? weights[i]
+                                      : torch::cat(torch::TensorList(weights).slice(
+                                            i, std::size_t(projections))));
   const auto pieces = x.split_with_sizes(rows);
   std::vector<torch::Tensor> ys;
-  for (std::size_t e = 0; e < weights.size(); ++e)
-    if (rows[e] != 0) ys.push_back(torch::linear(pieces[e], weights[e]));
+  for (std::size_t e = 0; e < joined.size(); ++e)
+    if (rows[e] != 0) ys.push_back(torch::linear(pieces[e], joined[e]));
   // No rows: still an output of x, so the backward of what produced x runs (a collective).
-  if (ys.empty()) return torch::linear(x, weights[0]);  // x has no rows
+  if (ys.empty()) return torch::linear(x, joined[0]);  // x has no rows
   return ys.size() == 1 ? ys[0] : torch::cat(ys);
 }
 
 }  // namespace
 
+bool projections_end_to_end(const std::vector<torch::Tensor>& weights, int projections) {
+  return !end_to_end(weights, projections).empty();
+}
+
 torch::Tensor grouped_linear(const torch::Tensor& x, const std::vector<std::int64_t>& rows,
-                             const std::vector<torch::Tensor>& weights,
-                             grouped_gemm_method method) {
-  MUSTER_CHECK(!weights.empty() && weights.size() == rows.size(), errc::internal,
-               "grouped_linear: {} weights for {} experts' rows", weights.size(), rows.size());
+                             const std::vector<torch::Tensor>& weights, grouped_gemm_method method,
+                             int projections) {
+  MUSTER_CHECK(projections >= 1 && !weights.empty() &&
+                   weights.size() == rows.size() * std::size_t(projections),
+               errc::internal, "grouped_linear: {} weights for {} experts' rows, {} a expert",
+               weights.size(), rows.size(), projections);
+  MUSTER_CHECK(projections == 1 || projections_end_to_end(weights, projections), errc::internal,
+               "grouped_linear: each expert's {} projections must lie end to end", projections);
   const auto total = std::accumulate(rows.begin(), rows.end(), std::int64_t(0));
   MUSTER_CHECK(x.dim() == 2 && x.size(0) == total, errc::internal,
                "grouped_linear: {} rows of x, the experts' rows add up to {}",
                x.dim() == 2 ? x.size(0) : -1, total);
+  const auto p = std::int64_t{projections};
   if ((x.is_cpu() || x.is_cuda()) && autocast_on(x.device().type())) {
     // What autocast does to a linear: rows and weights in its dtype (the weights' cast is
     // differentiable, so their fp32 gradient comes back through it). bf16 on the CPU takes a
@@ -238,15 +271,15 @@ torch::Tensor grouped_linear(const torch::Tensor& x, const std::vector<std::int6
     const auto xc = x.to(dtype).contiguous();
     if (kernel_takes(xc, weights, /*autocast=*/true))  // the node casts the weights
       return grouped_linear_function::apply(xc, rows, torch::TensorList(weights),
-                                            static_cast<std::int64_t>(method));
+                                            static_cast<std::int64_t>(method), p);
     std::vector<torch::Tensor> cast;
     for (const auto& w : weights) cast.push_back(w.to(dtype));
-    return per_expert(xc, rows, cast);
+    return per_expert(xc, rows, cast, p);
   }
   if (kernel_takes(x, weights, /*autocast=*/false))
     return grouped_linear_function::apply(x, rows, torch::TensorList(weights),
-                                          static_cast<std::int64_t>(method));
-  return per_expert(x, rows, weights);
+                                          static_cast<std::int64_t>(method), p);
+  return per_expert(x, rows, weights, p);
 }
 
 }  // namespace muster::engine::ops

@@ -26,10 +26,18 @@ namespace muster::engine::ops {
 // x is (R, in) with R = sum(rows); weights[e] is (out, in), expert e's rows are the rows[e]
 // after the previous experts'. Returns (R, out). An expert with no rows gets a zero gradient.
 // `method`: how a GPU runs the products, forward and backward (train.expert_gemm); the CPU
-// kernel has one way.
+// kernel has one way. projections > 1: weights holds each expert's `projections` weights in
+// turn, lying end to end (projections_end_to_end: an expert's gate and up in its FSDP unit),
+// and each expert's product is with them stacked, (projections * out, in): one product for
+// both projections, whose rows come back side by side, (R, projections * out).
 torch::Tensor grouped_linear(
     const torch::Tensor& x, const std::vector<std::int64_t>& rows,
     const std::vector<torch::Tensor>& weights,
-    kernels::cuda::grouped_gemm_method method = kernels::cuda::grouped_gemm_method::automatic);
+    kernels::cuda::grouped_gemm_method method = kernels::cuda::grouped_gemm_method::automatic,
+    int projections = 1);
+
+// Whether each group of `projections` weights (in turn) lies end to end in one storage, as
+// grouped_linear's stacked projections must.
+bool projections_end_to_end(const std::vector<torch::Tensor>& weights, int projections);
 
 }  // namespace muster::engine::ops

@@ -237,3 +237,75 @@ TEST_CASE("common_reduction pads the wgrad to one reduction only where that adds
   CHECK(ops::common_reduction({1000, 1, 1, 1}, 2, 2) == 0);
   CHECK(ops::common_reduction({1000, 900, 800, 700}, 2, 2) == 1024);
 }
+
+// An expert's gate and up projections end to end, as its FSDP unit lays them (gate, up, down
+// an expert): one product with both stacked gives both projections' rows side by side, and the
+// gradients of the rows and of both weights, whether added where they are (an FSDP unit's
+// buffers, fp32 on the kernel) or handed back (fp32 on the kernel, fp64 a linear per expert
+// over the weights joined).
+TEST_CASE("grouped_linear stacks each expert's projections that lie end to end into one product",
+          "[grouped_linear_op]") {
+  torch::manual_seed(15);
+  const std::int64_t in = 6, out = 5;
+  const std::vector<std::int64_t> rows{4, 0, 9, 3};
+  const auto experts = std::int64_t(rows.size());
+  const auto step = 3 * out * in;
+  const auto x0 = torch::randn({16, in}, torch::kFloat64), g = torch::randn({16, 2 * out});
+  const auto params = torch::randn({experts * step}, torch::kFloat64);
+  const auto earlier = torch::randn({experts * step}, torch::kFloat64);
+  // want: each projection on its own, fp64, a linear per expert
+  std::vector<torch::Tensor> gate64, up64;
+  for (std::int64_t e = 0; e < experts; ++e) {
+    gate64.push_back(params.narrow(0, e * step, out * in).view({out, in}).clone().requires_grad_());
+    up64.push_back(
+        params.narrow(0, e * step + out * in, out * in).view({out, in}).clone().requires_grad_());
+  }
+  auto x64 = x0.clone().requires_grad_(true);
+  const auto want =
+      torch::cat({ops::grouped_linear(x64, rows, gate64), ops::grouped_linear(x64, rows, up64)}, 1);
+  (want * g.to(torch::kFloat64)).sum().backward();
+  for (const auto dtype : {torch::kFloat32, torch::kFloat64})
+    for (const bool in_place : {true, false}) {
+      INFO((dtype == torch::kFloat32 ? "fp32" : "fp64") << (in_place ? ", in place" : ""));
+      const auto flat = params.to(dtype).clone(), grads = earlier.to(dtype).clone();
+      std::vector<torch::Tensor> gate_up;  // expert-major: gate, up, gate, up, ...
+      for (std::int64_t e = 0; e < experts; ++e)
+        for (std::int64_t p = 0; p < 2; ++p) {
+          const auto at = e * step + p * out * in;
+          auto w = flat.narrow(0, at, out * in).view({out, in}).detach().requires_grad_(true);
+          if (in_place) w.mutable_grad() = grads.narrow(0, at, out * in).view({out, in});
+          gate_up.push_back(w);
+        }
+      REQUIRE(ops::projections_end_to_end(gate_up, 2));
+      auto x = x0.to(dtype).clone().requires_grad_(true);
+      const auto y = ops::grouped_linear(x, rows, gate_up,
+                                         muster::kernels::cuda::grouped_gemm_method::automatic, 2);
+      REQUIRE(y.sizes() == torch::IntArrayRef({16, 2 * out}));
+      (y * g.to(dtype)).sum().backward();
+      CHECK(torch::allclose(y.to(torch::kFloat64), want, 1e-5, 1e-5));
+      CHECK(torch::allclose(x.grad().to(torch::kFloat64), x64.grad(), 1e-5, 1e-5));
+      for (std::int64_t e = 0; e < experts; ++e) {
+        INFO("expert " << e << " with " << rows[std::size_t(e)] << " rows");
+        const auto& wg = gate_up[std::size_t(2 * e)];
+        const auto& wu = gate_up[std::size_t(2 * e + 1)];
+        const auto before_g = earlier.narrow(0, e * step, out * in).view({out, in});
+        const auto before_u = earlier.narrow(0, e * step + out * in, out * in).view({out, in});
+        // in place: the earlier sums plus this wgrad; else autograd's (zero for no rows)
+        // (a linear per expert leaves an expert without rows ungraded)
+        const auto want_of = [](const torch::Tensor& w) {
+          return w.grad().defined() ? w.grad().to(torch::kFloat64)
+                                    : torch::zeros_like(w, torch::kFloat64);
+        };
+        const auto got_g = want_of(wg) - (in_place ? before_g : before_g * 0);
+        const auto got_u = want_of(wu) - (in_place ? before_u : before_u * 0);
+        CHECK(torch::allclose(got_g, want_of(gate64[std::size_t(e)]), 1e-5, 1e-5));
+        CHECK(torch::allclose(got_u, want_of(up64[std::size_t(e)]), 1e-5, 1e-5));
+        if (in_place && dtype == torch::kFloat32)  // the kernel added it where it was
+          CHECK(wg.grad().data_ptr() == grads.narrow(0, e * step, 1).data_ptr());
+      }
+    }
+  // the down projection after them is not end to end with the gate: no stacking
+  const auto w = params.view({experts, 3, out * in});
+  CHECK_FALSE(ops::projections_end_to_end({w[0][0].view({out, in}), w[0][2].view({out, in})}, 2));
+  CHECK(ops::projections_end_to_end({w[0][1].view({out, in}), w[0][2].view({out, in})}, 2));
+}

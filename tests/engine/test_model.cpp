@@ -103,6 +103,38 @@ TEST_CASE("SwiGLU through the fused kernel: values and gradients equal silu(gate
              !Catch::Contains("swiglu_function"));
 }
 
+TEST_CASE("SwiGLU over packed rows (gate | up) is SwiGLU of the halves, the gradient packed the "
+          "same way",
+          "[model]") {
+  torch::manual_seed(16);
+  const auto packed = (torch::randn({3, 11, 2 * 13}) * 3);
+  const auto grad_out = torch::randn({3, 11, 13});
+  for (const auto dtype : {torch::kFloat32, torch::kBFloat16, torch::kFloat64}) {
+    INFO(c10::toString(dtype));
+    auto gate_up = packed.to(dtype).requires_grad_(true);
+    auto y = muster::engine::ops::swiglu_rows(gate_up);
+    REQUIRE(y.sizes() == torch::IntArrayRef({3, 11, 13}));
+    CHECK(y.scalar_type() == dtype);
+    const auto g = grad_out.to(dtype);
+    const auto grad = torch::autograd::grad({y}, {gate_up}, {g})[0];
+    // the same values through the two-tensor op (the kernel where it takes them)
+    auto parts = gate_up.detach().chunk(2, -1);
+    auto gate = parts[0].contiguous().requires_grad_(true);
+    auto up = parts[1].contiguous().requires_grad_(true);
+    auto want = muster::engine::ops::swiglu(gate, up);
+    const auto want_grads = torch::autograd::grad({want}, {gate, up}, {g});
+    const auto packed_grads = torch::cat({want_grads[0], want_grads[1]}, -1);
+    if (dtype != torch::kFloat64) {  // the same kernel functions: the same bits
+      CHECK(torch::equal(y, want));
+      CHECK(torch::equal(grad, packed_grads));
+      CHECK_THAT(y.grad_fn()->name(), Catch::Contains("swiglu_rows_function"));
+    } else {  // torch's silu over strided halves (it vectorizes contiguous ones otherwise)
+      CHECK(torch::allclose(y, want, 1e-12, 1e-12));
+      CHECK(torch::allclose(grad, packed_grads, 1e-12, 1e-12));
+    }
+  }
+}
+
 TEST_CASE("linear through the kernels' gemm: values and gradients equal x W^T over two uses, "
           "with bias and in bf16 through torch's linear", "[model]") {
   torch::manual_seed(7);
