@@ -99,3 +99,80 @@ TEST_CASE("grouped_linear on the GPU casts once and adds its wgrad in place, as 
       }
     }
 }
+
+// Each expert's gate and up projections end to end (their FSDP unit's layout): one product with
+// both stacked (projections = 2), under bf16 autocast too, where the node casts both at once and
+// adds the bf16 wgrad into both fp32 gradients over their stacked view; against the two
+// projections run apart on the GPU in fp32.
+TEST_CASE("grouped_linear on the GPU stacks each expert's gate and up into one product",
+          "[gpu][grouped_linear_op]") {
+  if (!torch::cuda::is_available()) {
+    WARN("SKIPPED: no CUDA device");
+    return;
+  }
+  torch::manual_seed(22);
+  const std::int64_t in = 96, out = 80, experts = 6;
+  const std::vector<std::int64_t> rows{130, 0, 77, 256, 1, 190};
+  std::int64_t total = 0;
+  for (auto r : rows) total += r;
+  const auto step = 3 * out * in;
+  const auto cuda = torch::TensorOptions().device(torch::kCUDA);
+  const auto params = torch::randn({experts * step}, cuda) * 0.1;
+  const auto earlier = torch::randn({experts * step}, cuda);
+  const auto x0 = torch::randn({total, in}, cuda), g = torch::randn({total, 2 * out}, cuda);
+  // want: the gate's and the up's products apart, fp32
+  std::vector<torch::Tensor> gate, up;
+  for (std::int64_t e = 0; e < experts; ++e) {
+    gate.push_back(params.narrow(0, e * step, out * in).view({out, in}).clone().requires_grad_());
+    up.push_back(
+        params.narrow(0, e * step + out * in, out * in).view({out, in}).clone().requires_grad_());
+  }
+  auto xw = x0.clone().requires_grad_(true);
+  const auto want =
+      torch::cat({ops::grouped_linear(xw, rows, gate), ops::grouped_linear(xw, rows, up)}, 1);
+  (want * g).sum().backward();
+  for (const bool bf16 : {false, true}) {
+    INFO((bf16 ? "bf16 autocast" : "fp32"));
+    const auto flat = params.clone(), grads = earlier.clone();
+    std::vector<torch::Tensor> gate_up;
+    for (std::int64_t e = 0; e < experts; ++e)
+      for (std::int64_t p = 0; p < 2; ++p) {
+        const auto at = e * step + p * out * in;
+        auto w = flat.narrow(0, at, out * in).view({out, in}).detach().requires_grad_(true);
+        w.mutable_grad() = grads.narrow(0, at, out * in).view({out, in});
+        gate_up.push_back(w);
+      }
+    auto x = x0.clone().requires_grad_(true);
+    torch::Tensor y;
+    {
+      muster::engine::model::autocast_scope mixed(
+          muster::engine::model::autocast_state::bf16(bf16));
+      y = ops::grouped_linear(x, rows, gate_up,
+                              muster::kernels::cuda::grouped_gemm_method::automatic,
+                              /*projections=*/2);
+    }
+    (y.to(torch::kFloat32) * g).sum().backward();
+    torch::cuda::synchronize();
+    const double tol = bf16 ? 3e-2 : 1e-4;
+    const auto error = [&](const torch::Tensor& got, const torch::Tensor& wanted) {
+      const auto diff = (got.to(torch::kFloat64) - wanted.to(torch::kFloat64)).abs().max();
+      return diff.item<double>() / std::max(wanted.abs().max().item<double>(), 1e-30);
+    };
+    CHECK(error(y, want.detach()) <= tol);
+    CHECK(error(x.grad(), xw.grad()) <= tol);
+    for (std::int64_t e = 0; e < experts; ++e) {
+      INFO("expert " << e << " with " << rows[std::size_t(e)] << " rows");
+      for (std::int64_t p = 0; p < 2; ++p) {
+        const auto at = e * step + p * out * in;
+        const auto& w = gate_up[std::size_t(2 * e + p)];
+        CHECK(w.grad().data_ptr() == grads.narrow(0, at, 1).data_ptr());
+        const auto added = w.grad() - earlier.narrow(0, at, out * in).view({out, in});
+        const auto& apart = (p == 0 ? gate : up)[std::size_t(e)].grad();
+        if (rows[std::size_t(e)] == 0)
+          CHECK(added.abs().max().item<double>() == 0.0);
+        else
+          CHECK(error(added, apart) <= tol);
+      }
+    }
+  }
+}
