@@ -495,6 +495,8 @@ int main() {
   std::vector<std::int64_t> rows32, uneven32;
   for (int e = 0; e < 32; ++e) rows32.push_back(1024 + ((e * 37) % 9 - 4) * 64);
   grouped_gemm_row("32 x ~1024, 1024->640", rows32, 1024, 640, form::forward);
+  // the gate's and the up projection's product as the engine runs it, stacked (FSDP's layout)
+  grouped_gemm_row("32 x ~1024, 1024->2x640 gate|up", rows32, 1024, 1280, form::forward);
   grouped_gemm_row("32 x ~1024, 1024->640 wgrad dy^T", rows32, 1024, 640, form::wgrad_dy_t);
   grouped_gemm_row("32 x ~1024, 1024->640 wgrad dyT", rows32, 1024, 640, form::wgrad_aligned);
   grouped_gemm_row("32 x ~1024 wgrad dyT common k", rows32, 1024, 640, form::wgrad_common);
