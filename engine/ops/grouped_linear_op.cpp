@@ -1,6 +1,7 @@
 // The experts' linear layers over the grouped GEMM kernel: see grouped_linear_op.hpp.
 #include "engine/ops/grouped_linear_op.hpp"
 
+#include <algorithm>
 #include <numeric>
 
 #include "engine/ops/autocast_query.hpp"
@@ -45,14 +46,16 @@ char* at_row(const torch::Tensor& t, std::int64_t r) {
   return static_cast<char*>(t.data_ptr()) + r * t.size(1) * t.element_size();
 }
 
-// The weights in the rows' dtype: themselves, or (bf16 autocast) their casts, made by one kernel
-// over all of them where they lie at one stride in one storage (stacked_view), as an expert
-// layer's weights do in their FSDP unit, else one a weight. Each weight's address comes from
-// the stacked cast by arithmetic: a tensor a weight (unbind) costs two ATen ops each on the
-// host, 64 of a layer's 32 experts every forward and backward.
+// The weights in the rows' dtype, each expert's `projections` of them as one block (its weights
+// end to end, (projections * out, in)): themselves, or (bf16 autocast) their casts, made by one
+// kernel over all of them where the blocks lie at one stride in one storage (stacked_view), as
+// an expert layer's weights do in their FSDP unit, else one a block. A block's address is its
+// first weight's, or comes from the stacked cast by arithmetic: a tensor a block (unbind, a
+// view) costs ATen ops on the host, 64 and more of a layer's 32 experts every forward and
+// backward.
 struct weights_in_dtype {
-  torch::Tensor stacked;            // (E, out, in), or undefined
-  std::vector<torch::Tensor> each;  // where not stacked
+  torch::Tensor stacked;            // (E, projections * out, in), or undefined
+  std::vector<torch::Tensor> each;  // where not stacked: a block's first weight, or its cast
   void* at(std::size_t e) const {
     if (!stacked.defined()) return each[e].data_ptr();
     return static_cast<char*>(stacked.data_ptr()) +
@@ -60,12 +63,22 @@ struct weights_in_dtype {
   }
 };
 
-weights_in_dtype in_dtype(const std::vector<torch::Tensor>& weights, torch::ScalarType dtype) {
-  if (weights[0].scalar_type() == dtype) return {{}, weights};
-  if (const auto all = stacked_view(weights); all.defined()) return {all.to(dtype), {}};
-  weights_in_dtype cast;
-  for (const auto& w : weights) cast.each.push_back(w.to(dtype));
-  return cast;
+weights_in_dtype in_dtype(const std::vector<torch::Tensor>& weights, std::int64_t projections,
+                          torch::ScalarType dtype) {
+  const auto per = std::size_t(projections);
+  weights_in_dtype out;
+  if (weights[0].scalar_type() == dtype) {
+    for (std::size_t i = 0; i < weights.size(); i += per) out.each.push_back(weights[i]);
+    return out;
+  }
+  if (auto all = stacked_view(weights, int(projections)); all.defined()) {
+    out.stacked = all.to(dtype);
+    return out;
+  }
+  for (std::size_t i = 0; i < weights.size(); i += per)
+    out.each.push_back(per == 1 ? weights[i].to(dtype)
+                                : torch::cat(torch::TensorList(weights).slice(i, per)).to(dtype));
+  return out;
 }
 
 // Whether the weights' gradients can be added to where they are: every weight a leaf that
@@ -82,22 +95,20 @@ bool grads_in_place(const std::vector<torch::Tensor>& weights) {
   return true;
 }
 
-// Adds `sums` (E, out, in), in any dtype, to the E experts' gradients (or their projections'
-// stacked): one kernel over their stacked view where they have one, else one an expert.
-void add_to_grads(const std::vector<torch::Tensor>& targets, const torch::Tensor& sums) {
+// Adds `sums` (E, projections * out, in), in any dtype, to the gradients `targets` (each
+// expert's `projections` in turn): one kernel over their stacked view where they have one,
+// else one a gradient.
+void add_to_grads(const std::vector<torch::Tensor>& targets, std::int64_t projections,
+                  const torch::Tensor& sums) {
   torch::NoGradGuard no_grad;
-  if (auto all = stacked_view(targets); all.defined()) {
+  if (auto all = stacked_view(targets, int(projections)); all.defined()) {
     all.add_(sums);
     return;
   }
-  for (std::size_t e = 0; e < targets.size(); ++e) targets[e].add_(sums[std::int64_t(e)]);
-}
-
-// An expert's weights as its product takes them: each weight, or with several projections an
-// expert, each expert's end to end as one (projections * out, in) view (end_to_end).
-std::vector<torch::Tensor> expert_blocks(const std::vector<torch::Tensor>& ws,
-                                         std::int64_t projections) {
-  return projections == 1 ? ws : end_to_end(ws, static_cast<int>(projections));
+  const auto each = targets[0].size(0);
+  for (std::size_t i = 0; i < targets.size(); ++i)
+    targets[i].add_(
+        sums[std::int64_t(i) / projections].narrow(0, std::int64_t(i) % projections * each, each));
 }
 
 // The weights come as a TensorList, the one argument form autograd takes apart into inputs
@@ -108,9 +119,8 @@ struct grouped_linear_function : torch::autograd::Function<grouped_linear_functi
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x,
                                std::vector<std::int64_t> rows, torch::TensorList weights,
                                std::int64_t method, std::int64_t projections) {
-    const auto blocks = expert_blocks(weights.vec(), projections);
-    const auto in = x.size(1), out = blocks[0].size(0);
-    const auto used = in_dtype(blocks, x.scalar_type());
+    const auto in = x.size(1), out = projections * weights[0].size(0);
+    const auto used = in_dtype(weights.vec(), projections, x.scalar_type());
     auto y = torch::empty({x.size(0), out}, x.options());
     std::vector<gemm_group> groups;
     std::int64_t r = 0;
@@ -139,7 +149,11 @@ struct grouped_linear_function : torch::autograd::Function<grouped_linear_functi
     const auto& x = saved[0];
     const std::vector<torch::Tensor> weights(saved.begin() + 1, saved.end());
     const auto projections = ctx->saved_data["projections"].toInt();
-    const auto used = in_dtype(expert_blocks(weights, projections), x.scalar_type());
+    // as forward found them (a unit gathered again in backward lays them out the same)
+    MUSTER_CHECK(projections == 1 || end_to_end(weights, int(projections)), errc::internal,
+                 "grouped_linear: an expert's {} projections no longer lie end to end",
+                 projections);
+    const auto used = in_dtype(weights, projections, x.scalar_type());
     const auto rows = ctx->saved_data["rows"].toIntVector();
     const auto method = grouped_gemm_method(ctx->saved_data["method"].toInt());
     const auto grad_y = grads[0].contiguous();
@@ -150,13 +164,11 @@ struct grouped_linear_function : torch::autograd::Function<grouped_linear_functi
     // gradient handed to autograd, so no accumulation node a weight); else into one buffer of
     // the rows' dtype, then added (one kernel over a stacked view) or handed back
     // (with several projections an expert, where their gradients lie end to end as they do)
-    std::vector<torch::Tensor> grad_blocks;
-    if (grads_in_place(weights)) {
-      std::vector<torch::Tensor> grads;
-      for (const auto& w : weights) grads.push_back(w.grad());
-      grad_blocks = expert_blocks(grads, projections);
-    }
-    const bool in_place = !grad_blocks.empty();
+    std::vector<torch::Tensor> weight_grads;
+    if (grads_in_place(weights))
+      for (const auto& w : weights) weight_grads.push_back(w.grad());
+    const bool in_place =
+        !weight_grads.empty() && (projections == 1 || end_to_end(weight_grads, int(projections)));
     const bool direct = in_place && weights[0].scalar_type() == x.scalar_type();
     // An expert with no rows has no wgrad product: nothing to add in place, and a zero in the
     // buffer, cleared at once (an empty product a group cleared its own: a memset each, about
@@ -179,7 +191,7 @@ struct grouped_linear_function : torch::autograd::Function<grouped_linear_functi
       // dW_e (out, in) = dyT_e (out, k_e) x_e (k_e, in)
       r += rows[e];
       if (rows[e] == 0) continue;
-      void* dw = direct ? grad_blocks[e].data_ptr()
+      void* dw = direct ? weight_grads[e * std::size_t(projections)].data_ptr()
                         : static_cast<char*>(grad_buffer.data_ptr()) +
                               std::int64_t(e) * out * in * grad_buffer.element_size();
       const auto* dy_t_e =
@@ -200,7 +212,7 @@ struct grouped_linear_function : torch::autograd::Function<grouped_linear_functi
                              .narrow(0, std::int64_t(i) % projections * each, each)
                              .to(weights[i].scalar_type()));
     } else {
-      if (!direct) add_to_grads(grad_blocks, grad_buffer);
+      if (!direct) add_to_grads(weight_grads, projections, grad_buffer);
       result.resize(result.size() + weights.size());  // added already: nothing for autograd to add
     }
     result.resize(result.size() + 2);  // none for the method, the projections
@@ -246,7 +258,7 @@ torch::Tensor per_expert(const torch::Tensor& x, const std::vector<std::int64_t>
 }  // namespace
 
 bool projections_end_to_end(const std::vector<torch::Tensor>& weights, int projections) {
-  return !end_to_end(weights, projections).empty();
+  return end_to_end(weights, projections);
 }
 
 torch::Tensor grouped_linear(const torch::Tensor& x, const std::vector<std::int64_t>& rows,

@@ -34,29 +34,41 @@ inline torch::Tensor stacked_view(const std::vector<torch::Tensor>& ts) {
                                    {step, first.size(1), 1}, first.storage_offset());
 }
 
-// Each group of `per` tensors of ts (in order: ts[g * per] .. ts[g * per + per - 1]) as one
-// (per * rows, cols) view of their storage, where they are 2-D, contiguous, of one shape,
-// dtype and device, and lie end to end: an expert's gate and up projections in its FSDP unit.
-// Empty where any group does not. No autograd, as stacked_view.
-inline std::vector<torch::Tensor> end_to_end(const std::vector<torch::Tensor>& ts, int per) {
-  if (per < 1 || ts.empty() || ts.size() % std::size_t(per) != 0) return {};
-  std::vector<torch::Tensor> out;
-  torch::NoGradGuard no_grad;
+// Whether each group of `per` tensors of ts (ts[g * per] .. ts[g * per + per - 1]) is 2-D,
+// contiguous, of one shape, dtype and device, and lies end to end in one storage: an expert's
+// gate and up projections in its FSDP unit. Metadata only: no tensor is made.
+inline bool end_to_end(const std::vector<torch::Tensor>& ts, int per) {
+  if (per < 1 || ts.empty() || ts.size() % std::size_t(per) != 0) return false;
   for (std::size_t g = 0; g < ts.size(); g += std::size_t(per)) {
     const auto& first = ts[g];
-    if (!first.defined() || first.dim() != 2 || !first.is_contiguous()) return {};
+    if (!first.defined() || first.dim() != 2 || !first.is_contiguous()) return false;
     for (std::size_t i = 1; i < std::size_t(per); ++i) {
       const auto& t = ts[g + i];
       if (!t.defined() || !t.is_contiguous() || t.sizes() != first.sizes() ||
           t.scalar_type() != first.scalar_type() || t.device() != first.device() ||
           !t.storage().is_alias_of(first.storage()) ||
           t.storage_offset() != first.storage_offset() + std::int64_t(i) * first.numel())
-        return {};
+        return false;
     }
-    out.push_back(first.detach().as_strided({per * first.size(0), first.size(1)},
-                                            {first.size(1), 1}, first.storage_offset()));
   }
-  return out;
+  return true;
+}
+
+// stacked_view over groups of `per` tensors end to end (end_to_end): one (G, per * rows, cols)
+// view where the groups lie at one stride, else undefined.
+inline torch::Tensor stacked_view(const std::vector<torch::Tensor>& ts, int per) {
+  if (per == 1) return stacked_view(ts);
+  if (!end_to_end(ts, per)) return {};
+  const auto& first = ts.front();
+  const auto groups = std::int64_t(ts.size()) / per, block = per * first.numel();
+  const auto step =
+      groups > 1 ? ts[std::size_t(per)].storage_offset() - first.storage_offset() : block;
+  if (step < block) return {};
+  for (std::int64_t g = 0; g < groups; ++g)
+    if (ts[std::size_t(g * per)].storage_offset() != first.storage_offset() + g * step) return {};
+  torch::NoGradGuard no_grad;
+  return first.detach().as_strided({groups, per * first.size(0), first.size(1)},
+                                   {step, first.size(1), 1}, first.storage_offset());
 }
 
 }  // namespace muster::engine::ops

@@ -62,9 +62,11 @@ TEST_CASE("grouped_linear on the GPU casts once and adds its wgrad in place, as 
       const auto cuda = torch::TensorOptions().device(torch::kCUDA);
       const auto flat = params.to(cuda).clone(), grads = earlier.to(cuda).clone();
       std::vector<torch::Tensor> w;
+      int handed = 0;  // gradients autograd handed to the weights (hooks): none, added in place
       for (std::int64_t e = 0; e < experts; ++e) {
         auto p = flat.narrow(0, e * step, out * in).view({out, in}).detach().requires_grad_(true);
         p.mutable_grad() = grads.narrow(0, e * step, out * in).view({out, in});
+        p.register_hook([&handed](const torch::Tensor&) { ++handed; });
         w.push_back(p);
       }
       auto x = x0.to(cuda).requires_grad_(true);
@@ -84,6 +86,7 @@ TEST_CASE("grouped_linear on the GPU casts once and adds its wgrad in place, as 
         const auto diff = (got.to(torch::kCPU, torch::kFloat64) - want).abs().max().item<double>();
         return diff / std::max(want.abs().max().item<double>(), 1e-30);
       };
+      CHECK(handed == 0);
       CHECK(error(y, y64.detach()) <= tol);
       CHECK(error(x.grad(), x64.grad()) <= tol);
       for (std::int64_t e = 0; e < experts; ++e) {
@@ -101,9 +104,10 @@ TEST_CASE("grouped_linear on the GPU casts once and adds its wgrad in place, as 
 }
 
 // Each expert's gate and up projections end to end (their FSDP unit's layout): one product with
-// both stacked (projections = 2), under bf16 autocast too, where the node casts both at once and
-// adds the bf16 wgrad into both fp32 gradients over their stacked view; against the two
-// projections run apart on the GPU in fp32.
+// both stacked (projections = 2), by every method, under bf16 autocast too, where the node casts
+// both at once and adds the bf16 wgrad into both fp32 gradients over their stacked view, or
+// (no gradients yet) hands each weight its share; against the two projections run apart on the
+// GPU in fp32.
 TEST_CASE("grouped_linear on the GPU stacks each expert's gate and up into one product",
           "[gpu][grouped_linear_op]") {
   if (!torch::cuda::is_available()) {
@@ -131,48 +135,58 @@ TEST_CASE("grouped_linear on the GPU stacks each expert's gate and up into one p
   const auto want =
       torch::cat({ops::grouped_linear(xw, rows, gate), ops::grouped_linear(xw, rows, up)}, 1);
   (want * g).sum().backward();
-  for (const bool bf16 : {false, true}) {
-    INFO((bf16 ? "bf16 autocast" : "fp32"));
-    const auto flat = params.clone(), grads = earlier.clone();
-    std::vector<torch::Tensor> gate_up;
-    for (std::int64_t e = 0; e < experts; ++e)
-      for (std::int64_t p = 0; p < 2; ++p) {
-        const auto at = e * step + p * out * in;
-        auto w = flat.narrow(0, at, out * in).view({out, in}).detach().requires_grad_(true);
-        w.mutable_grad() = grads.narrow(0, at, out * in).view({out, in});
-        gate_up.push_back(w);
+  using method = muster::kernels::cuda::grouped_gemm_method;
+  std::vector<method> methods{method::automatic, method::per_group, method::split_batched};
+#ifdef MUSTER_WITH_CUDA
+  if (muster::kernels::cuda::grouped_batched_available())
+    methods.push_back(method::grouped_batched);
+#endif
+  for (const auto how : methods)
+    for (const bool bf16 : {false, true})
+      for (const bool in_place : {true, false}) {  // false: the gradients handed back
+        INFO((bf16 ? "bf16 autocast" : "fp32")
+             << ", method " << int(how) << (in_place ? ", in place" : ""));
+        const auto flat = params.clone(), grads = earlier.clone();
+        std::vector<torch::Tensor> gate_up;
+        int handed = 0;  // gradients autograd handed to the weights (hooks)
+        for (std::int64_t e = 0; e < experts; ++e)
+          for (std::int64_t p = 0; p < 2; ++p) {
+            const auto at = e * step + p * out * in;
+            auto w = flat.narrow(0, at, out * in).view({out, in}).detach().requires_grad_(true);
+            if (in_place) w.mutable_grad() = grads.narrow(0, at, out * in).view({out, in});
+            w.register_hook([&handed](const torch::Tensor&) { ++handed; });
+            gate_up.push_back(w);
+          }
+        auto x = x0.clone().requires_grad_(true);
+        torch::Tensor y;
+        {
+          muster::engine::model::autocast_scope mixed(
+              muster::engine::model::autocast_state::bf16(bf16));
+          y = ops::grouped_linear(x, rows, gate_up, how, /*projections=*/2);
+        }
+        (y.to(torch::kFloat32) * g).sum().backward();
+        torch::cuda::synchronize();
+        CHECK(handed == (in_place ? 0 : 2 * experts));
+        const double tol = bf16 ? 3e-2 : 1e-4;
+        const auto error = [&](const torch::Tensor& got, const torch::Tensor& wanted) {
+          const auto diff = (got.to(torch::kFloat64) - wanted.to(torch::kFloat64)).abs().max();
+          return diff.item<double>() / std::max(wanted.abs().max().item<double>(), 1e-30);
+        };
+        CHECK(error(y, want.detach()) <= tol);
+        CHECK(error(x.grad(), xw.grad()) <= tol);
+        for (std::int64_t e = 0; e < experts; ++e) {
+          INFO("expert " << e << " with " << rows[std::size_t(e)] << " rows");
+          for (std::int64_t p = 0; p < 2; ++p) {
+            const auto at = e * step + p * out * in;
+            const auto& w = gate_up[std::size_t(2 * e + p)];
+            const auto added =
+                w.grad() - (in_place ? earlier.narrow(0, at, out * in).view({out, in}) : 0 * w);
+            const auto& apart = (p == 0 ? gate : up)[std::size_t(e)].grad();
+            if (rows[std::size_t(e)] == 0)
+              CHECK(added.abs().max().item<double>() == 0.0);
+            else
+              CHECK(error(added, apart) <= tol);
+          }
+        }
       }
-    auto x = x0.clone().requires_grad_(true);
-    torch::Tensor y;
-    {
-      muster::engine::model::autocast_scope mixed(
-          muster::engine::model::autocast_state::bf16(bf16));
-      y = ops::grouped_linear(x, rows, gate_up,
-                              muster::kernels::cuda::grouped_gemm_method::automatic,
-                              /*projections=*/2);
-    }
-    (y.to(torch::kFloat32) * g).sum().backward();
-    torch::cuda::synchronize();
-    const double tol = bf16 ? 3e-2 : 1e-4;
-    const auto error = [&](const torch::Tensor& got, const torch::Tensor& wanted) {
-      const auto diff = (got.to(torch::kFloat64) - wanted.to(torch::kFloat64)).abs().max();
-      return diff.item<double>() / std::max(wanted.abs().max().item<double>(), 1e-30);
-    };
-    CHECK(error(y, want.detach()) <= tol);
-    CHECK(error(x.grad(), xw.grad()) <= tol);
-    for (std::int64_t e = 0; e < experts; ++e) {
-      INFO("expert " << e << " with " << rows[std::size_t(e)] << " rows");
-      for (std::int64_t p = 0; p < 2; ++p) {
-        const auto at = e * step + p * out * in;
-        const auto& w = gate_up[std::size_t(2 * e + p)];
-        CHECK(w.grad().data_ptr() == grads.narrow(0, at, 1).data_ptr());
-        const auto added = w.grad() - earlier.narrow(0, at, out * in).view({out, in});
-        const auto& apart = (p == 0 ? gate : up)[std::size_t(e)].grad();
-        if (rows[std::size_t(e)] == 0)
-          CHECK(added.abs().max().item<double>() == 0.0);
-        else
-          CHECK(error(added, apart) <= tol);
-      }
-    }
-  }
 }
