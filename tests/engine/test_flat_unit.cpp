@@ -1,7 +1,8 @@
 // One sharding unit on one rank: the parameters become views of its flat buffer, their
 // gradients land in it, weight decay is masked off norms and biases; and the storage trick the
 // gathered buffers use: a view taken before the storage is freed reads and writes the buffer
-// its storage then borrows; and a unit materialising parameters built as shapes only.
+// its storage then borrows; a unit materialising parameters built as shapes only; and an
+// experts' unit whose gate and up projections the MoE block runs as one product.
 #include <torch/torch.h>  // before Catch (glog's CHECK)
 
 #include <catch2/catch.hpp>
@@ -9,6 +10,7 @@
 #include "engine/model/decoder.hpp"
 #include "engine/model/init.hpp"
 #include "engine/model/moe_block.hpp"
+#include "engine/ops/grouped_linear_op.hpp"
 #include "engine/ops/stacked_view.hpp"
 #include "engine/parallel/flat_adamw.hpp"
 #include "engine/parallel/flat_unit.hpp"
@@ -159,5 +161,58 @@ TEST_CASE("an experts' unit lays each projection's weights and gradients at one 
     std::vector<torch::Tensor> grads;
     for (const auto& w : *projection) grads.push_back(w.grad());
     CHECK(ops::stacked_view(grads).defined());
+  }
+}
+
+// In an experts' unit each expert's gate and up lie end to end, so the block runs them as one
+// stacked product (grouped_linear's projections = 2, then SwiGLU over packed rows) and adds their
+// gradients where the unit keeps them; the same block with its experts as separate tensors runs
+// the two products apart. Same outputs and gradients, over two backward passes that accumulate.
+TEST_CASE("an experts' unit runs each expert's gate and up as one product, as apart gives",
+          "[sharding][moe]") {
+  const auto c = muster::test::tiny_config();
+  model::moe_block flat(c), apart(c);
+  model::init_parameters(flat, 9, 0.3);
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& p : apart.named_parameters()) p.value().copy_(flat.named_parameters()[p.key()]);
+  }
+  std::vector<std::pair<std::string, torch::Tensor>> experts;
+  for (auto& p : flat.named_parameters())
+    if (p.key().starts_with("experts.")) experts.emplace_back(p.key(), p.value());
+  parallel::unit_options options;
+  options.name = "layers.1.experts";
+  parallel::flat_unit unit(options, std::move(experts));
+  const auto gate_up = [](model::moe_block& b) {
+    std::vector<torch::Tensor> ws;
+    for (const auto& e : b.experts) {
+      ws.push_back(e->gate_proj->weight);
+      ws.push_back(e->up_proj->weight);
+    }
+    return ws;
+  };
+  REQUIRE(ops::projections_end_to_end(gate_up(flat), 2));
+  REQUIRE_FALSE(ops::projections_end_to_end(gate_up(apart), 2));
+  int handed = 0;  // gradients autograd handed to the unit's gate and up (none: added in place)
+  for (auto& w : gate_up(flat)) w.register_hook([&handed](const torch::Tensor&) { ++handed; });
+  torch::manual_seed(3);
+  const auto x0 = torch::randn({12, c.hidden_size});
+  const auto g = torch::randn({12, c.hidden_size});
+  auto x_flat = x0.clone().requires_grad_(true), x_apart = x0.clone().requires_grad_(true);
+  for (int pass = 0; pass < 2; ++pass) {
+    const auto y_flat = flat.forward(x_flat).y, y_apart = apart.forward(x_apart).y;
+    CHECK(torch::allclose(y_flat, y_apart, 1e-6, 1e-6));
+    (y_flat * g).sum().backward();
+    (y_apart * g).sum().backward();
+  }
+  CHECK(handed == 0);
+  CHECK(torch::allclose(x_flat.grad(), x_apart.grad(), 1e-5, 1e-6));
+  for (std::size_t e = 0; e < flat.experts.size(); ++e) {
+    INFO("expert " << e);
+    const auto& f = flat.experts[e];
+    const auto& a = apart.experts[e];
+    CHECK(torch::allclose(f->gate_proj->weight.grad(), a->gate_proj->weight.grad(), 1e-5, 1e-6));
+    CHECK(torch::allclose(f->up_proj->weight.grad(), a->up_proj->weight.grad(), 1e-5, 1e-6));
+    CHECK(torch::allclose(f->down_proj->weight.grad(), a->down_proj->weight.grad(), 1e-5, 1e-6));
   }
 }
