@@ -13,6 +13,7 @@
 
 #include "engine/model/autocast_scope.hpp"
 #include "engine/ops/grouped_linear_op.hpp"
+#include "tests/engine/expert_layout.hpp"
 
 namespace ops = muster::engine::ops;
 
@@ -119,18 +120,13 @@ TEST_CASE("grouped_linear on the GPU stacks each expert's gate and up into one p
   const std::vector<std::int64_t> rows{130, 0, 77, 256, 1, 190};
   std::int64_t total = 0;
   for (auto r : rows) total += r;
-  const auto step = 3 * out * in;
+  const muster::test::expert_layout layout{experts, out, in};
   const auto cuda = torch::TensorOptions().device(torch::kCUDA);
-  const auto params = torch::randn({experts * step}, cuda) * 0.1;
-  const auto earlier = torch::randn({experts * step}, cuda);
+  const auto params = torch::randn({experts * layout.step()}, cuda) * 0.1;
+  const auto earlier = torch::randn({experts * layout.step()}, cuda);
   const auto x0 = torch::randn({total, in}, cuda), g = torch::randn({total, 2 * out}, cuda);
   // want: the gate's and the up's products apart, fp32
-  std::vector<torch::Tensor> gate, up;
-  for (std::int64_t e = 0; e < experts; ++e) {
-    gate.push_back(params.narrow(0, e * step, out * in).view({out, in}).clone().requires_grad_());
-    up.push_back(
-        params.narrow(0, e * step + out * in, out * in).view({out, in}).clone().requires_grad_());
-  }
+  const auto gate = layout.apart(params, 0), up = layout.apart(params, 1);
   auto xw = x0.clone().requires_grad_(true);
   const auto want =
       torch::cat({ops::grouped_linear(xw, rows, gate), ops::grouped_linear(xw, rows, up)}, 1);
@@ -147,16 +143,8 @@ TEST_CASE("grouped_linear on the GPU stacks each expert's gate and up into one p
         INFO((bf16 ? "bf16 autocast" : "fp32")
              << ", method " << int(how) << (in_place ? ", in place" : ""));
         const auto flat = params.clone(), grads = earlier.clone();
-        std::vector<torch::Tensor> gate_up;
         int handed = 0;  // gradients autograd handed to the weights (hooks)
-        for (std::int64_t e = 0; e < experts; ++e)
-          for (std::int64_t p = 0; p < 2; ++p) {
-            const auto at = e * step + p * out * in;
-            auto w = flat.narrow(0, at, out * in).view({out, in}).detach().requires_grad_(true);
-            if (in_place) w.mutable_grad() = grads.narrow(0, at, out * in).view({out, in});
-            w.register_hook([&handed](const torch::Tensor&) { ++handed; });
-            gate_up.push_back(w);
-          }
+        const auto gate_up = layout.gate_up(flat, in_place ? grads : torch::Tensor(), handed);
         auto x = x0.clone().requires_grad_(true);
         torch::Tensor y;
         {
@@ -177,7 +165,7 @@ TEST_CASE("grouped_linear on the GPU stacks each expert's gate and up into one p
         for (std::int64_t e = 0; e < experts; ++e) {
           INFO("expert " << e << " with " << rows[std::size_t(e)] << " rows");
           for (std::int64_t p = 0; p < 2; ++p) {
-            const auto at = e * step + p * out * in;
+            const auto at = layout.at(e, p);
             const auto& w = gate_up[std::size_t(2 * e + p)];
             const auto added =
                 w.grad() - (in_place ? earlier.narrow(0, at, out * in).view({out, in}) : 0 * w);

@@ -13,6 +13,7 @@
 #include "engine/ops/grouped_linear_op.hpp"
 #include "engine/ops/stacked_view.hpp"
 #include "engine/ops/wgrad_operands.hpp"
+#include "tests/engine/expert_layout.hpp"
 
 namespace ops = muster::engine::ops;
 
@@ -252,17 +253,12 @@ TEST_CASE("grouped_linear stacks each expert's projections that lie end to end i
   const std::int64_t in = 6, out = 5;
   const std::vector<std::int64_t> rows{4, 0, 9, 3};
   const auto experts = std::int64_t(rows.size());
-  const auto step = 3 * out * in;
+  const muster::test::expert_layout layout{experts, out, in};
   const auto x0 = torch::randn({16, in}, torch::kFloat64), g = torch::randn({16, 2 * out});
-  const auto params = torch::randn({experts * step}, torch::kFloat64);
-  const auto earlier = torch::randn({experts * step}, torch::kFloat64);
+  const auto params = torch::randn({experts * layout.step()}, torch::kFloat64);
+  const auto earlier = torch::randn({experts * layout.step()}, torch::kFloat64);
   // want: each projection on its own, fp64, a linear per expert
-  std::vector<torch::Tensor> gate64, up64;
-  for (std::int64_t e = 0; e < experts; ++e) {
-    gate64.push_back(params.narrow(0, e * step, out * in).view({out, in}).clone().requires_grad_());
-    up64.push_back(
-        params.narrow(0, e * step + out * in, out * in).view({out, in}).clone().requires_grad_());
-  }
+  const auto gate64 = layout.apart(params, 0), up64 = layout.apart(params, 1);
   auto x64 = x0.clone().requires_grad_(true);
   const auto want =
       torch::cat({ops::grouped_linear(x64, rows, gate64), ops::grouped_linear(x64, rows, up64)}, 1);
@@ -271,16 +267,8 @@ TEST_CASE("grouped_linear stacks each expert's projections that lie end to end i
     for (const bool in_place : {true, false}) {
       INFO((dtype == torch::kFloat32 ? "fp32" : "fp64") << (in_place ? ", in place" : ""));
       const auto flat = params.to(dtype).clone(), grads = earlier.to(dtype).clone();
-      std::vector<torch::Tensor> gate_up;  // expert-major: gate, up, gate, up, ...
-      int handed = 0;                      // gradients autograd handed to the weights (hooks)
-      for (std::int64_t e = 0; e < experts; ++e)
-        for (std::int64_t p = 0; p < 2; ++p) {
-          const auto at = e * step + p * out * in;
-          auto w = flat.narrow(0, at, out * in).view({out, in}).detach().requires_grad_(true);
-          if (in_place) w.mutable_grad() = grads.narrow(0, at, out * in).view({out, in});
-          w.register_hook([&handed](const torch::Tensor&) { ++handed; });
-          gate_up.push_back(w);
-        }
+      int handed = 0;  // gradients autograd handed to the weights (hooks)
+      const auto gate_up = layout.gate_up(flat, in_place ? grads : torch::Tensor(), handed);
       REQUIRE(ops::projections_end_to_end(gate_up, 2));
       auto x = x0.to(dtype).clone().requires_grad_(true);
       const auto y = ops::grouped_linear(x, rows, gate_up,
@@ -295,8 +283,8 @@ TEST_CASE("grouped_linear stacks each expert's projections that lie end to end i
         INFO("expert " << e << " with " << rows[std::size_t(e)] << " rows");
         const auto& wg = gate_up[std::size_t(2 * e)];
         const auto& wu = gate_up[std::size_t(2 * e + 1)];
-        const auto before_g = earlier.narrow(0, e * step, out * in).view({out, in});
-        const auto before_u = earlier.narrow(0, e * step + out * in, out * in).view({out, in});
+        const auto before_g = earlier.narrow(0, layout.at(e, 0), out * in).view({out, in});
+        const auto before_u = earlier.narrow(0, layout.at(e, 1), out * in).view({out, in});
         // in place: the earlier sums plus this wgrad; else autograd's (zero for no rows)
         // (a linear per expert leaves an expert without rows ungraded)
         const auto want_of = [](const torch::Tensor& w) {
@@ -310,7 +298,7 @@ TEST_CASE("grouped_linear stacks each expert's projections that lie end to end i
       }
     }
   // the down projection after them is not end to end with the gate: no stacking
-  const auto w = params.view({experts, 3, out * in});
+  const auto w = params.view({experts, 3, out * in});  // gate, up, down an expert
   CHECK_FALSE(ops::projections_end_to_end({w[0][0].view({out, in}), w[0][2].view({out, in})}, 2));
   CHECK(ops::projections_end_to_end({w[0][1].view({out, in}), w[0][2].view({out, in})}, 2));
 }

@@ -82,6 +82,33 @@ TEST_CASE("the SwiGLU CUDA kernels match the CPU reference", "[kernels][swiglu][
     }
 }
 
+namespace {
+
+// The packed-row kernels on the CPU and on the GPU over the same T values: each's output and
+// gradient.
+template <class T>
+struct rows_run {
+  std::vector<T> cpu_y, cpu_grad, gpu_y, gpu_grad;
+};
+
+template <class T>
+rows_run<T> run_rows(const std::vector<T>& gate_up, const std::vector<T>& grad_out,
+                     std::int64_t rows, std::int64_t width) {
+  const auto n = grad_out.size();
+  rows_run<T> r{std::vector<T>(n), std::vector<T>(2 * n), {}, {}};
+  cpu::swiglu_rows_forward(gate_up.data(), r.cpu_y.data(), rows, width);
+  cpu::swiglu_rows_backward(gate_up.data(), grad_out.data(), r.cpu_grad.data(), rows, width);
+  device_buffer<T> d_gate_up(gate_up), d_grad_out(grad_out), d_y(n), d_grad(2 * n);
+  cuda::swiglu_rows_forward(d_gate_up.ptr, d_y.ptr, rows, width, nullptr);
+  cuda::swiglu_rows_backward(d_gate_up.ptr, d_grad_out.ptr, d_grad.ptr, rows, width, nullptr);
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  r.gpu_y = d_y.host();
+  r.gpu_grad = d_grad.host();
+  return r;
+}
+
+}  // namespace
+
 // Packed rows (gate | up), widths a whole number of 16-byte packs a row (4 fp32, 8 bf16: the
 // vector path with the row layout) and not: fp32 within the normalised bound, bf16 within one ulp.
 TEST_CASE("the SwiGLU CUDA kernels over packed rows match the CPU reference",
@@ -98,25 +125,14 @@ TEST_CASE("the SwiGLU CUDA kernels over packed rows match the CPU reference",
       auto gate_up = muster::test::normal_draws(2 * n, seed++);
       for (auto& v : gate_up) v *= 4;
       const auto grad = muster::test::normal_draws(n, seed++);
-      std::vector<float> y(n), d(2 * n);
-      cpu::swiglu_rows_forward(gate_up.data(), y.data(), rows, width);
-      cpu::swiglu_rows_backward(gate_up.data(), grad.data(), d.data(), rows, width);
-      device_buffer<float> d_gate_up(gate_up), d_grad(grad), d_y(n), d_d(2 * n);
-      cuda::swiglu_rows_forward(d_gate_up.ptr, d_y.ptr, rows, width, nullptr);
-      cuda::swiglu_rows_backward(d_gate_up.ptr, d_grad.ptr, d_d.ptr, rows, width, nullptr);
-      const auto gate_up16 = muster::test::to_bf16(gate_up), grad16 = muster::test::to_bf16(grad);
-      std::vector<bf16> y16(n), d16(2 * n);
-      cpu::swiglu_rows_forward(gate_up16.data(), y16.data(), rows, width);
-      cpu::swiglu_rows_backward(gate_up16.data(), grad16.data(), d16.data(), rows, width);
-      device_buffer<bf16> d_gate_up16(gate_up16), d_grad16(grad16), d_y16(n), d_d16(2 * n);
-      cuda::swiglu_rows_forward(d_gate_up16.ptr, d_y16.ptr, rows, width, nullptr);
-      cuda::swiglu_rows_backward(d_gate_up16.ptr, d_grad16.ptr, d_d16.ptr, rows, width, nullptr);
-      REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+      const auto f32 = run_rows(gate_up, grad, rows, width);
+      const auto b16 =
+          run_rows(muster::test::to_bf16(gate_up), muster::test::to_bf16(grad), rows, width);
       std::string y_report, d_report, y16_report, d16_report;
-      const double y_err = compare(d_y.host(), y, 1e-5, y_report);
-      const double d_err = compare(d_d.host(), d, 1e-5, d_report);
-      const int y16_ulps = muster::test::worst_ulps(d_y16.host(), y16, 1, y16_report);
-      const int d16_ulps = muster::test::worst_ulps(d_d16.host(), d16, 1, d16_report);
+      const double y_err = compare(f32.gpu_y, f32.cpu_y, 1e-5, y_report);
+      const double d_err = compare(f32.gpu_grad, f32.cpu_grad, 1e-5, d_report);
+      const int y16_ulps = muster::test::worst_ulps(b16.gpu_y, b16.cpu_y, 1, y16_report);
+      const int d16_ulps = muster::test::worst_ulps(b16.gpu_grad, b16.cpu_grad, 1, d16_report);
       INFO("y:\n"
            << y_report << "grad:\n"
            << d_report << "bf16 y:\n"
