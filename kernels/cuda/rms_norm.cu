@@ -8,10 +8,9 @@
 // (kernels/cpu/rms_norm.cpp), summed in another order.
 #include <algorithm>
 #include <cstdint>
-#include <initializer_list>
 
 #include "kernels/cuda/cuda_check.hpp"
-#include "kernels/cuda/element_access.cuh"
+#include "kernels/cuda/float_chunks.cuh"
 #include "muster/kernels/rms_norm.hpp"
 
 namespace muster::kernels::cuda {
@@ -23,36 +22,6 @@ constexpr std::int64_t kMaxRowGrid = 1 << 20;  // blocks of the row kernels; the
 constexpr int kColumnThreads = 256;            // a block of the weight gradient's sums
 constexpr std::int64_t kBlockRows = 64;        // rows a sum takes, at least...
 constexpr std::int64_t kMaxRowBlocks = 512;    // ...and at most this many sums a column
-
-__device__ float warp_sum(float v) {
-  for (int offset = kWarp / 2; offset > 0; offset /= 2)
-    v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
-
-// kWidth consecutive floats (4: one 16-byte access, p aligned to it).
-template <int kWidth>
-struct floats {
-  float v[kWidth];
-};
-
-template <int kWidth>
-__device__ floats<kWidth> load_floats(const float* p) {
-  if constexpr (kWidth == 4) {
-    const float4 c = *reinterpret_cast<const float4*>(p);
-    return {{c.x, c.y, c.z, c.w}};
-  } else {
-    return {{*p}};
-  }
-}
-
-template <int kWidth>
-__device__ void store_floats(float* p, const floats<kWidth>& f) {
-  if constexpr (kWidth == 4)
-    *reinterpret_cast<float4*>(p) = make_float4(f.v[0], f.v[1], f.v[2], f.v[3]);
-  else
-    *p = f.v[0];
-}
 
 // Calls row(r) for each row this warp takes: its own, then a grid's warps apart.
 template <class Row>
@@ -72,19 +41,21 @@ __global__ void forward_kernel(const float* x, const float* w, float eps, std::i
     const float* xr = x + r * dim;
     float squares = 0;
     for (std::int64_t j = std::int64_t{lane} * kWidth; j < dim; j += kWarp * kWidth) {
-      const auto xv = load_floats<kWidth>(xr + j);
+      float xv[kWidth];
+      load_chunk<kWidth>(xr + j, xv);
 #pragma unroll
-      for (int i = 0; i < kWidth; ++i) squares += xv.v[i] * xv.v[i];
+      for (int i = 0; i < kWidth; ++i) squares += xv[i] * xv[i];
     }
     const float s = 1.0f / sqrtf(warp_sum(squares) / static_cast<float>(dim) + eps);
     if (lane == 0) rstd[r] = s;
     float* yr = y + r * dim;
     for (std::int64_t j = std::int64_t{lane} * kWidth; j < dim; j += kWarp * kWidth) {
-      const auto xv = load_floats<kWidth>(xr + j), wv = load_floats<kWidth>(w + j);
-      floats<kWidth> out;
+      float xv[kWidth], wv[kWidth], out[kWidth];
+      load_chunk<kWidth>(xr + j, xv);
+      load_chunk<kWidth>(w + j, wv);
 #pragma unroll
-      for (int i = 0; i < kWidth; ++i) out.v[i] = wv.v[i] * (xv.v[i] * s);
-      store_floats(yr + j, out);
+      for (int i = 0; i < kWidth; ++i) out[i] = wv[i] * (xv[i] * s);
+      store_chunk<kWidth>(yr + j, out);
     }
   });
 }
@@ -99,21 +70,24 @@ __global__ void grad_x_kernel(const float* x, const float* w, const float* rstd,
     const float *xr = x + r * dim, *gr = grad_y + r * dim;
     float dot = 0;
     for (std::int64_t j = std::int64_t{lane} * kWidth; j < dim; j += kWarp * kWidth) {
-      const auto xv = load_floats<kWidth>(xr + j), wv = load_floats<kWidth>(w + j),
-                 gv = load_floats<kWidth>(gr + j);
+      float xv[kWidth], wv[kWidth], gv[kWidth];
+      load_chunk<kWidth>(xr + j, xv);
+      load_chunk<kWidth>(w + j, wv);
+      load_chunk<kWidth>(gr + j, gv);
 #pragma unroll
-      for (int i = 0; i < kWidth; ++i) dot += gv.v[i] * wv.v[i] * xv.v[i];
+      for (int i = 0; i < kWidth; ++i) dot += gv[i] * wv[i] * xv[i];
     }
     const float s = rstd[r];
     const float mean = s * warp_sum(dot) / static_cast<float>(dim);
     float* dxr = grad_x + r * dim;
     for (std::int64_t j = std::int64_t{lane} * kWidth; j < dim; j += kWarp * kWidth) {
-      const auto xv = load_floats<kWidth>(xr + j), wv = load_floats<kWidth>(w + j),
-                 gv = load_floats<kWidth>(gr + j);
-      floats<kWidth> dx;
+      float xv[kWidth], wv[kWidth], gv[kWidth], dx[kWidth];
+      load_chunk<kWidth>(xr + j, xv);
+      load_chunk<kWidth>(w + j, wv);
+      load_chunk<kWidth>(gr + j, gv);
 #pragma unroll
-      for (int i = 0; i < kWidth; ++i) dx.v[i] = s * (gv.v[i] * wv.v[i] - xv.v[i] * s * mean);
-      store_floats(dxr + j, dx);
+      for (int i = 0; i < kWidth; ++i) dx[i] = s * (gv[i] * wv[i] - xv[i] * s * mean);
+      store_chunk<kWidth>(dxr + j, dx);
     }
   });
 }
@@ -155,14 +129,6 @@ unsigned column_grid(std::int64_t dim) {
   return static_cast<unsigned>((dim + kColumnThreads - 1) / kColumnThreads);
 }
 
-// Whether rows of dim floats at these pointers move 16 bytes a lane.
-bool vector_rows(std::int64_t dim, std::initializer_list<const void*> rows) {
-  if (dim % 4 != 0) return false;
-  for (const void* p : rows)
-    if (!aligned16(p)) return false;
-  return true;
-}
-
 }  // namespace
 
 void rms_norm_forward(const float* x, const float* w, float eps, std::int64_t rows,
@@ -170,7 +136,7 @@ void rms_norm_forward(const float* x, const float* w, float eps, std::int64_t ro
   if (rows == 0 || dim == 0) return;
   const auto s = static_cast<cudaStream_t>(stream);
   const unsigned grid = row_grid(rows), block = kWarpsPerBlock * kWarp;
-  if (vector_rows(dim, {x, w, y}))
+  if (rows_in_chunks(4, dim, {x, w, y}))
     forward_kernel<4><<<grid, block, 0, s>>>(x, w, eps, rows, dim, y, rstd);
   else
     forward_kernel<1><<<grid, block, 0, s>>>(x, w, eps, rows, dim, y, rstd);
@@ -187,7 +153,7 @@ void rms_norm_backward(const float* x, const float* w, const float* rstd, const 
   if (rows == 0 || dim == 0) return;
   const auto s = static_cast<cudaStream_t>(stream);
   const unsigned grid = row_grid(rows), block = kWarpsPerBlock * kWarp;
-  if (vector_rows(dim, {x, w, grad_y, grad_x}))
+  if (rows_in_chunks(4, dim, {x, w, grad_y, grad_x}))
     grad_x_kernel<4><<<grid, block, 0, s>>>(x, w, rstd, grad_y, rows, dim, grad_x);
   else
     grad_x_kernel<1><<<grid, block, 0, s>>>(x, w, rstd, grad_y, rows, dim, grad_x);

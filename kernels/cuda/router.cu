@@ -20,6 +20,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/float_chunks.cuh"
 #include "kernels/cuda/router_lanes.hpp"
 #include "muster/kernels/router.hpp"
 
@@ -48,12 +49,6 @@ template <int kPer, bool kFull>
 inline constexpr bool kStagedOf = kFull && (kPer == 4 || kPer == 8);
 constexpr float kNoScore = -1.0f;  // below every score (softmax and sigmoid are >= 0): kNoKey
 
-__device__ float warp_sum(float v) {
-  for (int offset = kWarp / 2; offset > 0; offset /= 2)
-    v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
-
 __device__ float warp_max(float v) {
   for (int offset = kWarp / 2; offset > 0; offset /= 2)
     v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
@@ -72,30 +67,6 @@ __device__ unsigned warp_extreme(unsigned v) {
   }
   return v;
 #endif
-}
-
-// kWidth consecutive floats from or to `p`, in one access (p is aligned to kWidth floats).
-template <int kWidth>
-__device__ void load_chunk(const float* p, float* v) {
-  if constexpr (kWidth == 4) {
-    const float4 c = *reinterpret_cast<const float4*>(p);
-    v[0] = c.x, v[1] = c.y, v[2] = c.z, v[3] = c.w;
-  } else if constexpr (kWidth == 2) {
-    const float2 c = *reinterpret_cast<const float2*>(p);
-    v[0] = c.x, v[1] = c.y;
-  } else {
-    v[0] = *p;
-  }
-}
-
-template <int kWidth>
-__device__ void store_chunk(float* p, const float* v) {
-  if constexpr (kWidth == 4)
-    *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
-  else if constexpr (kWidth == 2)
-    *reinterpret_cast<float2*>(p) = make_float2(v[0], v[1]);
-  else
-    *p = v[0];
 }
 
 // A warp's view of one row of kPer slots a lane. chunked: num_experts is a multiple of kWidth
@@ -414,11 +385,7 @@ void launch_resident(std::int64_t num_tokens, void* stream, Args... args) {
 // kernels' width for kPer slots a lane (router_lanes::kWidthOf).
 template <int kPer>
 bool chunks_fit(std::int64_t num_experts, std::initializer_list<const void*> rows) {
-  constexpr std::int64_t width = router_lanes::kWidthOf<kPer>;
-  if (num_experts % width != 0) return false;
-  for (const void* p : rows)
-    if (reinterpret_cast<std::uintptr_t>(p) % (width * sizeof(float)) != 0) return false;
-  return true;
+  return rows_in_chunks(router_lanes::kWidthOf<kPer>, num_experts, rows);
 }
 
 // Whether chunked rows of num_experts fill kPer slots a lane (row_slots' kFull).
