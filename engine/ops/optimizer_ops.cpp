@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cmath>
+#include <vector>
 
 #include "common/error.hpp"
 #include "engine/ops/kernel_tensors.hpp"
@@ -73,17 +74,9 @@ void adamw_update(const kernels::adamw_scalars& s, torch::Tensor& param, const t
   });
 }
 
-double sum_of_squares(const torch::Tensor& x) {
-  if (cuda_kernel_takes(x)) {
-#ifdef MUSTER_WITH_CUDA
-    auto scratch =
-        torch::empty({kernels::kSumOfSquaresScratch}, x.options().dtype(torch::kFloat64));
-    kernels::cuda::sum_of_squares(x.data_ptr<float>(), x.numel(), scratch.data_ptr<double>(),
-                                  kernel_stream(x));
-    return scratch[kernels::kSumOfSquaresScratch - 1].item<double>();
-#endif
-  }
-  if (x.is_cuda()) return x.to(torch::kFloat64).square().sum().item<double>();
+namespace {
+
+double cpu_sum_of_squares(const torch::Tensor& x) {
   check_flat(x, "x", x.numel());
   const float* data = x.data_ptr<float>();
   // Chunks of a fixed size summed in order: the same bits whatever the number of threads.
@@ -97,6 +90,47 @@ double sum_of_squares(const torch::Tensor& x) {
   double sum = 0;
   for (double p : partial) sum += p;
   return sum;
+}
+
+}  // namespace
+
+std::vector<double> sums_of_squares(const std::vector<torch::Tensor>& xs) {
+  std::vector<double> sums(xs.size(), 0.0);
+  // The CUDA tensors' sums stay on their device until one copy brings them all back.
+  std::vector<std::size_t> on_device;
+  std::vector<torch::Tensor> device_sums;
+  torch::Tensor scratch;  // kSumOfSquaresScratch doubles a tensor the kernel takes
+  std::int64_t scratch_used = 0;
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    const auto& x = xs[i];
+    if (!x.is_cuda()) {
+      sums[i] = cpu_sum_of_squares(x);
+      continue;
+    }
+    on_device.push_back(i);
+    if (cuda_kernel_takes(x)) {
+#ifdef MUSTER_WITH_CUDA
+      if (!scratch.defined()) {
+        std::int64_t kernel_tensors = 0;
+        for (const auto& t : xs) kernel_tensors += cuda_kernel_takes(t) ? 1 : 0;
+        scratch = torch::empty({kernel_tensors, kernels::kSumOfSquaresScratch},
+                               x.options().dtype(torch::kFloat64));
+      }
+      auto mine = scratch[scratch_used++];
+      kernels::cuda::sum_of_squares(x.data_ptr<float>(), x.numel(), mine.data_ptr<double>(),
+                                    kernel_stream(x));
+      device_sums.push_back(mine.narrow(0, kernels::kSumOfSquaresScratch - 1, 1));
+      continue;
+#endif
+    }
+    device_sums.push_back(x.to(torch::kFloat64).square().sum().reshape({1}));
+  }
+  if (!device_sums.empty()) {
+    const auto back = torch::cat(device_sums).cpu();
+    const auto* values = back.data_ptr<double>();
+    for (std::size_t j = 0; j < on_device.size(); ++j) sums[on_device[j]] = values[j];
+  }
+  return sums;
 }
 
 }  // namespace muster::engine::ops

@@ -5,6 +5,8 @@
 // operator) for CUDA tensors the kernels do not take.
 #pragma once
 
+#include <vector>
+
 #include <torch/torch.h>
 
 #include "muster/kernels/optimizer.hpp"
@@ -16,7 +18,8 @@ void adamw_update(const kernels::adamw_scalars& s, torch::Tensor& param, const t
                   torch::Tensor& exp_avg, torch::Tensor& exp_avg_sq,
                   const torch::Tensor& decay_mask);
 
-// The sum of the squares of `x`'s elements, in fp64.
-double sum_of_squares(const torch::Tensor& x);
+// The sum of the squares of each tensor's elements, in fp64. The sums of CUDA tensors come back
+// to the host in one copy (one wait for the device, however many tensors).
+std::vector<double> sums_of_squares(const std::vector<torch::Tensor>& xs);
 
 }  // namespace muster::engine::ops

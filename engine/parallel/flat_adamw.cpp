@@ -39,10 +39,14 @@ double global_grad_norm(const std::vector<flat_unit*>& units, comm::communicator
   const int world_size = world ? world->size() : 1;
   double mine = 0, shared = 0;  // this rank's squares; divided by the copies of each
   bool replicated_everywhere = true;
-  for (auto* u : units) {
+  std::vector<torch::Tensor> grads;
+  for (auto* u : units) grads.push_back(u->shard_grad());
+  const auto squares_of = ops::sums_of_squares(grads);
+  for (std::size_t i = 0; i < units.size(); ++i) {
+    const auto* u = units[i];
     const int group = u->group() ? u->group()->size() : 1;
     replicated_everywhere = replicated_everywhere && group == world_size && u->shard_ranks() == 1;
-    const double squares = ops::sum_of_squares(u->shard_grad());
+    const double squares = squares_of[i];
     mine += squares;
     shared += squares * double(u->shard_ranks()) / double(group);
   }
