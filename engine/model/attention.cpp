@@ -37,9 +37,18 @@ torch::Tensor attention::forward(const torch::Tensor& x, const rotary_tables& ro
   const auto batch = x.size(0), seq = x.size(1);
   // (b, s, heads * hd) -> (b, s, heads, hd), where each head's vector is contiguous (the
   // q/k norms run over it), then (b, heads, s, hd)
-  auto q = ops::linear(x, q_proj).view({batch, seq, num_heads_, head_dim_});
-  auto k = ops::linear(x, k_proj).view({batch, seq, num_kv_heads_, head_dim_});
-  auto v = ops::linear(x, v_proj).view({batch, seq, num_kv_heads_, head_dim_}).transpose(1, 2);
+  // q, k and v from one product where their weights lie one after another (their FSDP unit)
+  torch::Tensor q, k, v;
+  if (const auto qkv = ops::joined_linear(x, {q_proj, k_proj, v_proj}); qkv.defined()) {
+    const auto parts = qkv.split_with_sizes(
+        {num_heads_ * head_dim_, num_kv_heads_ * head_dim_, num_kv_heads_ * head_dim_}, -1);
+    q = parts[0], k = parts[1], v = parts[2];
+  } else {
+    q = ops::linear(x, q_proj), k = ops::linear(x, k_proj), v = ops::linear(x, v_proj);
+  }
+  q = q.view({batch, seq, num_heads_, head_dim_});
+  k = k.view({batch, seq, num_kv_heads_, head_dim_});
+  v = v.view({batch, seq, num_kv_heads_, head_dim_}).transpose(1, 2);
   if (q_norm) {
     q = q_norm->forward(q);
     k = k_norm->forward(k);

@@ -19,6 +19,9 @@ swiglu::swiglu(std::int64_t hidden, std::int64_t ffn) {
 }
 
 torch::Tensor swiglu::forward(const torch::Tensor& x) {
+  // gate and up from one product where their weights lie one after another (their FSDP unit)
+  if (const auto gate_up = ops::joined_linear(x, {gate_proj, up_proj}); gate_up.defined())
+    return ops::linear(ops::swiglu_rows(gate_up), down_proj);
   return ops::linear(ops::swiglu(ops::linear(x, gate_proj), ops::linear(x, up_proj)), down_proj);
 }
 

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "engine/ops/autocast_query.hpp"
+#include "engine/ops/grads_in_place.hpp"
 
 #include "common/error.hpp"
 #include "engine/ops/kernel_tensors.hpp"
@@ -79,20 +80,6 @@ weights_in_dtype in_dtype(const std::vector<torch::Tensor>& weights, std::int64_
     out.each.push_back(per == 1 ? weights[i].to(dtype)
                                 : torch::cat(torch::TensorList(weights).slice(i, per)).to(dtype));
   return out;
-}
-
-// Whether the weights' gradients can be added to where they are: every weight a leaf that
-// requires a gradient, with its gradient there (an FSDP unit's gradient buffer), contiguous, of
-// its dtype; and no graph of the backward wanted (create_graph would need autograd's sums).
-bool grads_in_place(const std::vector<torch::Tensor>& weights) {
-  if (torch::GradMode::is_enabled()) return false;
-  for (const auto& w : weights) {
-    const auto& g = w.grad();
-    if (!w.is_leaf() || !w.requires_grad() || !g.defined() || !g.is_contiguous() ||
-        g.scalar_type() != w.scalar_type() || g.device() != w.device() || g.sizes() != w.sizes())
-      return false;
-  }
-  return true;
 }
 
 // Adds `sums` (E, projections * out, in), in any dtype, to the gradients `targets` (each

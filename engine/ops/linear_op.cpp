@@ -1,15 +1,16 @@
 // The linear layers over the kernels' gemm(): see linear_op.hpp.
 #include "engine/ops/linear_op.hpp"
 
+#include "common/error.hpp"
 #include "engine/ops/autocast_query.hpp"
-
+#include "engine/ops/grads_in_place.hpp"
 #include "engine/ops/kernel_tensors.hpp"
+#include "engine/ops/stacked_view.hpp"
 #include "muster/kernels/gemm.hpp"
 
 namespace muster::engine::ops {
 namespace {
 
-using kernels::cpu::gemm;
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
@@ -18,56 +19,136 @@ torch::Tensor as_rows(const torch::Tensor& t) {
   return t.reshape({-1, t.size(-1)}).contiguous();
 }
 
+// c = op(a) op(b) + beta c, op a transpose where asked; a and b contiguous, c a contiguous
+// (m, n). fp32 CPU tensors take the kernels' gemm(), others torch's mm (c in a's dtype).
+void product(const torch::Tensor& a, bool trans_a, const torch::Tensor& b, bool trans_b,
+             torch::Tensor& c, float beta) {
+  const auto m = c.size(0), n = c.size(1), k = trans_a ? a.size(0) : a.size(1);
+  if (k == 0) {  // no rows to sum over
+    if (beta == 0) c.zero_();
+    return;
+  }
+  if (cpu_kernel_takes(a) && cpu_kernel_takes(b) && cpu_kernel_takes(c)) {
+    if (m > 0 && n > 0)
+      kernels::cpu::gemm(trans_a, trans_b, m, n, k, 1.0f, a.data_ptr<float>(), a.size(1),
+                         b.data_ptr<float>(), b.size(1), beta, c.data_ptr<float>(), n);
+    return;
+  }
+  const auto op_a = trans_a ? a.t() : a, op_b = trans_b ? b.t() : b;
+  if (beta == 0)
+    at::mm_out(c, op_a, op_b);
+  else
+    c.addmm_(op_a, op_b);
+}
+
+// The weights as one (out, in) matrix in `dtype` (their joined_rows view, or its cast).
+torch::Tensor joined_in(const std::vector<torch::Tensor>& weights, torch::ScalarType dtype) {
+  const auto all = joined_rows(weights);
+  MUSTER_CHECK(all.defined(), errc::internal,
+               "linear: {} weights no longer lie one after another in one storage", weights.size());
+  return all.scalar_type() == dtype ? all : all.to(dtype);
+}
+
+// y = x W^T for W the weights' rows one after another (one weight, or several laid so in one
+// storage): one product forward and one a gradient backward. The weights come as a TensorList,
+// the one argument form autograd takes apart into inputs. They may be in another dtype than x
+// (fp32 weights under bf16 autocast): the node casts them itself, and casts them again for the
+// dgrad rather than keeping the cast (an unsharded copy from forward to backward).
 struct linear_function : torch::autograd::Function<linear_function> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x,
-                               const torch::Tensor& weight) {
+                               torch::TensorList weights) {
     const auto rows = as_rows(x);
-    const auto n = rows.size(0), in = weight.size(1), out = weight.size(0);
-    auto y = torch::empty({n, out}, x.options());
-    if (n > 0)
-      gemm(false, true, n, out, in, 1.0f, rows.data_ptr<float>(), in, weight.data_ptr<float>(), in,
-           0.0f, y.data_ptr<float>(), out);
-    ctx->save_for_backward({rows, weight});
+    const auto w = joined_in(weights.vec(), x.scalar_type());
+    auto y = torch::empty({rows.size(0), w.size(0)}, x.options());
+    product(rows, false, w, true, y, 0);
+    std::vector<torch::Tensor> saved{rows};
+    saved.insert(saved.end(), weights.begin(), weights.end());
+    ctx->save_for_backward(saved);
     auto shape = x.sizes().vec();
-    shape.back() = out;
+    shape.back() = w.size(0);
     return y.view(shape);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
     const auto& rows = saved[0];
-    const auto& weight = saved[1];
+    const std::vector<torch::Tensor> weights(saved.begin() + 1, saved.end());
     const auto g = as_rows(grads[0]);
-    const auto n = rows.size(0), in = weight.size(1), out = weight.size(0);
-    torch::Tensor grad_x, grad_w;
+    const auto in = rows.size(1), out = g.size(1);
+    variable_list result(1 + weights.size());
     if (ctx->needs_input_grad(0)) {
-      grad_x = torch::empty({n, in}, g.options());
-      if (n > 0)
-        gemm(false, false, n, in, out, 1.0f, g.data_ptr<float>(), out, weight.data_ptr<float>(), in,
-             0.0f, grad_x.data_ptr<float>(), in);
+      auto grad_x = torch::empty({rows.size(0), in}, g.options());
+      product(g, false, joined_in(weights, rows.scalar_type()), false, grad_x, 0);
       auto shape = grads[0].sizes().vec();
       shape.back() = in;
-      grad_x = grad_x.view(shape);
+      result[0] = grad_x.view(shape);
     }
-    if (ctx->needs_input_grad(1)) {
-      grad_w = n > 0 ? torch::empty({out, in}, weight.options())
-                     : torch::zeros({out, in}, weight.options());
-      if (n > 0)
-        gemm(true, false, out, in, n, 1.0f, g.data_ptr<float>(), out, rows.data_ptr<float>(), in,
-             0.0f, grad_w.data_ptr<float>(), in);
+    bool any_weight = false;
+    for (std::size_t i = 0; i < weights.size(); ++i) any_weight |= ctx->needs_input_grad(1 + i);
+    if (!any_weight) return result;
+    // dW = dy^T x: straight into the weights' gradients where they lie as the weights do and
+    // are of the rows' dtype (nothing for autograd to add), else a buffer added to them (one
+    // kernel) or handed back in pieces
+    std::vector<torch::Tensor> targets;
+    if (grads_in_place(weights))
+      for (const auto& w : weights) targets.push_back(w.grad());
+    auto joined_grads = targets.empty() ? torch::Tensor() : joined_rows(targets);
+    torch::NoGradGuard no_grad;
+    if (joined_grads.defined() && joined_grads.scalar_type() == g.scalar_type()) {
+      product(g, true, rows, false, joined_grads, 1);
+      return result;
     }
-    return {grad_x, grad_w};
+    auto grad_w = torch::empty({out, in}, g.options());
+    product(g, true, rows, false, grad_w, 0);
+    if (joined_grads.defined()) {
+      joined_grads.add_(grad_w);
+      return result;
+    }
+    std::int64_t first = 0;
+    for (std::size_t i = 0; i < weights.size(); ++i) {
+      const auto n = weights[i].size(0);
+      if (ctx->needs_input_grad(1 + i))
+        result[1 + i] = grad_w.narrow(0, first, n).to(weights[i].scalar_type());
+      first += n;
+    }
+    return result;
   }
 };
+
+// Whether the node takes x and the weights (laid one after another, joined_rows): fp32 CPU
+// tensors, or CUDA ones of one dtype or (`autocast`, x already cast) fp32 weights.
+bool node_takes(const torch::Tensor& x, const std::vector<torch::Tensor>& weights, bool autocast) {
+  if (x.dim() < 1 || !(cpu_fp32(x) || x.is_cuda())) return false;
+  const auto all = joined_rows(weights);
+  if (!all.defined() || all.device() != x.device() || all.size(1) != x.size(-1)) return false;
+  if (x.is_cpu()) return cpu_kernel_takes(all) && !autocast;
+  return all.scalar_type() == x.scalar_type() || (autocast && all.scalar_type() == torch::kFloat32);
+}
 
 }  // namespace
 
 torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight,
                      const torch::Tensor& bias) {
-  if (bias.defined() || !cpu_kernel_takes(weight) || weight.dim() != 2 || !cpu_fp32(x) ||
-      x.dim() < 1 || x.size(-1) != weight.size(1) || autocast_on(at::kCPU))
+  if (bias.defined() || !x.is_cpu() || !node_takes(x, {weight}, autocast_on(at::kCPU)))
     return torch::nn::functional::linear(x, weight, bias);
-  return linear_function::apply(x, weight);
+  return linear_function::apply(x, torch::TensorList(weight));
+}
+
+torch::Tensor joined_linear(const torch::Tensor& x, const std::vector<torch::nn::Linear>& layers) {
+  std::vector<torch::Tensor> weights;
+  for (const auto& layer : layers) {
+    if (layer->bias.defined()) return {};
+    weights.push_back(layer->weight);
+  }
+  if (x.is_cuda() && autocast_on(at::kCUDA)) {
+    // what autocast does to a linear: x in its dtype (a differentiable cast), the weights cast
+    // by the node
+    const auto xc = x.to(autocast_dtype(at::kCUDA));
+    if (!node_takes(xc, weights, /*autocast=*/true)) return {};
+    return linear_function::apply(xc, torch::TensorList(weights));
+  }
+  if (!node_takes(x, weights, x.is_cpu() && autocast_on(at::kCPU))) return {};
+  return linear_function::apply(x, torch::TensorList(weights));
 }
 
 }  // namespace muster::engine::ops

@@ -3,6 +3,8 @@
 // expert's gate, up and down projections end to end, so each projection's weights are E
 // matrices a fixed step apart), and their gradients likewise. One kernel over the view does
 // what one kernel a tensor would (the casts of bf16 autocast, the gradients' accumulation).
+// Also one (rows, cols) view over tensors of one width laid one after another (joined_rows):
+// one product for several linear layers.
 #pragma once
 
 #include <cstdint>
@@ -69,6 +71,28 @@ inline torch::Tensor stacked_view(const std::vector<torch::Tensor>& ts, int per)
   torch::NoGradGuard no_grad;
   return first.detach().as_strided({groups, per * first.size(0), first.size(1)},
                                    {step, first.size(1), 1}, first.storage_offset());
+}
+
+// One (rows of all, cols) view over 2-D tensors that lie one after another in one storage, each
+// contiguous, of one width, dtype and device: the q, k and v projections' weights (or a
+// SwiGLU's gate and up) in their FSDP unit, and their gradients likewise; else undefined.
+// No autograd: the view is of the storage, not of the tensors.
+inline torch::Tensor joined_rows(const std::vector<torch::Tensor>& ts) {
+  if (ts.empty()) return {};
+  const auto& first = ts.front();
+  if (!first.defined() || first.dim() != 2 || !first.is_contiguous()) return {};
+  std::int64_t rows = 0;
+  for (const auto& t : ts) {
+    if (!t.defined() || t.dim() != 2 || !t.is_contiguous() || t.size(1) != first.size(1) ||
+        t.scalar_type() != first.scalar_type() || t.device() != first.device() ||
+        !t.storage().is_alias_of(first.storage()) ||
+        t.storage_offset() != first.storage_offset() + rows * first.size(1))
+      return {};
+    rows += t.size(0);
+  }
+  torch::NoGradGuard no_grad;
+  return first.detach().as_strided({rows, first.size(1)}, {first.size(1), 1},
+                                   first.storage_offset());
 }
 
 }  // namespace muster::engine::ops

@@ -2,8 +2,11 @@
 // gradients land in it, weight decay is masked off norms and biases; and the storage trick the
 // gathered buffers use: a view taken before the storage is freed reads and writes the buffer
 // its storage then borrows; a unit materialising parameters built as shapes only; and an
-// experts' unit whose gate and up projections the MoE block runs as one product.
+// experts' unit whose gate and up projections the MoE block runs as one product, and a layer's
+// unit whose q, k and v projections, and gate and up, run as one product each.
 #include <torch/torch.h>  // before Catch (glog's CHECK)
+
+#include <set>
 
 #include <catch2/catch.hpp>
 
@@ -214,5 +217,65 @@ TEST_CASE("an experts' unit runs each expert's gate and up as one product, as ap
     CHECK(torch::allclose(f->gate_proj->weight.grad(), a->gate_proj->weight.grad(), 1e-5, 1e-6));
     CHECK(torch::allclose(f->up_proj->weight.grad(), a->up_proj->weight.grad(), 1e-5, 1e-6));
     CHECK(torch::allclose(f->down_proj->weight.grad(), a->down_proj->weight.grad(), 1e-5, 1e-6));
+  }
+}
+
+// A dense layer's unit lays its parameters as the modules register them: q, k and v
+// projections one after another, and the MLP's gate and up (ops::joined_linear).
+TEST_CASE("a layer's unit runs q, k and v, and gate and up, each as one product, as apart gives",
+          "[sharding]") {
+  const auto c = muster::test::tiny_config(/*moe=*/false);
+  model::transformer flat(c), apart(c);
+  model::init_parameters(flat, 5, 0.3);
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& p : apart.named_parameters()) p.value().copy_(flat.named_parameters()[p.key()]);
+  }
+  std::vector<std::pair<std::string, torch::Tensor>> layer;
+  for (auto& p : flat.layers[0]->named_parameters()) layer.emplace_back(p.key(), p.value());
+  parallel::unit_options options;
+  options.name = "layers.0";
+  parallel::flat_unit unit(options, std::move(layer));
+  const auto joined = [](model::transformer& m) {
+    const auto& l = *m.layers[0];
+    return std::vector<torch::Tensor>{l.self_attn->q_proj->weight, l.self_attn->k_proj->weight,
+                                      l.self_attn->v_proj->weight, l.mlp->gate_proj->weight,
+                                      l.mlp->up_proj->weight};
+  };
+  int handed = 0;  // gradients autograd handed to them (none: added in place)
+  for (auto& w : joined(flat)) w.register_hook([&handed](const torch::Tensor&) { ++handed; });
+  torch::manual_seed(4);
+  const auto tokens = torch::randint(0, c.vocab_size, {2, 9});
+  const auto positions = torch::arange(9).unsqueeze(0).repeat({2, 1});
+  const auto segments = torch::zeros({2, 9}, torch::kInt64);
+  // the linear nodes in a graph: q, k and v as one, gate and up as one, in the unit's layer
+  const auto linear_nodes = [](const torch::Tensor& y) {
+    std::set<torch::autograd::Node*> seen;
+    std::vector<torch::autograd::Node*> todo{y.grad_fn().get()};
+    int linears = 0;
+    while (!todo.empty()) {
+      auto* node = todo.back();
+      todo.pop_back();
+      if (!node || !seen.insert(node).second) continue;
+      linears += node->name().find("linear_function") != std::string::npos;
+      for (const auto& edge : node->next_edges()) todo.push_back(edge.function.get());
+    }
+    return linears;
+  };
+  for (int pass = 0; pass < 2; ++pass) {
+    const auto y_flat = flat.forward(tokens, positions, segments).logits;
+    const auto y_apart = apart.forward(tokens, positions, segments).logits;
+    CHECK(torch::allclose(y_flat, y_apart, 1e-5, 1e-6));
+    CHECK(linear_nodes(y_flat) == linear_nodes(y_apart) - 3);
+    const auto g = torch::randn_like(y_flat);
+    (y_flat * g).sum().backward();
+    (y_apart * g).sum().backward();
+  }
+  CHECK(handed == 0);
+  for (auto& p : apart.named_parameters()) {
+    INFO(p.key());
+    const auto& mine = flat.named_parameters()[p.key()].grad();
+    REQUIRE(mine.defined());
+    CHECK(torch::allclose(mine, p.value().grad(), 1e-5, 1e-5));
   }
 }
