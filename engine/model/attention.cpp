@@ -42,7 +42,11 @@ torch::Tensor attention::forward(const torch::Tensor& x, const rotary_tables& ro
   if (const auto qkv = ops::joined_linear(x, {q_proj, k_proj, v_proj}); qkv.defined()) {
     const auto parts = qkv.split_with_sizes(
         {num_heads_ * head_dim_, num_kv_heads_ * head_dim_, num_kv_heads_ * head_dim_}, -1);
-    q = parts[0], k = parts[1], v = parts[2];
+    // v and the normed q and k are kept for backward: copies of their own, where a view would
+    // keep the whole product alive (and the norms' kernels take contiguous rows)
+    q = q_norm ? parts[0].contiguous() : parts[0];
+    k = q_norm ? parts[1].contiguous() : parts[1];
+    v = parts[2].contiguous();
   } else {
     q = ops::linear(x, q_proj), k = ops::linear(x, k_proj), v = ops::linear(x, v_proj);
   }

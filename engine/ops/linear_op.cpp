@@ -61,7 +61,7 @@ struct linear_function : torch::autograd::Function<linear_function> {
     const auto w = joined_in(weights.vec(), x.scalar_type());
     auto y = torch::empty({rows.size(0), w.size(0)}, x.options());
     product(rows, false, w, true, y, 0);
-    std::vector<torch::Tensor> saved{rows};
+    std::vector<torch::Tensor> saved{x};  // x, not its rows: a double backward reaches x
     saved.insert(saved.end(), weights.begin(), weights.end());
     ctx->save_for_backward(saved);
     auto shape = x.sizes().vec();
@@ -71,11 +71,19 @@ struct linear_function : torch::autograd::Function<linear_function> {
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const auto& rows = saved[0];
+    const auto rows = as_rows(saved[0]);
     const std::vector<torch::Tensor> weights(saved.begin() + 1, saved.end());
     const auto g = as_rows(grads[0]);
     const auto in = rows.size(1), out = g.size(1);
     variable_list result(1 + weights.size());
+    if (torch::GradMode::is_enabled()) {  // create_graph: torch's ops, so the gradients have one
+      const auto w = torch::cat(weights).to(rows.scalar_type());
+      auto shape = grads[0].sizes().vec();
+      shape.back() = in;
+      if (ctx->needs_input_grad(0)) result[0] = g.mm(w).view(shape);
+      hand_back(ctx, g.t().mm(rows), weights, result);
+      return result;
+    }
     if (ctx->needs_input_grad(0)) {
       auto grad_x = torch::empty({rows.size(0), in}, g.options());
       product(g, false, joined_in(weights, rows.scalar_type()), false, grad_x, 0);
@@ -104,6 +112,13 @@ struct linear_function : torch::autograd::Function<linear_function> {
       joined_grads.add_(grad_w);
       return result;
     }
+    hand_back(ctx, grad_w, weights, result);
+    return result;
+  }
+
+  // Each weight's rows of grad_w, in its dtype, as its gradient for autograd.
+  static void hand_back(AutogradContext* ctx, const torch::Tensor& grad_w,
+                        const std::vector<torch::Tensor>& weights, variable_list& result) {
     std::int64_t first = 0;
     for (std::size_t i = 0; i < weights.size(); ++i) {
       const auto n = weights[i].size(0);
@@ -111,7 +126,6 @@ struct linear_function : torch::autograd::Function<linear_function> {
         result[1 + i] = grad_w.narrow(0, first, n).to(weights[i].scalar_type());
       first += n;
     }
-    return result;
   }
 };
 

@@ -149,3 +149,41 @@ TEST_CASE("joined_linear leaves layers apart, with a bias or under CPU autocast 
     CHECK_FALSE(taken);
   }
 }
+
+TEST_CASE("joined_linear under torch::autograd::grad leaves the gradients' buffer alone",
+          "[linear_op]") {
+  torch::manual_seed(15);
+  auto l = lay_out(grads_at::buffer);
+  const auto before = l.grads.clone();
+  const auto x = torch::randn({6, kIn});
+  const auto y = joined_linear(x, l.layers);
+  REQUIRE(y.defined());
+  // the gradient of q's weight alone, captured: not added to any .grad
+  const auto got = torch::autograd::grad({y.sum()}, {l.layers[0]->weight})[0];
+  const auto want = torch::autograd::grad({torch::linear(x, l.apart[0]).sum()}, {l.apart[0]})[0];
+  CHECK(torch::allclose(got, want, 1e-5, 1e-6));
+  CHECK(l.grads.equal(before));
+}
+
+TEST_CASE("joined_linear's gradients have a graph under create_graph, as linear's do",
+          "[linear_op]") {
+  torch::manual_seed(16);
+  auto l = lay_out(grads_at::none);
+  const auto x0 = torch::randn({4, kIn});
+  // d/dx of |dy/dW . dW-direction|^2 needs the graph of the weights' gradient, which has x
+  const auto second_order = [&](const torch::Tensor& y, const std::vector<torch::Tensor>& ws,
+                                const torch::Tensor& x) {
+    const auto g = torch::autograd::grad({y.pow(2).sum()}, ws, {}, /*retain_graph=*/true,
+                                         /*create_graph=*/true);
+    torch::Tensor penalty = torch::zeros({});
+    for (const auto& gi : g) penalty = penalty + gi.pow(2).sum();
+    return torch::autograd::grad({penalty}, {x})[0];
+  };
+  auto x = x0.clone().requires_grad_(true), x_apart = x0.clone().requires_grad_(true);
+  std::vector<torch::Tensor> ws, parts;
+  for (const auto& layer : l.layers) ws.push_back(layer->weight);
+  for (const auto& w : l.apart) parts.push_back(torch::linear(x_apart, w));
+  const auto got = second_order(joined_linear(x, l.layers), ws, x);
+  const auto want = second_order(torch::cat(parts, -1), l.apart, x_apart);
+  CHECK(torch::allclose(got, want, 1e-4, 1e-5));
+}
