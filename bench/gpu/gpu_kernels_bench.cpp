@@ -8,6 +8,8 @@
 //     one dense cuBLAS product of the same FLOPs (torch::mm over all rows at once), and the
 //     host's time a call when the experts' counts change at every call, as in training;
 //     split_batched also with levels of any size and with one level, to weigh its defaults;
+//   - q, k and v as one joined product (ops::joined_linear) against three torch linears, forward
+//     and backward under bf16 autocast: device and host time a call;
 // Targets (issue 9): the memory-bound ops at 70% or more of peak bandwidth, the grouped GEMM at
 // 80% or more of the dense product. Without a device it says "SKIPPED: no CUDA device".
 #include <cuda_runtime.h>
@@ -22,6 +24,8 @@
 
 #include <torch/torch.h>
 
+#include "engine/model/autocast_scope.hpp"
+#include "engine/ops/linear_op.hpp"
 #include "engine/ops/wgrad_operands.hpp"
 
 #include "muster/kernels/grouped_gemm.hpp"
@@ -241,6 +245,62 @@ void grouped_gemm_row(const char* shape, const std::vector<std::int64_t>& rows, 
         shape, name, ms, dense, dense / ms, flops / (ms * 1e-3) / 1e12,
         flops / (dense * 1e-3) / 1e12, 100 * dense / ms, host_us);
   }
+}
+
+// q, k and v of the ~1B bench's attention (hidden 1024, 16 heads and 8 kv heads of 64) over
+// 4 x 2048 tokens, forward and backward under bf16 autocast, the weights' gradients views of one
+// buffer as their FSDP unit lays them: one joined product (ops::joined_linear, what the engine
+// runs) against three torch linears (what it ran before). The device's time a call, and the
+// host's (calls enqueued back to back; backward returns when its nodes have run on the host).
+void joined_qkv_row() {
+  torch::AutoGradMode grad_on(true);
+  const std::int64_t tokens = 8192, hidden = 1024;
+  const std::vector<std::int64_t> outs{1024, 512, 512};
+  const auto f32 = torch::dtype(torch::kFloat32).device(torch::kCUDA);
+  auto params = torch::randn({2048 * hidden}, f32) * 0.02, grads = torch::zeros_like(params);
+  std::vector<torch::nn::Linear> layers;
+  std::int64_t at = 0;
+  for (auto out : outs) {
+    torch::nn::Linear layer(torch::nn::LinearOptions(hidden, out).bias(false));
+    layer->to(torch::kCUDA);
+    layer->weight.set_data(params.narrow(0, at, out * hidden).view({out, hidden}));
+    layer->weight.mutable_grad() = grads.narrow(0, at, out * hidden).view({out, hidden});
+    layers.push_back(layer);
+    at += out * hidden;
+  }
+  auto x = torch::randn({tokens, hidden}, f32).requires_grad_(true);
+  const auto g = torch::randn({tokens, 2048}, f32).to(torch::kBFloat16).split_with_sizes(outs, 1);
+  namespace model = muster::engine::model;
+  const auto joined = [&] {
+    model::autocast_scope mixed(model::autocast_state::bf16(true));
+    const auto y = muster::engine::ops::joined_linear(x, layers);
+    if (!y.defined()) throw std::runtime_error("joined_linear refused the laid-out q, k and v");
+    torch::autograd::backward(y.split_with_sizes(outs, 1), g);
+  };
+  const auto apart = [&] {
+    model::autocast_scope mixed(model::autocast_state::bf16(true));
+    std::vector<torch::Tensor> ys;
+    for (const auto& layer : layers) ys.push_back(torch::linear(x, layer->weight));
+    torch::autograd::backward(ys, g);
+  };
+  const auto host_us = [](const std::function<void()>& f) {
+    for (int i = 0; i < 3; ++i) f();
+    cudaDeviceSynchronize();
+    const auto began = std::chrono::steady_clock::now();
+    for (int i = 0; i < 20; ++i) f();
+    const double us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - began)
+            .count() /
+        20;
+    cudaDeviceSynchronize();
+    return us;
+  };
+  const double ours = time_ms(joined), theirs = time_ms(apart);
+  std::printf(
+      "q|k|v fwd+bwd %lldx%lld bf16: joined %.3f ms, three linears %.3f ms (%.2fx); host %.0f "
+      "us against %.0f us a call\n",
+      (long long)tokens, (long long)hidden, ours, theirs, theirs / ours, host_us(joined),
+      host_us(apart));
 }
 
 }  // namespace
@@ -507,5 +567,6 @@ int main() {
   grouped_gemm_row("32 x 512..2048 wgrad dyT k counted", uneven32, 1024, 640,
                    form::wgrad_counted_k);
   grouped_gemm_row("32 x 512..2048 wgrad dyT common k", uneven32, 1024, 640, form::wgrad_common);
+  joined_qkv_row();
   return 0;
 }
