@@ -257,6 +257,7 @@ torch::Tensor grouped_linear(const torch::Tensor& x, const std::vector<std::int6
                weights.size(), rows.size(), projections);
   MUSTER_CHECK(projections == 1 || projections_end_to_end(weights, projections), errc::internal,
                "grouped_linear: each expert's {} projections must lie end to end", projections);
+  const auto on_device = on_device_of(x);
   const auto total = std::accumulate(rows.begin(), rows.end(), std::int64_t(0));
   MUSTER_CHECK(x.dim() == 2 && x.size(0) == total, errc::internal,
                "grouped_linear: {} rows of x, the experts' rows add up to {}",

@@ -5,6 +5,7 @@
 // element types for adapters that take fp32 and bf16 alike.
 #pragma once
 
+#include <ATen/DeviceGuard.h>
 #include <torch/torch.h>
 
 #include <type_traits>
@@ -79,6 +80,14 @@ inline void* kernel_stream([[maybe_unused]] const torch::Tensor& t) {
 #else
   return nullptr;
 #endif
+}
+
+// t's device the current one until the guard goes (nothing for a CPU tensor): the kernels launch
+// on the current device, and LibTorch's current stream and cuBLAS handle are the current
+// device's. A rank that set its device (engine/train/device_choice) is there already; a caller
+// with tensors on another device is not. Each op taking a CUDA kernel holds one, as c10d's do.
+inline c10::OptionalDeviceGuard on_device_of(const torch::Tensor& t) {
+  return c10::OptionalDeviceGuard(at::device_of(t));
 }
 
 }  // namespace muster::engine::ops

@@ -28,6 +28,7 @@ void check_flat(const torch::Tensor& t, const char* what, std::int64_t numel) {
 void adamw_update(const kernels::adamw_scalars& s, torch::Tensor& param, const torch::Tensor& grad,
                   torch::Tensor& exp_avg, torch::Tensor& exp_avg_sq,
                   const torch::Tensor& decay_mask) {
+  const auto on_device = on_device_of(param);
   if (cuda_kernel_takes(param) && cuda_kernel_takes(grad) && cuda_kernel_takes(exp_avg) &&
       cuda_kernel_takes(exp_avg_sq) && (!decay_mask.defined() || cuda_kernel_takes(decay_mask))) {
     const auto n = param.numel();
@@ -110,6 +111,7 @@ std::vector<double> sums_of_squares(const std::vector<torch::Tensor>& xs) {
     on_device.push_back(i);
     if (cuda_kernel_takes(x)) {
 #ifdef MUSTER_WITH_CUDA
+      const auto guard = on_device_of(x);
       if (!scratch.defined()) {
         std::int64_t kernel_tensors = 0;
         for (const auto& t : xs) kernel_tensors += cuda_kernel_takes(t) ? 1 : 0;

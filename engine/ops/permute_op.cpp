@@ -167,6 +167,7 @@ token_permutation permute_index_on_device(const torch::Tensor& experts, std::int
 }  // namespace
 
 token_permutation permute_index(const torch::Tensor& experts, std::int64_t num_experts) {
+  const auto on_device = on_device_of(experts);
 #ifdef MUSTER_WITH_CUDA
   if (experts.is_cuda()) return permute_index_on_device(experts, num_experts);
 #endif
@@ -205,12 +206,14 @@ bool kernel_takes(const torch::Tensor& t, const token_permutation& p,
 }
 
 torch::Tensor permute_rows(const torch::Tensor& x, const token_permutation& p) {
+  const auto on_device = on_device_of(x);
   if (kernel_takes(x, p, kFp32AndBf16) && x.dim() == 2) return permute_function::apply(x, p);
   return x.index_select(0, torch::div(p.source_of, p.topk, "floor"));
 }
 
 torch::Tensor unpermute_rows(const torch::Tensor& rows, const token_permutation& p,
                              const torch::Tensor& weights) {
+  const auto on_device = on_device_of(rows);
   if (kernel_takes(rows, p, kFp32AndBf16) && rows.dim() == 2 &&
       kernel_takes(weights, p, {torch::kFloat32}))
     return unpermute_function::apply(rows, p, weights);

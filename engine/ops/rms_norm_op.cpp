@@ -115,6 +115,7 @@ bool kernel_takes(const torch::Tensor& x, const torch::Tensor& weight) {
 }  // namespace
 
 torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
+  const auto on_device = on_device_of(x);
   if (kernel_takes(x, weight)) return rms_norm_function::apply(x, weight, eps);
   return rms_norm_ops_function::apply(x, weight, eps);
 }

@@ -96,6 +96,7 @@ struct router_function : torch::autograd::Function<router_function> {
 }  // namespace
 
 router_outputs route_topk(const torch::Tensor& logits, int topk, bool sigmoid, bool renormalize) {
+  const auto on_device = on_device_of(logits);
   if (!(cpu_kernel_takes(logits) || cuda_kernel_takes(logits)) || logits.dim() != 2) {
     auto scores = sigmoid ? torch::sigmoid(logits) : torch::softmax(logits, -1);
     auto [top, chosen] = scores.topk(topk, -1);

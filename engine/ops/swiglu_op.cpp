@@ -124,6 +124,7 @@ struct swiglu_rows_function : torch::autograd::Function<swiglu_rows_function> {
 }  // namespace
 
 torch::Tensor swiglu_rows(const torch::Tensor& gate_up) {
+  const auto on_device = on_device_of(gate_up);
   const bool takes =
       cpu_kernel_takes(gate_up, kFp32AndBf16) || cuda_kernel_takes(gate_up, kFp32AndBf16);
   if (!takes || gate_up.dim() < 1 || gate_up.size(-1) % 2 != 0 || gate_up.numel() == 0) {
@@ -134,6 +135,7 @@ torch::Tensor swiglu_rows(const torch::Tensor& gate_up) {
 }
 
 torch::Tensor swiglu(const torch::Tensor& gate, const torch::Tensor& up) {
+  const auto on_device = on_device_of(gate);
   if (!kernel_takes(gate, up)) return torch::silu(gate) * up;
   return swiglu_function::apply(gate, up);
 }
