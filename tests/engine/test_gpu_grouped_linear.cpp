@@ -14,8 +14,10 @@
 #include "engine/model/autocast_scope.hpp"
 #include "engine/ops/grouped_linear_op.hpp"
 #include "tests/engine/expert_layout.hpp"
+#include "tests/engine/relative_error.hpp"
 
 namespace ops = muster::engine::ops;
+using muster::test::relative_error;
 
 TEST_CASE("grouped_linear on the GPU casts once and adds its wgrad in place, as fp64 says",
           "[gpu][grouped_linear_op]") {
@@ -82,14 +84,9 @@ TEST_CASE("grouped_linear on the GPU casts once and adds its wgrad in place, as 
       torch::cuda::synchronize();
       // bf16: inputs and outputs rounded to 8 bits, sums in fp32
       const double tol = bf16 ? 3e-2 : 1e-4;
-      // the largest difference over the largest value
-      const auto error = [&](const torch::Tensor& got, const torch::Tensor& want) {
-        const auto diff = (got.to(torch::kCPU, torch::kFloat64) - want).abs().max().item<double>();
-        return diff / std::max(want.abs().max().item<double>(), 1e-30);
-      };
       CHECK(handed == 0);
-      CHECK(error(y, y64.detach()) <= tol);
-      CHECK(error(x.grad(), x64.grad()) <= tol);
+      CHECK(relative_error(y, y64.detach()) <= tol);
+      CHECK(relative_error(x.grad(), x64.grad()) <= tol);
       for (std::int64_t e = 0; e < experts; ++e) {
         INFO("expert " << e << " with " << rows[std::size_t(e)] << " rows");
         // still the unit's buffer, holding the earlier sum plus this backward's
@@ -99,7 +96,7 @@ TEST_CASE("grouped_linear on the GPU casts once and adds its wgrad in place, as 
         if (rows[std::size_t(e)] == 0)
           CHECK(added.abs().max().item<double>() == 0.0);
         else
-          CHECK(error(added, w64[std::size_t(e)].grad()) <= tol);
+          CHECK(relative_error(added, w64[std::size_t(e)].grad()) <= tol);
       }
     }
 }
@@ -156,12 +153,8 @@ TEST_CASE("grouped_linear on the GPU stacks each expert's gate and up into one p
         torch::cuda::synchronize();
         CHECK(handed == (in_place ? 0 : 2 * experts));
         const double tol = bf16 ? 3e-2 : 1e-4;
-        const auto error = [&](const torch::Tensor& got, const torch::Tensor& wanted) {
-          const auto diff = (got.to(torch::kFloat64) - wanted.to(torch::kFloat64)).abs().max();
-          return diff.item<double>() / std::max(wanted.abs().max().item<double>(), 1e-30);
-        };
-        CHECK(error(y, want.detach()) <= tol);
-        CHECK(error(x.grad(), xw.grad()) <= tol);
+        CHECK(relative_error(y, want.detach()) <= tol);
+        CHECK(relative_error(x.grad(), xw.grad()) <= tol);
         for (std::int64_t e = 0; e < experts; ++e) {
           INFO("expert " << e << " with " << rows[std::size_t(e)] << " rows");
           for (std::int64_t p = 0; p < 2; ++p) {
@@ -173,7 +166,7 @@ TEST_CASE("grouped_linear on the GPU stacks each expert's gate and up into one p
             if (rows[std::size_t(e)] == 0)
               CHECK(added.abs().max().item<double>() == 0.0);
             else
-              CHECK(error(added, apart) <= tol);
+              CHECK(relative_error(added, apart) <= tol);
           }
         }
       }

@@ -13,6 +13,9 @@
 
 #include "engine/model/autocast_scope.hpp"
 #include "engine/ops/linear_op.hpp"
+#include "tests/engine/relative_error.hpp"
+
+using muster::test::relative_error;
 
 TEST_CASE("joined_linear on the GPU: one product for q, k and v, as fp64 says",
           "[gpu][linear_op]") {
@@ -72,15 +75,10 @@ TEST_CASE("joined_linear on the GPU: one product for q, k and v, as fp64 says",
       torch::cuda::synchronize();
       // bf16: inputs and outputs rounded to 8 bits, sums in fp32
       const double tol = bf16 ? 3e-2 : 1e-4;
-      // the largest difference over the largest value
-      const auto error = [&](const torch::Tensor& got, const torch::Tensor& want) {
-        const auto diff = (got.to(torch::kCPU, torch::kFloat64) - want).abs().max().item<double>();
-        return diff / std::max(want.abs().max().item<double>(), 1e-30);
-      };
       CHECK(handed == (buffer ? 0 : 3));
-      CHECK(error(y, y64.detach()) <= tol);
+      CHECK(relative_error(y, y64.detach()) <= tol);
       CHECK(x.grad().scalar_type() == torch::kFloat32);
-      CHECK(error(x.grad(), x64.grad()) <= tol);
+      CHECK(relative_error(x.grad(), x64.grad()) <= tol);
       at = 0;
       for (std::size_t i = 0; i < layers.size(); ++i) {
         INFO("projection " << i);
@@ -92,7 +90,7 @@ TEST_CASE("joined_linear on the GPU: one product for q, k and v, as fp64 says",
           CHECK(grad.data_ptr() == grads.narrow(0, at, 1).data_ptr());
           added = grad - earlier.narrow(0, at, outs[i] * in).view({outs[i], in}).to(cuda);
         }
-        CHECK(error(added, w64[i].grad()) <= tol);
+        CHECK(relative_error(added, w64[i].grad()) <= tol);
         at += outs[i] * in;
       }
     }
