@@ -129,21 +129,24 @@ struct linear_function : torch::autograd::Function<linear_function> {
   }
 };
 
-// Whether the node takes x and the weights (laid one after another, joined_rows): fp32 CPU
-// tensors, or CUDA ones of one dtype or (`autocast`, x already cast) fp32 weights.
-bool node_takes(const torch::Tensor& x, const std::vector<torch::Tensor>& weights, bool autocast) {
+// Whether the node takes x, in `dtype` (its dtype, or autocast's it is to be cast to), and the
+// weights (laid one after another, joined_rows): fp32 CPU tensors, or CUDA ones of one dtype or
+// (`autocast`) fp32 weights.
+bool node_takes(const torch::Tensor& x, torch::ScalarType dtype,
+                const std::vector<torch::Tensor>& weights, bool autocast) {
   if (x.dim() < 1 || !(cpu_fp32(x) || x.is_cuda())) return false;
   const auto all = joined_rows(weights);
   if (!all.defined() || all.device() != x.device() || all.size(1) != x.size(-1)) return false;
   if (x.is_cpu()) return cpu_kernel_takes(all) && !autocast;
-  return all.scalar_type() == x.scalar_type() || (autocast && all.scalar_type() == torch::kFloat32);
+  return all.scalar_type() == dtype || (autocast && all.scalar_type() == torch::kFloat32);
 }
 
 }  // namespace
 
 torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight,
                      const torch::Tensor& bias) {
-  if (bias.defined() || !x.is_cpu() || !node_takes(x, {weight}, autocast_on(at::kCPU)))
+  if (bias.defined() || !x.is_cpu() ||
+      !node_takes(x, x.scalar_type(), {weight}, autocast_on(at::kCPU)))
     return torch::nn::functional::linear(x, weight, bias);
   return linear_function::apply(x, torch::TensorList(weight));
 }
@@ -155,13 +158,13 @@ torch::Tensor joined_linear(const torch::Tensor& x, const std::vector<torch::nn:
     weights.push_back(layer->weight);
   }
   if (x.is_cuda() && autocast_on(at::kCUDA)) {
-    // what autocast does to a linear: x in its dtype (a differentiable cast), the weights cast
-    // by the node
-    const auto xc = x.to(autocast_dtype(at::kCUDA));
-    if (!node_takes(xc, weights, /*autocast=*/true)) return {};
-    return linear_function::apply(xc, torch::TensorList(weights));
+    // what autocast does to a linear: x in its dtype (a differentiable cast, made only once the
+    // node takes them), the weights cast by the node
+    const auto dtype = autocast_dtype(at::kCUDA);
+    if (!node_takes(x, dtype, weights, /*autocast=*/true)) return {};
+    return linear_function::apply(x.to(dtype), torch::TensorList(weights));
   }
-  if (!node_takes(x, weights, x.is_cpu() && autocast_on(at::kCPU))) return {};
+  if (!node_takes(x, x.scalar_type(), weights, x.is_cpu() && autocast_on(at::kCPU))) return {};
   return linear_function::apply(x, torch::TensorList(weights));
 }
 

@@ -14,6 +14,14 @@
 
 namespace muster::engine::ops {
 
+// Whether t is defined, contiguous, of first's dtype and device, and starts `offset` elements
+// after first in first's storage: the test every view below makes of each tensor it spans.
+inline bool lies_after(const torch::Tensor& t, const torch::Tensor& first, std::int64_t offset) {
+  return t.defined() && t.is_contiguous() && t.scalar_type() == first.scalar_type() &&
+         t.device() == first.device() && t.storage().is_alias_of(first.storage()) &&
+         t.storage_offset() == first.storage_offset() + offset;
+}
+
 // The view, or an undefined tensor where the tensors are not 2-D, contiguous, of one dtype,
 // device and shape, in one storage at offsets o, o + s, o + 2s, ... with s >= one's elements.
 // No autograd: the view is of the storage, not of the tensors.
@@ -25,11 +33,7 @@ inline torch::Tensor stacked_view(const std::vector<torch::Tensor>& ts) {
   if (step < first.numel()) return {};
   for (std::size_t i = 0; i < ts.size(); ++i) {
     const auto& t = ts[i];
-    if (!t.defined() || !t.is_contiguous() || t.sizes() != first.sizes() ||
-        t.scalar_type() != first.scalar_type() || t.device() != first.device() ||
-        !t.storage().is_alias_of(first.storage()) ||
-        t.storage_offset() != first.storage_offset() + std::int64_t(i) * step)
-      return {};
+    if (!lies_after(t, first, std::int64_t(i) * step) || t.sizes() != first.sizes()) return {};
   }
   torch::NoGradGuard no_grad;
   return first.detach().as_strided({std::int64_t(ts.size()), first.size(0), first.size(1)},
@@ -46,10 +50,7 @@ inline bool end_to_end(const std::vector<torch::Tensor>& ts, int per) {
     if (!first.defined() || first.dim() != 2 || !first.is_contiguous()) return false;
     for (std::size_t i = 1; i < std::size_t(per); ++i) {
       const auto& t = ts[g + i];
-      if (!t.defined() || !t.is_contiguous() || t.sizes() != first.sizes() ||
-          t.scalar_type() != first.scalar_type() || t.device() != first.device() ||
-          !t.storage().is_alias_of(first.storage()) ||
-          t.storage_offset() != first.storage_offset() + std::int64_t(i) * first.numel())
+      if (!lies_after(t, first, std::int64_t(i) * first.numel()) || t.sizes() != first.sizes())
         return false;
     }
   }
@@ -83,10 +84,7 @@ inline torch::Tensor joined_rows(const std::vector<torch::Tensor>& ts) {
   if (!first.defined() || first.dim() != 2 || !first.is_contiguous()) return {};
   std::int64_t rows = 0;
   for (const auto& t : ts) {
-    if (!t.defined() || t.dim() != 2 || !t.is_contiguous() || t.size(1) != first.size(1) ||
-        t.scalar_type() != first.scalar_type() || t.device() != first.device() ||
-        !t.storage().is_alias_of(first.storage()) ||
-        t.storage_offset() != first.storage_offset() + rows * first.size(1))
+    if (!lies_after(t, first, rows * first.size(1)) || t.dim() != 2 || t.size(1) != first.size(1))
       return {};
     rows += t.size(0);
   }
