@@ -24,7 +24,8 @@ attention_dims dims_of(const torch::Tensor& q, const torch::Tensor& k) {
 
 // The kernel runs over the batch rows split across LibTorch's intra-op threads: every tensor is
 // token-major, so rows [b, ...) start at b rows of floats in, and their probabilities after the
-// earlier rows' (probs_at[b]). Rows are independent, so the split changes no result.
+// earlier rows' (probs_at[b]). Rows are independent, so the split changes no result beyond
+// rounding (oneDNN's sgemm can sum in another order with another thread count).
 struct row_split {
   attention_dims d;
   const std::int64_t* keys;

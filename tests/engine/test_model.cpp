@@ -16,8 +16,10 @@
 #include "engine/ops/rms_norm_op.hpp"
 #include "engine/ops/swiglu_op.hpp"
 #include "tests/engine/model_fixtures.hpp"
+#include "tests/engine/relative_error.hpp"
 
 using namespace muster::engine::model;
+using muster::test::relative_error;
 using muster::test::tiny_config;
 
 namespace {
@@ -397,8 +399,10 @@ TEST_CASE("the kernel's key ranges come from causal masks inside documents, and 
   CHECK_FALSE(muster::engine::ops::causal_key_ranges(torch::ones({1, 1, 3, 3}, torch::kBool)).has_value());
 }
 
-TEST_CASE("fp32 attention on the CPU gives the same bits with its rows split over threads",
-          "[model]") {
+// The batch rows are independent, so a wrong split (an offset off) shows as an O(1) error. The
+// bits themselves may differ: oneDNN's sgemm, under the kernel and the projections, sums in
+// another order with another thread count on some CPUs (an AVX2 AMD EPYC: about 1e-7).
+TEST_CASE("fp32 attention on the CPU splits its rows over threads to the same result", "[model]") {
   auto c = tiny_config();
   attention attn(c);
   init_parameters(attn, 7, 0.2);
@@ -420,7 +424,10 @@ TEST_CASE("fp32 attention on the CPU gives the same bits with its rows split ove
     return std::make_pair(y.detach(), dx);
   };
   const auto [y1, dx1] = run(1);
-  const auto [y4, dx4] = run(4);
-  CHECK(torch::equal(y1, y4));
-  CHECK(torch::equal(dx1, dx4));
+  for (const int threads : {2, 3, 4}) {
+    INFO(threads << " threads");
+    const auto [y, dx] = run(threads);
+    CHECK(relative_error(y, y1) < 1e-6);
+    CHECK(relative_error(dx, dx1) < 1e-6);
+  }
 }
