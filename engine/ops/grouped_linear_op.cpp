@@ -209,8 +209,8 @@ struct grouped_linear_function : torch::autograd::Function<grouped_linear_functi
 
 // Under autocast the weights may be in another dtype than x (fp32 weights, bf16 rows: the node
 // casts them); otherwise they must be x's, as a linear's must.
-bool kernel_takes(const torch::Tensor& x, const std::vector<torch::Tensor>& weights,
-                  bool autocast) {
+bool grouped_kernel_takes(const torch::Tensor& x, const std::vector<torch::Tensor>& weights,
+                          bool autocast) {
   const auto takes = [&](const torch::Tensor& t) {
     if (x.is_cuda()) return cuda_kernel_takes(t, {torch::kFloat32, torch::kBFloat16});
     return cpu_kernel_takes(t);
@@ -269,14 +269,14 @@ torch::Tensor grouped_linear(const torch::Tensor& x, const std::vector<std::int6
     // linear per expert (the CPU kernel is fp32).
     const auto dtype = autocast_dtype(x.device().type());
     const auto xc = x.to(dtype).contiguous();
-    if (kernel_takes(xc, weights, /*autocast=*/true))  // the node casts the weights
+    if (grouped_kernel_takes(xc, weights, /*autocast=*/true))  // the node casts the weights
       return grouped_linear_function::apply(xc, rows, torch::TensorList(weights),
                                             static_cast<std::int64_t>(method), p);
     std::vector<torch::Tensor> cast;
     for (const auto& w : weights) cast.push_back(w.to(dtype));
     return per_expert(xc, rows, cast, p);
   }
-  if (kernel_takes(x, weights, /*autocast=*/false))
+  if (grouped_kernel_takes(x, weights, /*autocast=*/false))
     return grouped_linear_function::apply(x, rows, torch::TensorList(weights),
                                           static_cast<std::int64_t>(method), p);
   return per_expert(x, rows, weights, p);

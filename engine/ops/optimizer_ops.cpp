@@ -14,7 +14,7 @@ namespace muster::engine::ops {
 namespace {
 
 // Elements per task when a buffer is split over threads (small buffers stay on one).
-constexpr std::int64_t kGrain = 1 << 16;
+constexpr std::int64_t kOptimizerGrain = 1 << 16;
 
 void check_flat(const torch::Tensor& t, const char* what, std::int64_t numel) {
   MUSTER_CHECK(cpu_kernel_takes(t) && t.numel() == numel, errc::internal,
@@ -69,7 +69,7 @@ void adamw_update(const kernels::adamw_scalars& s, torch::Tensor& param, const t
   float* m = exp_avg.data_ptr<float>();
   float* v = exp_avg_sq.data_ptr<float>();
   const float* mask = decay_mask.defined() ? decay_mask.data_ptr<float>() : nullptr;
-  at::parallel_for(0, n, kGrain, [&](std::int64_t begin, std::int64_t end) {
+  at::parallel_for(0, n, kOptimizerGrain, [&](std::int64_t begin, std::int64_t end) {
     kernels::cpu::adamw_update(s, p + begin, g + begin, m + begin, v + begin,
                                mask ? mask + begin : nullptr, end - begin);
   });
@@ -81,12 +81,12 @@ double cpu_sum_of_squares(const torch::Tensor& x) {
   check_flat(x, "x", x.numel());
   const float* data = x.data_ptr<float>();
   // Chunks of a fixed size summed in order: the same bits whatever the number of threads.
-  const auto n = x.numel(), chunks = (n + kGrain - 1) / kGrain;
+  const auto n = x.numel(), chunks = (n + kOptimizerGrain - 1) / kOptimizerGrain;
   std::vector<double> partial(static_cast<std::size_t>(chunks), 0.0);
   at::parallel_for(0, chunks, 1, [&](std::int64_t begin, std::int64_t end) {
     for (auto c = begin; c < end; ++c)
-      partial[static_cast<std::size_t>(c)] =
-          kernels::cpu::sum_of_squares(data + c * kGrain, std::min(kGrain, n - c * kGrain));
+      partial[static_cast<std::size_t>(c)] = kernels::cpu::sum_of_squares(
+          data + c * kOptimizerGrain, std::min(kOptimizerGrain, n - c * kOptimizerGrain));
   });
   double sum = 0;
   for (double p : partial) sum += p;

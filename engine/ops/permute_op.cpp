@@ -13,7 +13,7 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 // Elements per task when rows are split over threads.
-constexpr std::int64_t kGrain = 1 << 14;
+constexpr std::int64_t kPermuteGrain = 1 << 14;
 
 kernels::permute_shape shape_of(std::int64_t tokens, int topk, std::int64_t hidden) {
   kernels::permute_shape s;
@@ -25,7 +25,7 @@ kernels::permute_shape shape_of(std::int64_t tokens, int topk, std::int64_t hidd
 }
 
 std::int64_t grain_rows(std::int64_t hidden) {
-  return std::max<std::int64_t>(1, kGrain / std::max<std::int64_t>(1, hidden));
+  return std::max<std::int64_t>(1, kPermuteGrain / std::max<std::int64_t>(1, hidden));
 }
 
 // rows -> tokens with weights (null: 1); y is (tokens, hidden), of rows' dtype.
@@ -199,23 +199,24 @@ token_permutation permute_index(const torch::Tensor& experts, std::int64_t num_e
 
 // The kernels take contiguous tensors of `dtypes` on the CPU, or on the GPU with the index there
 // too.
-bool kernel_takes(const torch::Tensor& t, const token_permutation& p,
-                  std::initializer_list<torch::ScalarType> dtypes) {
+bool permute_kernel_takes(const torch::Tensor& t, const token_permutation& p,
+                          std::initializer_list<torch::ScalarType> dtypes) {
   return (cpu_kernel_takes(t, dtypes) || cuda_kernel_takes(t, dtypes)) &&
          p.row_of.device() == t.device();
 }
 
 torch::Tensor permute_rows(const torch::Tensor& x, const token_permutation& p) {
   const auto on_device = on_device_of(x);
-  if (kernel_takes(x, p, kFp32AndBf16) && x.dim() == 2) return permute_function::apply(x, p);
+  if (permute_kernel_takes(x, p, kFp32AndBf16) && x.dim() == 2)
+    return permute_function::apply(x, p);
   return x.index_select(0, torch::div(p.source_of, p.topk, "floor"));
 }
 
 torch::Tensor unpermute_rows(const torch::Tensor& rows, const token_permutation& p,
                              const torch::Tensor& weights) {
   const auto on_device = on_device_of(rows);
-  if (kernel_takes(rows, p, kFp32AndBf16) && rows.dim() == 2 &&
-      kernel_takes(weights, p, {torch::kFloat32}))
+  if (permute_kernel_takes(rows, p, kFp32AndBf16) && rows.dim() == 2 &&
+      permute_kernel_takes(weights, p, {torch::kFloat32}))
     return unpermute_function::apply(rows, p, weights);
   const auto tokens = torch::div(p.source_of, p.topk, "floor");
   const auto w = weights.reshape({-1}).index_select(0, p.source_of).to(rows.scalar_type());

@@ -105,7 +105,7 @@ struct rms_norm_ops_function : torch::autograd::Function<rms_norm_ops_function> 
   }
 };
 
-bool kernel_takes(const torch::Tensor& x, const torch::Tensor& weight) {
+bool rms_norm_kernel_takes(const torch::Tensor& x, const torch::Tensor& weight) {
   const bool on_device = (cpu_kernel_takes(x) && cpu_kernel_takes(weight)) ||
                          (cuda_kernel_takes(x) && cuda_kernel_takes(weight));
   return on_device && x.device() == weight.device() && x.dim() >= 1 &&
@@ -116,7 +116,7 @@ bool kernel_takes(const torch::Tensor& x, const torch::Tensor& weight) {
 
 torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
   const auto on_device = on_device_of(x);
-  if (kernel_takes(x, weight)) return rms_norm_function::apply(x, weight, eps);
+  if (rms_norm_kernel_takes(x, weight)) return rms_norm_function::apply(x, weight, eps);
   return rms_norm_ops_function::apply(x, weight, eps);
 }
 

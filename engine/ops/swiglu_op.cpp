@@ -13,7 +13,7 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 // Elements per task when a tensor is split over threads.
-constexpr std::int64_t kGrain = 1 << 15;
+constexpr std::int64_t kSwigluGrain = 1 << 15;
 
 struct swiglu_function : torch::autograd::Function<swiglu_function> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& gate,
@@ -30,7 +30,7 @@ struct swiglu_function : torch::autograd::Function<swiglu_function> {
 #endif
         return;
       }
-      at::parallel_for(0, gate.numel(), kGrain, [&](std::int64_t begin, std::int64_t end) {
+      at::parallel_for(0, gate.numel(), kSwigluGrain, [&](std::int64_t begin, std::int64_t end) {
         kernels::cpu::swiglu_forward(a + begin, b + begin, y + begin, end - begin);
       });
     });
@@ -52,7 +52,7 @@ struct swiglu_function : torch::autograd::Function<swiglu_function> {
 #endif
         return;
       }
-      at::parallel_for(0, gate.numel(), kGrain, [&](std::int64_t begin, std::int64_t end) {
+      at::parallel_for(0, gate.numel(), kSwigluGrain, [&](std::int64_t begin, std::int64_t end) {
         kernels::cpu::swiglu_backward(a + begin, b + begin, g + begin, da + begin, db + begin,
                                       end - begin);
       });
@@ -61,7 +61,7 @@ struct swiglu_function : torch::autograd::Function<swiglu_function> {
   }
 };
 
-bool kernel_takes(const torch::Tensor& gate, const torch::Tensor& up) {
+bool swiglu_kernel_takes(const torch::Tensor& gate, const torch::Tensor& up) {
   const bool on_device =
       (cpu_kernel_takes(gate, kFp32AndBf16) && cpu_kernel_takes(up, kFp32AndBf16)) ||
       (cuda_kernel_takes(gate, kFp32AndBf16) && cuda_kernel_takes(up, kFp32AndBf16));
@@ -136,7 +136,7 @@ torch::Tensor swiglu_rows(const torch::Tensor& gate_up) {
 
 torch::Tensor swiglu(const torch::Tensor& gate, const torch::Tensor& up) {
   const auto on_device = on_device_of(gate);
-  if (!kernel_takes(gate, up)) return torch::silu(gate) * up;
+  if (!swiglu_kernel_takes(gate, up)) return torch::silu(gate) * up;
   return swiglu_function::apply(gate, up);
 }
 
