@@ -12,7 +12,7 @@ namespace muster::daemon {
 namespace {
 
 #define FIELD(member, key, doc) MUSTER_CONFIG_FIELD(daemon_config, member, key, doc)
-const config::field<daemon_config> kSchema[] = {
+const config::field<daemon_config> kConfigFields[] = {
     FIELD(daemon.socket, "daemon.socket", "the unix socket musterd serves"),
     FIELD(daemon.mode, "daemon.mode", "the socket file's mode, octal"),
     FIELD(daemon.group, "daemon.group",
@@ -95,7 +95,7 @@ void validate(const daemon_config& c, const config::sources& where) {
 }  // namespace
 
 std::span<const config::field<daemon_config>> daemon_config_schema() {
-  return kSchema;
+  return kConfigFields;
 }
 
 std::filesystem::path node_store_file(const daemon_config& c) {

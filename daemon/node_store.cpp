@@ -81,8 +81,8 @@ CREATE INDEX health_by_time ON health (time_ms);
 
 constexpr std::array kMigrations{store::sqlite_migration{1, kVersion1}};
 
-const store::sqlite_schema kSchema{"node store", kMigrations,
-                                   "move it away; musterd makes a new one at its next start"};
+const store::sqlite_schema kNodeStoreSchema{
+    "node store", kMigrations, "move it away; musterd makes a new one at its next start"};
 
 // `file`, once its directory exists (made 0700 when this creates it: the store is root's) and
 // the file too (0600), before SQLite opens it with the umask's mode.
@@ -108,14 +108,14 @@ constexpr std::string_view kStepColumns =
 node_store::node_store(const std::filesystem::path& file, int keep_days)
     : db_(with_directory(file), store::open_mode::read_write) {
   db_.set_busy_timeout(2000);
-  store::check_writable(db_, kSchema);
+  store::check_writable(db_, kNodeStoreSchema);
   const auto mode = db_.query_text("PRAGMA journal_mode = WAL", "switch to WAL mode");
   MUSTER_CHECK(mode == "wal", errc::store,
                "node store {}: the filesystem refused WAL mode (journal_mode is '{}'); put "
                "daemon.state_dir on a local filesystem",
                file.string(), mode.value_or("?"));
   db_.exec("PRAGMA synchronous = NORMAL", "set synchronous");
-  store::migrate(db_, kSchema);
+  store::migrate(db_, kNodeStoreSchema);
   prune(keep_days);
 }
 

@@ -10,16 +10,12 @@
 #include <map>
 
 #include "common/byte_size.hpp"
+#include "launcher/report/put.hpp"
 #include "launcher/report/svg_chart.hpp"
 #include "launcher/status/status_output.hpp"
 
 namespace muster::launcher::report {
 namespace {
-
-template <class... Args>
-void put(std::string& out, fmt::format_string<Args...> format, Args&&... args) {
-  fmt::format_to(std::back_inserter(out), format, std::forward<Args>(args)...);
-}
 
 constexpr std::string_view kStyle = R"css(
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px auto;max-width:1280px;padding:0 16px;color:#111827;background:#fff}

@@ -8,13 +8,10 @@
 #include <iterator>
 #include <limits>
 
+#include "launcher/report/put.hpp"
+
 namespace muster::launcher::report {
 namespace {
-
-template <class... Args>
-void put(std::string& out, fmt::format_string<Args...> format, Args&&... args) {
-  fmt::format_to(std::back_inserter(out), format, std::forward<Args>(args)...);
-}
 
 // Tick values for [lo, hi]: about `count` round numbers (1, 2 or 5 times a power of ten).
 std::vector<double> ticks(double lo, double hi, int count) {
