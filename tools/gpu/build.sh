@@ -46,7 +46,9 @@ PY
 )
 echo "tools/gpu/build.sh: LibTorch at $torch_prefix; NCCL header in ${nccl_include:-the CUDA toolkit}"
 
-args=(-S "$root" -B "$build" -DMUSTER_PARTS=engine -DMUSTER_CUDA=ON
+# MUSTER_UNITY=OFF: one object a file, which the GPU machine's 16 cores build side by side, and no
+# unity batch can clash over code that only a CUDA LibTorch compiles (MUSTER_TORCH_CUDA)
+args=(-S "$root" -B "$build" -DMUSTER_PARTS=engine -DMUSTER_CUDA=ON -DMUSTER_UNITY=OFF
       "-DCMAKE_CUDA_ARCHITECTURES=${CUDA_ARCHS:-90}" "-DCMAKE_PREFIX_PATH=$torch_prefix;$prefix")
 if [[ -d $prefix ]]; then
   args+=(-DMUSTER_GEMM=blas "-DBLAS_LIBRARIES=$prefix/lib/x86_64-linux-gnu/blas/libblas.so"
