@@ -1,5 +1,6 @@
-// The GPU tests' normalised error: the largest difference between `got` and `want` over want's
-// largest magnitude, in fp64 on the CPU (either tensor on any device, in any float dtype).
+// The engine tests' normalised error: the largest difference between `got` and `want` over want's
+// largest magnitude, in fp64 on the CPU (either tensor on any device, in any float dtype). The GPU
+// tests use it, and the CPU tests whose products oneDNN may sum in another order.
 #pragma once
 
 #include <torch/torch.h>
