@@ -27,6 +27,16 @@ using muster::test::router_case;
 
 namespace {
 
+// Whether the GPU's expert `mine` for a choice the CPU gave `cpu` in the row at `row` is the
+// CPU's within rounding: the GPU's __expf and the CPU's exp differ by an ulp or two, so a
+// near-tie may break either way.
+bool near_tie(const std::vector<float>& scores, std::size_t row, std::int64_t mine,
+              std::int64_t cpu, std::int64_t experts) {
+  if (mine < 0 || mine >= experts) return false;
+  const float a = scores[row + std::size_t(mine)], b = scores[row + std::size_t(cpu)];
+  return std::fabs(a - b) <= 4e-7f * std::fabs(b);
+}
+
 // One shape's forward and backward against the CPU's, from logits drawn with `seed`.
 void check_router(const router_shape& s, std::uint32_t& seed, std::size_t offset) {
   const auto tokens = s.num_tokens, experts = s.num_experts;
@@ -80,10 +90,10 @@ void check_router(const router_shape& s, std::uint32_t& seed, std::size_t offset
     if (got[i] == chosen[i]) continue;
     ++differ;
     const auto row = (i / std::size_t(topk)) * std::size_t(experts);
+    if (near_tie(scores, row, got[i], chosen[i], experts)) continue;
     const bool valid = got[i] >= 0 && got[i] < experts;
     const float mine = valid ? scores[row + std::size_t(got[i])] : -1.0f;
     const float cpu = scores[row + std::size_t(chosen[i])];
-    if (valid && std::fabs(mine - cpu) <= 4e-7f * std::fabs(cpu)) continue;
     if (++wrong <= 5)
       wrong_ones << " [token " << i / std::size_t(topk) << " choice " << i % std::size_t(topk)
                  << ": GPU expert " << got[i] << " (CPU score " << mine << "), CPU expert "
@@ -154,14 +164,29 @@ TEST_CASE("the router's CUDA kernels match the CPU reference", "[kernels][router
                {30000, 128, 4},
                {30000, 130, 6},
                {12000, 384, 8},  // fewer: fewer warps fit with more slots
-               {12000, 1024, 32}}) {
+               {12000, 1024, 32},
+               // the general forms of slot counts whose full rows the cases above take:
+               // aligned rows that leave slots empty (8 slots: 160 experts, as DeepSeek-V2;
+               // 2 slots at 8 bytes a lane; 32 slots), and rows too odd for chunks (4, 16, 32)
+               {30000, 160, 6},
+               {200, 62, 4},
+               {12000, 1000, 8},
+               {200, 127, 4},
+               {100, 501, 8},
+               {50, 1023, 32},
+               // full rows of 1 and 16 slots, past the warps a GPU holds; the 128-expert ring
+               // (three rows a warp) wrapping on every warp
+               {30000, 32, 4},
+               {30000, 512, 8},
+               {65536, 128, 4}}) {
         const auto s = router_case(tokens, experts, topk, score, renormalize);
         INFO(describe(s));
         check_router(s, seed, 0);
       }
 }
 
-// Rows the kernels cannot move 16 (or 8) bytes at a time: they move them a float at a time.
+// Rows the kernels cannot move 16 (or 8) bytes at a time: they move them a float at a time
+// (128 experts: the general form, where aligned rows would be staged through shared memory).
 TEST_CASE("the router's CUDA kernels take rows off a 16-byte boundary", "[kernels][router][gpu]") {
   if (!have_device()) {
     WARN("SKIPPED: no CUDA device");
@@ -170,7 +195,8 @@ TEST_CASE("the router's CUDA kernels take rows off a 16-byte boundary", "[kernel
   std::uint32_t seed = 77;
   for (const auto score : {router_score::softmax, router_score::sigmoid})
     for (const auto& [tokens, experts, topk] :
-         std::vector<std::tuple<std::int64_t, std::int64_t, int>>{{100, 64, 4}, {1000, 256, 8}}) {
+         std::vector<std::tuple<std::int64_t, std::int64_t, int>>{
+             {100, 64, 4}, {1000, 128, 4}, {1000, 256, 8}}) {
       const auto s = router_case(tokens, experts, topk, score, /*renormalize=*/true);
       INFO(describe(s));
       check_router(s, seed, 1);
@@ -209,5 +235,54 @@ TEST_CASE("the router's CUDA kernel breaks ties to the lower expert as the CPU d
       std::string report;
       CHECK(compare(d_weights.host(), weights, 1e-5, report) <= 1e-5);
       INFO(report);
+    }
+}
+
+// A NaN logit: its token's experts are ids in range, each once (router.hpp), and the tokens
+// without one choose as the CPU does (but for near-ties), whatever row form (full, staged,
+// general) routes them.
+TEST_CASE("the router's CUDA kernel keeps a NaN logit to its own token", "[kernels][router][gpu]") {
+  if (!have_device()) {
+    WARN("SKIPPED: no CUDA device");
+    return;
+  }
+  std::uint32_t seed = 91;
+  for (const auto score : {router_score::softmax, router_score::sigmoid})
+    for (const auto& [tokens, experts, topk] :
+         std::vector<std::tuple<std::int64_t, std::int64_t, int>>{
+             {300, 13, 3}, {3000, 128, 8}, {3000, 256, 8}, {300, 160, 6}}) {
+      const auto s = router_case(tokens, experts, topk, score, /*renormalize=*/true);
+      INFO(describe(s));
+      const auto n = std::size_t(tokens * experts), nk = std::size_t(tokens * topk);
+      auto logits = muster::test::normal_draws(n, seed++);
+      // every 7th token gets a NaN, at an expert that moves with the token
+      std::vector<bool> poisoned(std::size_t(tokens), false);
+      for (std::size_t t = 0; t < std::size_t(tokens); t += 7) {
+        poisoned[t] = true;
+        logits[t * std::size_t(experts) + t % std::size_t(experts)] = std::nanf("");
+      }
+      std::vector<float> scores(n), weights(nk);
+      std::vector<std::int64_t> chosen(nk);
+      cpu::router_forward(logits.data(), scores.data(), chosen.data(), weights.data(), s);
+      device_buffer<float> d_logits(logits), d_scores(n), d_weights(nk);
+      device_buffer<std::int64_t> d_chosen(nk);
+      cuda::router_forward(d_logits.ptr, d_scores.ptr, d_chosen.ptr, d_weights.ptr, s, nullptr);
+      REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+      const auto got = d_chosen.host();
+      std::size_t out_of_range = 0, twice = 0, differ = 0;
+      for (std::size_t t = 0; t < std::size_t(tokens); ++t)
+        for (std::size_t a = 0; a < std::size_t(topk); ++a) {
+          const auto e = got[t * std::size_t(topk) + a];
+          if (e < 0 || e >= experts) ++out_of_range;
+          for (std::size_t b = a + 1; b < std::size_t(topk); ++b)
+            if (e == got[t * std::size_t(topk) + b]) ++twice;
+          const auto cpu_e = chosen[t * std::size_t(topk) + a];
+          if (!poisoned[t] && e != cpu_e &&
+              !near_tie(scores, t * std::size_t(experts), e, cpu_e, experts))
+            ++differ;
+        }
+      CHECK(out_of_range == 0);
+      CHECK(twice == 0);
+      CHECK(differ == 0);
     }
 }

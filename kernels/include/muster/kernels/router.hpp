@@ -7,7 +7,9 @@
 // Contract (both backends):
 // - logits, scores: (num_tokens, num_experts) fp32; experts, weights: (num_tokens, topk).
 // - A token's experts are in descending score, ties to the lower expert id. A NaN logit gives
-//   NaN scores; the experts chosen are then ids in range, which ones is not specified.
+//   NaN scores; the experts chosen are then ids in range, each once, which ones is not
+//   specified, and so are the weights (the CPU gives NaN, the GPU may give 0 for a NaN
+//   score); other tokens are not touched.
 // - 1 <= topk <= num_experts <= kRouterMaxExperts; topk <= kRouterMaxTopk. The launchers check
 //   these and throw std::invalid_argument naming the bad value.
 // - The backward reads the forward's scores and experts and the gradients of both outputs
