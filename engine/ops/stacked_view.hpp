@@ -67,8 +67,11 @@ inline torch::Tensor stacked_view(const std::vector<torch::Tensor>& ts, int per)
   const auto step =
       groups > 1 ? ts[std::size_t(per)].storage_offset() - first.storage_offset() : block;
   if (step < block) return {};
-  for (std::int64_t g = 0; g < groups; ++g)
-    if (ts[std::size_t(g * per)].storage_offset() != first.storage_offset() + g * step) return {};
+  // every group's first tensor in the first's storage, of its shape, one step after the last
+  for (std::int64_t g = 1; g < groups; ++g) {
+    const auto& head = ts[std::size_t(g * per)];
+    if (!lies_after(head, first, g * step) || head.sizes() != first.sizes()) return {};
+  }
   torch::NoGradGuard no_grad;
   return first.detach().as_strided({groups, per * first.size(0), first.size(1)},
                                    {step, first.size(1), 1}, first.storage_offset());

@@ -110,6 +110,39 @@ TEST_CASE("stacked_view sees equal tensors at one stride of one storage as one",
   CHECK_FALSE(ops::stacked_view({ws[0].t(), ws[1].t()}).defined());  // not contiguous
 }
 
+TEST_CASE("stacked_view of pairs end to end sees every pair in one storage at one stride",
+          "[grouped_linear_op]") {
+  const auto flat = torch::arange(80, torch::kFloat32);
+  // an expert's gate and up (2, 3) each, end to end; the experts 20 elements apart
+  const auto pair = [](const torch::Tensor& storage, std::int64_t at) {
+    return std::vector<torch::Tensor>{storage.narrow(0, at, 6).view({2, 3}),
+                                      storage.narrow(0, at + 6, 6).view({2, 3})};
+  };
+  std::vector<torch::Tensor> ws;
+  for (int e = 0; e < 3; ++e) {
+    const auto p = pair(flat, 4 + 20 * e);
+    ws.insert(ws.end(), p.begin(), p.end());
+  }
+  const auto all = ops::stacked_view(ws, 2);
+  REQUIRE(all.defined());
+  CHECK(all.sizes() == torch::IntArrayRef({3, 4, 3}));
+  for (int e = 0; e < 3; ++e)
+    CHECK(torch::equal(all[e], torch::cat({ws[std::size_t(2 * e)], ws[std::size_t(2 * e + 1)]})));
+  // a later pair at the right offset of another storage of the same size is not this one's
+  const auto other = torch::arange(80, torch::kFloat32) + 100;
+  auto elsewhere = ws;
+  const auto moved = pair(other, 4 + 20 * 2);
+  elsewhere[4] = moved[0];
+  elsewhere[5] = moved[1];
+  CHECK(ops::end_to_end(elsewhere, 2));  // each pair on its own is end to end
+  CHECK_FALSE(ops::stacked_view(elsewhere, 2).defined());
+  // nor is a later pair of another shape at the right offset
+  auto reshaped = ws;
+  reshaped[4] = flat.narrow(0, 44, 6).view({3, 2});
+  reshaped[5] = flat.narrow(0, 50, 6).view({3, 2});
+  CHECK_FALSE(ops::stacked_view(reshaped, 2).defined());
+}
+
 // As in an FSDP unit: the weights are views of one flat buffer and their gradients views of
 // another, already holding an earlier micro-batch's sum. The node adds to them itself (autograd
 // gets no gradient, so nothing is added twice), and the sum is what a linear per expert adds.
