@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cmath>
+#include <map>
 #include <vector>
 
 #include "common/error.hpp"
@@ -97,40 +98,45 @@ double cpu_sum_of_squares(const torch::Tensor& x) {
 
 std::vector<double> sums_of_squares(const std::vector<torch::Tensor>& xs) {
   std::vector<double> sums(xs.size(), 0.0);
-  // The CUDA tensors' sums stay on their device until one copy brings them all back.
-  std::vector<std::size_t> on_device;
-  std::vector<torch::Tensor> device_sums;
-  torch::Tensor scratch;  // kSumOfSquaresScratch doubles a tensor the kernel takes
-  std::int64_t scratch_used = 0;
+  // The CUDA tensors' sums stay on their device until one copy a device brings them back.
+  struct device_part {
+    std::vector<std::size_t> of;      // the index in xs of each sum
+    std::vector<torch::Tensor> sums;  // each a 1-element fp64 tensor on the device
+    torch::Tensor scratch;            // kSumOfSquaresScratch doubles a tensor the kernel takes
+    std::int64_t scratch_used = 0;
+  };
+  std::map<c10::DeviceIndex, device_part> parts;
   for (std::size_t i = 0; i < xs.size(); ++i) {
     const auto& x = xs[i];
     if (!x.is_cuda()) {
       sums[i] = cpu_sum_of_squares(x);
       continue;
     }
-    on_device.push_back(i);
+    auto& part = parts[x.device().index()];
+    part.of.push_back(i);
     if (cuda_kernel_takes(x)) {
 #ifdef MUSTER_WITH_CUDA
       const auto guard = on_device_of(x);
-      if (!scratch.defined()) {
+      if (!part.scratch.defined()) {
         std::int64_t kernel_tensors = 0;
-        for (const auto& t : xs) kernel_tensors += cuda_kernel_takes(t) ? 1 : 0;
-        scratch = torch::empty({kernel_tensors, kernels::kSumOfSquaresScratch},
-                               x.options().dtype(torch::kFloat64));
+        for (const auto& t : xs)
+          kernel_tensors += t.device() == x.device() && cuda_kernel_takes(t) ? 1 : 0;
+        part.scratch = torch::empty({kernel_tensors, kernels::kSumOfSquaresScratch},
+                                    x.options().dtype(torch::kFloat64));
       }
-      auto mine = scratch[scratch_used++];
+      auto mine = part.scratch[part.scratch_used++];
       kernels::cuda::sum_of_squares(x.data_ptr<float>(), x.numel(), mine.data_ptr<double>(),
                                     kernel_stream(x));
-      device_sums.push_back(mine.narrow(0, kernels::kSumOfSquaresScratch - 1, 1));
+      part.sums.push_back(mine.narrow(0, kernels::kSumOfSquaresScratch - 1, 1));
       continue;
 #endif
     }
-    device_sums.push_back(x.to(torch::kFloat64).square().sum().reshape({1}));
+    part.sums.push_back(x.to(torch::kFloat64).square().sum().reshape({1}));
   }
-  if (!device_sums.empty()) {
-    const auto back = torch::cat(device_sums).cpu();
+  for (const auto& [device, part] : parts) {
+    const auto back = torch::cat(part.sums).cpu();
     const auto* values = back.data_ptr<double>();
-    for (std::size_t j = 0; j < on_device.size(); ++j) sums[on_device[j]] = values[j];
+    for (std::size_t j = 0; j < part.of.size(); ++j) sums[part.of[j]] = values[j];
   }
   return sums;
 }

@@ -19,7 +19,7 @@ void adamw_update(const kernels::adamw_scalars& s, torch::Tensor& param, const t
                   const torch::Tensor& decay_mask);
 
 // The sum of the squares of each tensor's elements, in fp64. The sums of CUDA tensors come back
-// to the host in one copy (one wait for the device, however many tensors).
+// to the host in one copy a device (one wait for each device, however many tensors).
 std::vector<double> sums_of_squares(const std::vector<torch::Tensor>& xs);
 
 }  // namespace muster::engine::ops

@@ -7,6 +7,9 @@
 
 #include <torch/cuda.h>
 
+#include <cmath>
+
+#include "engine/ops/optimizer_ops.hpp"
 #include "engine/ops/rms_norm_op.hpp"
 #include "engine/ops/router_op.hpp"
 #include "engine/ops/swiglu_op.hpp"
@@ -36,4 +39,11 @@ TEST_CASE("the CUDA ops run on the tensors' device, not the current one", "[gpu]
   CHECK(on_second.experts.device() == second);
   CHECK(on_second.experts.cpu().equal(on_cpu.experts));
   CHECK(torch::allclose(on_second.weights.cpu(), on_cpu.weights, 1e-5, 1e-6));
+  // one call over shards on both devices and the host: each device's sums come back apart
+  const auto a = torch::randn({4099}), b = torch::randn({777}), c = torch::randn({5});
+  const auto got = ops::sums_of_squares(
+      {a.to(torch::Device(torch::kCUDA, 0)), b.to(second), c, b.to(second).to(torch::kFloat64)});
+  const auto want = ops::sums_of_squares({a, b, c, b.to(torch::kFloat64)});
+  REQUIRE(got.size() == 4);
+  for (std::size_t i = 0; i < got.size(); ++i) CHECK(std::abs(got[i] - want[i]) <= 1e-9 * want[i]);
 }
