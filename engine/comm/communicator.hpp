@@ -6,9 +6,10 @@
 // same order, with the sizes each call names as equal the same on every rank. Calls block until
 // the collective is done on this rank, at most the group's timeout; then they throw errc::comm
 // with one c10d-style line naming the rank, the group, the op, its sequence number, its bytes,
-// the limit, and the ranks that never reached that sequence number:
+// the limit (or, where it failed sooner, how long it waited), and the ranks that never reached
+// that sequence number (laggards.hpp):
 //   [rank 1/2 group world] all_reduce seq=7 bytes=4096 timed out after 2000 ms; not arrived: rank 0
-//   (at seq 6)
+//   (at seq 6) (<the backend's error>)
 // After such an error the group is broken: end the rank (its destructor does not wait for the
 // peers that never came). Tensors are contiguous and on the CPU; bf16 travels as fp32 (Gloo in
 // LibTorch 1.13 has no bf16) and comes back as bf16.

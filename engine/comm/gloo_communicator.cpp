@@ -192,6 +192,7 @@ class gloo_group final : public communicator {
   // Waits for a started collective; throws the c10d-style line when it failed or timed out.
   void finish(const started& s) {
     std::string error = s.error;
+    std::chrono::milliseconds waited{0};
     if (s.work) {
       const auto waiting = std::chrono::steady_clock::now();
       try {
@@ -199,13 +200,17 @@ class gloo_group final : public communicator {
       } catch (const std::exception& e) {
         error = first_line(e.what());
       }
-      add_wait_seconds(
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - waiting).count());
+      const auto took = std::chrono::steady_clock::now() - waiting;
+      add_wait_seconds(std::chrono::duration<double>(took).count());
+      waited = std::chrono::duration_cast<std::chrono::milliseconds>(took);
     }
     if (error.empty()) return;
     broken_ = true;
-    throw_collective_failure({rank_, size(), name_, s.op, s.seq, s.bytes, timeout_, error}, *board_,
-                             members_);
+    // Gloo's wait ends at the timeout with its own words ("Timed out waiting 2000ms ...")
+    const bool timed_out = waited >= timeout_ || error.find("imed out") != std::string::npos;
+    throw_collective_failure(
+        {rank_, size(), name_, s.op, s.seq, s.bytes, timeout_, error, waited, timed_out}, *board_,
+        members_);
   }
 
   template <class Issue>

@@ -37,10 +37,11 @@ std::string laggards(seq_board& board, const std::string& group, const std::vect
 
 void throw_collective_failure(const collective_failure& f, seq_board& board,
                               const std::vector<int>& members) {
-  MUSTER_THROW(errc::comm,
-               "[rank {}/{} group {}] {} seq={} bytes={} failed after at most {} ms; "
-               "not arrived: {} ({})",
-               f.rank, f.size, f.group, f.op, f.seq, f.bytes, f.timeout.count(),
+  const auto how = f.timed_out ? fmt::format("timed out after {} ms", f.timeout.count())
+                               : fmt::format("failed after {} ms (timeout {} ms)", f.waited.count(),
+                                             f.timeout.count());
+  MUSTER_THROW(errc::comm, "[rank {}/{} group {}] {} seq={} bytes={} {}; not arrived: {} ({})",
+               f.rank, f.size, f.group, f.op, f.seq, f.bytes, how,
                laggards(board, f.group, members, f.seq), f.error);
 }
 

@@ -21,9 +21,12 @@ std::string seq_key(const std::string& group, int rank);
 std::string laggards(seq_board& board, const std::string& group, const std::vector<int>& members,
                      std::int64_t seq);
 
-// A failed or timed-out collective, as every backend says it (c10d's style):
-// [rank 1/2 group world] all_reduce seq=7 bytes=4096 failed after at most 2000 ms; not arrived:
+// A failed or timed-out collective, as every backend says it (c10d's style). Timed out:
+// [rank 1/2 group world] all_reduce seq=7 bytes=4096 timed out after 2000 ms; not arrived:
 // rank 0 (at seq 6) (<the backend's error>)
+// Failed before its timeout (a peer's connection closed, an error of the backend):
+// [rank 0/2 group world] all_reduce seq=7 bytes=4096 failed after 12 ms (timeout 2000 ms); not
+// arrived: none (...) (<the backend's error>)
 struct collective_failure {
   int rank = 0, size = 0;
   std::string group;
@@ -31,6 +34,8 @@ struct collective_failure {
   std::int64_t seq = 0, bytes = 0;
   std::chrono::milliseconds timeout{0};
   std::string error;
+  std::chrono::milliseconds waited{0};  // how long this rank waited for it
+  bool timed_out = false;               // it ran out its timeout (else it failed)
 };
 
 // Throws errc::comm with that line, the laggards read from `board`.

@@ -23,6 +23,9 @@
 namespace muster::engine::comm {
 namespace {
 
+// The error a collective that ran out its timeout gets.
+constexpr const char* kTimedOut = "timed out";
+
 void cuda_check(cudaError_t e, const char* call) {
   MUSTER_CHECK(e == cudaSuccess, errc::comm, "{}: {}", call, cudaGetErrorString(e));
 }
@@ -333,21 +336,23 @@ class nccl_group final : public communicator {
         break;
       }
       if (std::chrono::steady_clock::now() > deadline) {
-        error = "timed out";
+        error = kTimedOut;
         break;
       }
       std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
-    add_wait_seconds(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
+    const auto took = std::chrono::steady_clock::now() - began;
+    add_wait_seconds(std::chrono::duration<double>(took).count());
     if (s.done != nullptr) cudaEventDestroy(s.done);
     s.done = nullptr;
     if (error.empty()) return;
     broken_ = true;
     nccl().comm_abort(state_->comm);  // frees the stream of the stuck kernel
     state_->aborted = true;
-    throw_collective_failure({rank_, size(), name_, s.op, s.seq, s.bytes, timeout_, error},
-                             *rv_.board, members_);
+    throw_collective_failure(
+        {rank_, size(), name_, s.op, s.seq, s.bytes, timeout_, error,
+         std::chrono::duration_cast<std::chrono::milliseconds>(took), error == kTimedOut},
+        *rv_.board, members_);
   }
 
   template <class Issue>

@@ -28,9 +28,10 @@ inline constexpr category_info kCategories[] = {
     {"cuda_oom", category_role::cause, "a PyTorch or CUDA allocation ran out of GPU memory"},
     {"nccl_oom", category_role::cause, "NCCL could not allocate GPU memory for its own buffers"},
     {"nccl_timeout", category_role::cause,
-     "a collective did not finish within its timeout, the first to time out"},
+     "a collective did not finish within its timeout (or, muster's engine says, failed before "
+     "it), the first to"},
     {"nccl_timeout_cascade", category_role::knock_on,
-     "the other collective timeouts: ranks that waited on the one that failed"},
+     "the other collective timeouts and failures: ranks that waited on the one that failed"},
     {"hang_watchdog_stuck", category_role::cause,
      "a rank stopped making progress: muster's hang detection, or a stuck NCCL watchdog"},
     {"host_oom_kill", category_role::cause,

@@ -133,13 +133,28 @@ void collective(finding& f, const explain_context& context) {
   if (!fact(f, "last_completed").empty())
     progress = fmt::format(" (last enqueued {}, last completed {})", fact(f, "last_enqueued"),
                            fact(f, "last_completed"));
-  f.summary = fmt::format(
-      "{}collective {} seq {} timed out after {} ms on {}{}{}",
-      f.category == "nccl_timeout_cascade" ? "knock-on: " : "",
-      fact(f, "op").empty() ? "?" : fact(f, "op"), fact(f, "seq").empty() ? "?" : fact(f, "seq"),
-      fact(f, "timeout_ms").empty() ? "?" : fact(f, "timeout_ms"), ranks, progress, missing);
+  const auto or_unknown = [&](const char* key) {
+    return fact(f, key).empty() ? std::string("?") : fact(f, key);
+  };
+  // the engine's collective that failed before its timeout: a connection, not a wait
+  const bool failed_early = !fact(f, "failed_ms").empty();
+  const auto how = failed_early ? fmt::format("failed after {} ms", fact(f, "failed_ms"))
+                                : fmt::format("timed out after {} ms", or_unknown("timeout_ms"));
+  const auto before =
+      failed_early ? fmt::format(", before its {} ms timeout", or_unknown("timeout_ms")) : "";
+  const auto error = fact(f, "error").empty() ? "" : "; the error: " + fact(f, "error");
+  f.summary =
+      fmt::format("{}collective {} seq {} {} on {}{}{}{}{}",
+                  f.category == "nccl_timeout_cascade" ? "knock-on: " : "", or_unknown("op"),
+                  or_unknown("seq"), how, ranks, before, progress, missing, error);
   if (f.category == "nccl_timeout_cascade")
     f.fixes.push_back("fix the root cause above: these ranks waited on a rank that had failed");
+  else if (failed_early)
+    f.fixes = {
+        "a peer's end of the collective went away: find the rank that died first (muster "
+        "status RUN names the first failure; its log, dmesg -T for the OOM killer)",
+        "with no rank dead, the network between the ranks: NCCL_DEBUG=INFO, and "
+        "NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME naming an interface every node has"};
   else
     f.fixes = {
         "look at the ranks that did not report the timeout: the usual culprits (hung in "

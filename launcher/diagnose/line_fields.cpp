@@ -16,6 +16,22 @@ std::string after(std::string_view line, std::string_view key, std::string_view 
   return std::string(rest);
 }
 
+std::string last_group(std::string_view line) {
+  while (!line.empty() && (line.back() == ' ' || line.back() == '\r')) line.remove_suffix(1);
+  if (line.empty() || line.back() != ')') return "";
+  int depth = 0;
+  for (std::size_t i = line.size(); i-- > 0;) {
+    if (line[i] == ')') ++depth;
+    if (line[i] == '(' && --depth == 0) {
+      auto inside = line.substr(i + 1, line.size() - i - 2);
+      while (!inside.empty() && inside.front() == ' ') inside.remove_prefix(1);
+      while (!inside.empty() && inside.back() == ' ') inside.remove_suffix(1);
+      return std::string(inside);
+    }
+  }
+  return "";
+}
+
 std::string between(std::string_view line, std::string_view key,
                     std::initializer_list<std::string_view> ends) {
   const auto at = line.find(key);

@@ -19,6 +19,11 @@ std::string after(std::string_view line, std::string_view key, std::string_view 
 std::string between(std::string_view line, std::string_view key,
                     std::initializer_list<std::string_view> ends);
 
+// The text inside the parentheses that close `line` (nested ones kept), trimmed of spaces;
+// "" when the line does not end in a balanced group: "... (at seq 4) (Connection reset)" gives
+// "Connection reset".
+std::string last_group(std::string_view line);
+
 // The (possibly negative) integer at the start of `s`.
 std::optional<int> number_at(std::string_view s);
 

@@ -82,14 +82,26 @@ log_signal nccl_oom(std::string_view line) {
 //    milliseconds before timing out."
 //   "[Rank 3] Timeout at NCCL work: 1042, last enqueued NCCL work: 1042, last completed NCCL
 //    work: 1041."
-//   "[rank 1/4 group world] all_reduce seq=12 bytes=4096 failed after at most 600000 ms; not
+//   "[rank 1/4 group world] all_reduce seq=12 bytes=4096 timed out after 600000 ms; not
 //    arrived: 3 (at seq 11) (...)"
+// and, where the engine's collective failed before its timeout (a peer's connection closed),
+//   "... seq=12 bytes=4096 failed after 812 ms (timeout 600000 ms); not arrived: none (...)
+//    (<the backend's error>)"
+// (before 2026-11-27 the engine said "failed after at most 600000 ms" for both).
 log_signal nccl_timeout(std::string_view line) {
   auto s = signal_of("nccl_timeout");
-  if (has(line, "failed after at most")) {  // the engine's
+  if (engine_collective_line(line)) {
     put(s, "seq", after(line, " seq=", " "));
     put(s, "bytes", after(line, " bytes=", " "));
-    put(s, "timeout_ms", between(line, "failed after at most ", {" ms"}));
+    if (has(line, "failed after at most ")) {
+      put(s, "timeout_ms", between(line, "failed after at most ", {" ms"}));
+    } else if (has(line, "timed out after ")) {
+      put(s, "timeout_ms", between(line, "timed out after ", {" ms"}));
+    } else {
+      put(s, "failed_ms", between(line, "failed after ", {" ms"}));
+      put(s, "timeout_ms", between(line, "(timeout ", {" ms"}));
+      put(s, "error", last_group(line));
+    }
     put(s, "not_arrived", between(line, "not arrived: ", {" ("}));
     const auto group = line.find(" group ");
     if (group != std::string_view::npos) {
@@ -283,6 +295,11 @@ log_signal ray_channel_timeout(std::string_view line) {
 
 }  // namespace
 
+bool engine_collective_line(std::string_view line) {
+  return has(line, " seq=") && has(line, " bytes=") && has(line, "; not arrived: ") &&
+         (has(line, " failed after ") || has(line, " timed out after "));
+}
+
 std::span<const std::string_view> signal_keywords() {
   static constexpr std::string_view kWords[] = {
       "CUDA out of memory",
@@ -292,7 +309,7 @@ std::span<const std::string_view> signal_keywords() {
       "CUDA_ERROR_OUT_OF_MEMORY",
       "Watchdog caught collective operation timeout",
       "Timeout at NCCL work",
-      "failed after at most",
+      "; not arrived: ",
       "Heartbeat monitor timed out",
       "watchdog got stuck",
       " is hung: ",
@@ -357,8 +374,7 @@ std::optional<log_signal> match_log_line(std::string_view line) {
              has(line, "CUDA_ERROR_OUT_OF_MEMORY")) {
     s = cuda_oom(line);
   } else if (has(line, "Watchdog caught collective operation timeout") ||
-             has(line, "Timeout at NCCL work") ||
-             (has(line, "failed after at most") && has(line, " seq="))) {
+             has(line, "Timeout at NCCL work") || engine_collective_line(line)) {
     s = nccl_timeout(line);
   } else if (has(line, "Heartbeat monitor timed out") || has(line, "watchdog got stuck") ||
              (has(line, " is hung: ") && has(line, "muster"))) {

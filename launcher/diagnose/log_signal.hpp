@@ -31,6 +31,11 @@ struct log_signal {
 // "Killed" is no signal: without evidence it is not an OOM.
 std::optional<log_signal> match_log_line(std::string_view line);
 
+// Whether `line` is muster's engine's line of a failed collective (engine/comm/laggards.hpp):
+// "[rank 1/4 group world] all_reduce seq=12 bytes=4096 timed out after 600000 ms; not arrived:
+// ..." or "... failed after 812 ms (timeout 600000 ms); not arrived: ...".
+bool engine_collective_line(std::string_view line);
+
 // Words at least one of which every line match_log_line takes holds: a reader may skip the
 // lines without any of them.
 std::span<const std::string_view> signal_keywords();

@@ -6,6 +6,7 @@
 // several are in one log; and decoys.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -120,6 +121,56 @@ TEST_CASE("the NCCL timeout's progress line and the engine's collective line are
   CHECK(s.facts.at("seq") == "12");
   CHECK(s.facts.at("timeout_ms") == "600000");
   CHECK(s.facts.at("not_arrived") == "3");
+  CHECK_FALSE(s.facts.contains("failed_ms"));  // the old line says no more
+  s =
+      one("muster-train: [rank 0/2 group world] all_gather seq=5 bytes=12 timed out after 1500 ms; "
+          "not arrived: rank 1 (at seq 4) (Timed out waiting 1500ms for recv operation)");
+  CHECK(s.category == "nccl_timeout");
+  CHECK(s.rank == 0);
+  CHECK(s.facts.at("op") == "all_gather");
+  CHECK(s.facts.at("timeout_ms") == "1500");
+  CHECK(s.facts.at("not_arrived") == "rank 1");
+  CHECK_FALSE(s.facts.contains("failed_ms"));
+}
+
+TEST_CASE("the engine's collective that failed before its timeout says how soon and why",
+          "[diagnose]") {
+  const std::string line =
+      "muster-train: [rank 0/2 group ep0] all_to_all seq=298 bytes=2097152 failed after 812 ms "
+      "(timeout 600000 ms); not arrived: none (every rank got there; the failure is in the "
+      "transfer) ([./gloo/transport/tcp/pair.cc:589] Read error [127.0.0.1]:27539: Connection "
+      "reset by peer)";
+  const auto s = one(line);
+  CHECK(s.category == "nccl_timeout");
+  CHECK(s.facts.at("op") == "all_to_all");
+  CHECK(s.facts.at("group") == "ep0");
+  CHECK(s.facts.at("failed_ms") == "812");
+  CHECK(s.facts.at("timeout_ms") == "600000");
+  CHECK(
+      s.facts.at("error") ==
+      "[./gloo/transport/tcp/pair.cc:589] Read error [127.0.0.1]:27539: Connection reset by peer");
+  // alone it is the root, and says it failed, not that it waited out 600000 ms
+  const auto d = diagnose_lines({line}, 2);
+  REQUIRE(d.failed());
+  CHECK_THAT(root_of(d).summary,
+             Catch::StartsWith("collective all_to_all seq 298 failed after 812 ms on rank 0, "
+                               "before its 600000 ms timeout") &&
+                 Catch::EndsWith("; the error: [./gloo/transport/tcp/pair.cc:589] Read error "
+                                 "[127.0.0.1]:27539: Connection reset by peer") &&
+                 !Catch::Contains("timed out"));
+  REQUIRE_FALSE(root_of(d).fixes.empty());
+  CHECK_THAT(root_of(d).fixes.front(), Catch::Contains("died first"));
+  for (const auto& fix : root_of(d).fixes) CHECK_THAT(fix, !Catch::Contains("comm.timeout"));
+  // beside a rank's death it is that death's knock-on
+  const auto both = diagnose_lines({line, "srun: error: gpu-a07: task 1: Killed"}, 2);
+  REQUIRE(both.findings.size() == 2);
+  CHECK(root_of(both).category == "worker_killed_sigkill");
+  const auto knock_on = std::find_if(both.findings.begin(), both.findings.end(), [](const auto& f) {
+    return f.category == "nccl_timeout_cascade";
+  });
+  REQUIRE(knock_on != both.findings.end());
+  CHECK_THAT(knock_on->summary, Catch::StartsWith("knock-on: collective all_to_all seq 298 failed "
+                                                  "after 812 ms"));
 }
 
 TEST_CASE("c10d and torchelastic rendezvous timeouts are rendezvous_timeout", "[diagnose]") {
