@@ -164,7 +164,9 @@ void collective(finding& f, const explain_context& context) {
 }
 
 void worker(finding& f, const explain_context& context) {
-  const auto ranks = ranks_of(f);
+  // the run store's first failure of an attempt that launch.max_restarts restarted
+  const auto ranks =
+      ranks_of(f) + (fact(f, "restarted").empty() ? "" : ", before the run restarted,");
   if (f.category == "worker_killed_sigkill") {
     f.summary = fmt::format("{} was killed with SIGKILL (signal 9){}; {}", ranks,
                             aside(fact(f, "pid").empty() ? "" : "pid " + fact(f, "pid")),

@@ -5,14 +5,30 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <set>
+
+#include "common/run_dir.hpp"
+#include "launcher/diagnose/line_fields.hpp"
 
 namespace muster::launcher::diagnose {
 namespace {
 
-std::string store_file(const status::run_status& run, const char* table) {
-  return fmt::format("{}/node-*.db ({})", run.dir.string(), table);
+// "<run dir>/node-<host>.db (table)" where the record's host is known and its file is there,
+// else "<run dir>/node-*.db (table)".
+std::string store_file(const status::run_status& run, const char* table,
+                       const std::string& host = "") {
+  std::filesystem::path file = run.dir / "node-*.db";
+  if (!host.empty()) {
+    try {
+      const auto named = store::run_paths(run.dir).node_db(host);
+      std::error_code ec;
+      if (std::filesystem::exists(named, ec)) file = named;
+    } catch (const std::exception&) {  // a hostname that is no file name: keep the pattern
+    }
+  }
+  return fmt::format("{} ({})", file.lexically_normal().string(), table);
 }
 
 // The category of an error file whose message no classifier line matched, from its kind.
@@ -43,6 +59,10 @@ void add_store_findings(diagnoser& d, const status::run_status& run,
   std::map<int, std::string> hosts;
   for (const auto& r : run.ranks) hosts[static_cast<int>(r.rank.rank)] = r.rank.host;
   d.set_rank_hosts(hosts);
+  const auto host_of = [&](std::optional<std::int64_t> rank) {
+    const auto it = rank ? hosts.find(static_cast<int>(*rank)) : hosts.end();
+    return it == hosts.end() ? std::string() : it->second;
+  };
 
   std::set<std::int64_t> hung;
   std::int64_t number = 0;
@@ -50,8 +70,9 @@ void add_store_findings(diagnoser& d, const status::run_status& run,
     ++number;
     if (e.kind != "hang" || !e.rank) continue;
     hung.insert(*e.rank);
-    d.add_signal({"hang_watchdog_stuck", static_cast<int>(*e.rank), {{"source", "muster"}}},
-                 {store_file(run, "events"), number, e.message, seconds(e.time_ms)});
+    d.add_signal(
+        {"hang_watchdog_stuck", static_cast<int>(*e.rank), {{"source", "muster"}}},
+        {store_file(run, "events", host_of(e.rank)), number, e.message, seconds(e.time_ms)});
   }
 
   std::set<std::int64_t> with_error;
@@ -72,8 +93,8 @@ void add_store_findings(diagnoser& d, const status::run_status& run,
     if (signal->category == "worker_failed_see_error_file")
       signal->facts["error"] =
           e.message.substr(0, std::min<std::size_t>(e.message.find('\n'), 400));
-    d.add_signal(std::move(*signal),
-                 {store_file(run, "errors"), number, e.message, seconds(e.time_ms)});
+    d.add_signal(std::move(*signal), {store_file(run, "errors", host_of(e.rank)), number, e.message,
+                                      seconds(e.time_ms)});
   }
 
   number = 0;
@@ -95,9 +116,38 @@ void add_store_findings(diagnoser& d, const status::run_status& run,
       how = fmt::format("exited with code {}", *rank.exit_code);
     }
     if (rank.pid) s.facts["pid"] = std::to_string(*rank.pid);
-    d.add_signal(std::move(s), {store_file(run, "ranks"), number,
+    d.add_signal(std::move(s), {store_file(run, "ranks", rank.host), number,
                                 fmt::format("rank {} on {} {}", rank.rank, rank.host, how),
                                 seconds(rank.updated_ms)});
+  }
+
+  // A rank that failed first in an attempt before a restart: the ranks table holds only the
+  // last attempt's processes, the events every attempt's first failure ("rank 1 on gpu-a07
+  // (pid 4242) failed first: signal 9 (SIGKILL); ..."). One the ranks table still shows failed
+  // (the same pid) was taken above.
+  number = 0;
+  for (const auto& e : events) {
+    ++number;
+    if (e.kind != "first_failure" || !e.rank || hung.contains(*e.rank)) continue;
+    const auto pid = after(e.message, "(pid ", ")");
+    const bool shown = std::any_of(run.ranks.begin(), run.ranks.end(), [&](const auto& r) {
+      return r.rank.rank == *e.rank && r.rank.state == store::rank_state::failed && r.rank.pid &&
+             std::to_string(*r.rank.pid) == pid;
+    });
+    if (shown) continue;
+    const auto how = between(e.message, "failed first: ", {";"});
+    const auto signal = how.starts_with("signal ") ? number_at(how.substr(7)) : std::nullopt;
+    const bool killed = signal == 9;
+    if (!killed && with_error.contains(*e.rank)) continue;  // its error file said why
+    log_signal s{killed ? "worker_killed_sigkill" : "worker_failed_see_error_file",
+                 static_cast<int>(*e.rank),
+                 {{"restarted", "yes"}}};
+    if (signal) s.facts["signal"] = std::to_string(*signal);
+    if (const auto code = between(how, "exit code ", {" "}); !code.empty())
+      s.facts["exit_code"] = code;
+    if (!pid.empty()) s.facts["pid"] = pid;
+    d.add_signal(std::move(s), {store_file(run, "events", host_of(e.rank)), number, e.message,
+                                seconds(e.time_ms)});
   }
 }
 

@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "launcher/diagnose/run_findings.hpp"
+#include "tests/support/temp_dir.hpp"
 
 using namespace muster;
 using namespace muster::launcher::diagnose;
@@ -172,4 +174,68 @@ TEST_CASE("in synchronous training the straggler is the rank that waits least", 
   CHECK_FALSE(b.by_busy);
   CHECK(std::isnan(b.median_busy_s));
   CHECK(b.stragglers.empty());
+}
+
+TEST_CASE("a rank that failed first before a restart is a finding, though the ranks table moved on",
+          "[diagnose]") {
+  launcher::status::run_status run;
+  run.dir = "/runs/r3/";
+  // the restarted attempt finished; its collective error of the first attempt stays
+  run.ranks = {rank_of(0, store::rank_state::succeeded), rank_of(1, store::rank_state::succeeded)};
+  run.errors = {{3, 0, 14, "forward", "collective_timeout",
+                 "[rank 0/2 group ep0] all_to_all seq=310 bytes=2719744 failed after 62 ms "
+                 "(timeout 600000 ms); not arrived: rank 1 (at seq 309) (Connection reset by "
+                 "peer)"}};
+  const std::vector<store::event_record> events = {
+      {2, 1, store::severity::error, "first_failure",
+       "rank 1 on node-a (pid 777) failed first: signal 9 (SIGKILL); last output: step 14"},
+      {4, 0, store::severity::info, "knock_on", "rank 0 stopped after the first failure"},
+      {5, std::nullopt, store::severity::warn, "restart", "restart 1 of 1 after rank 1 ..."}};
+  diagnoser d(2);
+  add_store_findings(d, run, events);
+  auto result = d.finish();
+  REQUIRE(result.findings.size() == 2);
+  const auto& root = result.findings.front();
+  CHECK(root.category == "worker_killed_sigkill");
+  CHECK(root.ranks == std::set<int>{1});
+  CHECK(root.facts.at("pid") == "777");
+  CHECK_THAT(root.summary, Catch::StartsWith("rank 1 on node-a, before the run restarted, was "
+                                             "killed with SIGKILL (signal 9) (pid 777)"));
+  CHECK(root.evidence.front().file == "/runs/r3/node-*.db (events)");  // no such file here
+  CHECK(root.evidence.front().line == 1);
+  CHECK(result.findings[1].category == "nccl_timeout_cascade");
+
+  // an exit code, with no error file, is a failure of its own
+  auto exited = events;
+  exited[0].message = "rank 1 on node-a (pid 777) failed first: exit code 3; last output: x";
+  diagnoser by_code(2);
+  add_store_findings(by_code, run, exited);
+  result = by_code.finish();
+  CHECK(result.findings.front().category == "worker_failed_see_error_file");
+  CHECK(result.findings.front().facts.at("exit_code") == "3");
+
+  // where the ranks table still shows that process failed, it is one finding, said once
+  run.ranks[1] = rank_of(1, store::rank_state::failed, 9);
+  run.ranks[1].rank.pid = 777;
+  diagnoser same(2);
+  add_store_findings(same, run, events);
+  result = same.finish();
+  CHECK(result.findings.front().category == "worker_killed_sigkill");
+  CHECK(result.findings.front().count == 1);
+  CHECK_THAT(result.findings.front().summary, !Catch::Contains("restarted"));
+}
+
+TEST_CASE("the store's evidence names the rank's node file where it is there", "[diagnose]") {
+  muster::test::temp_dir dir;
+  launcher::status::run_status run;
+  run.dir = dir.path() / "run-1";
+  std::filesystem::create_directories(run.dir);
+  muster::test::write_file(run.dir / "node-node-a.db", "");
+  run.ranks = {rank_of(0, store::rank_state::killed), rank_of(1, store::rank_state::failed, 9)};
+  diagnoser d(2);
+  add_store_findings(d, run, {});
+  const auto result = d.finish();
+  REQUIRE(result.failed());
+  CHECK(result.findings.front().evidence.front().file ==
+        (run.dir / "node-node-a.db").string() + " (ranks)");
 }
