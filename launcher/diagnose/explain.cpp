@@ -167,6 +167,21 @@ void worker(finding& f, const explain_context& context) {
   // the run store's first failure of an attempt that launch.max_restarts restarted
   const auto ranks =
       ranks_of(f) + (fact(f, "restarted").empty() ? "" : ", before the run restarted,");
+  if (f.category == "worker_killed_sigkill" && fact(f, "source") == "lost") {
+    f.summary = fmt::format(
+        "{} died with the run's launcher: the run store says running, but no process has the "
+        "pid it recorded; a launcher killed with SIGKILL (or a node that went down) records "
+        "nothing, and its ranks get SIGKILL when it dies",
+        ranks);
+    f.fixes = {
+        "find what killed the launcher: dmesg -T | grep -i -E 'killed process|oom' (the OOM "
+        "killer), journalctl, sacct -j <job>; stop a run with SIGTERM or SIGINT (Ctrl-C), which "
+        "it records",
+        "resume: muster run the job with checkpoint.dir set to this run's checkpoints (<run "
+        "directory>/checkpoints unless it set checkpoint.dir); muster-train starts from the "
+        "newest one there"};
+    return;
+  }
   if (f.category == "worker_killed_sigkill") {
     f.summary = fmt::format("{} was killed with SIGKILL (signal 9){}; {}", ranks,
                             aside(fact(f, "pid").empty() ? "" : "pid " + fact(f, "pid")),

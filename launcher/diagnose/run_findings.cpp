@@ -121,6 +121,23 @@ void add_store_findings(diagnoser& d, const status::run_status& run,
                                 seconds(rank.updated_ms)});
   }
 
+  // A lost run (run_status.hpp): its launcher ended without a word and its ranks with it (they
+  // die with their launcher: PR_SET_PDEATHSIG), so the ranks table still says running.
+  if (run.lost) {
+    number = 0;
+    for (const auto& r : run.ranks) {
+      ++number;
+      if (!r.gone) continue;
+      log_signal s{"worker_killed_sigkill", static_cast<int>(r.rank.rank), {{"source", "lost"}}};
+      if (r.rank.pid) s.facts["pid"] = std::to_string(*r.rank.pid);
+      d.add_signal(std::move(s),
+                   {store_file(run, "ranks", r.rank.host), number,
+                    fmt::format("rank {} on {} recorded running; no process has pid {}",
+                                r.rank.rank, r.rank.host, r.rank.pid.value_or(0)),
+                    seconds(r.rank.updated_ms)});
+    }
+  }
+
   // A rank that failed first in an attempt before a restart: the ranks table holds only the
   // last attempt's processes, the events every attempt's first failure ("rank 1 on gpu-a07
   // (pid 4242) failed first: signal 9 (SIGKILL); ..."). One the ranks table still shows failed

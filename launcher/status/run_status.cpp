@@ -3,7 +3,10 @@
 
 #include <fmt/format.h>
 
+#include <signal.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <map>
 
@@ -12,6 +15,7 @@
 #include "common/job_config.hpp"
 #include "common/run_dir.hpp"
 #include "common/run_reader.hpp"
+#include "launcher/local_run.hpp"
 #include "launcher/plan/layout_resolve.hpp"
 
 namespace muster::launcher::status {
@@ -48,6 +52,11 @@ double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
+}
+
+// Whether a process with this pid exists (one of another user's counts).
+bool process_exists(std::int64_t pid) {
+  return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
 }
 
 bool has_node_files(const fs::path& dir) {
@@ -108,6 +117,16 @@ run_status read_run_status(const fs::path& dir, store::epoch_ms now) {
     }
     s.ranks.push_back(std::move(r));
   }
+  const auto here = short_hostname();
+  bool running = false;
+  s.lost = s.run && s.run->state == store::run_state::running;
+  for (auto& r : s.ranks) {
+    if (r.rank.state != store::rank_state::running) continue;
+    running = true;
+    r.gone = r.rank.host == here && r.rank.pid && !process_exists(*r.rank.pid);
+    s.lost = s.lost && r.gone;
+  }
+  s.lost = s.lost && running;
   return s;
 }
 

@@ -18,6 +18,7 @@ struct rank_status {
   std::optional<store::step_record> last;  // its newest step
   std::optional<double> heartbeat_age_s;   // since its heartbeat file last changed
   bool laggard = false;                    // running, and behind the others (see read_run_status)
+  bool gone = false;  // recorded running on this host, and no process has its pid any more
 };
 
 struct run_status {
@@ -35,12 +36,16 @@ struct run_status {
   std::optional<store::event_record> first_failure;
   std::vector<store::error_record> errors;
   std::vector<store::step_record> history;  // every step of every rank, by (step, rank)
+  // Recorded running, and every rank recorded running is gone: the launcher ended without
+  // recording it (SIGKILL, or the node went down), and nothing will record the end.
+  bool lost = false;
 };
 
 // Reads run `dir` as of `now`. A running rank is a laggard when its newest step is 2 or more
 // behind the newest of any rank, or when its heartbeat is older than the larger of 60 s and
-// 5 step times (the median step time). Throws errc::store / errc::io when the store cannot be
-// read.
+// 5 step times (the median step time). A rank recorded running on this host (short hostname)
+// whose pid no process has is gone; a run whose running ranks are all gone is lost. Throws
+// errc::store / errc::io when the store cannot be read.
 run_status read_run_status(const std::filesystem::path& dir, store::epoch_ms now);
 
 // One run of a runs directory, for the list.

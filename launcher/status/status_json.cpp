@@ -60,6 +60,7 @@ std::string status_json(const run_status& s, store::epoch_ms now) {
               {"tokens_per_s", s.tokens_per_s},
               {"mfu", maybe(s.mfu)},
               {"restarts", s.restarts},
+              {"lost", s.lost},
               {"first_failure", s.first_failure ? json(s.first_failure->message) : json(nullptr)}};
   json ranks = json::array();
   for (const auto& r : s.ranks)
@@ -72,7 +73,8 @@ std::string status_json(const run_status& s, store::epoch_ms now) {
                      {"signal", maybe(r.rank.signal)},
                      {"last_step", r.last ? json(step_json(*r.last)) : json(nullptr)},
                      {"heartbeat_age_s", maybe(r.heartbeat_age_s)},
-                     {"laggard", r.laggard}});
+                     {"laggard", r.laggard},
+                     {"gone", r.gone}});
   out["ranks"] = ranks;
   json errors = json::array();
   for (const auto& e : s.errors)

@@ -40,6 +40,12 @@ std::string status_text(const run_status& s, store::epoch_ms now) {
   const auto& r = *s.run;
   put(out, "run       {}  ({}, updated {} ago)\n", r.run_id, store::to_string(r.state),
       age_text(seconds_since(r.updated_ms, now)));
+  if (s.lost)
+    put(out,
+        "lost      the store says running, but its launcher and ranks are gone: the launcher "
+        "ended without recording it (SIGKILL, or the node went down), and nothing will; muster "
+        "diagnose {} reads what it left\n",
+        r.run_id);
   put(out, "job       {}: {} rank(s) on {} node(s){}; started {} ago\n", r.name, r.world_size,
       r.num_nodes, r.slurm_job_id ? ", Slurm job " + *r.slurm_job_id : "",
       age_text(seconds_since(r.created_ms, now)));
@@ -67,7 +73,10 @@ std::string status_text(const run_status& s, store::epoch_ms now) {
             ? fmt::format("{:.0f}", double(last->tokens) / last->step_time_s)
             : "-",
         rank.heartbeat_age_s ? age_text(*rank.heartbeat_age_s) + " ago" : "-",
-        rank.laggard ? "<- behind " : "", exit);
+        rank.gone      ? "<- process gone "
+        : rank.laggard ? "<- behind "
+                       : "",
+        exit);
     out += row.substr(0, row.find_last_not_of(' ') + 1) + "\n";
   }
   if (s.first_failure) put(out, "\nfirst failure: {}\n", s.first_failure->message);

@@ -239,3 +239,24 @@ TEST_CASE("the store's evidence names the rank's node file where it is there", "
   CHECK(result.findings.front().evidence.front().file ==
         (run.dir / "node-node-a.db").string() + " (ranks)");
 }
+
+TEST_CASE("a lost run's gone ranks died with their launcher", "[diagnose]") {
+  launcher::status::run_status run;
+  run.dir = "/runs/r4";
+  run.ranks = {rank_of(0, store::rank_state::running), rank_of(1, store::rank_state::running)};
+  run.ranks[0].gone = run.ranks[1].gone = true;
+  diagnoser quiet(2);
+  add_store_findings(quiet, run, {});
+  CHECK_FALSE(quiet.finish().failed());  // not lost (another host's view): nothing to say
+  run.lost = true;
+  diagnoser d(2);
+  add_store_findings(d, run, {});
+  const auto result = d.finish();
+  REQUIRE(result.findings.size() == 1);
+  const auto& f = result.findings.front();
+  CHECK(f.category == "worker_killed_sigkill");
+  CHECK(f.ranks == std::set<int>{0, 1});
+  CHECK_THAT(f.summary, Catch::StartsWith("rank 0, 1 on node-a died with the run's launcher"));
+  CHECK(f.evidence.front().text == "rank 0 on node-a recorded running; no process has pid 1000");
+  CHECK_THAT(f.fixes.front(), Catch::Contains("killed the launcher"));
+}

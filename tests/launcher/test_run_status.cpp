@@ -2,12 +2,16 @@
 // the real node writer: progress at the newest complete step, laggards, restarts, failures.
 #include <catch2/catch.hpp>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include "common/run_dir.hpp"
 #include "common/run_store.hpp"
+#include "launcher/local_run.hpp"
 #include "launcher/status/run_status.hpp"
 #include "launcher/status/status_output.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -23,7 +27,62 @@ store::step_record step(std::int64_t rank, std::int64_t n, double loss) {
   return s;
 }
 
+// A pid no process has: a child's, once it has exited and been reaped.
+std::int64_t dead_pid() {
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return child;
+}
+
 }  // namespace
+
+TEST_CASE("a run whose launcher died unrecorded is lost: its running ranks' processes are gone",
+          "[status]") {
+  test::temp_dir tmp;
+  store::run_paths paths(tmp.path(), "job-20261127-100000-abcd");
+  paths.create();
+  const auto now = store::now_ms();
+  const auto here = launcher::short_hostname();
+  const auto put = [&](std::int64_t rank, const std::string& host, std::int64_t pid,
+                       store::rank_state state = store::rank_state::running) {
+    store::node_writer db(paths.node_db("node-a"));
+    db.put_rank({rank, host, rank, pid, state, std::nullopt, std::nullopt, now});
+  };
+  {
+    store::node_writer db(paths.node_db("node-a"));
+    db.put_run({paths.run_id(), "job", store::run_state::running, now - 60000, now - 1000, 3, 1,
+                std::nullopt, paths.job_config().string(), ""});
+  }
+  const auto gone = dead_pid();
+  put(0, here, gone);
+  put(1, here, ::getpid());                          // alive: this test
+  put(2, here, gone, store::rank_state::succeeded);  // ended, as recorded
+  auto s = read_run_status(paths.dir(), now);
+  REQUIRE(s.ranks.size() == 3);
+  CHECK(s.ranks[0].gone);
+  CHECK_FALSE(s.ranks[1].gone);
+  CHECK_FALSE(s.ranks[2].gone);
+  CHECK_FALSE(s.lost);  // rank 1 still runs
+  CHECK_THAT(status_text(s, now),
+             Catch::Contains("<- process gone") && !Catch::Contains("\nlost "));
+
+  put(1, here, dead_pid());
+  s = read_run_status(paths.dir(), now);
+  CHECK(s.ranks[1].gone);
+  CHECK(s.lost);
+  CHECK_THAT(status_text(s, now),
+             Catch::Contains("\nlost      the store says running, but its launcher and ranks are "
+                             "gone"));
+  CHECK_THAT(status_json(s, now), Catch::Contains("\"lost\": true"));
+
+  // a rank on another host is not this host's to judge: the run may go on there
+  put(1, here + "-elsewhere", dead_pid());
+  s = read_run_status(paths.dir(), now);
+  CHECK_FALSE(s.ranks[1].gone);
+  CHECK_FALSE(s.lost);
+}
 
 TEST_CASE("a rank two steps behind the others is a laggard, progress is the newest complete step",
           "[status]") {
