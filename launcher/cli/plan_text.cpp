@@ -142,19 +142,28 @@ void print_fixes(std::string& out, const plan::job_plan& p) {
                      p.layout.world);
     return;
   }
-  fmt::format_to(std::back_inserter(out), "\nto make it fit, in the order the guides give:\n");
+  // a tight fit (plan::tight_fit) gets them too, for room to spare
+  fmt::format_to(std::back_inserter(out), "\n{}, in the order the guides give:\n",
+                 p.fits() ? "for more room to spare" : "to make it fit");
+  const auto gpu = static_cast<double>(p.memory.gpu_memory_bytes);
   int n = 1;
   for (const auto& f : p.fixes) {
     std::vector<std::string> words;
     for (const auto& o : f.overrides) words.push_back(shell_word(o));
+    const auto spare = 100.0 * (gpu - double(f.total_bytes)) / gpu;
+    const auto verdict = p.fits()
+                             ? fmt::format("{:.1f}% spare{}", spare, f.fits ? "" : ", still tight")
+                         : f.fits ? std::string("fits")
+                                  : std::string("still over");
     fmt::format_to(std::back_inserter(out), "  {}. {}: {}\n     -> {} per GPU, {}\n", n++, f.what,
-                   fmt::join(words, " "), format_bytes(f.total_bytes),
-                   f.fits ? "fits" : "still over");
+                   fmt::join(words, " "), format_bytes(f.total_bytes), verdict);
   }
   if (std::none_of(p.fixes.begin(), p.fixes.end(), [](const auto& f) { return f.fits; }))
     fmt::format_to(std::back_inserter(out),
-                   "none of these fits, alone or together, on {} ranks: use more GPUs or GPUs "
+                   "none of these {}, alone or together, on {} ranks: use more GPUs or GPUs "
                    "with more memory\n",
+                   p.fits() ? fmt::format("leaves {:.0f}% spare", 100 * plan::kTightMargin)
+                            : std::string("fits"),
                    p.layout.world);
 }
 

@@ -181,16 +181,25 @@ std::vector<change_group> guide_order() {
           {"more pipeline stages", more_stages}};
 }
 
-// The group's mildest option that fits, else the one that saves the most; nullopt when no
-// option is valid and saves memory.
-std::optional<std::pair<overrides, state>> best_option(const change_group& group,
-                                                       const state& s,
-                                                       const plan_request& request) {
+// What a change aims for: to fit, or, for a plan that already fits tightly, to leave room.
+using goal = bool (*)(const memory_estimate&);
+
+bool fits(const memory_estimate& m) {
+  return m.fits();
+}
+bool roomy(const memory_estimate& m) {
+  return m.fits() && !tight_fit(m);
+}
+
+// The group's mildest option that meets `good`, else the one that saves the most; nullopt when
+// no option is valid and saves memory.
+std::optional<std::pair<overrides, state>> best_option(const change_group& group, const state& s,
+                                                       const plan_request& request, goal good) {
   std::optional<std::pair<overrides, state>> best;
   for (const auto& option : group.options(s)) {
     auto next = apply(s, option, request);
     if (!next || next->memory.total_bytes() >= s.memory.total_bytes()) continue;
-    if (next->memory.fits()) return std::pair{option, std::move(*next)};
+    if (good(next->memory)) return std::pair{option, std::move(*next)};
     if (!best || next->memory.total_bytes() < best->second.memory.total_bytes())
       best = std::pair{option, std::move(*next)};
   }
@@ -220,12 +229,13 @@ std::vector<fit_change> rank_fixes(const job_plan& plan, const config::sources& 
   request.world = world_size{plan.layout.world, "the planned world"};
   const state start{plan.config, where, plan.layout, plan.batch, plan.memory};
   const auto groups = guide_order();
+  const goal good = plan.memory.fits() ? roomy : fits;
 
   std::vector<fit_change> fixes;
   for (const auto& group : groups)
-    if (auto best = best_option(group, start, request))
-      fixes.push_back({group.what, best->first, best->second.memory.total_bytes(),
-                       best->second.memory.fits()});
+    if (auto best = best_option(group, start, request, good))
+      fixes.push_back(
+          {group.what, best->first, best->second.memory.total_bytes(), good(best->second.memory)});
   if (std::any_of(fixes.begin(), fixes.end(), [](const fit_change& f) { return f.fits; }))
     return fixes;
 
@@ -234,16 +244,16 @@ std::vector<fit_change> rank_fixes(const job_plan& plan, const config::sources& 
   overrides combined;
   std::vector<std::string> names;
   for (const auto& group : groups) {
-    auto best = best_option(group, current, request);
+    auto best = best_option(group, current, request, good);
     if (!best) continue;
     combined = merge(combined, best->first);
     names.push_back(group.what.substr(0, group.what.find(" (")));
     current = std::move(best->second);
-    if (current.memory.fits()) break;
+    if (good(current.memory)) break;
   }
   if (names.size() > 1)
     fixes.push_back({fmt::format("together: {}", fmt::join(names, " + ")), combined,
-                     current.memory.total_bytes(), current.memory.fits()});
+                     current.memory.total_bytes(), good(current.memory)});
   return fixes;
 }
 

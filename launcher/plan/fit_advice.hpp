@@ -1,4 +1,5 @@
-// When a plan does not fit the GPU: the changes that would make it fit, tried one at a time in
+// When a plan does not fit the GPU (or fits with less than kTightMargin to spare: then "fits"
+// below means "fits with that room"): the changes that would make it fit, tried one at a time in
 // the order the Megatron / Megatron-FSDP troubleshooting guides give them, each with its new
 // estimate:
 //   1. a smaller micro batch (global batch kept by more accumulation), or shorter packs

@@ -43,14 +43,13 @@ void batch_notes(const layout& l, const batch_plan& b, std::vector<std::string>&
     notes.back() += " (LLaMA-Factory would refuse this layout: its data-parallel size is 0)";
 }
 
-// A plan that fits by less than this share of the GPU is warned about: fragmentation and the
-// allocator's caching routinely take a few percent more than any estimate.
-constexpr double kTightMargin = 0.05;
+double spare_share(const memory_estimate& m) {
+  return static_cast<double>(m.margin_bytes()) / static_cast<double>(m.gpu_memory_bytes);
+}
 
 void memory_warnings(const memory_estimate& m, std::vector<std::string>& warnings) {
-  const double share = static_cast<double>(m.margin_bytes()) /
-                       static_cast<double>(m.gpu_memory_bytes);
-  if (m.fits() && share < kTightMargin)
+  const double share = spare_share(m);
+  if (tight_fit(m))
     warnings.push_back(fmt::format(
         "it fits with only {:.1f}% of the GPU to spare; allocator fragmentation can take more "
         "than that: prefer a change from the list below, or raise --reserve to test",
@@ -111,8 +110,12 @@ job_plan make_plan(const job_config& config, const config::sources& where,
   job_plan plan{config,  l,       std::move(groups), batch, std::move(params), flops,
                 memory,  request, std::move(warnings), std::move(notes), {}, {}, {}, {}};
   compare_settings(plan);
-  if (!plan.fits()) plan.fixes = rank_fixes(plan, where);
+  if (!plan.fits() || tight_fit(plan.memory)) plan.fixes = rank_fixes(plan, where);
   return plan;
+}
+
+bool tight_fit(const memory_estimate& m) {
+  return m.fits() && spare_share(m) < kTightMargin;
 }
 
 }  // namespace muster::launcher::plan

@@ -1,5 +1,6 @@
 // The whole plan of one job: the resolved layout and its rank groups, the batch arithmetic, the
-// per-GPU memory estimate and, when it does not fit, the ranked changes that would make it fit.
+// per-GPU memory estimate and, when it does not fit (or only just), the ranked changes that would
+// make it fit (or give it room).
 // `muster plan` prints it; `muster launch` and the engine take their layout and groups from it.
 // Not here: where the world size comes from (the CLI reads flags or the Slurm step), printing.
 #pragma once
@@ -28,12 +29,12 @@ struct plan_request {
   std::string gpu_memory_source = "assumed H100; pass --gpu-memory";
 };
 
-// One change that would make the plan fit, and its new estimate.
+// One change that would make the plan fit (a tight plan: leave it room), and its new estimate.
 struct fit_change {
   std::string what;                    // "smaller micro batch", "full recompute", ...
   std::vector<std::string> overrides;  // section.key=value, ready for the command line
   std::int64_t total_bytes = 0;        // the new worst-stage estimate
-  bool fits = false;
+  bool fits = false;                   // it fits (for a tight plan: with kTightMargin spare)
 };
 
 // The plan's estimate with one setting changed, for the comparison tables.
@@ -54,8 +55,9 @@ struct job_plan {
   plan_request request;
   std::vector<std::string> warnings;  // it runs, but not as well as it could
   std::vector<std::string> notes;     // worth knowing: other tools' numbers, assumptions
-  std::vector<fit_change> fixes;      // when it does not fit: single changes in the guides'
-                                      // order, then one combination when none fits alone
+  std::vector<fit_change> fixes;      // when it does not fit, or fits tightly (tight_fit):
+                                      // single changes in the guides' order, then one
+                                      // combination when none fits alone
   // The same plan under each parallel.sharding, each train.recompute, and each precision
   // (train.precision with train.grad_reduce_dtype), everything else as planned.
   std::vector<variant_estimate> by_sharding;
@@ -70,6 +72,14 @@ struct job_plan {
 // only bends into `warnings`.
 layout checked_layout(const job_config& config, const config::sources& where,
                       const plan_request& request, std::vector<std::string>& warnings);
+
+// A plan that fits by less than this share of the GPU is warned about, and gets the changes
+// that would make room: fragmentation and the allocator's caching routinely take a few percent
+// more than any estimate.
+inline constexpr double kTightMargin = 0.05;
+
+// Whether `m` fits with less than kTightMargin of the GPU to spare.
+bool tight_fit(const memory_estimate& m);
 
 // Resolves, checks and estimates. Throws errc::config with every problem of an invalid plan
 // (layout, model and batch rules), naming the places in `where`.

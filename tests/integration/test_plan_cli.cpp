@@ -54,6 +54,21 @@ TEST_CASE("muster plan exits 3 with ranked fixes when it does not fit", "[plan_c
   CHECK_THAT(r.out, Catch::Contains("1. activation recompute: train.recompute="));
 }
 
+TEST_CASE("muster plan lists the changes that make room when it fits with little to spare",
+          "[plan_cli]") {
+  // etc/examples/qwen3-30b-a3b.toml's layout (EP 8, ZeRO-3) on 16 GPUs of 40 GiB: 3.2% spare
+  auto r = muster::test::run_process({kMuster, "plan", kSource + "/etc/examples/qwen3-30b-a3b.toml",
+                                      "--nodes", "2", "--gpus-per-node", "8", "--gpu-memory",
+                                      "40GiB", "train.recompute=full", "parallel.context=4"},
+                                     no_slurm());
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("prefer a change from the list below"));
+  CHECK_THAT(r.out,
+             Catch::Contains("for more room to spare, in the order the guides give:\n  1. "));
+  CHECK_THAT(r.out, Catch::Contains("% spare\n"));
+}
+
 TEST_CASE("muster plan exits 2 naming the input of an invalid plan", "[plan_cli]") {
   auto r = plan({kQwen3, "parallel.expert=3", "--world", "12"});
   CHECK(r.exit_code == 2);

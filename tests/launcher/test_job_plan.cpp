@@ -205,6 +205,14 @@ TEST_CASE("a plan that fits with almost no room is warned about", "[job_plan]") 
   REQUIRE_FALSE(tight.warnings.empty());
   CHECK_THAT(tight.warnings.back(), Catch::Contains("it fits with only 1.0% of the GPU to spare"));
   CHECK(roomy.warnings.empty());
+  // the list below the warning: changes that each make room, in the guides' order
+  REQUIRE_FALSE(tight.fixes.empty());
+  for (const auto& f : tight.fixes) {
+    INFO(f.what);
+    CHECK(f.fits);
+    CHECK(f.total_bytes < total);
+  }
+  CHECK(roomy.fixes.empty());
 }
 
 TEST_CASE("the plan's FLOPs and parameters come from the model inventory", "[job_plan]") {
