@@ -48,7 +48,16 @@ size_t edit_distance(std::string_view a, std::string_view b) {
   return row[b.size()];
 }
 
-// "; did you mean 'launch.nproc'?" for a near miss, else the keys known in that section.
+// Whether `a` is a near miss of `b`: within 2 edits, or a quarter of its length, and fewer
+// than its length (so "zz" is no miss of "a").
+bool near(std::string_view a, std::string_view b) {
+  const auto d = edit_distance(a, b);
+  return d <= std::max<size_t>(2, a.size() / 4) && d < a.size();
+}
+
+// "; did you mean 'launch.nproc'?" for a near miss; for a name with no section, the keys it
+// names in any section ("nproc": launch.nproc) or the section it misspells ("[trian]": [train]);
+// else the keys known in that section, or the sections.
 std::string suggest(std::span<const bound_field> fields, std::string_view key) {
   const bound_field* best = nullptr;
   size_t best_distance = SIZE_MAX;
@@ -60,14 +69,28 @@ std::string suggest(std::span<const bound_field> fields, std::string_view key) {
     return fmt::format("; did you mean '{}'?", best->key);
   }
   auto dot = key.rfind('.');
-  std::string section(key.substr(0, dot == std::string_view::npos ? 0 : dot));
+  if (dot == std::string_view::npos) {
+    std::vector<std::string> named;  // keys whose last component it is, or nearly
+    for (const auto& f : fields)
+      if (near(key, std::string_view(f.key).substr(f.key.rfind('.') + 1)))
+        named.push_back(fmt::format("'{}'", f.key));
+    if (!named.empty() && named.size() <= 3)
+      return fmt::format("; did you mean {}?", fmt::join(named, " or "));
+    const auto sections = sections_of(fields);
+    for (const auto section : sections)
+      if (near(key, section)) return fmt::format("; did you mean [{}]?", section);
+    return fmt::format(
+        "; known sections: {} (a key is written inside its section, or as "
+        "section.key on the command line)",
+        fmt::join(sections, ", "));
+  }
+  std::string section(key.substr(0, dot));
   std::vector<std::string_view> known;
   for (const auto& f : fields) {
-    if (!section.empty() && f.key.starts_with(section + ".")) known.push_back(f.key);
+    if (f.key.starts_with(section + ".")) known.push_back(f.key);
   }
-  if (known.empty()) {
-    for (const auto& f : fields) known.push_back(f.key);
-  }
+  if (known.empty())
+    return fmt::format("; known sections: {}", fmt::join(sections_of(fields), ", "));
   return fmt::format("; known keys: {}", fmt::join(known, ", "));
 }
 
@@ -192,8 +215,16 @@ void load_text(std::string_view text, std::string_view source_name,
   try {
     table = toml::parse(text, source_name);
   } catch (const toml::parse_error& e) {
-    MUSTER_THROW(errc::config, "{}: invalid TOML: {}", position(source_name, e.source()),
-                 e.description());
+    // a Hugging Face config.json given where the job file goes
+    const auto first = text.find_first_not_of(" \t\r\n");
+    const bool json =
+        source_name.ends_with(".json") || (first != std::string_view::npos && text[first] == '{');
+    MUSTER_THROW(errc::config, "{}: invalid TOML: {}{}", position(source_name, e.source()),
+                 e.description(),
+                 json ? "; this is JSON, not a job file: a Hugging Face config.json is given as "
+                        "model.config_json=FILE after a job file (etc/examples/job.toml lists "
+                        "every key)"
+                      : "");
   }
   walk(table, "", source_name, fields, where);
 }

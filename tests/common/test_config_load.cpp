@@ -91,8 +91,27 @@ TEST_CASE("config names the place, key and a near miss for an unknown key", "[co
   CHECK_THAT(msg, Catch::Contains("did you mean 'a.count'?"));
   CHECK_THAT(error_of("[zzz]\nq = 1\n"), Catch::StartsWith("job.toml:1:2: unknown section 'zzz'"));
   CHECK_THAT(error_of("[a]\nq = 1\n"), Catch::Contains("unknown key 'a.q'; known keys: a.flag, a.count"));
-  CHECK_THAT(error_of("[zzz]\nq = 1\n"), Catch::Contains("known keys: a.flag"));
+  CHECK_THAT(error_of("[zzz]\nq = 1\n"), Catch::EndsWith("unknown section 'zzz'; known sections: "
+                                                         "a, b.inner (a key is written inside its "
+                                                         "section, or as section.key on the "
+                                                         "command line)"));
+  // a misspelled section, and a key written outside its section
+  CHECK_THAT(error_of("[ab]\nq = 1\n"), Catch::EndsWith("unknown section 'ab'; did you mean [a]?"));
+  CHECK_THAT(error_of("depth = 4\n"),
+             Catch::EndsWith("unknown key 'depth'; did you mean 'b.inner.depth'?"));
+  CHECK_THAT(error_of("", {"depth=4"}), Catch::Contains("did you mean 'b.inner.depth'?"));
+  CHECK_THAT(error_of("zz.q = 1\n"),
+             Catch::Contains("unknown section 'zz'; known sections: a, b.inner"));
   CHECK_THAT(error_of("[a.count]\nx = 1\n"), Catch::Contains("job.toml:1:1"));
+}
+
+TEST_CASE("a JSON file where the job file goes is named as the model's config.json", "[config]") {
+  CHECK_THAT(error_of("{\n  \"hidden_size\": 4096\n}\n"),
+             Catch::StartsWith("job.toml:1:1: invalid TOML: ") &&
+                 Catch::EndsWith("; this is JSON, not a job file: a Hugging Face config.json is "
+                                 "given as model.config_json=FILE after a job file "
+                                 "(etc/examples/job.toml lists every key)"));
+  CHECK_THAT(error_of("[a\n"), Catch::StartsWith("job.toml:1:") && !Catch::Contains("JSON"));
 }
 
 TEST_CASE("config names the expected type and the value for a wrong type", "[config]") {
