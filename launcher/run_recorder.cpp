@@ -122,7 +122,7 @@ void run_recorder::on_exit(const rank_exit& x) {
         fmt::format("rank {} on {} (pid {}) failed first: {}", x.rank, host_, x.pid, x.describe());
     if (first_error_) text += fmt::format("; error file: {}", *first_error_);
     if (!x.last_lines.empty())
-      text += fmt::format("; last output: {}", fmt::join(x.last_lines, " | "));
+      text += fmt::format("{}{}", kLastOutput, fmt::join(x.last_lines, " | "));
     event(x.rank, store::severity::error, "first_failure", text);
   } else if (x.stopped_as_asked) {
     event(x.rank, store::severity::info, "stopped_as_asked",

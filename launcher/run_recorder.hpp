@@ -9,12 +9,17 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "common/run_store.hpp"
 #include "common/run_dir.hpp"
 #include "launcher/supervisor.hpp"
 
 namespace muster::launcher {
+
+// What ends a first_failure event's message before the rank's last output lines (joined by
+// " | "), for readers that show it apart (muster status).
+inline constexpr std::string_view kLastOutput = "; last output: ";
 
 class run_recorder {
  public:

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <iterator>
 
+#include "launcher/run_recorder.hpp"
 #include "launcher/status/status_output.hpp"
 
 namespace muster::launcher::status {
@@ -30,6 +31,9 @@ std::string age_text(double s) {
   if (s < 172800) return fmt::format("{:.0f} h", s / 3600);
   return fmt::format("{:.0f} d", s / 86400);
 }
+
+// How much of the end of the first failure's last output to show.
+constexpr std::size_t kOutputTail = 400;
 
 std::string status_text(const run_status& s, store::epoch_ms now) {
   std::string out;
@@ -79,7 +83,18 @@ std::string status_text(const run_status& s, store::epoch_ms now) {
         exit);
     out += row.substr(0, row.find_last_not_of(' ') + 1) + "\n";
   }
-  if (s.first_failure) put(out, "\nfirst failure: {}\n", s.first_failure->message);
+  if (s.first_failure) {
+    // the rank's last output (every line it printed last, joined) ends the message: its end,
+    // where the error is, on a line of its own
+    const auto& message = s.first_failure->message;
+    const auto at = message.find(kLastOutput);
+    put(out, "\nfirst failure: {}\n", message.substr(0, at));
+    if (at != std::string::npos) {
+      const auto output = std::string_view(message).substr(at + kLastOutput.size());
+      put(out, "  last output: {}{}\n", output.size() > kOutputTail ? "..." : "",
+          output.substr(output.size() - std::min(output.size(), kOutputTail)));
+    }
+  }
   for (const auto& e : s.errors) {
     put(out, "error     rank {}{}{}{}: {}\n", e.rank,
         e.step ? fmt::format(", step {}", *e.step + 1) : "",

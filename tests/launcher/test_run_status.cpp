@@ -155,3 +155,30 @@ TEST_CASE("squeue's lines are read with the job name last, and odd lines skipped
   CHECK(list.jobs[1].where == "(Priority)");
   CHECK(list.error.empty());
 }
+
+TEST_CASE("the first failure shows the end of the rank's last output on a line of its own",
+          "[status]") {
+  test::temp_dir tmp;
+  store::run_paths paths(tmp.path(), "job-20261127-110000-abcd");
+  paths.create();
+  const auto now = store::now_ms();
+  const std::string output = std::string(2000, 'x') + " | Traceback ... | RuntimeError: boom";
+  {
+    store::node_writer db(paths.node_db("node-a"));
+    db.put_run({paths.run_id(), "job", store::run_state::failed, now - 60000, now - 1000, 2, 1,
+                std::nullopt, paths.job_config().string(), ""});
+    db.add_event({now - 2000, 1, store::severity::error, "first_failure",
+                  "rank 1 on node-a (pid 42) failed first: exit code 1; last output: " + output});
+  }
+  const auto text = status_text(read_run_status(paths.dir(), now), now);
+  CHECK_THAT(text, Catch::Contains("\nfirst failure: rank 1 on node-a (pid 42) failed first: exit "
+                                   "code 1\n  last output: ...") &&
+                       Catch::Contains(" | Traceback ... | RuntimeError: boom\n"));
+  std::size_t longest = 0;
+  for (std::size_t at = 0; at < text.size();) {
+    const auto nl = std::min(text.find('\n', at), text.size());
+    longest = std::max(longest, nl - at);
+    at = nl + 1;
+  }
+  CHECK(longest < 450);
+}
