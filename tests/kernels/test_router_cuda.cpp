@@ -127,6 +127,21 @@ void check_router(const router_shape& s, std::uint32_t& seed, std::size_t offset
   CHECK(compare(unshifted(d_grad_both.host()), grad_both, 1e-5, report) <= 1e-5);
 }
 
+using shape_list = std::vector<std::tuple<std::int64_t, std::int64_t, int>>;
+
+// f(shape) for each of `shapes` (tokens, experts, topk) under both score functions, with
+// renormalisation as each of `renormalize` says, the shape named in any failure.
+template <class F>
+void each_case(const shape_list& shapes, std::initializer_list<bool> renormalize, F&& f) {
+  for (const auto score : {router_score::softmax, router_score::sigmoid})
+    for (const bool renorm : renormalize)
+      for (const auto& [tokens, experts, topk] : shapes) {
+        const auto s = router_case(tokens, experts, topk, score, renorm);
+        INFO(describe(s));
+        f(s);
+      }
+}
+
 }  // namespace
 
 TEST_CASE("the router's CUDA kernels match the CPU reference", "[kernels][router][gpu]") {
@@ -135,54 +150,48 @@ TEST_CASE("the router's CUDA kernels match the CPU reference", "[kernels][router
     return;
   }
   std::uint32_t seed = 5;
-  for (const auto score : {router_score::softmax, router_score::sigmoid})
-    for (const bool renormalize : {false, true})
-      for (const auto& [tokens, experts, topk] :
-           std::vector<std::tuple<std::int64_t, std::int64_t, int>>{
-               {1, 1, 1},
-               {3, 7, 2},
-               // rows that fill every slot (32 x slots a lane experts, aligned): the kernels'
-               // kFull form, at each slot count; at 128 and 256 the forward stages rows
-               // through shared memory, with fewer tokens than one warp's ring holds too
-               {500, 32, 4},
-               {2000, 512, 8},
-               {5, 256, 8},
-               {3, 128, 2},
-               {33, 13, 3},
-               {50, 33, 3},
-               {1000, 64, 8},
-               {4097, 128, 8},
-               {129, 130, 6},
-               {65536, 256, 8},
-               {301, 384, 8},
-               {17, 1024, 32},
-               // more tokens than the warps a GPU holds at once, so each warp routes several,
-               // loading the next while it routes one: every slot count and row form
-               {30000, 20, 4},
-               {30000, 64, 8},
-               {30000, 100, 4},
-               {30000, 128, 4},
-               {30000, 130, 6},
-               {12000, 384, 8},  // fewer: fewer warps fit with more slots
-               {12000, 1024, 32},
-               // the general forms of slot counts whose full rows the cases above take:
-               // aligned rows that leave slots empty (8 slots: 160 experts, as DeepSeek-V2;
-               // 2 slots at 8 bytes a lane; 32 slots), and rows too odd for chunks (4, 16, 32)
-               {30000, 160, 6},
-               {200, 62, 4},
-               {12000, 1000, 8},
-               {200, 127, 4},
-               {100, 501, 8},
-               {50, 1023, 32},
-               // full rows of 1 and 16 slots, past the warps a GPU holds; the 128-expert ring
-               // (three rows a warp) wrapping on every warp
-               {30000, 32, 4},
-               {30000, 512, 8},
-               {65536, 128, 4}}) {
-        const auto s = router_case(tokens, experts, topk, score, renormalize);
-        INFO(describe(s));
-        check_router(s, seed, 0);
-      }
+  each_case(
+      shape_list{{1, 1, 1},
+                 {3, 7, 2},
+                 // rows that fill every slot (32 x slots a lane experts, aligned): the kernels'
+                 // kFull form, at each slot count; at 128 and 256 the forward stages rows
+                 // through shared memory, with fewer tokens than one warp's ring holds too
+                 {500, 32, 4},
+                 {2000, 512, 8},
+                 {5, 256, 8},
+                 {3, 128, 2},
+                 {33, 13, 3},
+                 {50, 33, 3},
+                 {1000, 64, 8},
+                 {4097, 128, 8},
+                 {129, 130, 6},
+                 {65536, 256, 8},
+                 {301, 384, 8},
+                 {17, 1024, 32},
+                 // more tokens than the warps a GPU holds at once, so each warp routes several,
+                 // loading the next while it routes one: every slot count and row form
+                 {30000, 20, 4},
+                 {30000, 64, 8},
+                 {30000, 100, 4},
+                 {30000, 128, 4},
+                 {30000, 130, 6},
+                 {12000, 384, 8},  // fewer: fewer warps fit with more slots
+                 {12000, 1024, 32},
+                 // the general forms of slot counts whose full rows the cases above take:
+                 // aligned rows that leave slots empty (8 slots: 160 experts, as DeepSeek-V2;
+                 // 2 slots at 8 bytes a lane; 32 slots), and rows too odd for chunks (4, 16, 32)
+                 {30000, 160, 6},
+                 {200, 62, 4},
+                 {12000, 1000, 8},
+                 {200, 127, 4},
+                 {100, 501, 8},
+                 {50, 1023, 32},
+                 // full rows of 1 and 16 slots, past the warps a GPU holds; the 128-expert ring
+                 // (three rows a warp) wrapping on every warp
+                 {30000, 32, 4},
+                 {30000, 512, 8},
+                 {65536, 128, 4}},
+      {false, true}, [&](const router_shape& s) { check_router(s, seed, 0); });
 }
 
 // Rows the kernels cannot move 16 (or 8) bytes at a time: they move them a float at a time
@@ -193,14 +202,8 @@ TEST_CASE("the router's CUDA kernels take rows off a 16-byte boundary", "[kernel
     return;
   }
   std::uint32_t seed = 77;
-  for (const auto score : {router_score::softmax, router_score::sigmoid})
-    for (const auto& [tokens, experts, topk] :
-         std::vector<std::tuple<std::int64_t, std::int64_t, int>>{
-             {100, 64, 4}, {1000, 128, 4}, {1000, 256, 8}}) {
-      const auto s = router_case(tokens, experts, topk, score, /*renormalize=*/true);
-      INFO(describe(s));
-      check_router(s, seed, 1);
-    }
+  each_case(shape_list{{100, 64, 4}, {1000, 128, 4}, {1000, 256, 8}}, {true},
+            [&](const router_shape& s) { check_router(s, seed, 1); });
 }
 
 // Exact ties (tie_logits), at scores of 1 and 0 too.
@@ -210,32 +213,31 @@ TEST_CASE("the router's CUDA kernel breaks ties to the lower expert as the CPU d
     WARN("SKIPPED: no CUDA device");
     return;
   }
-  for (const auto score : {router_score::softmax, router_score::sigmoid})
-    for (const auto& [tokens, experts, topk] :
-         std::vector<std::tuple<std::int64_t, std::int64_t, int>>{
-             {257, 8, 8}, {300, 32, 4}, {1000, 64, 8}, {300, 256, 16}, {17, 1024, 32}}) {
-      const auto s = router_case(tokens, experts, topk, score);
-      INFO(describe(s));
-      const auto n = std::size_t(tokens * experts), nk = std::size_t(tokens * topk);
-      const auto logits = muster::test::tie_logits(n, 17);
-      std::vector<float> scores(n), weights(nk);
-      std::vector<std::int64_t> chosen(nk);
-      cpu::router_forward(logits.data(), scores.data(), chosen.data(), weights.data(), s);
-      device_buffer<float> d_logits(logits), d_scores(n), d_weights(nk);
-      device_buffer<std::int64_t> d_chosen(nk);
-      cuda::router_forward(d_logits.ptr, d_scores.ptr, d_chosen.ptr, d_weights.ptr, s, nullptr);
-      REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-      const auto got = d_chosen.host();
-      std::size_t differ = 0, first = nk;
-      for (std::size_t i = 0; i < nk; ++i)
-        if (got[i] != chosen[i] && differ++ == 0) first = i;
-      INFO("first difference at token " << first / std::size_t(topk) << ", choice "
-                                        << first % std::size_t(topk));
-      CHECK(differ == 0);
-      std::string report;
-      CHECK(compare(d_weights.host(), weights, 1e-5, report) <= 1e-5);
-      INFO(report);
-    }
+  each_case(shape_list{{257, 8, 8}, {300, 32, 4}, {1000, 64, 8}, {300, 256, 16}, {17, 1024, 32}},
+            {false}, [](const router_shape& s) {
+              const auto tokens = s.num_tokens, experts = s.num_experts;
+              const auto topk = s.topk;
+              const auto n = std::size_t(tokens * experts), nk = std::size_t(tokens * topk);
+              const auto logits = muster::test::tie_logits(n, 17);
+              std::vector<float> scores(n), weights(nk);
+              std::vector<std::int64_t> chosen(nk);
+              cpu::router_forward(logits.data(), scores.data(), chosen.data(), weights.data(), s);
+              device_buffer<float> d_logits(logits), d_scores(n), d_weights(nk);
+              device_buffer<std::int64_t> d_chosen(nk);
+              cuda::router_forward(d_logits.ptr, d_scores.ptr, d_chosen.ptr, d_weights.ptr, s,
+                                   nullptr);
+              REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+              const auto got = d_chosen.host();
+              std::size_t differ = 0, first = nk;
+              for (std::size_t i = 0; i < nk; ++i)
+                if (got[i] != chosen[i] && differ++ == 0) first = i;
+              INFO("first difference at token " << first / std::size_t(topk) << ", choice "
+                                                << first % std::size_t(topk));
+              CHECK(differ == 0);
+              std::string report;
+              CHECK(compare(d_weights.host(), weights, 1e-5, report) <= 1e-5);
+              INFO(report);
+            });
 }
 
 // A NaN logit: its token's experts are ids in range, each once (router.hpp), and the tokens
@@ -247,42 +249,41 @@ TEST_CASE("the router's CUDA kernel keeps a NaN logit to its own token", "[kerne
     return;
   }
   std::uint32_t seed = 91;
-  for (const auto score : {router_score::softmax, router_score::sigmoid})
-    for (const auto& [tokens, experts, topk] :
-         std::vector<std::tuple<std::int64_t, std::int64_t, int>>{
-             {300, 13, 3}, {3000, 128, 8}, {3000, 256, 8}, {300, 160, 6}}) {
-      const auto s = router_case(tokens, experts, topk, score, /*renormalize=*/true);
-      INFO(describe(s));
-      const auto n = std::size_t(tokens * experts), nk = std::size_t(tokens * topk);
-      auto logits = muster::test::normal_draws(n, seed++);
-      // every 7th token gets a NaN, at an expert that moves with the token
-      std::vector<bool> poisoned(std::size_t(tokens), false);
-      for (std::size_t t = 0; t < std::size_t(tokens); t += 7) {
-        poisoned[t] = true;
-        logits[t * std::size_t(experts) + t % std::size_t(experts)] = std::nanf("");
-      }
-      std::vector<float> scores(n), weights(nk);
-      std::vector<std::int64_t> chosen(nk);
-      cpu::router_forward(logits.data(), scores.data(), chosen.data(), weights.data(), s);
-      device_buffer<float> d_logits(logits), d_scores(n), d_weights(nk);
-      device_buffer<std::int64_t> d_chosen(nk);
-      cuda::router_forward(d_logits.ptr, d_scores.ptr, d_chosen.ptr, d_weights.ptr, s, nullptr);
-      REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-      const auto got = d_chosen.host();
-      std::size_t out_of_range = 0, twice = 0, differ = 0;
-      for (std::size_t t = 0; t < std::size_t(tokens); ++t)
-        for (std::size_t a = 0; a < std::size_t(topk); ++a) {
-          const auto e = got[t * std::size_t(topk) + a];
-          if (e < 0 || e >= experts) ++out_of_range;
-          for (std::size_t b = a + 1; b < std::size_t(topk); ++b)
-            if (e == got[t * std::size_t(topk) + b]) ++twice;
-          const auto cpu_e = chosen[t * std::size_t(topk) + a];
-          if (!poisoned[t] && e != cpu_e &&
-              !near_tie(scores, t * std::size_t(experts), e, cpu_e, experts))
-            ++differ;
-        }
-      CHECK(out_of_range == 0);
-      CHECK(twice == 0);
-      CHECK(differ == 0);
-    }
+  each_case(shape_list{{300, 13, 3}, {3000, 128, 8}, {3000, 256, 8}, {300, 160, 6}}, {true},
+            [&](const router_shape& s) {
+              const auto tokens = s.num_tokens, experts = s.num_experts;
+              const auto topk = s.topk;
+              const auto n = std::size_t(tokens * experts), nk = std::size_t(tokens * topk);
+              auto logits = muster::test::normal_draws(n, seed++);
+              // every 7th token gets a NaN, at an expert that moves with the token
+              std::vector<bool> poisoned(std::size_t(tokens), false);
+              for (std::size_t t = 0; t < std::size_t(tokens); t += 7) {
+                poisoned[t] = true;
+                logits[t * std::size_t(experts) + t % std::size_t(experts)] = std::nanf("");
+              }
+              std::vector<float> scores(n), weights(nk);
+              std::vector<std::int64_t> chosen(nk);
+              cpu::router_forward(logits.data(), scores.data(), chosen.data(), weights.data(), s);
+              device_buffer<float> d_logits(logits), d_scores(n), d_weights(nk);
+              device_buffer<std::int64_t> d_chosen(nk);
+              cuda::router_forward(d_logits.ptr, d_scores.ptr, d_chosen.ptr, d_weights.ptr, s,
+                                   nullptr);
+              REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+              const auto got = d_chosen.host();
+              std::size_t out_of_range = 0, twice = 0, differ = 0;
+              for (std::size_t t = 0; t < std::size_t(tokens); ++t)
+                for (std::size_t a = 0; a < std::size_t(topk); ++a) {
+                  const auto e = got[t * std::size_t(topk) + a];
+                  if (e < 0 || e >= experts) ++out_of_range;
+                  for (std::size_t b = a + 1; b < std::size_t(topk); ++b)
+                    if (e == got[t * std::size_t(topk) + b]) ++twice;
+                  const auto cpu_e = chosen[t * std::size_t(topk) + a];
+                  if (!poisoned[t] && e != cpu_e &&
+                      !near_tie(scores, t * std::size_t(experts), e, cpu_e, experts))
+                    ++differ;
+                }
+              CHECK(out_of_range == 0);
+              CHECK(twice == 0);
+              CHECK(differ == 0);
+            });
 }
