@@ -20,6 +20,16 @@ std::string shell_quote(std::string_view text) {
   return out + "'";
 }
 
+std::filesystem::path script_path(const std::filesystem::path& runs_dir, std::string_view job_name,
+                                  std::string_view stamp) {
+  const auto dir = runs_dir / "sbatch";
+  auto file = dir / fmt::format("{}-{}.sbatch", job_name, stamp);
+  std::error_code ec;
+  for (int n = 2; std::filesystem::exists(file, ec); ++n)
+    file = dir / fmt::format("{}-{}-{}.sbatch", job_name, stamp, n);
+  return file;
+}
+
 std::vector<std::string> launch_args(const job_config& config, const batch_request& request) {
   std::vector<std::string> args = {request.muster.string(), "launch", request.job_file.string(),
                                    "launch.runs_dir=" + request.runs_dir.string()};

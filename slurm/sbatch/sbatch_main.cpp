@@ -19,6 +19,8 @@
 #include "common/error.hpp"
 #include "common/job_config.hpp"
 #include "common/run_program.hpp"
+#include "launcher/local_gpus.hpp"
+#include "launcher/plan/job_plan.hpp"
 #include "muster/version.hpp"
 #include "slurm/sbatch/batch_script.hpp"
 
@@ -104,15 +106,41 @@ std::string stamp() {
   return text;
 }
 
+// The job's plan on the world it will get, where the job file says it (launch.nproc, or
+// slurm.gpus_per_node ranks a node, over slurm.nodes): a layout muster launch would refuse fails
+// here, not after the queue. Throws errc::config as muster plan does.
+void check_plan(const muster::loaded_job_config& loaded) {
+  const auto& config = loaded.config;
+  if (config.launch.nproc <= 0 && config.slurm.gpus_per_node <= 0) return;  // one a GPU: unknown
+  const int local = muster::launcher::local_ranks(config.launch.nproc, config.slurm.gpus_per_node);
+  namespace plan = muster::launcher::plan;
+  plan::plan_request request;
+  request.world = plan::world_size{
+      config.slurm.nodes * local,
+      fmt::format("slurm.nodes = {} x {} = {}", config.slurm.nodes,
+                  config.launch.nproc > 0 ? "launch.nproc" : "slurm.gpus_per_node", local)};
+  request.gpus_per_node = local;
+  plan::make_plan(config, loaded.where, request);
+}
+
+// The [slurm] keys the job set, each with its value's place: what sbatch's complaint is about.
+std::string slurm_keys(const muster::loaded_job_config& loaded) {
+  std::string out;
+  for (const auto& [key, place] : loaded.where)
+    if (key.starts_with("slurm."))
+      out += fmt::format("{}  {} (set at {})", out.empty() ? "" : "\n", key, place);
+  return out;
+}
+
 int submit(const arguments& a) {
   const auto loaded = muster::load_job_config(a.job_file, a.overrides);
   const auto& config = loaded.config;
+  check_plan(loaded);
   muster::slurm::batch_request request{fs::absolute(a.job_file), a.overrides, a.command,
                                        fs::absolute(config.launch.runs_dir).lexically_normal(),
                                        muster_binary()};
   const auto script = muster::slurm::batch_script(config, request);
-  const auto file =
-      request.runs_dir / "sbatch" / fmt::format("{}-{}.sbatch", config.job.name, stamp());
+  const auto file = muster::slurm::script_path(request.runs_dir, config.job.name, stamp());
   std::vector<std::string> sbatch = {"sbatch", "--parsable"};
   sbatch.insert(sbatch.end(), a.sbatch_options.begin(), a.sbatch_options.end());
   sbatch.push_back(file.string());
@@ -141,6 +169,11 @@ int submit(const arguments& a) {
     fmt::print(stderr, "muster-sbatch: sbatch failed{}: {}\nmuster-sbatch: the script is {}\n",
                r.timed_out ? " (no answer in 60 s)" : "", r.started ? r.output : r.why_not,
                file.string());
+    if (const auto keys = slurm_keys(loaded); !keys.empty())
+      fmt::print(stderr,
+                 "muster-sbatch: its #SBATCH lines come from these [slurm] keys (sinfo lists "
+                 "the partitions, their time limits and GRES):\n{}\n",
+                 keys);
     return kExitFailure;
   }
   const auto id = r.output.substr(0, r.output.find_first_of(";\n"));

@@ -201,4 +201,7 @@ TEST_CASE("etc/examples/muster.sbatch runs as written on two nodes with the engi
   std::set<std::int64_t> steps;
   for (const auto& s : reader.steps()) steps.insert(s.step);
   CHECK(steps == std::set<std::int64_t>{0, 1, 2});
+  // Slurm's output linked into the run directory, where muster diagnose reads it
+  CHECK(fs::is_symlink(run_dir / "slurm.out"));
+  CHECK(fs::equivalent(run_dir / "slurm.out", output));
 }

@@ -108,3 +108,18 @@ TEST_CASE("slurm keys are validated with the place and the fix", "[sbatch]") {
   CHECK_THROWS_WITH(load_job_config(dir / "job.toml", bad),
                     Catch::Contains("slurm.partition") && Catch::Contains("shell character"));
 }
+
+TEST_CASE("each submission's script has a name of its own, in the same second too", "[sbatch]") {
+  muster::test::temp_dir dir;
+  const auto first = muster::slurm::script_path(dir.path(), "moe", "20261127-094552");
+  CHECK(first == dir / "sbatch" / "moe-20261127-094552.sbatch");
+  std::filesystem::create_directories(first.parent_path());
+  muster::test::write_file(first, "#!/bin/bash\n");
+  const auto second = muster::slurm::script_path(dir.path(), "moe", "20261127-094552");
+  CHECK(second == dir / "sbatch" / "moe-20261127-094552-2.sbatch");
+  muster::test::write_file(second, "#!/bin/bash\n");
+  CHECK(muster::slurm::script_path(dir.path(), "moe", "20261127-094552") ==
+        dir / "sbatch" / "moe-20261127-094552-3.sbatch");
+  CHECK(muster::slurm::script_path(dir.path(), "moe", "20261127-094553") ==
+        dir / "sbatch" / "moe-20261127-094553.sbatch");
+}

@@ -1,0 +1,55 @@
+// muster-sbatch before and at sbatch, with Slurm's own sbatch: a layout muster launch would
+// refuse is refused before the queue, and what sbatch refuses names the [slurm] keys behind it.
+// sbatch reads a slurm.conf of its own (no controller: it refuses the options first).
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "tests/support/subprocess.hpp"
+#include "tests/support/temp_dir.hpp"
+
+namespace {
+
+const std::string kSbatch = std::string(MUSTER_BIN_DIR) + "/muster-sbatch";
+
+}  // namespace
+
+TEST_CASE("muster-sbatch refuses a layout the job's world cannot hold before submitting it",
+          "[sbatch]") {
+  muster::test::temp_dir dir;
+  muster::test::write_file(dir / "job.toml", "[launch]\nnproc = 2\n[slurm]\nnodes = 2\n");
+  const auto r = muster::test::run_process({kSbatch, (dir / "job.toml").string(),
+                                            "parallel.expert=3", "--dry-run"});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.empty());  // no script shown
+  CHECK_THAT(r.err, Catch::Contains("command line 'parallel.expert=3': parallel.expert = 3") &&
+                        Catch::Contains("the world of 4 ranks (slurm.nodes = 2 x launch.nproc "
+                                        "= 2)") &&
+                        Catch::Contains("try parallel.expert = "));
+  // one that fits is shown
+  const auto ok = muster::test::run_process(
+      {kSbatch, (dir / "job.toml").string(), "parallel.expert=2", "--dry-run"});
+  CHECK(ok.exit_code == 0);
+  CHECK_THAT(ok.out, Catch::Contains("#SBATCH --nodes=2"));
+}
+
+TEST_CASE("what sbatch refuses is named with the [slurm] keys and their places", "[sbatch]") {
+  muster::test::temp_dir dir;
+  muster::test::write_file(dir / "slurm.conf",
+                           "ClusterName=t\nSlurmctldHost=localhost\nNodeName=n1 CPUs=2\n"
+                           "PartitionName=p Nodes=n1 Default=YES\n");
+  muster::test::write_file(dir / "job.toml", "[slurm]\npartition = \"p\"\n");
+  const auto r = muster::test::run_process(
+      {kSbatch, (dir / "job.toml").string(), "slurm.time=10min",
+       "launch.runs_dir=" + (dir / "runs").string()},
+      {{{"SLURM_CONF", (dir / "slurm.conf").string()}}, {}});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Catch::Contains("muster-sbatch: sbatch failed: sbatch: error: Invalid --time "
+                                    "specification"));
+  CHECK_THAT(r.err, Catch::Contains("its #SBATCH lines come from these [slurm] keys") &&
+                        Catch::Contains("  slurm.partition (set at " +
+                                        (dir / "job.toml").string() + ":2:13)") &&
+                        Catch::Contains("  slurm.time (set at command line 'slurm.time=10min')"));
+}
