@@ -79,6 +79,10 @@ json to_json(const diagnosis& d, const std::optional<rank_analysis>& a) {
                         {"evidence", evidence_json(f.evidence)},
                         {"fixes", f.fixes}});
   json out = {{"failed", d.failed()}, {"lines_read", d.lines_read}, {"findings", findings}};
+  if (d.stopped_as_asked)
+    out["stopped_as_asked"] = {{"file", d.stopped_as_asked->file},
+                               {"line", d.stopped_as_asked->line},
+                               {"text", d.stopped_as_asked->text}};
   if (!d.failed())
     out["unknown"] = {{"category", "unknown"}, {"suspicious", evidence_json(d.suspicious)}};
   if (a) out["ranks"] = analysis_json(*a);
@@ -122,6 +126,11 @@ void print_analysis(const rank_analysis& a) {
 void print_text(const diagnosis& d) {
   if (!d.failed()) {
     fmt::print("no failure found in {} lines\n", d.lines_read);
+    if (const auto& stop = d.stopped_as_asked)
+      fmt::print(
+          "the job was stopped as asked (its workers ended on that stop's signal): "
+          "{}:{}: {}\n",
+          stop->file, stop->line, stop->text);
     if (!d.suspicious.empty()) {
       fmt::print("unknown: the most suspicious lines:\n");
       for (const auto& e : d.suspicious) fmt::print("  {}:{}: {}\n", e.file, e.line, e.text);

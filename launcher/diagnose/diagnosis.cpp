@@ -2,6 +2,7 @@
 #include "launcher/diagnose/diagnosis.hpp"
 
 #include <algorithm>
+#include <csignal>
 #include <filesystem>
 
 #include "common/byte_size.hpp"
@@ -18,6 +19,32 @@ constexpr std::size_t kMaxEvidenceText = 400;
 
 constexpr std::string_view kSuspiciousWords[] = {
     "Error", "ERROR", "error:", "Traceback", "FATAL", "failed"};
+
+// The words of the lines that say a stop was asked (diagnosis.hpp).
+constexpr std::string_view kStopWords[] = {"CANCELLED AT", "muster: stopped by ",
+                                           "passed on to them, as asked"};
+
+bool stop_asked(std::string_view line) {
+  if (line.find("CANCELLED AT") != std::string_view::npos)
+    return line.find("DUE TO TIME LIMIT") == std::string_view::npos;
+  return line.find("muster: stopped by ") != std::string_view::npos ||
+         line.find("passed on to them, as asked") != std::string_view::npos;
+}
+
+// Whether `s` is a worker's end on a signal a stop sends: SIGINT, SIGUSR1, SIGUSR2, SIGTERM, as
+// the signal or as the exit code 128 + it (a launcher that passed it on exits so).
+bool stop_end(const log_signal& s) {
+  if (s.category != "worker_failed_see_error_file" || s.facts.contains("root_cause")) return false;
+  const auto fact = [&](const char* key) {
+    const auto it = s.facts.find(key);
+    return it == s.facts.end() ? std::string() : it->second;
+  };
+  for (const int signal : {SIGINT, SIGUSR1, SIGUSR2, SIGTERM})
+    if (fact("signal") == std::to_string(signal) ||
+        fact("exit_code") == std::to_string(128 + signal))
+      return true;
+  return false;
+}
 
 bool suspicious_line(std::string_view line) {
   for (std::string_view word : kSuspiciousWords)
@@ -117,6 +144,7 @@ void diagnoser::add_line(const std::string& file, std::int64_t number, std::stri
     add_elastic_failure(file, *failure);
     return;
   }
+  if (!stopped_as_asked_ && stop_asked(line)) stopped_as_asked_ = evidence_of(file, number, line);
   auto signal = match_log_line(line);
   if (!signal) {
     if (findings_.empty() && suspicious_line(line)) {
@@ -130,6 +158,14 @@ void diagnoser::add_line(const std::string& file, std::int64_t number, std::stri
 }
 
 void diagnoser::add_signal(log_signal signal, evidence_line evidence) {
+  if (stop_end(signal)) {
+    stop_ends_.emplace_back(std::move(signal), std::move(evidence));
+    return;
+  }
+  add_now(std::move(signal), std::move(evidence));
+}
+
+void diagnoser::add_now(log_signal signal, evidence_line evidence) {
   auto it = std::find_if(findings_.begin(), findings_.end(),
                          [&](const finding& f) { return same(f, signal); });
   if (it == findings_.end()) {
@@ -225,14 +261,22 @@ std::span<const std::string_view> diagnoser::keywords() {
     out.insert(out.end(), elastic_failure_reader::keywords().begin(),
                elastic_failure_reader::keywords().end());
     out.insert(out.end(), std::begin(kSuspiciousWords), std::end(kSuspiciousWords));
+    out.insert(out.end(), std::begin(kStopWords), std::end(kStopWords));
     return out;
   }();
   return words;
 }
 
 diagnosis diagnoser::finish() const {
+  if (!stopped_as_asked_ && !stop_ends_.empty()) {  // no stop was asked: they are failures
+    diagnoser all = *this;
+    all.stop_ends_.clear();
+    for (const auto& [signal, evidence] : stop_ends_) all.add_now(signal, evidence);
+    return all.finish();
+  }
   diagnosis d;
   d.lines_read = lines_;
+  d.stopped_as_asked = stopped_as_asked_;
   d.findings = findings_;
   for (auto& f : d.findings) {
     if (planned_bytes_ > 0 && (f.category == "cuda_oom" || f.category == "nccl_oom"))

@@ -16,6 +16,11 @@
 // one time out in turn, and their lines may come first. A timeout that is the root names the
 // ranks that reported no timeout at all: the usual culprits. With nothing found, `unknown` carries
 // the most suspicious lines.
+//
+// Stopped as asked: Slurm's "*** JOB 9 ON n1 CANCELLED AT ... ***" (scancel, a requeue; not
+// "DUE TO TIME LIMIT", which is slurm_time_limit) and muster's launcher's "stopped by SIGTERM" or
+// "passed on to them, as asked". Where one is read, the workers that exited on a stop's signal
+// (exit codes 128 + SIGINT, SIGUSR1, SIGUSR2 or SIGTERM, or those signals) are no failure.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +29,7 @@
 #include <set>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "launcher/diagnose/elastic_failures.hpp"
@@ -56,6 +62,9 @@ inline constexpr std::size_t kMaxEvidence = 5;
 
 struct diagnosis {
   std::vector<finding> findings;          // the root first, then the knock-on effects in order
+  // The line that says the job was stopped as asked (scancel, a requeue, a signal the launcher
+  // passed on): the workers that ended on that stop's signal are no finding.
+  std::optional<evidence_line> stopped_as_asked;
   std::vector<evidence_line> suspicious;  // with no finding: lines with error words, the last ones
   std::int64_t lines_read = 0;
   bool failed() const { return !findings.empty(); }
@@ -86,6 +95,9 @@ class diagnoser {
 
  private:
   void add_elastic_failure(const std::string& file, const elastic_failure& failure);
+  // `signal` into its finding (add_signal holds back a worker's end on a stop's signal, which
+  // finish() adds only where no stop was asked: diagnosis::stopped_as_asked).
+  void add_now(log_signal signal, evidence_line evidence);
 
   int world_size_;
   std::int64_t planned_bytes_ = 0;
@@ -94,6 +106,8 @@ class diagnoser {
   std::vector<finding> findings_;                          // in the order first seen
   std::vector<evidence_line> suspicious_;
   std::int64_t lines_ = 0;
+  std::optional<evidence_line> stopped_as_asked_;
+  std::vector<std::pair<log_signal, evidence_line>> stop_ends_;  // held by add_signal
 };
 
 }  // namespace muster::launcher::diagnose

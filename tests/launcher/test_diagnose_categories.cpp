@@ -527,3 +527,43 @@ TEST_CASE("decoys from the review: warnings, application Xids, other services' p
       {"Failures:", "[W socket.cpp:464] [c10d] localhost:29500 slow", "  traceback : nothing"});
   CHECK_FALSE(d.failed());
 }
+
+TEST_CASE("a job stopped as asked is no failure: scancel, a requeue, a signal passed on",
+          "[diagnose]") {
+  const std::string cancel =
+      "slurmstepd: error: *** JOB 9 ON n1 CANCELLED AT 2026-11-27T09:40:01 ***";
+  const std::string requeue =
+      "slurmstepd: error: *** JOB 6 ON n1 CANCELLED AT 2026-11-27T09:41:12 DUE TO JOB REQUEUE ***";
+  const std::string passed_on =
+      "muster: the ranks stopped on the SIGUSR1 passed on to them, as asked (the built-in engine "
+      "saves a checkpoint first; exit code 138); logs in /runs/x/logs";
+  const std::string term = "srun: error: n1: task 0: Exited with exit code 143";
+  const std::string usr1 = "srun: error: n2: tasks 0-1: Exited with exit code 138";
+  for (const auto& lines : std::vector<std::vector<std::string>>{
+           {cancel, term, "srun: error: n2: task 1: Exited with exit code 143"},
+           {term, cancel},  // the stop's line after the ends it explains
+           {requeue, usr1},
+           {passed_on, usr1},
+           {"muster: stopped by SIGTERM; logs in /runs/x/logs", term}}) {
+    INFO(lines.front());
+    const auto d = diagnose_lines(lines);
+    CHECK_FALSE(d.failed());
+    REQUIRE(d.stopped_as_asked);
+    CHECK(d.stopped_as_asked->line == (lines.front() == term ? 2 : 1));
+  }
+  // without a stop asked, the same ends are failures
+  auto d = diagnose_lines({term});
+  REQUIRE(d.failed());
+  CHECK(root_of(d).category == "worker_failed_see_error_file");
+  CHECK_FALSE(d.stopped_as_asked);
+  // a stop does not excuse a worker that failed otherwise
+  d = diagnose_lines({cancel, "srun: error: n1: task 0: Exited with exit code 1", term});
+  REQUIRE(d.failed());
+  CHECK(root_of(d).facts.at("exit_code") == "1");
+  // the time limit is no stop asked: it is a finding of its own
+  d = diagnose_lines(
+      {"slurmstepd: error: *** JOB 5 ON n1 CANCELLED AT 2026-11-27T09:42:00 DUE TO TIME LIMIT ***",
+       term});
+  CHECK(root_of(d).category == "slurm_time_limit");
+  CHECK_FALSE(d.stopped_as_asked);
+}
