@@ -263,13 +263,25 @@ void setup(finding& f) {
         "resumes from the newest step-N under checkpoint.dir",
         "a checkpoint saved under another TP/PP/EP layout must be converted (Megatron "
         "dist-ckpt, or an HF export); muster's are layout-free"};
+  } else if (f.category == "rendezvous_timeout" && !fact(f, "unresolved").empty()) {
+    f.summary = fmt::format(
+        "the ranks cannot resolve the rendezvous host {}{}, so they never "
+        "meet: they retry until launch.timeout_rendezvous",
+        fact(f, "unresolved"), aside(fact(f, "resolver")));
+    f.fixes = {
+        "set launch.master_addr to an address every node resolves and reaches (an IP; "
+        "muster takes the first host of the Slurm step, torchrun --master-addr / "
+        "MASTER_ADDR)",
+        "or make that name resolve on every node (DNS, /etc/hosts; containers with "
+        "--network host do not add the host's name)"};
   } else if (f.category == "rendezvous_timeout") {
     f.summary =
         fmt::format("the ranks did not meet at the rendezvous{}{}", aside(fact(f, "address")),
                     fact(f, "joined").empty() ? "" : ": " + fact(f, "joined") + " joined");
     f.fixes = {
         "check every node reaches MASTER_ADDR:MASTER_PORT (muster takes the first host "
-        "of the Slurm step; a firewall or a node-local address breaks it)",
+        "of the Slurm step, or launch.master_addr; a firewall or a node-local address "
+        "breaks it)",
         "a node that starts late (container pull, slow file system): raise "
         "launch.timeout_rendezvous (torchrun --rdzv-conf timeout=..., Megatron "
         "--distributed-timeout-minutes)"};

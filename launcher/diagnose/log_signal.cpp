@@ -147,6 +147,14 @@ log_signal hang(std::string_view line) {
   return s;
 }
 
+// c10d's line for a host name no resolver knows (not IPv6 alone: "No address associated" or
+// "Address family ... not supported" is a warning that IPv4 may still answer).
+bool unresolved_host(std::string_view line) {
+  return has(line, "network addresses of (") && has(line, "cannot be retrieved") &&
+         (has(line, "Name or service not known") ||
+          has(line, "Temporary failure in name resolution"));
+}
+
 // c10d's TCPStore and the elastic rendezvous not coming together:
 //   "The client socket has timed out after 600000ms while trying to connect to (10.0.0.1, 29500)"
 //   "torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients. 1/2
@@ -155,8 +163,17 @@ log_signal hang(std::string_view line) {
 //   "Timed out initializing process group in store based barrier on rank: 0, ..."
 //   "RuntimeError: connect() timed out. Original timeout was 1800000 ms."
 //   the engine's "[rank 1/2] cannot reach the rendezvous store at 10.0.0.1:29500: ..."
+// and a host name that does not resolve, which c10d says once a try until its timeout:
+//   "[c10d] The IPv6 network addresses of (n1, 29500) cannot be retrieved (gai error: -2 - Name
+//    or service not known)."
 log_signal rendezvous_timeout(std::string_view line) {
   auto s = signal_of("rendezvous_timeout");
+  if (unresolved_host(line)) {
+    put(s, "unresolved", between(line, "addresses of (", {",", ")"}));
+    put(s, "address", between(line, "addresses of (", {")"}));
+    put(s, "resolver", between(line, "(gai error: ", {")"}));
+    return s;
+  }
   put(s, "address", between(line, "trying to connect to (", {")"}));
   if (s.facts.empty()) put(s, "address", between(line, "rendezvous store at ", {": ", " "}));
   put(s, "joined", between(line, "seconds waiting for clients. ", {" clients joined"}));
@@ -325,6 +342,7 @@ std::span<const std::string_view> signal_keywords() {
       "shared memory segment",
       "ddress already in use",
       "client socket has timed out",
+      "cannot be retrieved",
       "waiting for clients",
       "RendezvousTimeoutError",
       "store based barrier",
@@ -414,7 +432,8 @@ std::optional<log_signal> match_log_line(std::string_view line) {
              (has(line, "waiting for clients") && has(line, "Timed out")) ||
              has(line, "RendezvousTimeoutError") ||
              (has(line, "store based barrier") && has(line, "Timed out")) ||
-             has(line, "connect() timed out") || has(line, "the rendezvous store at")) {
+             has(line, "connect() timed out") || has(line, "the rendezvous store at") ||
+             unresolved_host(line)) {
     s = rendezvous_timeout(line);
   } else if (has(line, "RayChannelTimeoutError")) {
     s = ray_channel_timeout(line);

@@ -528,6 +528,30 @@ TEST_CASE("decoys from the review: warnings, application Xids, other services' p
   CHECK_FALSE(d.failed());
 }
 
+TEST_CASE("a rendezvous host name that does not resolve is named, with launch.master_addr",
+          "[diagnose]") {
+  const std::string gai =
+      "[W1127 09:44:02.118 socket.cpp:759] [c10d] The IPv6 network addresses of (n1, 29500) "
+      "cannot be retrieved (gai error: -2 - Name or service not known).";
+  const auto d = diagnose_lines(
+      {gai, gai,
+       "[W1127 09:49:02.120 socket.cpp:752] [c10d] The client socket has timed out after "
+       "300000ms while trying to connect to (n1, 29500)."});
+  REQUIRE(d.findings.size() == 1);
+  const auto& f = root_of(d);
+  CHECK(f.category == "rendezvous_timeout");
+  CHECK(f.count == 3);
+  CHECK(f.facts.at("unresolved") == "n1");
+  CHECK_THAT(f.summary, Catch::StartsWith("the ranks cannot resolve the rendezvous host n1 (-2 - "
+                                          "Name or service not known)"));
+  CHECK_THAT(f.fixes.front(), Catch::StartsWith("set launch.master_addr to an address"));
+  // IPv6 alone failing is a warning IPv4 may answer: no finding
+  CHECK_FALSE(diagnose_lines({"[c10d] The IPv6 network addresses of (n1, 29500) cannot be "
+                              "retrieved (gai error: -9 - Address family for hostname not "
+                              "supported)."})
+                  .failed());
+}
+
 TEST_CASE("a job stopped as asked is no failure: scancel, a requeue, a signal passed on",
           "[diagnose]") {
   const std::string cancel =
