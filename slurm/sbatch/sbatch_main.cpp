@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "common/config_load.hpp"
 #include "common/error.hpp"
 #include "common/job_config.hpp"
 #include "common/run_program.hpp"
@@ -136,6 +137,13 @@ int submit(const arguments& a) {
   const auto loaded = muster::load_job_config(a.job_file, a.overrides);
   const auto& config = loaded.config;
   check_plan(loaded);
+  if (!config.slurm.time.empty() && config.slurm.checkpoint_lead == 0)
+    fmt::print(stderr,
+               "muster-sbatch: warning: slurm.checkpoint_lead = 0 ({}): nothing saves at the "
+               "time limit (srun turns Slurm's SIGTERM into SIGKILL for its tasks); only the "
+               "checkpoints of checkpoint.interval will be there. Set it above your slowest "
+               "checkpoint save (default 300 s)\n",
+               muster::config::place_of(loaded.where, "slurm.checkpoint_lead"));
   muster::slurm::batch_request request{fs::absolute(a.job_file), a.overrides, a.command,
                                        fs::absolute(config.launch.runs_dir).lexically_normal(),
                                        muster_binary()};

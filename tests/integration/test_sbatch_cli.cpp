@@ -32,6 +32,15 @@ TEST_CASE("muster-sbatch refuses a layout the job's world cannot hold before sub
       {kSbatch, (dir / "job.toml").string(), "parallel.expert=2", "--dry-run"});
   CHECK(ok.exit_code == 0);
   CHECK_THAT(ok.out, Catch::Contains("#SBATCH --nodes=2"));
+  CHECK_THAT(ok.err, !Catch::Contains("warning"));
+  // a time limit with no pre-timeout checkpoint: said before submitting
+  const auto no_lead =
+      muster::test::run_process({kSbatch, (dir / "job.toml").string(), "slurm.time=1:00:00",
+                                 "slurm.checkpoint_lead=0", "--dry-run"});
+  CHECK(no_lead.exit_code == 0);
+  CHECK_THAT(no_lead.err,
+             Catch::Contains("warning: slurm.checkpoint_lead = 0 (command line "
+                             "'slurm.checkpoint_lead=0'): nothing saves at the time limit"));
 }
 
 TEST_CASE("what sbatch refuses is named with the [slurm] keys and their places", "[sbatch]") {
