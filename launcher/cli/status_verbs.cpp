@@ -2,11 +2,15 @@
 // one run (a run id or the start of one, a run directory, or a Slurm job id): its state,
 // layout, progress, each rank's last step and heartbeat (laggards marked), restarts, the first
 // failure and the ranks' errors. Reads the run store read-only, while the run goes on or after.
+// A Slurm job of the user's with no run yet (pending) gets what squeue says of it.
+#include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <thread>
 
 #include <fmt/format.h>
 
+#include "common/error.hpp"
 #include "common/job_config.hpp"
 #include "launcher/cli/verbs.hpp"
 #include "launcher/status/status_output.hpp"
@@ -35,7 +39,22 @@ int show(const status_options& o) {
                             : st::runs_text(runs, store::now_ms(), slurm));
     return kExitOk;
   }
-  const auto dir = st::find_run(o.run, o.runs_dir);
+  std::filesystem::path dir;
+  try {
+    dir = st::find_run(o.run, o.runs_dir);
+  } catch (const error& e) {
+    // a Slurm job id with no run yet (pending, or before its launch starts): what squeue says
+    if (e.category() != errc::invalid_input ||
+        o.run.find_first_not_of("0123456789_") != std::string::npos)
+      throw;
+    const auto slurm = st::user_slurm_jobs(std::chrono::seconds(10));
+    if (!slurm) throw;
+    const auto job = std::find_if(slurm->jobs.begin(), slurm->jobs.end(),
+                                  [&](const auto& j) { return j.id == o.run; });
+    if (job == slurm->jobs.end()) throw;
+    fmt::print("{}", o.json ? st::job_json(*job) : st::job_text(*job, o.runs_dir));
+    return kExitOk;
+  }
   for (;;) {
     const auto now = store::now_ms();
     const auto s = st::read_run_status(dir, now);

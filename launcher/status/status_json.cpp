@@ -91,6 +91,19 @@ std::string status_json(const run_status& s, store::epoch_ms now) {
   return out.dump(2) + "\n";
 }
 
+std::string job_json(const slurm_job& j) {
+  return json{{"run", nullptr},
+              {"slurm_job",
+               {{"id", j.id},
+                {"state", j.state},
+                {"elapsed", j.elapsed},
+                {"nodes", j.nodes},
+                {"nodelist_or_reason", j.where},
+                {"name", j.name}}}}
+             .dump(2) +
+         "\n";
+}
+
 std::string runs_json(const std::vector<run_entry>& runs, store::epoch_ms now,
                       const std::optional<slurm_job_list>& slurm) {
   json out = json::array();

@@ -2,6 +2,7 @@
 // history).
 #pragma once
 
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,6 +20,11 @@ std::string runs_text(const std::vector<run_entry>& runs, store::epoch_ms now,
                       const std::optional<slurm_job_list>& slurm = std::nullopt);
 std::string runs_json(const std::vector<run_entry>& runs, store::epoch_ms now,
                       const std::optional<slurm_job_list>& slurm = std::nullopt);
+
+// A Slurm job of the user's with no run in `runs_dir` yet (pending, or not started by muster
+// launch): what squeue says of it, and when its run appears.
+std::string job_text(const slurm_job& job, const std::filesystem::path& runs_dir);
+std::string job_json(const slurm_job& job);
 
 // "4 s", "12 min", "3 h", "2 d".
 std::string age_text(double seconds);

@@ -104,6 +104,17 @@ std::string status_text(const run_status& s, store::epoch_ms now) {
   return out;
 }
 
+std::string job_text(const slurm_job& j, const std::filesystem::path& runs_dir) {
+  std::string out;
+  put(out, "Slurm job {} ({}) is {}{}{}: no run of it in {} yet\n", j.id, j.name, j.state,
+      j.where.empty() ? "" : " ", j.where, runs_dir.string());
+  put(out,
+      "its run directory, {}/<job.name>-{}, appears when its muster launch starts (a job that "
+      "runs no muster launch has none); squeue -j {} says more\n",
+      runs_dir.string(), j.id, j.id);
+  return out;
+}
+
 // The run that records Slurm job `id` ("" when none does).
 std::string run_of_job(const std::vector<run_entry>& runs, const std::string& id) {
   for (const auto& e : runs)

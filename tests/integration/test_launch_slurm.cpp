@@ -467,6 +467,25 @@ TEST_CASE("muster status lists the user's Slurm jobs beside the runs, each with 
   CHECK(doc["slurm_jobs"][0]["run"] == dir.filename().string());
   CHECK(doc["slurm_jobs"][1]["run"].is_null());
 
+  // a job of no run (pending, or one that runs no muster launch) by its id: what squeue says
+  const auto plain = std::to_string(job_id + 1);
+  const auto one = muster::test::run_process(
+      {kMuster, "status", "--runs-dir", runs.path().string(), plain}, env);
+  INFO(one.out << one.err);
+  CHECK(one.exit_code == 0);
+  CHECK_THAT(one.out, Catch::StartsWith("Slurm job " + plain + " (plain sleep) is RUNNING ") &&
+                          Catch::Contains(": no run of it in " + runs.path().string()));
+  const auto one_json = muster::test::run_process(
+      {kMuster, "status", "--runs-dir", runs.path().string(), plain, "--json"}, env);
+  const auto job_doc = nlohmann::json::parse(one_json.out);
+  CHECK(job_doc["run"].is_null());
+  CHECK(job_doc["slurm_job"]["state"] == "RUNNING");
+  // an id no job has is still refused, naming it
+  const auto none = muster::test::run_process(
+      {kMuster, "status", "--runs-dir", runs.path().string(), "999999"}, env);
+  CHECK(none.exit_code == 2);
+  CHECK_THAT(none.err, Catch::Contains("999999: no run directory, run id or Slurm job id"));
+
   // a controller that does not answer: one line that says so, the runs still listed
   env.set["SLURM_CONF"] = (runs / "missing.conf").string();
   const auto broken =
