@@ -154,7 +154,7 @@ int run_diagnose(const diagnose_options& o) {
   }
   fs::path run_dir;
   if (!o.run.empty()) {
-    run_dir = launcher::status::find_run(o.run, o.runs_dir);
+    run_dir = launcher::status::find_run(o.run, o.runs_dir, /*storeless=*/true);
   } else if (o.logs.empty()) {
     // neither a run nor a log: the newest run, as after `muster run` failed a moment ago
     const auto runs = launcher::status::list_runs(o.runs_dir);

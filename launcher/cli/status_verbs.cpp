@@ -35,8 +35,9 @@ int show(const status_options& o) {
   if (o.run.empty()) {
     const auto runs = st::list_runs(o.runs_dir);
     const auto slurm = st::user_slurm_jobs(std::chrono::seconds(10));
-    fmt::print("{}", o.json ? st::runs_json(runs, store::now_ms(), slurm)
-                            : st::runs_text(runs, store::now_ms(), slurm));
+    const auto storeless = st::storeless_runs(o.runs_dir);
+    fmt::print("{}", o.json ? st::runs_json(runs, store::now_ms(), slurm, storeless)
+                            : st::runs_text(runs, store::now_ms(), slurm, storeless));
     return kExitOk;
   }
   std::filesystem::path dir;

@@ -67,15 +67,15 @@ run_diagnosis diagnose_run(const fs::path& run_dir, const std::vector<fs::path>&
       if (world_size == 0 && out.run->run) world_size = static_cast<int>(out.run->run->world_size);
     }
     const auto ranks = rank_logs(run_dir);
-    MUSTER_CHECK(out.run || !ranks.empty(), errc::invalid_input,
-                 "diagnose: {} holds neither a run store (node-*.db) nor rank logs (logs/); give "
-                 "a run directory, or --log FILE",
-                 run_dir.string());
-    for (const auto& log : ranks) files.emplace_back(log, rank_of_file(log));
     // Slurm's output of the job, linked there by muster-sbatch's script
     std::error_code ec;
-    if (fs::exists(run_dir / "slurm.out", ec))
-      files.emplace_back(run_dir / "slurm.out", std::nullopt);
+    const bool slurm_out = fs::exists(run_dir / "slurm.out", ec);
+    MUSTER_CHECK(out.run || !ranks.empty() || slurm_out, errc::invalid_input,
+                 "diagnose: {} holds neither a run store (node-*.db), rank logs (logs/) nor "
+                 "Slurm's output (slurm.out); give a run directory, or --log FILE",
+                 run_dir.string());
+    for (const auto& log : ranks) files.emplace_back(log, rank_of_file(log));
+    if (slurm_out) files.emplace_back(run_dir / "slurm.out", std::nullopt);
     if (world_size == 0) world_size = static_cast<int>(ranks.size());
   }
   for (const auto& log : logs) files.emplace_back(log, std::nullopt);

@@ -152,30 +152,53 @@ std::vector<run_entry> list_runs(const fs::path& runs_dir) {
   return runs;
 }
 
-// A run directory whose launchers stopped before any rank started (a failed rendezvous) has
-// a job.toml, logs and slurm.out but no run store: say so, and what to read instead.
-[[noreturn]] void throw_storeless(const std::string& what, const fs::path& dir) {
-  const auto slurm_out = dir / "slurm.out";
+std::vector<fs::path> storeless_runs(const fs::path& runs_dir) {
+  std::vector<fs::path> out;
   std::error_code ec;
-  MUSTER_THROW(errc::invalid_input,
-               "{}: the run directory {} holds no run store (node-*.db): its launchers stopped "
-               "before any rank started; read {}{}",
-               what, dir.string(), (dir / "logs").string(),
-               fs::exists(slurm_out, ec) ? fmt::format(" and {} (muster diagnose --log {})",
-                                                       slurm_out.string(), slurm_out.string())
-                                         : "");
+  for (const auto& e : fs::directory_iterator(runs_dir, ec))
+    if (e.is_directory() && !has_node_files(e.path()) && fs::exists(e.path() / "slurm.out", ec))
+      out.push_back(e.path());
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
-fs::path find_run(const std::string& what, const fs::path& runs_dir) {
+// A run directory whose launchers stopped before any rank started (a failed rendezvous) has
+// a job.toml, logs and slurm.out but no run store: say so, and what to read instead.
+// Its slurm.out and logs/, those that are there.
+std::vector<fs::path> storeless_reading(const fs::path& dir) {
+  std::vector<fs::path> out;
   std::error_code ec;
+  for (const auto& p : {dir / "slurm.out", dir / "logs"})
+    if (fs::exists(p, ec)) out.push_back(p);
+  return out;
+}
+
+[[noreturn]] void throw_storeless(const std::string& what, const fs::path& dir) {
+  std::vector<std::string> read;
+  for (const auto& p : storeless_reading(dir)) read.push_back(p.string());
+  MUSTER_THROW(errc::invalid_input,
+               "{}: the run directory {} holds no run store (node-*.db): its launchers stopped "
+               "before any rank started; {}",
+               what, dir.string(),
+               read.empty()
+                   ? std::string("nothing there says why: read the job's Slurm output")
+                   : fmt::format("muster diagnose {} reads {}", what, fmt::join(read, " and ")));
+}
+
+fs::path find_run(const std::string& what, const fs::path& runs_dir, bool storeless) {
+  std::error_code ec;
+  const auto without_store = [&](const fs::path& dir) {
+    if (!storeless) throw_storeless(what, dir);
+    return dir;
+  };
   if (fs::is_directory(what, ec)) {
     if (has_node_files(what)) return fs::absolute(what);
-    if (what.find('/') != std::string::npos) throw_storeless(what, what);
+    if (what.find('/') != std::string::npos) return without_store(fs::absolute(what));
   }
   if (what.find('/') == std::string::npos && !what.empty()) {
     if (fs::is_directory(runs_dir / what, ec)) {
       if (has_node_files(runs_dir / what)) return runs_dir / what;
-      throw_storeless(what, runs_dir / what);
+      return without_store(runs_dir / what);
     }
     const auto runs = list_runs(runs_dir);
     std::vector<fs::path> matches;
@@ -191,7 +214,7 @@ fs::path find_run(const std::string& what, const fs::path& runs_dir) {
   for (const auto& e : fs::directory_iterator(runs_dir, ec)) {
     const auto name = e.path().filename().string();
     if (e.is_directory() && name.size() > what.size() + 1 && name.ends_with("-" + what))
-      throw_storeless(what, e.path());
+      return without_store(e.path());
   }
   MUSTER_THROW(errc::invalid_input,
                "{}: no run directory, run id or Slurm job id of that name in {}; `muster "

@@ -59,9 +59,16 @@ struct run_entry {
 // cannot be read is skipped.
 std::vector<run_entry> list_runs(const std::filesystem::path& runs_dir);
 
+// The run directories under `runs_dir` without a run store (node-*.db) but with Slurm's output
+// (slurm.out): jobs whose launchers stopped before any rank started. By name.
+std::vector<std::filesystem::path> storeless_runs(const std::filesystem::path& runs_dir);
+
 // The run directory `what` names: a directory path, a run id under `runs_dir` (or the start of
 // one, when only one matches), or a Slurm job id that one run records. Throws
-// errc::invalid_input naming what was looked for, where, and what there is.
-std::filesystem::path find_run(const std::string& what, const std::filesystem::path& runs_dir);
+// errc::invalid_input naming what was looked for, where, and what there is; for a run directory
+// without a run store (its launchers stopped before any rank started) too, saying what to read,
+// unless `storeless` (diagnose reads its slurm.out and logs), which returns it.
+std::filesystem::path find_run(const std::string& what, const std::filesystem::path& runs_dir,
+                               bool storeless = false);
 
 }  // namespace muster::launcher::status

@@ -105,7 +105,8 @@ std::string job_json(const slurm_job& j) {
 }
 
 std::string runs_json(const std::vector<run_entry>& runs, store::epoch_ms now,
-                      const std::optional<slurm_job_list>& slurm) {
+                      const std::optional<slurm_job_list>& slurm,
+                      const std::vector<std::filesystem::path>& storeless) {
   json out = json::array();
   for (const auto& e : runs) {
     auto r = run_json(e.run);
@@ -114,6 +115,9 @@ std::string runs_json(const std::vector<run_entry>& runs, store::epoch_ms now,
     out.push_back(r);
   }
   json doc = {{"now_ms", now}, {"runs", out}};
+  json without = json::array();
+  for (const auto& dir : storeless) without.push_back(dir.filename().string());
+  doc["storeless_runs"] = without;
   if (slurm) {
     json jobs = json::array();
     for (const auto& j : slurm->jobs) {

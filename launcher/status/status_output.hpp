@@ -15,11 +15,14 @@ namespace muster::launcher::status {
 std::string status_text(const run_status& s, store::epoch_ms now);
 std::string status_json(const run_status& s, store::epoch_ms now);
 
-// The runs, and under Slurm the user's jobs (each with the run that records it).
+// The runs, the run directories without a store (storeless_runs), and under Slurm the user's
+// jobs (each with the run that records it).
 std::string runs_text(const std::vector<run_entry>& runs, store::epoch_ms now,
-                      const std::optional<slurm_job_list>& slurm = std::nullopt);
+                      const std::optional<slurm_job_list>& slurm = std::nullopt,
+                      const std::vector<std::filesystem::path>& storeless = {});
 std::string runs_json(const std::vector<run_entry>& runs, store::epoch_ms now,
-                      const std::optional<slurm_job_list>& slurm = std::nullopt);
+                      const std::optional<slurm_job_list>& slurm = std::nullopt,
+                      const std::vector<std::filesystem::path>& storeless = {});
 
 // A Slurm job of the user's with no run in `runs_dir` yet (pending, or not started by muster
 // launch): what squeue says of it, and when its run appears.

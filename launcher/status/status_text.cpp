@@ -123,7 +123,8 @@ std::string run_of_job(const std::vector<run_entry>& runs, const std::string& id
 }
 
 std::string runs_text(const std::vector<run_entry>& runs, store::epoch_ms now,
-                      const std::optional<slurm_job_list>& slurm) {
+                      const std::optional<slurm_job_list>& slurm,
+                      const std::vector<std::filesystem::path>& storeless) {
   std::string out;
   if (runs.empty()) {
     out = "no runs\n";
@@ -133,6 +134,11 @@ std::string runs_text(const std::vector<run_entry>& runs, store::epoch_ms now,
       put(out, "{:<48} {:<10} {:>6} {:>6} {:>10}\n", e.run.run_id, store::to_string(e.run.state),
           e.run.world_size, e.steps_done, age_text(seconds_since(e.run.updated_ms, now)) + " ago");
   }
+  for (const auto& dir : storeless)
+    put(out,
+        "{:<48} no run store: its launchers stopped before any rank started; muster diagnose "
+        "{} reads its slurm.out\n",
+        dir.filename().string(), dir.filename().string());
   if (!slurm) return out;
   if (!slurm->error.empty()) {
     put(out, "\nSlurm: squeue --me failed: {}\n", slurm->error);

@@ -132,12 +132,25 @@ TEST_CASE("a run directory without a run store is named, with what to read inste
   std::ofstream(dir / "slurm.out") << "muster: rendezvous: 1 of 2 nodes reached ...\n";
   for (const auto& what : std::vector<std::string>{"77", "tiny-moe-77", dir.string()}) {
     INFO(what);
-    CHECK_THROWS_WITH(find_run(what, tmp.path()),
-                      Catch::Contains("holds no run store") &&
-                          Catch::Contains("muster diagnose --log " + (dir / "slurm.out").string()));
+    CHECK_THROWS_WITH(
+        find_run(what, tmp.path()),
+        Catch::Contains("holds no run store") &&
+            Catch::EndsWith("muster diagnose " + what + " reads " + (dir / "slurm.out").string() +
+                            " and " + (dir / "logs").string()));
+    // diagnose takes it, to read those
+    CHECK(std::filesystem::equivalent(find_run(what, tmp.path(), /*storeless=*/true), dir));
   }
   CHECK_THROWS_WITH(find_run("78", tmp.path()),
                     Catch::StartsWith("78: no run directory, run id or Slurm job id"));
+  // the list names it, beside the runs
+  CHECK(storeless_runs(tmp.path()) == std::vector<std::filesystem::path>{dir});
+  CHECK_THAT(runs_text({}, store::now_ms(), std::nullopt, storeless_runs(tmp.path())),
+             Catch::Contains("tiny-moe-77") && Catch::Contains("no run store: its launchers "
+                                                               "stopped before any rank started"));
+  // without logs/ it names only what is there
+  std::filesystem::remove_all(dir / "logs");
+  CHECK_THROWS_WITH(find_run("77", tmp.path()),
+                    Catch::EndsWith("muster diagnose 77 reads " + (dir / "slurm.out").string()));
 }
 
 TEST_CASE("squeue's lines are read with the job name last, and odd lines skipped", "[status]") {
