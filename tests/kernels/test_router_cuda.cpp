@@ -127,6 +127,28 @@ void check_router(const router_shape& s, std::uint32_t& seed, std::size_t offset
   CHECK(compare(unshifted(d_grad_both.host()), grad_both, 1e-5, report) <= 1e-5);
 }
 
+// The forward of `logits` on the CPU and the GPU: the CPU's scores, weights and experts, and
+// the GPU's experts and weights.
+struct forward_pair {
+  std::vector<float> scores, weights;
+  std::vector<std::int64_t> chosen, got;
+  std::vector<float> got_weights;
+};
+
+forward_pair forward_both(const std::vector<float>& logits, const router_shape& s) {
+  const auto n = logits.size(), nk = std::size_t(s.num_tokens * s.topk);
+  forward_pair f{
+      std::vector<float>(n), std::vector<float>(nk), std::vector<std::int64_t>(nk), {}, {}};
+  cpu::router_forward(logits.data(), f.scores.data(), f.chosen.data(), f.weights.data(), s);
+  device_buffer<float> d_logits(logits), d_scores(n), d_weights(nk);
+  device_buffer<std::int64_t> d_chosen(nk);
+  cuda::router_forward(d_logits.ptr, d_scores.ptr, d_chosen.ptr, d_weights.ptr, s, nullptr);
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  f.got = d_chosen.host();
+  f.got_weights = d_weights.host();
+  return f;
+}
+
 using shape_list = std::vector<std::tuple<std::int64_t, std::int64_t, int>>;
 
 // f(shape) for each of `shapes` (tokens, experts, topk) under both score functions, with
@@ -219,15 +241,8 @@ TEST_CASE("the router's CUDA kernel breaks ties to the lower expert as the CPU d
               const auto topk = s.topk;
               const auto n = std::size_t(tokens * experts), nk = std::size_t(tokens * topk);
               const auto logits = muster::test::tie_logits(n, 17);
-              std::vector<float> scores(n), weights(nk);
-              std::vector<std::int64_t> chosen(nk);
-              cpu::router_forward(logits.data(), scores.data(), chosen.data(), weights.data(), s);
-              device_buffer<float> d_logits(logits), d_scores(n), d_weights(nk);
-              device_buffer<std::int64_t> d_chosen(nk);
-              cuda::router_forward(d_logits.ptr, d_scores.ptr, d_chosen.ptr, d_weights.ptr, s,
-                                   nullptr);
-              REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-              const auto got = d_chosen.host();
+              const auto f = forward_both(logits, s);
+              const auto& [scores, weights, chosen, got, got_weights] = f;
               std::size_t differ = 0, first = nk;
               for (std::size_t i = 0; i < nk; ++i)
                 if (got[i] != chosen[i] && differ++ == 0) first = i;
@@ -235,7 +250,7 @@ TEST_CASE("the router's CUDA kernel breaks ties to the lower expert as the CPU d
                                                 << first % std::size_t(topk));
               CHECK(differ == 0);
               std::string report;
-              CHECK(compare(d_weights.host(), weights, 1e-5, report) <= 1e-5);
+              CHECK(compare(got_weights, weights, 1e-5, report) <= 1e-5);
               INFO(report);
             });
 }
@@ -253,7 +268,7 @@ TEST_CASE("the router's CUDA kernel keeps a NaN logit to its own token", "[kerne
             [&](const router_shape& s) {
               const auto tokens = s.num_tokens, experts = s.num_experts;
               const auto topk = s.topk;
-              const auto n = std::size_t(tokens * experts), nk = std::size_t(tokens * topk);
+              const auto n = std::size_t(tokens * experts);
               auto logits = muster::test::normal_draws(n, seed++);
               // every 7th token gets a NaN, at an expert that moves with the token
               std::vector<bool> poisoned(std::size_t(tokens), false);
@@ -261,15 +276,8 @@ TEST_CASE("the router's CUDA kernel keeps a NaN logit to its own token", "[kerne
                 poisoned[t] = true;
                 logits[t * std::size_t(experts) + t % std::size_t(experts)] = std::nanf("");
               }
-              std::vector<float> scores(n), weights(nk);
-              std::vector<std::int64_t> chosen(nk);
-              cpu::router_forward(logits.data(), scores.data(), chosen.data(), weights.data(), s);
-              device_buffer<float> d_logits(logits), d_scores(n), d_weights(nk);
-              device_buffer<std::int64_t> d_chosen(nk);
-              cuda::router_forward(d_logits.ptr, d_scores.ptr, d_chosen.ptr, d_weights.ptr, s,
-                                   nullptr);
-              REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-              const auto got = d_chosen.host();
+              const auto f = forward_both(logits, s);
+              const auto& [scores, weights, chosen, got, got_weights] = f;
               std::size_t out_of_range = 0, twice = 0, differ = 0;
               for (std::size_t t = 0; t < std::size_t(tokens); ++t)
                 for (std::size_t a = 0; a < std::size_t(topk); ++a) {
