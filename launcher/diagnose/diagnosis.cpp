@@ -24,17 +24,36 @@ constexpr std::string_view kSuspiciousWords[] = {
 constexpr std::string_view kStopWords[] = {"CANCELLED AT", "muster: stopped by ",
                                            "passed on to them, as asked"};
 
-bool stop_asked(std::string_view line) {
-  if (line.find("CANCELLED AT") != std::string_view::npos)
-    return line.find("DUE TO TIME LIMIT") == std::string_view::npos;
+enum class stop { none, slurm, launcher };
+
+// Who asked the stop `line` says: Slurm's "*** JOB 9 ON n1 CANCELLED AT 2026-11-27T09:40:01 ***"
+// (scancel) or "... DUE TO JOB REQUEUE ***", not its time limit, node failure or preemption;
+// muster's launcher's "stopped by SIGTERM" and "passed on to them, as asked".
+stop stop_asked(std::string_view line) {
+  if (const auto at = line.find("CANCELLED AT "); at != std::string_view::npos) {
+    auto rest = line.substr(at + 13);
+    rest = rest.substr(std::min(rest.find(' '), rest.size()));  // past the time
+    while (rest.starts_with(' ')) rest.remove_prefix(1);
+    return rest.starts_with("***") || rest.starts_with("DUE TO JOB REQUEUE") ? stop::slurm
+                                                                             : stop::none;
+  }
   return line.find("muster: stopped by ") != std::string_view::npos ||
-         line.find("passed on to them, as asked") != std::string_view::npos;
+                 line.find("passed on to them, as asked") != std::string_view::npos
+             ? stop::launcher
+             : stop::none;
 }
 
 // Whether `s` is a worker's end on a signal a stop sends: SIGINT, SIGUSR1, SIGUSR2, SIGTERM, as
-// the signal or as the exit code 128 + it (a launcher that passed it on exits so).
+// the signal or as the exit code 128 + it (a launcher that passed it on exits so), or SIGKILL
+// (srun turns the SIGTERM of a cancel into SIGKILL for its tasks: finish() keeps those only for
+// Slurm's stops).
 bool stop_end(const log_signal& s) {
-  if (s.category != "worker_failed_see_error_file" || s.facts.contains("root_cause")) return false;
+  if (s.facts.contains("root_cause")) return false;
+  if (s.category == "worker_killed_sigkill") {
+    const auto it = s.facts.find("signal");
+    return it != s.facts.end() && it->second == "9";
+  }
+  if (s.category != "worker_failed_see_error_file") return false;
   const auto fact = [&](const char* key) {
     const auto it = s.facts.find(key);
     return it == s.facts.end() ? std::string() : it->second;
@@ -144,7 +163,12 @@ void diagnoser::add_line(const std::string& file, std::int64_t number, std::stri
     add_elastic_failure(file, *failure);
     return;
   }
-  if (!stopped_as_asked_ && stop_asked(line)) stopped_as_asked_ = evidence_of(file, number, line);
+  if (!stopped_as_asked_) {
+    if (const auto who = stop_asked(line); who != stop::none) {
+      stopped_as_asked_ = evidence_of(file, number, line);
+      stopped_by_slurm_ = who == stop::slurm;
+    }
+  }
   auto signal = match_log_line(line);
   if (!signal) {
     if (findings_.empty() && suspicious_line(line)) {
@@ -268,10 +292,17 @@ std::span<const std::string_view> diagnoser::keywords() {
 }
 
 diagnosis diagnoser::finish() const {
-  if (!stopped_as_asked_ && !stop_ends_.empty()) {  // no stop was asked: they are failures
+  // the ends no stop explains are failures: all where none was asked; the SIGKILLs where the
+  // launcher, not Slurm, stopped the ranks
+  const auto unexplained = [&](const log_signal& s) {
+    return !stopped_as_asked_ || (!stopped_by_slurm_ && s.category == "worker_killed_sigkill");
+  };
+  if (std::any_of(stop_ends_.begin(), stop_ends_.end(),
+                  [&](const auto& end) { return unexplained(end.first); })) {
     diagnoser all = *this;
     all.stop_ends_.clear();
-    for (const auto& [signal, evidence] : stop_ends_) all.add_now(signal, evidence);
+    for (const auto& [signal, evidence] : stop_ends_)
+      if (unexplained(signal)) all.add_now(signal, evidence);
     return all.finish();
   }
   diagnosis d;

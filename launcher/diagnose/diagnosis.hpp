@@ -17,10 +17,12 @@
 // ranks that reported no timeout at all: the usual culprits. With nothing found, `unknown` carries
 // the most suspicious lines.
 //
-// Stopped as asked: Slurm's "*** JOB 9 ON n1 CANCELLED AT ... ***" (scancel, a requeue; not
-// "DUE TO TIME LIMIT", which is slurm_time_limit) and muster's launcher's "stopped by SIGTERM" or
-// "passed on to them, as asked". Where one is read, the workers that exited on a stop's signal
-// (exit codes 128 + SIGINT, SIGUSR1, SIGUSR2 or SIGTERM, or those signals) are no failure.
+// Stopped as asked: Slurm's "*** JOB 9 ON n1 CANCELLED AT <time> ***" (scancel) and "... DUE TO
+// JOB REQUEUE ***" (not its time limit, a node failure or a preemption), and muster's launcher's
+// "stopped by SIGTERM" or "passed on to them, as asked". Where one is read, the workers that
+// exited on a stop's signal (exit codes 128 + SIGINT, SIGUSR1, SIGUSR2 or SIGTERM, or those
+// signals; after Slurm's stops SIGKILL too, which srun makes of the cancel's SIGTERM) are no
+// failure.
 #pragma once
 
 #include <cstdint>
@@ -107,6 +109,7 @@ class diagnoser {
   std::vector<evidence_line> suspicious_;
   std::int64_t lines_ = 0;
   std::optional<evidence_line> stopped_as_asked_;
+  bool stopped_by_slurm_ = false;  // scancel or a requeue, not the launcher
   std::vector<std::pair<log_signal, evidence_line>> stop_ends_;  // held by add_signal
 };
 

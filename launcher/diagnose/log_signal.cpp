@@ -147,10 +147,12 @@ log_signal hang(std::string_view line) {
   return s;
 }
 
-// c10d's line for a host name no resolver knows (not IPv6 alone: "No address associated" or
-// "Address family ... not supported" is a warning that IPv4 may still answer).
+// c10d's line for a host name no resolver knows, for IPv4 or any family: the IPv6 line is a
+// warning healthy runs print too (c10d tries IPv6 first, then IPv4 answers).
 bool unresolved_host(std::string_view line) {
-  return has(line, "network addresses of (") && has(line, "cannot be retrieved") &&
+  return (has(line, "The IPv4 network addresses of (") ||
+          has(line, "The network addresses of (")) &&
+         has(line, "cannot be retrieved") &&
          (has(line, "Name or service not known") ||
           has(line, "Temporary failure in name resolution"));
 }
@@ -164,7 +166,7 @@ bool unresolved_host(std::string_view line) {
 //   "RuntimeError: connect() timed out. Original timeout was 1800000 ms."
 //   the engine's "[rank 1/2] cannot reach the rendezvous store at 10.0.0.1:29500: ..."
 // and a host name that does not resolve, which c10d says once a try until its timeout:
-//   "[c10d] The IPv6 network addresses of (n1, 29500) cannot be retrieved (gai error: -2 - Name
+//   "[c10d] The IPv4 network addresses of (n1, 29500) cannot be retrieved (gai error: -2 - Name
 //    or service not known)."
 log_signal rendezvous_timeout(std::string_view line) {
   auto s = signal_of("rendezvous_timeout");

@@ -531,7 +531,7 @@ TEST_CASE("decoys from the review: warnings, application Xids, other services' p
 TEST_CASE("a rendezvous host name that does not resolve is named, with launch.master_addr",
           "[diagnose]") {
   const std::string gai =
-      "[W1127 09:44:02.118 socket.cpp:759] [c10d] The IPv6 network addresses of (n1, 29500) "
+      "[W1127 09:44:02.118 socket.cpp:759] [c10d] The IPv4 network addresses of (n1, 29500) "
       "cannot be retrieved (gai error: -2 - Name or service not known).";
   const auto d = diagnose_lines(
       {gai, gai,
@@ -545,11 +545,18 @@ TEST_CASE("a rendezvous host name that does not resolve is named, with launch.ma
   CHECK_THAT(f.summary, Catch::StartsWith("the ranks cannot resolve the rendezvous host n1 (-2 - "
                                           "Name or service not known)"));
   CHECK_THAT(f.fixes.front(), Catch::StartsWith("set launch.master_addr to an address"));
-  // IPv6 alone failing is a warning IPv4 may answer: no finding
-  CHECK_FALSE(diagnose_lines({"[c10d] The IPv6 network addresses of (n1, 29500) cannot be "
-                              "retrieved (gai error: -9 - Address family for hostname not "
-                              "supported)."})
-                  .failed());
+  CHECK(diagnose_lines({"[c10d] The network addresses of (n1, 29500) cannot be retrieved (gai "
+                        "error: -3 - Temporary failure in name resolution)."})
+            .failed());
+  // the IPv6 line is a warning healthy runs print (IPv4 answers next): no finding, whatever
+  // the resolver said
+  for (const char* why : {"-2 - Name or service not known",
+                          "-9 - Address family for hostname "
+                          "not supported"})
+    CHECK_FALSE(diagnose_lines({std::string("[c10d] The IPv6 network addresses of (localhost, "
+                                            "51595) cannot be retrieved (gai error: ") +
+                                why + ")."})
+                    .failed());
 }
 
 TEST_CASE("a job stopped as asked is no failure: scancel, a requeue, a signal passed on",
@@ -584,6 +591,20 @@ TEST_CASE("a job stopped as asked is no failure: scancel, a requeue, a signal pa
   d = diagnose_lines({cancel, "srun: error: n1: task 0: Exited with exit code 1", term});
   REQUIRE(d.failed());
   CHECK(root_of(d).facts.at("exit_code") == "1");
+  // srun makes SIGKILL of a cancel's SIGTERM: Slurm's stop explains it, the launcher's does not
+  CHECK_FALSE(diagnose_lines({cancel, "srun: error: n1: task 0: Killed"}).failed());
+  d = diagnose_lines({passed_on, "srun: error: n1: task 0: Killed"});
+  CHECK(root_of(d).category == "worker_killed_sigkill");
+  // a node failure or a preemption is no stop the user asked
+  for (const char* why :
+       {"DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***", "DUE TO PREEMPTION ***"}) {
+    d = diagnose_lines(
+        {std::string("slurmstepd: error: *** JOB 9 ON n1 CANCELLED AT 2026-11-27T09:40:01 ") + why,
+         term});
+    INFO(why);
+    CHECK(d.failed());
+    CHECK_FALSE(d.stopped_as_asked);
+  }
   // the time limit is no stop asked: it is a finding of its own
   d = diagnose_lines(
       {"slurmstepd: error: *** JOB 5 ON n1 CANCELLED AT 2026-11-27T09:42:00 DUE TO TIME LIMIT ***",
