@@ -26,8 +26,8 @@ struct status_options {
 };
 
 bool ended(const launcher::status::run_status& s) {
-  return s.run && s.run->state != store::run_state::running &&
-         s.run->state != store::run_state::created;
+  return s.lost || (s.run && s.run->state != store::run_state::running &&
+                    s.run->state != store::run_state::created);
 }
 
 int show(const status_options& o) {

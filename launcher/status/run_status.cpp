@@ -123,7 +123,10 @@ run_status read_run_status(const fs::path& dir, store::epoch_ms now) {
   for (auto& r : s.ranks) {
     if (r.rank.state != store::rank_state::running) continue;
     running = true;
-    r.gone = r.rank.host == here && r.rank.pid && !process_exists(*r.rank.pid);
+    // its pid on this host, and its heartbeat as stale as a laggard's: a pid alone misleads in
+    // another PID namespace of the same host name, or while the launcher records a rank's end
+    r.gone = r.rank.host == here && r.rank.pid && !process_exists(*r.rank.pid) &&
+             (!r.heartbeat_age_s || *r.heartbeat_age_s > stale_s);
     s.lost = s.lost && r.gone;
   }
   s.lost = s.lost && running;

@@ -18,7 +18,8 @@ struct rank_status {
   std::optional<store::step_record> last;  // its newest step
   std::optional<double> heartbeat_age_s;   // since its heartbeat file last changed
   bool laggard = false;                    // running, and behind the others (see read_run_status)
-  bool gone = false;  // recorded running on this host, and no process has its pid any more
+  bool gone = false;  // recorded running on this host, no process has its pid any more, and
+                      // its heartbeat is stale (as a laggard's) or missing
 };
 
 struct run_status {
@@ -44,7 +45,8 @@ struct run_status {
 // Reads run `dir` as of `now`. A running rank is a laggard when its newest step is 2 or more
 // behind the newest of any rank, or when its heartbeat is older than the larger of 60 s and
 // 5 step times (the median step time). A rank recorded running on this host (short hostname)
-// whose pid no process has is gone; a run whose running ranks are all gone is lost. Throws
+// whose pid no process has and whose heartbeat is that stale (or missing) is gone; a run whose
+// running ranks are all gone is lost. Throws
 // errc::store / errc::io when the store cannot be read.
 run_status read_run_status(const std::filesystem::path& dir, store::epoch_ms now);
 

@@ -5,6 +5,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -59,8 +61,16 @@ TEST_CASE("a run whose launcher died unrecorded is lost: its running ranks' proc
   put(0, here, gone);
   put(1, here, ::getpid());                          // alive: this test
   put(2, here, gone, store::rank_state::succeeded);  // ended, as recorded
+  // a heartbeat as fresh as a running rank's: not gone on its pid alone (another PID namespace of
+  // this host name, or a launcher about to record the rank's end)
+  muster::test::write_file(paths.rank_heartbeat_file(0), "step 3\n");
   auto s = read_run_status(paths.dir(), now);
   REQUIRE(s.ranks.size() == 3);
+  CHECK_FALSE(s.ranks[0].gone);
+  std::filesystem::last_write_time(
+      paths.rank_heartbeat_file(0),
+      std::filesystem::file_time_type::clock::now() - std::chrono::minutes(5));
+  s = read_run_status(paths.dir(), now);
   CHECK(s.ranks[0].gone);
   CHECK_FALSE(s.ranks[1].gone);
   CHECK_FALSE(s.ranks[2].gone);
