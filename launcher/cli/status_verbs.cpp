@@ -3,7 +3,6 @@
 // layout, progress, each rank's last step and heartbeat (laggards marked), restarts, the first
 // failure and the ranks' errors. Reads the run store read-only, while the run goes on or after.
 // A Slurm job of the user's with no run yet (pending) gets what squeue says of it.
-#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <thread>
@@ -50,9 +49,8 @@ int show(const status_options& o) {
       throw;
     const auto slurm = st::user_slurm_jobs(std::chrono::seconds(10));
     if (!slurm) throw;
-    const auto job = std::find_if(slurm->jobs.begin(), slurm->jobs.end(),
-                                  [&](const auto& j) { return j.id == o.run; });
-    if (job == slurm->jobs.end()) throw;
+    const auto* job = st::find_job(*slurm, o.run);
+    if (!job) throw;
     fmt::print("{}", o.json ? st::job_json(*job) : st::job_text(*job, o.runs_dir));
     return kExitOk;
   }

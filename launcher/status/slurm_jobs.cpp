@@ -9,6 +9,18 @@
 
 namespace muster::launcher::status {
 
+const slurm_job* find_job(const slurm_job_list& list, std::string_view id) {
+  if (id.empty()) return nullptr;
+  for (const auto& j : list.jobs)
+    if (j.id == id) return &j;
+  // an array: "4242" any task of it; "4242_3" a task still in the pending "4242_[0-7]"
+  const auto base = id.substr(0, id.find('_'));
+  const auto prefix = std::string(base) + (base.size() == id.size() ? "_" : "_[");
+  for (const auto& j : list.jobs)
+    if (j.id.starts_with(prefix)) return &j;
+  return nullptr;
+}
+
 slurm_job_list parse_squeue(std::string_view output) {
   slurm_job_list out;
   while (!output.empty()) {

@@ -28,6 +28,10 @@ struct slurm_job_list {
 // last, since it may hold '|'). Lines of another shape are skipped.
 slurm_job_list parse_squeue(std::string_view output);
 
+// The job `id` names in `list`: its own id, or the array task or array job it is ("4242_3" in a
+// pending "4242_[0-7]"; "4242" for any task of that array); null when none.
+const slurm_job* find_job(const slurm_job_list& list, std::string_view id);
+
 // This user's jobs, or std::nullopt when this host has no Slurm: no squeue in PATH, or squeue
 // failing on a host with neither SLURM_CONF, SLURM_JOB_ID nor /etc/slurm/slurm.conf (a laptop
 // with the client installed; configless Slurm answers without a slurm.conf). Waits at most

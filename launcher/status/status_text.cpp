@@ -134,11 +134,20 @@ std::string runs_text(const std::vector<run_entry>& runs, store::epoch_ms now,
       put(out, "{:<48} {:<10} {:>6} {:>6} {:>10}\n", e.run.run_id, store::to_string(e.run.state),
           e.run.world_size, e.steps_done, age_text(seconds_since(e.run.updated_ms, now)) + " ago");
   }
-  for (const auto& dir : storeless)
-    put(out,
-        "{:<48} no run store: its launchers stopped before any rank started; muster diagnose "
-        "{} reads its slurm.out\n",
-        dir.filename().string(), dir.filename().string());
+  for (const auto& dir : storeless) {
+    // <job.name>-<job id>: a job squeue still has is starting (its launchers are meeting)
+    const auto name = dir.filename().string();
+    const auto id = name.substr(name.rfind('-') + 1);
+    const auto job = slurm ? find_job(*slurm, id) : nullptr;
+    if (job)
+      put(out, "{:<48} no run store yet: Slurm job {} is {}, its launchers are starting\n", name,
+          id, job->state);
+    else
+      put(out,
+          "{:<48} no run store: its launchers stopped before any rank started; muster "
+          "diagnose {} reads its slurm.out\n",
+          name, name);
+  }
   if (!slurm) return out;
   if (!slurm->error.empty()) {
     put(out, "\nSlurm: squeue --me failed: {}\n", slurm->error);

@@ -157,6 +157,12 @@ TEST_CASE("a run directory without a run store is named, with what to read inste
   CHECK_THAT(runs_text({}, store::now_ms(), std::nullopt, storeless_runs(tmp.path())),
              Catch::Contains("tiny-moe-77") && Catch::Contains("no run store: its launchers "
                                                                "stopped before any rank started"));
+  // while squeue still has the job, it is starting: its launchers are meeting
+  const auto queued = muster::launcher::status::parse_squeue("77|RUNNING|0:05|2|n[1-2]|tiny-moe\n");
+  CHECK_THAT(runs_text({}, store::now_ms(), queued, storeless_runs(tmp.path())),
+             Catch::Contains("tiny-moe-77") &&
+                 Catch::Contains("no run store yet: Slurm job 77 is RUNNING, its launchers are "
+                                 "starting"));
   // without logs/ it names only what is there
   std::filesystem::remove_all(dir / "logs");
   CHECK_THROWS_WITH(find_run("77", tmp.path()),
@@ -177,6 +183,25 @@ TEST_CASE("squeue's lines are read with the job name last, and odd lines skipped
   CHECK(list.jobs[1].state == "PENDING");
   CHECK(list.jobs[1].where == "(Priority)");
   CHECK(list.error.empty());
+}
+
+TEST_CASE("a job id finds its job, an array's task in the pending array too", "[status]") {
+  const auto list = muster::launcher::status::parse_squeue(
+      "4242|RUNNING|1:02:03|2|gpu-a[01-02]|pretrain\n"
+      "4250_[0-7]|PENDING|0:00|1|(Priority)|sweep\n"
+      "4260_2|RUNNING|0:10|1|gpu-b01|other\n");
+  const auto id_of = [&](std::string_view id) {
+    const auto* j = find_job(list, id);
+    return j ? j->id : std::string("none");
+  };
+  CHECK(id_of("4242") == "4242");
+  CHECK(id_of("4250") == "4250_[0-7]");
+  CHECK(id_of("4250_3") == "4250_[0-7]");
+  CHECK(id_of("4260") == "4260_2");
+  CHECK(id_of("4260_2") == "4260_2");
+  CHECK(id_of("4260_5") == "none");  // that task is not in the queue
+  CHECK(id_of("424") == "none");
+  CHECK(id_of("") == "none");
 }
 
 TEST_CASE("the first failure shows the end of the rank's last output on a line of its own",
