@@ -3,8 +3,14 @@
 
 #include <fmt/format.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <iterator>
 
+#include "common/error.hpp"
 #include "muster/version.hpp"
 
 namespace muster::slurm {
@@ -20,14 +26,38 @@ std::string shell_quote(std::string_view text) {
   return out + "'";
 }
 
-std::filesystem::path script_path(const std::filesystem::path& runs_dir, std::string_view job_name,
-                                  std::string_view stamp) {
+std::filesystem::path write_script(const std::filesystem::path& runs_dir, std::string_view job_name,
+                                   std::string_view stamp, std::string_view script) {
   const auto dir = runs_dir / "sbatch";
-  auto file = dir / fmt::format("{}-{}.sbatch", job_name, stamp);
   std::error_code ec;
-  for (int n = 2; std::filesystem::exists(file, ec); ++n)
-    file = dir / fmt::format("{}-{}-{}.sbatch", job_name, stamp, n);
-  return file;
+  std::filesystem::create_directories(dir, ec);
+  MUSTER_CHECK(!ec, errc::io,
+               "muster-sbatch: cannot create {}: {}; set launch.runs_dir to a directory you can "
+               "write (it must be on a file system every node sees)",
+               dir.string(), ec.message());
+  for (int n = 1;; ++n) {
+    const auto file = dir / (n == 1 ? fmt::format("{}-{}.sbatch", job_name, stamp)
+                                    : fmt::format("{}-{}-{}.sbatch", job_name, stamp, n));
+    const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0 && errno == EEXIST) continue;  // an earlier submission's: the next name
+    MUSTER_CHECK(fd >= 0, errc::io, "muster-sbatch: cannot create {}: {}", file.string(),
+                 std::strerror(errno));
+    std::size_t done = 0;
+    while (done < script.size()) {
+      const auto wrote = ::write(fd, script.data() + done, script.size() - done);
+      if (wrote < 0 && errno == EINTR) continue;
+      if (wrote <= 0) {
+        const int why = errno;
+        ::close(fd);
+        MUSTER_THROW(errc::io,
+                     "muster-sbatch: cannot write {}: {}; check that the disk is not full",
+                     file.string(), std::strerror(why));
+      }
+      done += static_cast<std::size_t>(wrote);
+    }
+    ::close(fd);
+    return file;
+  }
 }
 
 std::vector<std::string> launch_args(const job_config& config, const batch_request& request) {

@@ -33,11 +33,13 @@ std::string shell_quote(std::string_view text);
 // The script for `config` (loaded from request.job_file with request.overrides).
 std::string batch_script(const job_config& config, const batch_request& request);
 
-// Where muster-sbatch keeps the script of one submission: <runs_dir>/sbatch/<job name>-<stamp>
-// .sbatch, or with -2, -3, ... before .sbatch where that file is there already, so that each
-// submission keeps its own (scontrol show job names it).
-std::filesystem::path script_path(const std::filesystem::path& runs_dir, std::string_view job_name,
-                                  std::string_view stamp);
+// Writes `script` where muster-sbatch keeps the script of one submission, and returns that file:
+// <runs_dir>/sbatch/<job name>-<stamp>.sbatch, or with -2, -3, ... before .sbatch where that
+// file is there already (made with O_EXCL, so two submissions at once cannot share one), so that
+// each submission keeps its own (scontrol show job names it). Creates <runs_dir>/sbatch. Throws
+// errc::io naming the file, the reason and the fix.
+std::filesystem::path write_script(const std::filesystem::path& runs_dir, std::string_view job_name,
+                                   std::string_view stamp, std::string_view script);
 
 // The arguments of `muster launch` the script's srun runs (without srun's own).
 std::vector<std::string> launch_args(const job_config& config, const batch_request& request);

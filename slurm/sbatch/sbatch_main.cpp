@@ -12,7 +12,6 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -110,9 +109,20 @@ std::string stamp() {
 // The job's plan on the world it will get, where the job file says it (launch.nproc, or
 // slurm.gpus_per_node ranks a node, over slurm.nodes): a layout muster launch would refuse fails
 // here, not after the queue. Throws errc::config as muster plan does.
-void check_plan(const muster::loaded_job_config& loaded) {
+void check_plan(const muster::loaded_job_config& loaded,
+                const std::vector<std::string>& sbatch_options) {
   const auto& config = loaded.config;
   if (config.launch.nproc <= 0 && config.slurm.gpus_per_node <= 0) return;  // one a GPU: unknown
+  // an sbatch option wins over the script's #SBATCH lines: the world is sbatch's then
+  for (const auto& option : sbatch_options)
+    for (const char* changes : {"-N", "--nodes", "-G", "--gpus", "-n", "--ntasks"})
+      if (option.starts_with(changes)) {
+        fmt::print(stderr,
+                   "muster-sbatch: note: {} sets the world, so the layout is checked when the "
+                   "job starts, not here\n",
+                   option);
+        return;
+      }
   const int local = muster::launcher::local_ranks(config.launch.nproc, config.slurm.gpus_per_node);
   namespace plan = muster::launcher::plan;
   plan::plan_request request;
@@ -136,7 +146,7 @@ std::string slurm_keys(const muster::loaded_job_config& loaded) {
 int submit(const arguments& a) {
   const auto loaded = muster::load_job_config(a.job_file, a.overrides);
   const auto& config = loaded.config;
-  check_plan(loaded);
+  check_plan(loaded, a.sbatch_options);
   if (!config.slurm.time.empty() && config.slurm.checkpoint_lead == 0)
     fmt::print(stderr,
                "muster-sbatch: warning: slurm.checkpoint_lead = 0 ({}): nothing saves at the "
@@ -148,30 +158,22 @@ int submit(const arguments& a) {
                                        fs::absolute(config.launch.runs_dir).lexically_normal(),
                                        muster_binary()};
   const auto script = muster::slurm::batch_script(config, request);
-  const auto file = muster::slurm::script_path(request.runs_dir, config.job.name, stamp());
+  const auto stamped = stamp();
   std::vector<std::string> sbatch = {"sbatch", "--parsable"};
   sbatch.insert(sbatch.end(), a.sbatch_options.begin(), a.sbatch_options.end());
-  sbatch.push_back(file.string());
   if (a.dry_run) {
     fmt::print("{}", script);
     std::string words;
     for (const auto& w : sbatch)
       words += (words.empty() ? "" : " ") + muster::slurm::shell_quote(w);
-    fmt::print("# submit (not done: --dry-run): {}\n", words);
+    const auto file =
+        request.runs_dir / "sbatch" / fmt::format("{}-{}.sbatch", config.job.name, stamped);
+    fmt::print("# submit (not done: --dry-run): {} {}\n", words,
+               muster::slurm::shell_quote(file.string()));
     return kExitOk;
   }
-  std::error_code ec;
-  fs::create_directories(file.parent_path(), ec);
-  MUSTER_CHECK(!ec, muster::errc::io,
-               "muster-sbatch: cannot create {}: {}; set launch.runs_dir "
-               "to a directory you can write (it must be on a file system every node sees)",
-               file.parent_path().string(), ec.message());
-  {
-    std::ofstream out(file, std::ios::trunc);
-    out << script;
-    out.close();
-    MUSTER_CHECK(out.good(), muster::errc::io, "muster-sbatch: cannot write {}", file.string());
-  }
+  const auto file = muster::slurm::write_script(request.runs_dir, config.job.name, stamped, script);
+  sbatch.push_back(file.string());
   const auto r = muster::run_program(sbatch, std::chrono::seconds(60));
   if (!r.ok()) {
     fmt::print(stderr, "muster-sbatch: sbatch failed{}: {}\nmuster-sbatch: the script is {}\n",

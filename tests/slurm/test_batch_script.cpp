@@ -109,17 +109,17 @@ TEST_CASE("slurm keys are validated with the place and the fix", "[sbatch]") {
                     Catch::Contains("slurm.partition") && Catch::Contains("shell character"));
 }
 
-TEST_CASE("each submission's script has a name of its own, in the same second too", "[sbatch]") {
+TEST_CASE("each submission's script has a file of its own, in the same second too", "[sbatch]") {
   muster::test::temp_dir dir;
-  const auto first = muster::slurm::script_path(dir.path(), "moe", "20261127-094552");
+  const auto first = muster::slurm::write_script(dir.path(), "moe", "20261127-094552", "one\n");
   CHECK(first == dir / "sbatch" / "moe-20261127-094552.sbatch");
-  std::filesystem::create_directories(first.parent_path());
-  muster::test::write_file(first, "#!/bin/bash\n");
-  const auto second = muster::slurm::script_path(dir.path(), "moe", "20261127-094552");
+  const auto second = muster::slurm::write_script(dir.path(), "moe", "20261127-094552", "two\n");
   CHECK(second == dir / "sbatch" / "moe-20261127-094552-2.sbatch");
-  muster::test::write_file(second, "#!/bin/bash\n");
-  CHECK(muster::slurm::script_path(dir.path(), "moe", "20261127-094552") ==
+  CHECK(muster::slurm::write_script(dir.path(), "moe", "20261127-094552", "three\n") ==
         dir / "sbatch" / "moe-20261127-094552-3.sbatch");
-  CHECK(muster::slurm::script_path(dir.path(), "moe", "20261127-094553") ==
+  CHECK(muster::slurm::write_script(dir.path(), "moe", "20261127-094553", "four\n") ==
         dir / "sbatch" / "moe-20261127-094553.sbatch");
+  // each holds its own script
+  CHECK(muster::test::read_file(first) == "one\n");
+  CHECK(muster::test::read_file(second) == "two\n");
 }
