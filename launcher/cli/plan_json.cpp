@@ -87,8 +87,11 @@ nlohmann::json plan_json(const plan::job_plan& p) {
   const auto& b = p.batch;
   json fixes = json::array();
   for (const auto& f : p.fixes)
-    fixes.push_back({{"what", f.what}, {"overrides", f.overrides}, {"total_bytes", f.total_bytes},
-                     {"fits", f.fits}});
+    fixes.push_back({{"what", f.what},
+                     {"overrides", f.overrides},
+                     {"total_bytes", f.total_bytes},
+                     {"fits", f.fits},
+                     {"roomy", f.roomy}});
   return {{"valid", true},
           {"fits", p.fits()},
           {"layout", layout_json(p)},

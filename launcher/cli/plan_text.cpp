@@ -152,13 +152,14 @@ void print_fixes(std::string& out, const plan::job_plan& p) {
     for (const auto& o : f.overrides) words.push_back(shell_word(o));
     const auto spare = 100.0 * (gpu - double(f.total_bytes)) / gpu;
     const auto verdict = p.fits()
-                             ? fmt::format("{:.1f}% spare{}", spare, f.fits ? "" : ", still tight")
+                             ? fmt::format("{:.1f}% spare{}", spare, f.roomy ? "" : ", still tight")
                          : f.fits ? std::string("fits")
                                   : std::string("still over");
     fmt::format_to(std::back_inserter(out), "  {}. {}: {}\n     -> {} per GPU, {}\n", n++, f.what,
                    fmt::join(words, " "), format_bytes(f.total_bytes), verdict);
   }
-  if (std::none_of(p.fixes.begin(), p.fixes.end(), [](const auto& f) { return f.fits; }))
+  if (std::none_of(p.fixes.begin(), p.fixes.end(),
+                   [&](const auto& f) { return p.fits() ? f.roomy : f.fits; }))
     fmt::format_to(std::back_inserter(out),
                    "none of these {}, alone or together, on {} ranks: use more GPUs or GPUs "
                    "with more memory\n",

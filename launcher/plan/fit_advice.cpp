@@ -206,6 +206,10 @@ std::optional<std::pair<overrides, state>> best_option(const change_group& group
   return best;
 }
 
+fit_change change_of(std::string what, overrides changes, const memory_estimate& m) {
+  return {std::move(what), std::move(changes), m.total_bytes(), m.fits(), roomy(m)};
+}
+
 // Later overrides of the same key replace earlier ones; first-seen order is kept.
 overrides merge(const overrides& a, const overrides& b) {
   overrides out = a;
@@ -234,10 +238,10 @@ std::vector<fit_change> rank_fixes(const job_plan& plan, const config::sources& 
   std::vector<fit_change> fixes;
   for (const auto& group : groups)
     if (auto best = best_option(group, start, request, good))
-      fixes.push_back(
-          {group.what, best->first, best->second.memory.total_bytes(), good(best->second.memory)});
-  if (std::any_of(fixes.begin(), fixes.end(), [](const fit_change& f) { return f.fits; }))
-    return fixes;
+      fixes.push_back(change_of(group.what, best->first, best->second.memory));
+  // what the fixes aim for: to fit, or, for a plan that fits tightly, to leave room
+  const auto met = [&](const fit_change& f) { return plan.memory.fits() ? f.roomy : f.fits; };
+  if (std::any_of(fixes.begin(), fixes.end(), met)) return fixes;
 
   // No single change fits: combine them in the guides' order until the plan fits.
   state current = start;
@@ -252,8 +256,8 @@ std::vector<fit_change> rank_fixes(const job_plan& plan, const config::sources& 
     if (good(current.memory)) break;
   }
   if (names.size() > 1)
-    fixes.push_back({fmt::format("together: {}", fmt::join(names, " + ")), combined,
-                     current.memory.total_bytes(), good(current.memory)});
+    fixes.push_back(
+        change_of(fmt::format("together: {}", fmt::join(names, " + ")), combined, current.memory));
   return fixes;
 }
 

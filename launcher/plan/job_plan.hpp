@@ -34,7 +34,8 @@ struct fit_change {
   std::string what;                    // "smaller micro batch", "full recompute", ...
   std::vector<std::string> overrides;  // section.key=value, ready for the command line
   std::int64_t total_bytes = 0;        // the new worst-stage estimate
-  bool fits = false;                   // it fits (for a tight plan: with kTightMargin spare)
+  bool fits = false;                   // it fits
+  bool roomy = false;                  // it fits with kTightMargin spare (not tight_fit)
 };
 
 // The plan's estimate with one setting changed, for the comparison tables.
