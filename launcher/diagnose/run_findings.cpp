@@ -15,20 +15,16 @@
 namespace muster::launcher::diagnose {
 namespace {
 
-// "<run dir>/node-<host>.db (table)" where the record's host is known and its file is there,
-// else "<run dir>/node-*.db (table)".
-std::string store_file(const status::run_status& run, const char* table,
-                       const std::string& host = "") {
+// "<run dir>/node-<host>.db" where the run has that one node file, else "<run dir>/node-*.db":
+// the store's row numbers count the rows of every node file merged.
+std::string store_files(const status::run_status& run) {
   std::filesystem::path file = run.dir / "node-*.db";
-  if (!host.empty()) {
-    try {
-      const auto named = store::run_paths(run.dir).node_db(host);
-      std::error_code ec;
-      if (std::filesystem::exists(named, ec)) file = named;
-    } catch (const std::exception&) {  // a hostname that is no file name: keep the pattern
-    }
+  try {
+    if (const auto nodes = store::run_paths(run.dir).node_dbs(); nodes.size() == 1)
+      file = nodes.front();
+  } catch (const std::exception&) {  // not listable: keep the pattern
   }
-  return fmt::format("{} ({})", file.lexically_normal().string(), table);
+  return file.lexically_normal().string();
 }
 
 // The category of an error file whose message no classifier line matched, from its kind.
@@ -59,9 +55,9 @@ void add_store_findings(diagnoser& d, const status::run_status& run,
   std::map<int, std::string> hosts;
   for (const auto& r : run.ranks) hosts[static_cast<int>(r.rank.rank)] = r.rank.host;
   d.set_rank_hosts(hosts);
-  const auto host_of = [&](std::optional<std::int64_t> rank) {
-    const auto it = rank ? hosts.find(static_cast<int>(*rank)) : hosts.end();
-    return it == hosts.end() ? std::string() : it->second;
+  const auto node_files = store_files(run);
+  const auto store_file = [&](const char* table) {
+    return fmt::format("{} ({})", node_files, table);
   };
 
   std::set<std::int64_t> hung;
@@ -70,9 +66,8 @@ void add_store_findings(diagnoser& d, const status::run_status& run,
     ++number;
     if (e.kind != "hang" || !e.rank) continue;
     hung.insert(*e.rank);
-    d.add_signal(
-        {"hang_watchdog_stuck", static_cast<int>(*e.rank), {{"source", "muster"}}},
-        {store_file(run, "events", host_of(e.rank)), number, e.message, seconds(e.time_ms)});
+    d.add_signal({"hang_watchdog_stuck", static_cast<int>(*e.rank), {{"source", "muster"}}},
+                 {store_file("events"), number, e.message, seconds(e.time_ms)});
   }
 
   std::set<std::int64_t> with_error;
@@ -93,8 +88,7 @@ void add_store_findings(diagnoser& d, const status::run_status& run,
     if (signal->category == "worker_failed_see_error_file")
       signal->facts["error"] =
           e.message.substr(0, std::min<std::size_t>(e.message.find('\n'), 400));
-    d.add_signal(std::move(*signal), {store_file(run, "errors", host_of(e.rank)), number, e.message,
-                                      seconds(e.time_ms)});
+    d.add_signal(std::move(*signal), {store_file("errors"), number, e.message, seconds(e.time_ms)});
   }
 
   number = 0;
@@ -116,7 +110,7 @@ void add_store_findings(diagnoser& d, const status::run_status& run,
       how = fmt::format("exited with code {}", *rank.exit_code);
     }
     if (rank.pid) s.facts["pid"] = std::to_string(*rank.pid);
-    d.add_signal(std::move(s), {store_file(run, "ranks", rank.host), number,
+    d.add_signal(std::move(s), {store_file("ranks"), number,
                                 fmt::format("rank {} on {} {}", rank.rank, rank.host, how),
                                 seconds(rank.updated_ms)});
   }
@@ -131,7 +125,7 @@ void add_store_findings(diagnoser& d, const status::run_status& run,
       log_signal s{"worker_killed_sigkill", static_cast<int>(r.rank.rank), {{"source", "lost"}}};
       if (r.rank.pid) s.facts["pid"] = std::to_string(*r.rank.pid);
       d.add_signal(std::move(s),
-                   {store_file(run, "ranks", r.rank.host), number,
+                   {store_file("ranks"), number,
                     fmt::format("rank {} on {} recorded running; no process has pid {}",
                                 r.rank.rank, r.rank.host, r.rank.pid.value_or(0)),
                     seconds(r.rank.updated_ms)});
@@ -163,8 +157,7 @@ void add_store_findings(diagnoser& d, const status::run_status& run,
     if (const auto code = between(how, "exit code ", {" "}); !code.empty())
       s.facts["exit_code"] = code;
     if (!pid.empty()) s.facts["pid"] = pid;
-    d.add_signal(std::move(s), {store_file(run, "events", host_of(e.rank)), number, e.message,
-                                seconds(e.time_ms)});
+    d.add_signal(std::move(s), {store_file("events"), number, e.message, seconds(e.time_ms)});
   }
 }
 

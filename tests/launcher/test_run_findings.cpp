@@ -225,7 +225,7 @@ TEST_CASE("a rank that failed first before a restart is a finding, though the ra
   CHECK_THAT(result.findings.front().summary, !Catch::Contains("restarted"));
 }
 
-TEST_CASE("the store's evidence names the rank's node file where it is there", "[diagnose]") {
+TEST_CASE("the store's evidence names the run's node file where it has only one", "[diagnose]") {
   muster::test::temp_dir dir;
   launcher::status::run_status run;
   run.dir = dir.path() / "run-1";
@@ -238,6 +238,12 @@ TEST_CASE("the store's evidence names the rank's node file where it is there", "
   REQUIRE(result.failed());
   CHECK(result.findings.front().evidence.front().file ==
         (run.dir / "node-node-a.db").string() + " (ranks)");
+  // several: the rows are counted over them all, so the pattern
+  muster::test::write_file(run.dir / "node-node-b.db", "");
+  diagnoser two(2);
+  add_store_findings(two, run, {});
+  CHECK(two.finish().findings.front().evidence.front().file ==
+        (run.dir / "node-*.db").string() + " (ranks)");
 }
 
 TEST_CASE("a lost run's gone ranks died with their launcher", "[diagnose]") {
