@@ -55,19 +55,21 @@ bool near(std::string_view a, std::string_view b) {
   return d <= std::max<size_t>(2, a.size() / 4) && d < a.size();
 }
 
-// "; did you mean 'launch.nproc'?" for a near miss; for a name with no section, the keys it
-// names in any section ("nproc": launch.nproc) or the section it misspells ("[trian]": [train]);
-// else the keys known in that section, or the sections.
-std::string suggest(std::span<const bound_field> fields, std::string_view key) {
+// "; did you mean 'launch.nproc'?" for a near miss (for a `table`, a [section] header, the
+// section it misspells first: "[trian]": [train]); for a name with no section, the keys it names
+// in any section ("nproc": launch.nproc) or the section it misspells; else the keys known in
+// that section, or the sections.
+std::string suggest(std::span<const bound_field> fields, std::string_view key, bool table) {
+  if (table)  // a [section] header: the sections first ("[dat]": [data], not checkpoint.dir)
+    for (const auto section : sections_of(fields))
+      if (near(key, section)) return fmt::format("; did you mean [{}]?", section);
   const bound_field* best = nullptr;
   size_t best_distance = SIZE_MAX;
   for (const auto& f : fields) {
     size_t d = edit_distance(key, f.key);
     if (d < best_distance) best_distance = d, best = &f;
   }
-  if (best && best_distance <= std::max<size_t>(2, key.size() / 4)) {
-    return fmt::format("; did you mean '{}'?", best->key);
-  }
+  if (best && near(key, best->key)) return fmt::format("; did you mean '{}'?", best->key);
   auto dot = key.rfind('.');
   if (dot == std::string_view::npos) {
     std::vector<std::string> named;  // keys whose last component it is, or nearly
@@ -156,7 +158,8 @@ void walk(const toml::table& table, const std::string& prefix, std::string_view 
       walk(*node.as_table(), path, source, fields, where);
     } else {
       MUSTER_THROW(errc::config, "{}: unknown {} '{}'{}", position(source, name.source()),
-                   node.is_table() ? "section" : "key", path, suggest(fields, path));
+                   node.is_table() ? "section" : "key", path,
+                   suggest(fields, path, node.is_table()));
     }
   }
 }
@@ -260,7 +263,7 @@ void apply_override(std::string_view assignment, std::span<const bound_field> fi
   std::string key(assignment.substr(0, eq));
   std::string_view text = assignment.substr(eq + 1);
   const bound_field* f = find_field(fields, key);
-  MUSTER_CHECK(f, errc::config, "{}: unknown key '{}'{}", place, key, suggest(fields, key));
+  MUSTER_CHECK(f, errc::config, "{}: unknown key '{}'{}", place, key, suggest(fields, key, false));
 
   toml::table parsed;
   const toml::node* node = nullptr;

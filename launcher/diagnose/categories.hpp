@@ -28,8 +28,8 @@ inline constexpr category_info kCategories[] = {
     {"cuda_oom", category_role::cause, "a PyTorch or CUDA allocation ran out of GPU memory"},
     {"nccl_oom", category_role::cause, "NCCL could not allocate GPU memory for its own buffers"},
     {"nccl_timeout", category_role::cause,
-     "a collective did not finish within its timeout (or, muster's engine says, failed before "
-     "it), the first to"},
+     "the first collective that did not finish: it timed out, or (muster's engine says which) "
+     "failed before its timeout"},
     {"nccl_timeout_cascade", category_role::knock_on,
      "the other collective timeouts and failures: ranks that waited on the one that failed"},
     {"hang_watchdog_stuck", category_role::cause,

@@ -97,6 +97,9 @@ TEST_CASE("config names the place, key and a near miss for an unknown key", "[co
                                                          "command line)"));
   // a misspelled section, and a key written outside its section
   CHECK_THAT(error_of("[ab]\nq = 1\n"), Catch::EndsWith("unknown section 'ab'; did you mean [a]?"));
+  // a [section] header is a section's near miss before a key's ("b.innr" is nearer a key)
+  CHECK_THAT(error_of("[b.innr]\nq = 1\n"),
+             Catch::EndsWith("unknown section 'b.innr'; did you mean [b.inner]?"));
   CHECK_THAT(error_of("depth = 4\n"),
              Catch::EndsWith("unknown key 'depth'; did you mean 'b.inner.depth'?"));
   CHECK_THAT(error_of("", {"depth=4"}), Catch::Contains("did you mean 'b.inner.depth'?"));

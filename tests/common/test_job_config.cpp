@@ -59,6 +59,12 @@ TEST_CASE("job config validation names the place and the fix", "[job_config]") {
              Catch::Contains("launch.runs_dir is empty"));
   CHECK_THAT(load_error("[launch]\nnprocs = 2\n"),
              Catch::Contains("unknown key 'launch.nprocs'; did you mean 'launch.nproc'?"));
+  // the job's own sections: a misspelled header names its section, not a key near it
+  for (const auto& [header, section] : std::vector<std::pair<std::string, std::string>>{
+           {"dat", "data"}, {"lgo", "log"}, {"trian", "train"}})
+    CHECK_THAT(
+        load_error("[" + header + "]\n"),
+        Catch::Contains("unknown section '" + header + "'; did you mean [" + section + "]?"));
 }
 
 TEST_CASE("job config printed as TOML round-trips through the loader", "[job_config]") {
