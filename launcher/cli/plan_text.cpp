@@ -145,12 +145,11 @@ void print_fixes(std::string& out, const plan::job_plan& p) {
   // a tight fit (plan::tight_fit) gets them too, for room to spare
   fmt::format_to(std::back_inserter(out), "\n{}, in the order the guides give:\n",
                  p.fits() ? "for more room to spare" : "to make it fit");
-  const auto gpu = static_cast<double>(p.memory.gpu_memory_bytes);
   int n = 1;
   for (const auto& f : p.fixes) {
     std::vector<std::string> words;
     for (const auto& o : f.overrides) words.push_back(shell_word(o));
-    const auto spare = 100.0 * (gpu - double(f.total_bytes)) / gpu;
+    const auto spare = 100.0 * plan::spare_share(f.total_bytes, p.memory.gpu_memory_bytes);
     const auto verdict = p.fits()
                              ? fmt::format("{:.1f}% spare{}", spare, f.roomy ? "" : ", still tight")
                          : f.fits ? std::string("fits")

@@ -43,12 +43,8 @@ void batch_notes(const layout& l, const batch_plan& b, std::vector<std::string>&
     notes.back() += " (LLaMA-Factory would refuse this layout: its data-parallel size is 0)";
 }
 
-double spare_share(const memory_estimate& m) {
-  return static_cast<double>(m.margin_bytes()) / static_cast<double>(m.gpu_memory_bytes);
-}
-
 void memory_warnings(const memory_estimate& m, std::vector<std::string>& warnings) {
-  const double share = spare_share(m);
+  const double share = spare_share(m.total_bytes(), m.gpu_memory_bytes);
   if (tight_fit(m))
     warnings.push_back(fmt::format(
         "it fits with only {:.1f}% of the GPU to spare; allocator fragmentation can take more "
@@ -114,8 +110,13 @@ job_plan make_plan(const job_config& config, const config::sources& where,
   return plan;
 }
 
+double spare_share(std::int64_t total_bytes, std::int64_t gpu_memory_bytes) {
+  return static_cast<double>(gpu_memory_bytes - total_bytes) /
+         static_cast<double>(gpu_memory_bytes);
+}
+
 bool tight_fit(const memory_estimate& m) {
-  return m.fits() && spare_share(m) < kTightMargin;
+  return m.fits() && spare_share(m.total_bytes(), m.gpu_memory_bytes) < kTightMargin;
 }
 
 }  // namespace muster::launcher::plan

@@ -79,6 +79,9 @@ layout checked_layout(const job_config& config, const config::sources& where,
 // more than any estimate.
 inline constexpr double kTightMargin = 0.05;
 
+// The share of a GPU of `gpu_memory_bytes` that `total_bytes` leaves (negative: over).
+double spare_share(std::int64_t total_bytes, std::int64_t gpu_memory_bytes);
+
 // Whether `m` fits with less than kTightMargin of the GPU to spare.
 bool tight_fit(const memory_estimate& m);
 
