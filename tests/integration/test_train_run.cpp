@@ -471,6 +471,51 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "a rank killed mid-run: the others' collective fails at once, saying how soon, and diagnose "
+    "blames the kill",
+    "[train_run]") {
+  muster::test::temp_dir dir;
+  muster::test::write_file(dir / "tiny.toml", kTinyJob);
+  const pid_t launcher = muster::test::spawn_logged(
+      {kMuster, "run", (dir / "tiny.toml").string(), "launch.runs_dir=" + (dir / "runs").string(),
+       "launch.nproc=2", "launch.tee=none", "launch.kill_grace=2", "comm.timeout=600",
+       "train.steps=100000", "--", kTrain},
+      {{{"OMP_NUM_THREADS", "1"}}, {}}, dir / "launcher.log");
+  std::optional<pid_t> victim;
+  if (const auto run = wait_for_steps(dir / "runs", 3))
+    for (const auto& r : muster::store::run_reader(*run).ranks())
+      if (r.rank == 1 && r.pid) victim = static_cast<pid_t>(*r.pid);
+  if (!victim) ::kill(launcher, SIGKILL);
+  REQUIRE(victim);
+  ::kill(*victim, SIGKILL);
+  const auto ended = muster::test::wait_process(launcher);
+  INFO("launcher log: " << muster::test::read_file(dir / "launcher.log"));
+  CHECK(ended.exit_code != 0);
+  const auto run_dir = muster::test::only_run_dir(dir / "runs");
+  // rank 0's line, if it wrote one before the launcher stopped it: a failure, not a timeout
+  for (const auto& e : muster::store::run_reader(run_dir).errors()) {
+    INFO(e.message);
+    CHECK_THAT(e.message, Catch::Contains(" ms (timeout 600000 ms); not arrived: ") &&
+                              !Catch::Contains("timed out"));
+  }
+  const auto diagnosed =
+      muster::test::run_process({kMuster, "diagnose", run_dir.string(), "--json"});
+  INFO(diagnosed.out << diagnosed.err);
+  const auto doc = nlohmann::json::parse(diagnosed.out);
+  REQUIRE_FALSE(doc["findings"].empty());
+  CHECK(doc["findings"][0]["category"] == "worker_killed_sigkill");
+  CHECK(doc["findings"][0]["ranks"] == nlohmann::json::array({1}));
+  for (const auto& f : doc["findings"]) {
+    INFO(f.dump());
+    if (f["category"] != "nccl_timeout_cascade") continue;
+    CHECK(f["facts"].contains("failed_ms"));
+    CHECK(f["facts"]["timeout_ms"] == "600000");
+    CHECK_THAT(f["summary"].get<std::string>(),
+               Catch::Contains("failed after ") && Catch::Contains("before its 600000 ms timeout"));
+  }
+}
+
+TEST_CASE(
     "a rank stuck mid-run makes the others' collective time out, recorded with its phase "
     "and step",
     "[train_run]") {
@@ -503,12 +548,27 @@ TEST_CASE(
          e.phase == "data"));
   REQUIRE(e.step);
   CHECK(*e.step >= 3);
-  CHECK_THAT(e.message, Catch::Contains("not arrived: ") && Catch::Contains("3000 ms"));
+  CHECK_THAT(e.message, Catch::Contains(" timed out after 3000 ms; not arrived: "));
   // and muster status shows it
   const auto status = muster::test::run_process(
       {kMuster, "status", muster::test::only_run_dir(dir / "runs").string()});
   CHECK_THAT(status.out,
              Catch::Contains("error     rank 0, step ") && Catch::Contains("(collective_timeout)"));
+  // and muster diagnose reads the engine's line as the timeout it is (the line as written, not
+  // a copy of its format)
+  const auto diagnosed = muster::test::run_process(
+      {kMuster, "diagnose", muster::test::only_run_dir(dir / "runs").string(), "--json"});
+  INFO(diagnosed.out << diagnosed.err);
+  const auto doc = nlohmann::json::parse(diagnosed.out);
+  bool timeout = false;
+  for (const auto& f : doc["findings"])
+    if (f["category"] == "nccl_timeout" || f["category"] == "nccl_timeout_cascade") {
+      timeout = true;
+      CHECK(f["facts"]["timeout_ms"] == "3000");
+      CHECK_FALSE(f["facts"].contains("failed_ms"));
+      CHECK_THAT(f["summary"].get<std::string>(), Catch::Contains("timed out after 3000 ms"));
+    }
+  CHECK(timeout);
 }
 
 TEST_CASE("train.profile_step_start profiles those steps on every rank, and training goes on",
