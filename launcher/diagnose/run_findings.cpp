@@ -34,6 +34,21 @@ const char* category_of_kind(const std::string& kind) {
   return "worker_failed_see_error_file";
 }
 
+// A rank's death the store records without its cause: killed by SIGKILL, else failed, with
+// its signal (else exit code) and pid ("" when unknown) as facts.
+log_signal death_of(std::int64_t rank, std::optional<std::int64_t> signal,
+                    std::optional<std::int64_t> exit_code, const std::string& pid) {
+  log_signal s{signal == 9 ? "worker_killed_sigkill" : "worker_failed_see_error_file",
+               static_cast<int>(rank),
+               {}};
+  if (signal)
+    s.facts["signal"] = std::to_string(*signal);
+  else if (exit_code)
+    s.facts["exit_code"] = std::to_string(*exit_code);
+  if (!pid.empty()) s.facts["pid"] = pid;
+  return s;
+}
+
 double seconds(store::epoch_ms ms) {
   return static_cast<double>(ms) / 1000;
 }
@@ -96,20 +111,12 @@ void add_store_findings(diagnoser& d, const status::run_status& run,
     ++number;
     const auto& rank = r.rank;
     if (rank.state != store::rank_state::failed || hung.contains(rank.rank)) continue;
-    const bool killed = rank.signal == 9;
-    if (!killed && with_error.contains(rank.rank)) continue;  // its error file said why
-    log_signal s{killed ? "worker_killed_sigkill" : "worker_failed_see_error_file",
-                 static_cast<int>(rank.rank),
-                 {}};
-    std::string how = "failed";
-    if (rank.signal) {
-      s.facts["signal"] = std::to_string(*rank.signal);
-      how = fmt::format("ended by signal {}", *rank.signal);
-    } else if (rank.exit_code) {
-      s.facts["exit_code"] = std::to_string(*rank.exit_code);
-      how = fmt::format("exited with code {}", *rank.exit_code);
-    }
-    if (rank.pid) s.facts["pid"] = std::to_string(*rank.pid);
+    if (rank.signal != 9 && with_error.contains(rank.rank)) continue;  // its error file said why
+    const std::string how = rank.signal      ? fmt::format("ended by signal {}", *rank.signal)
+                            : rank.exit_code ? fmt::format("exited with code {}", *rank.exit_code)
+                                             : "failed";
+    auto s =
+        death_of(rank.rank, rank.signal, rank.exit_code, rank.pid ? std::to_string(*rank.pid) : "");
     d.add_signal(std::move(s), {store_file("ranks"), number,
                                 fmt::format("rank {} on {} {}", rank.rank, rank.host, how),
                                 seconds(rank.updated_ms)});
@@ -148,15 +155,11 @@ void add_store_findings(diagnoser& d, const status::run_status& run,
     if (shown) continue;
     const auto how = between(e.message, "failed first: ", {";"});
     const auto signal = how.starts_with("signal ") ? number_at(how.substr(7)) : std::nullopt;
-    const bool killed = signal == 9;
-    if (!killed && with_error.contains(*e.rank)) continue;  // its error file said why
-    log_signal s{killed ? "worker_killed_sigkill" : "worker_failed_see_error_file",
-                 static_cast<int>(*e.rank),
-                 {{"restarted", "yes"}}};
-    if (signal) s.facts["signal"] = std::to_string(*signal);
-    if (const auto code = between(how, "exit code ", {" "}); !code.empty())
-      s.facts["exit_code"] = code;
-    if (!pid.empty()) s.facts["pid"] = pid;
+    if (signal != 9 && with_error.contains(*e.rank)) continue;  // its error file said why
+    const auto code = number_at(between(how, "exit code ", {" "}));
+    auto s = death_of(*e.rank, signal ? std::optional<std::int64_t>(*signal) : std::nullopt,
+                      code ? std::optional<std::int64_t>(*code) : std::nullopt, pid);
+    s.facts["restarted"] = "yes";
     d.add_signal(std::move(s), {store_file("events"), number, e.message, seconds(e.time_ms)});
   }
 }

@@ -166,19 +166,12 @@ std::vector<fs::path> storeless_runs(const fs::path& runs_dir) {
 }
 
 // A run directory whose launchers stopped before any rank started (a failed rendezvous) has
-// a job.toml, logs and slurm.out but no run store: say so, and what to read instead.
-// Its slurm.out and logs/, those that are there.
-std::vector<fs::path> storeless_reading(const fs::path& dir) {
-  std::vector<fs::path> out;
-  std::error_code ec;
-  for (const auto& p : {dir / "slurm.out", dir / "logs"})
-    if (fs::exists(p, ec)) out.push_back(p);
-  return out;
-}
-
+// a job.toml and slurm.out, maybe logs, but no run store: say so, and what there is to read.
 [[noreturn]] void throw_storeless(const std::string& what, const fs::path& dir) {
   std::vector<std::string> read;
-  for (const auto& p : storeless_reading(dir)) read.push_back(p.string());
+  std::error_code ec;
+  for (const auto& p : {dir / "slurm.out", dir / "logs"})
+    if (fs::exists(p, ec)) read.push_back(p.string());
   MUSTER_THROW(errc::invalid_input,
                "{}: the run directory {} holds no run store (node-*.db): its launchers stopped "
                "before any rank started; {}",
