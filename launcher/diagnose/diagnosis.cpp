@@ -24,6 +24,16 @@ constexpr std::string_view kSuspiciousWords[] = {
 constexpr std::string_view kStopWords[] = {"CANCELLED AT", "muster: stopped by ",
                                            "passed on to them, as asked"};
 
+// The start of muster's launcher's own lines on its stderr ("muster: job.toml:3: ...").
+constexpr std::string_view kLauncherWord = "muster: ";
+
+// Whether `line` is the launcher's, with or without srun -l's "3: " label.
+bool launcher_line(std::string_view line) {
+  const auto digits = std::min(line.find_first_not_of("0123456789 "), line.size());
+  if (digits > 0 && line.substr(digits).starts_with(": ")) line.remove_prefix(digits + 2);
+  return line.starts_with(kLauncherWord);
+}
+
 enum class stop { none, slurm, launcher };
 
 // Who asked the stop `line` says: Slurm's "*** JOB 9 ON n1 CANCELLED AT 2026-11-27T09:40:01 ***"
@@ -102,11 +112,13 @@ evidence_line evidence_of(const std::string& file, std::int64_t number, std::str
 // per collective: its op and sequence number).
 bool same(const finding& f, const log_signal& s) {
   if (f.category != s.category) return false;
-  if (s.category != "nccl_timeout") return true;
   auto fact = [](const std::map<std::string, std::string>& facts, const char* key) {
     const auto it = facts.find(key);
     return it == facts.end() ? std::string() : it->second;
   };
+  // a launcher's end is its own finding: it follows its ranks' (diagnoser::srun_tasks)
+  if (fact(f.facts, "launcher") != fact(s.facts, "launcher")) return false;
+  if (s.category != "nccl_timeout") return true;
   // "Timeout at NCCL work: 1042" names no op: the same as the watchdog's line of seq 1042
   const auto op = fact(f.facts, "op"), other = fact(s.facts, "op");
   return fact(f.facts, "seq") == fact(s.facts, "seq") &&
@@ -170,6 +182,8 @@ void diagnoser::add_line(const std::string& file, std::int64_t number, std::stri
     }
   }
   auto signal = match_log_line(line);
+  if (launcher_line(line) && line.find("restarting the ranks") == std::string_view::npos)
+    launcher_said_[file] = evidence_of(file, number, line);
   if (!signal) {
     if (findings_.empty() && suspicious_line(line)) {
       if (suspicious_.size() == kMaxSuspicious) suspicious_.erase(suspicious_.begin());
@@ -177,7 +191,18 @@ void diagnoser::add_line(const std::string& file, std::int64_t number, std::stri
     }
     return;
   }
-  if (!signal->rank) signal->rank = file_rank;
+  if (srun_tasks_ == srun_tasks::launchers && signal->facts.contains("srun_tasks")) {
+    signal->facts["launcher"] = "yes";  // a node's launcher, not a rank
+    signal->rank.reset();
+    signal->more_ranks.clear();
+    // its last line before it ended says why, when nothing else does (a refused job file)
+    if (const auto said = launcher_said_.find(file); said != launcher_said_.end()) {
+      signal->facts["launcher_said"] = said->second.text;
+      add_signal(*signal, said->second);
+    }
+  } else if (!signal->rank) {
+    signal->rank = file_rank;
+  }
   add_signal(std::move(*signal), evidence_of(file, number, line));
 }
 
@@ -286,6 +311,7 @@ std::span<const std::string_view> diagnoser::keywords() {
                elastic_failure_reader::keywords().end());
     out.insert(out.end(), std::begin(kSuspiciousWords), std::end(kSuspiciousWords));
     out.insert(out.end(), std::begin(kStopWords), std::end(kStopWords));
+    out.push_back(kLauncherWord);
     return out;
   }();
   return words;

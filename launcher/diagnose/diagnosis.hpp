@@ -85,6 +85,11 @@ class diagnoser {
   void add_signal(log_signal signal, evidence_line evidence);
   // The host each rank ran on (from the run store), so findings name their hosts.
   void set_rank_hosts(std::map<int, std::string> hosts) { rank_hosts_ = std::move(hosts); }
+  // What srun's "task N" lines count: ranks (srun starts the workers, one task per rank) or
+  // muster's launchers (`srun --ntasks-per-node=1 muster launch`, as muster-sbatch's script
+  // runs it: task N is node N's launcher, which ends when its ranks do).
+  enum class srun_tasks { ranks, launchers };
+  void set_srun_tasks(srun_tasks tasks) { srun_tasks_ = tasks; }
   // The planner's per-GPU estimate for the job (0: none), quoted beside an OOM.
   void set_planned_memory(std::int64_t bytes) { planned_bytes_ = bytes; }
   // Lines read in all (a reader that skips lines without keywords() still counts them).
@@ -104,6 +109,8 @@ class diagnoser {
   int world_size_;
   std::int64_t planned_bytes_ = 0;
   std::map<int, std::string> rank_hosts_;
+  srun_tasks srun_tasks_ = srun_tasks::ranks;
+  std::map<std::string, evidence_line> launcher_said_;     // by file: its last "muster: " line
   std::map<std::string, elastic_failure_reader> elastic_;  // by file
   std::vector<finding> findings_;                          // in the order first seen
   std::vector<evidence_line> suspicious_;

@@ -163,7 +163,37 @@ void collective(finding& f, const explain_context& context) {
         "init_process_group(timeout=...), Megatron --distributed-timeout-minutes)"};
 }
 
+// muster's launcher on a node, as srun saw it end (diagnoser::srun_tasks): it ends when its
+// ranks do, or on its own error, which its last "muster: " line says.
+void launcher(finding& f) {
+  const auto code = fact(f, "exit_code");
+  const auto signal = fact(f, "signal") == "9" ? "SIGKILL" : fact(f, "signal_name");
+  const auto said = fact(f, "launcher_said");
+  const auto tasks = fact(f, "srun_tasks");
+  const auto which =
+      f.hosts.size() > 1
+          ? fmt::format("s on {}", fmt::join(f.hosts, ", "))
+          : fmt::format("{} (srun task{} {})", f.hosts.empty() ? "" : " on " + *f.hosts.begin(),
+                        tasks.find_first_of(",-") == std::string::npos ? "" : "s", tasks);
+  f.summary = fmt::format("muster's launcher{} {}{}", which,
+                          !code.empty()     ? "exited with exit code " + code
+                          : !signal.empty() ? "ended: " + signal
+                                            : "failed",
+                          said.empty() ? "" : "; its last line: " + said);
+  f.fixes = {
+      "a launcher ends when its ranks do: where a finding above names a rank, fix that first",
+      said.empty() ? "else read its own lines before srun's in the job's output (srun -l labels "
+                     "each line with its task)"
+                   : "else its last line above says why (a job file, a command line or the "
+                     "environment it refused: fix that input and submit again)"};
+  if (!fact(f, "signal").empty())
+    f.fixes.push_back(
+        "a launcher killed by a signal: Slurm's time limit or scancel (sacct -j <job> shows the "
+        "state), or the kernel's OOM killer (dmesg -T | grep -i -E 'killed process|oom')");
+}
+
 void worker(finding& f, const explain_context& context) {
+  if (!fact(f, "launcher").empty()) return launcher(f);
   // the run store's first failure of an attempt that launch.max_restarts restarted
   const auto ranks =
       ranks_of(f) + (fact(f, "restarted").empty() ? "" : ", before the run restarted,");

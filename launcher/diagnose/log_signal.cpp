@@ -234,6 +234,7 @@ std::optional<log_signal> worker_exit(std::string_view line) {
       s.facts["signal_name"] = std::string(status);
     put(s, "exit_code", after(status, "exit code ", " "));
     put(s, "host", between(line, "srun: error: ", {": task"}));
+    s.facts["srun_tasks"] = std::string(tasks);  // ranks, or launchers (diagnoser::srun_tasks)
     // the ranks: "3", "0-7", "0,2-3"
     std::size_t at = 0;
     while (at < tasks.size()) {

@@ -81,6 +81,11 @@ run_diagnosis diagnose_run(const fs::path& run_dir, const std::vector<fs::path>&
   for (const auto& log : logs) files.emplace_back(log, std::nullopt);
 
   diagnoser d(world_size);
+  // muster's own Slurm jobs run one launcher per node (srun --ntasks-per-node=1 muster launch);
+  // with one task per rank, each rank's launcher records an "exec" event before it becomes it
+  if (!run_dir.empty() && std::none_of(out.events.begin(), out.events.end(),
+                                       [](const auto& e) { return e.kind == "exec"; }))
+    d.set_srun_tasks(diagnoser::srun_tasks::launchers);
   if (out.run) {
     add_store_findings(d, *out.run, out.events);
     out.analysis =

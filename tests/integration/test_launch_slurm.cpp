@@ -223,6 +223,28 @@ TEST_CASE(
     CHECK(rank.state ==
           (rank.rank == 3 ? muster::store::rank_state::failed : muster::store::rank_state::killed));
   }
+  // diagnose with srun's output: its "gpu-a02: task 1" is node 1's launcher, not rank 1
+  CHECK_THAT(r.err, Catch::Contains("srun: error: gpu-a02: task 1: Exited with exit code 3"));
+  const auto srun_out = runs / "srun.out";
+  muster::test::write_file(srun_out, r.err);
+  const auto diagnosed = muster::test::run_process(
+      {kMuster, "diagnose", dir.string(), "--log", srun_out.string(), "--json"});
+  INFO("diagnose: " << diagnosed.out << diagnosed.err);
+  CHECK(diagnosed.exit_code == 1);
+  const auto findings = nlohmann::json::parse(diagnosed.out)["findings"];
+  REQUIRE(findings.size() >= 2);
+  CHECK(findings[0]["ranks"] == nlohmann::json::array({3}));
+  bool launcher = false;
+  for (const auto& f : findings) {
+    CHECK(f["ranks"] != nlohmann::json::array({1}));
+    // each launcher exits with its job's first failure's code
+    if (f["summary"].get<std::string>().starts_with(
+            "muster's launchers on gpu-a01, gpu-a02 exited with exit code 3")) {
+      launcher = true;
+      CHECK_FALSE(f["root"].get<bool>());
+    }
+  }
+  CHECK(launcher);
 }
 
 TEST_CASE("srun -N2 --ntasks-per-node=2: each task execs its worker as one rank", "[slurm]") {

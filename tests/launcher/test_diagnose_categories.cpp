@@ -459,6 +459,51 @@ TEST_CASE("ranks that died after their own timeout are the timeout's, not its ro
   CHECK(dead.findings[1].category == "nccl_timeout_cascade");
 }
 
+TEST_CASE("srun's tasks in muster's own jobs are its launchers, one per node, not ranks",
+          "[diagnose]") {
+  const auto launchers = [](const std::vector<std::string>& lines) {
+    diagnoser d(4);
+    d.set_srun_tasks(diagnoser::srun_tasks::launchers);
+    std::int64_t n = 0;
+    for (const auto& line : lines) d.add_line("slurm.out", ++n, line);
+    return d.finish();
+  };
+  // a launcher that refused its job: its own last line is the cause
+  auto d = launchers({"muster: rendezvous store at 10.0.0.1:29400 (found through pmix)",
+                      "1: muster: job.toml:4: launch.nproc = 9: more ranks than the 8 GPUs of "
+                      "gpu-a08; set launch.nproc to 8 or fewer",
+                      "srun: error: gpu-a08: task 1: Exited with exit code 2"});
+  auto root = root_of(d);
+  CHECK(root.category == "worker_failed_see_error_file");
+  CHECK(root.ranks.empty());
+  CHECK(root.hosts == std::set<std::string>{"gpu-a08"});
+  CHECK_THAT(root.summary,
+             Catch::StartsWith("muster's launcher on gpu-a08 (srun task 1) exited with exit code "
+                               "2; its last line: 1: muster: job.toml:4: launch.nproc = 9"));
+  CHECK_THAT(root.fixes.at(1), Catch::Contains("fix that input"));
+  REQUIRE(root.evidence.size() == 2);
+  CHECK(root.evidence[0].line == 2);
+  // beside a rank's failure it is the knock-on, and names no rank
+  d = launchers({"[rank 5] RuntimeError: CUDA error: out of memory",
+                 "srun: error: gpu-a08: tasks 1-2: Exited with exit code 1"});
+  REQUIRE(d.findings.size() == 2);
+  CHECK(root_of(d).category == "cuda_oom");
+  CHECK(d.findings[1].ranks.empty());
+  CHECK_THAT(d.findings[1].summary,
+             Catch::StartsWith("muster's launcher on gpu-a08 (srun tasks 1-2) exited with exit "
+                               "code 1"));
+  // two launchers are one finding, and a killed one says so
+  d = launchers({"srun: error: gpu-a07: task 0: Killed", "srun: error: gpu-a08: task 1: Killed"});
+  REQUIRE(d.findings.size() == 1);
+  CHECK_THAT(root_of(d).summary,
+             Catch::StartsWith("muster's launchers on gpu-a07, gpu-a08 ended: SIGKILL"));
+  CHECK_THAT(root_of(d).fixes.back(), Catch::Contains("time limit or scancel"));
+  // a stop asked explains them as it does ranks
+  CHECK_FALSE(launchers({"slurmstepd: error: *** JOB 9 ON n1 CANCELLED AT 2026-11-27T09:40:01 ***",
+                         "srun: error: n1: task 0: Exited with exit code 143"})
+                  .failed());
+}
+
 TEST_CASE("srun's task ranges and padded labels give every rank", "[diagnose]") {
   auto s = one("srun: error: gpu-a07: tasks 0-3,6: Killed");
   CHECK(s.rank == 0);
