@@ -493,6 +493,9 @@ loaded_job_config load_job_config(const std::filesystem::path& file,
       return o.starts_with("model.config_json=");
     });
     if (json.is_relative() && from_file && !file.empty()) json = file.parent_path() / json;
+    // absolute, so the copy in the run directory that the ranks read finds the same file
+    json = std::filesystem::absolute(json).lexically_normal();
+    loaded.config.model.config_json = json.string();
     const std::string place = config::place_of(loaded.where, "model.config_json");
     forget_default_model_keys(loaded.config, loaded.where);
     try {

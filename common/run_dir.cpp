@@ -142,7 +142,9 @@ void check_file_component(std::string_view what, std::string_view value) {
 }
 
 run_paths::run_paths(const std::filesystem::path& runs_dir, std::string_view run_id)
-    : dir_(runs_dir / run_id), run_id_(run_id) {
+    // absolute: the stores, the daemon and the ranks record it, each with its own working
+    // directory ("./muster-runs" means nothing outside the launcher's)
+    : dir_(std::filesystem::absolute(runs_dir).lexically_normal() / run_id), run_id_(run_id) {
   check_file_component("run id", run_id);
 }
 

@@ -182,7 +182,7 @@ int node_env(const env_options& o) {
   const auto layout = launcher::plan::make_plan(loaded.config, loaded.where, request).layout;
   const auto input =
       launcher::launch_policy_input(loaded.config, layout, gpus, launcher::process_env(),
-                                    std::filesystem::absolute(loaded.config.launch.runs_dir));
+                                    std::filesystem::absolute(loaded.config.launch.runs_dir).lexically_normal());
   const auto r = ask("env", launcher::env_request_line(input, {}));
   if (!r) return kExitFailure;
   if (o.json) {

@@ -105,6 +105,14 @@ TEST_CASE("keys set in the job file or on the command line win over config.json"
   CHECK(loaded.config.model.num_experts == 16);  // command line
   CHECK(loaded.config.model.hidden_size == 2048);  // config.json, read beside the job file
   CHECK_THAT(loaded.where.at("model.hidden_size"), Catch::Contains("config.json: hidden_size"));
+  // the run directory's copy, which the ranks read, finds the same file from elsewhere
+  CHECK(std::filesystem::path(loaded.config.model.config_json) ==
+        std::filesystem::absolute(dir / "models/config.json").lexically_normal());
+  std::filesystem::create_directories(dir / "runs/r1");
+  muster::test::write_file(dir / "runs/r1/job.toml", muster::to_toml(loaded.config, true));
+  const auto copy = muster::load_job_config(dir / "runs/r1/job.toml", {});
+  CHECK(copy.config.model.hidden_size == 2048);
+  CHECK(copy.config.model.num_experts == 16);
 }
 
 TEST_CASE("a config.json value that breaks a rule is named by its field", "[hf_config]") {

@@ -104,9 +104,11 @@ TEST_CASE("a job muster-train cannot run yet fails with its reason, reported by 
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err, Catch::Contains("muster-train runs data and expert parallel only for now: "
                                     "parallel.tensor, pipeline and context must be 1"));
-  // each rank's error is in the run store, with the phase it failed in
+  // the ranks' errors are in the run store, with the phase they failed in (the first to fail
+  // has the launcher stop the other, which may not have written its own yet on a busy machine)
   const auto errors = muster::store::run_reader(muster::test::only_run_dir(dir / "runs")).errors();
-  REQUIRE(errors.size() == 2);
+  REQUIRE_FALSE(errors.empty());
+  CHECK(errors.size() <= 2);
   for (const auto& e : errors) {
     CHECK(e.phase == "startup");
     CHECK(e.kind == "bad_input");
