@@ -180,9 +180,9 @@ int node_env(const env_options& o) {
   request.world = launcher::plan::world_size{ranks, fmt::format("{} ranks on this node", ranks)};
   request.gpus_per_node = ranks;
   const auto layout = launcher::plan::make_plan(loaded.config, loaded.where, request).layout;
-  const auto input =
-      launcher::launch_policy_input(loaded.config, layout, gpus, launcher::process_env(),
-                                    std::filesystem::absolute(loaded.config.launch.runs_dir).lexically_normal());
+  const auto input = launcher::launch_policy_input(
+      loaded.config, layout, gpus, launcher::process_env(),
+      std::filesystem::absolute(loaded.config.launch.runs_dir).lexically_normal());
   const auto r = ask("env", launcher::env_request_line(input, {}));
   if (!r) return kExitFailure;
   if (o.json) {
