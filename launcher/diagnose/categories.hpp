@@ -36,6 +36,9 @@ inline constexpr category_info kCategories[] = {
      "a rank stopped making progress: muster's hang detection, or a stuck NCCL watchdog"},
     {"host_oom_kill", category_role::cause,
      "the kernel's OOM killer ended a task: host memory, not GPU memory"},
+    {"host_memory_error", category_role::cause,
+     "a worker could not allocate host memory itself (Python's MemoryError, PyTorch's CPU "
+     "allocator, std::bad_alloc): host memory, not GPU memory"},
     {"worker_killed_sigkill", category_role::cause, "a worker was killed by SIGKILL (signal 9)"},
     {"worker_failed_see_error_file", category_role::cause,
      "a worker exited with an error; its error file or log says which"},
@@ -53,7 +56,8 @@ inline constexpr category_info kCategories[] = {
     {"checkpoint_mismatch", category_role::cause,
      "the checkpoint does not fit the model (shapes, missing or unexpected keys)"},
     {"nccl_system_error", category_role::cause,
-     "NCCL's unhandled system error: shared memory, the network, a peer gone"},
+     "NCCL's unhandled system error, or Gloo's closed connection: shared memory, the network, "
+     "a peer gone"},
     {"unknown", category_role::nothing,
      "nothing was diagnosed: the last lines with error words, to read by hand"},
 };

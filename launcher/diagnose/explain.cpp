@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "common/byte_size.hpp"
+
 namespace muster::launcher::diagnose {
 namespace {
 
@@ -143,10 +145,13 @@ void collective(finding& f, const explain_context& context) {
   const auto before =
       failed_early ? fmt::format(", before its {} ms timeout", or_unknown("timeout_ms")) : "";
   const auto error = fact(f, "error").empty() ? "" : "; the error: " + fact(f, "error");
+  // Gloo names the transfer it waited on (recv, send), not the collective or its number
+  const auto what = fact(f, "backend") == "gloo"
+                        ? fmt::format("a collective's Gloo {}", or_unknown("op"))
+                        : fmt::format("collective {} seq {}", or_unknown("op"), or_unknown("seq"));
   f.summary =
-      fmt::format("{}collective {} seq {} {} on {}{}{}{}{}",
-                  f.category == "nccl_timeout_cascade" ? "knock-on: " : "", or_unknown("op"),
-                  or_unknown("seq"), how, ranks, before, progress, missing, error);
+      fmt::format("{}{} {} on {}{}{}{}{}", f.category == "nccl_timeout_cascade" ? "knock-on: " : "",
+                  what, how, ranks, before, progress, missing, error);
   if (f.category == "nccl_timeout_cascade")
     f.fixes.push_back("fix the root cause above: these ranks waited on a rank that had failed");
   else if (failed_early)
@@ -351,6 +356,18 @@ void node(finding& f) {
                             f.ranks.empty() ? "a task" : ranks);
     f.fixes = {"ask Slurm for more host memory (sbatch --mem or --mem-per-gpu)",
                "fewer data loader workers and smaller prefetch; pinned-memory buffers count too"};
+  } else if (f.category == "host_memory_error") {
+    auto tried = fact(f, "tried_to_allocate");  // bytes, or numpy's "7.45 GiB"
+    if (!tried.empty() && tried.size() < 19 &&
+        tried.find_first_not_of("0123456789") == std::string::npos)
+      tried = format_bytes(std::stoll(tried));
+    f.summary = fmt::format("{} could not allocate host memory, not GPU memory{}", ranks,
+                            aside(tried.empty() ? "" : "tried " + tried));
+    f.fixes = {
+        "ask Slurm for more host memory (sbatch --mem or --mem-per-gpu); a ulimit -v or the "
+        "job's cgroup caps it too (ulimit -a; sacct -j <job> --format=JobID,ReqMem,MaxRSS)",
+        "load less at once: fewer data loader workers and smaller prefetch, pinned-memory "
+        "buffers, a checkpoint or dataset read whole into CPU memory"};
   } else if (f.category == "gpu_hardware_fault") {
     f.summary = fmt::format("a GPU fault in the kernel log{}{}",
                             fact(f, "xid").empty() ? "" : ": Xid " + fact(f, "xid"),
@@ -359,6 +376,13 @@ void node(finding& f) {
         "drain the node (scontrol update nodename=<node> state=drain reason=xid) and "
         "resubmit without it (sbatch --exclude=<node>)",
         "muster node preflight on the node shows what the driver reports now"};
+  } else if (f.category == "nccl_system_error" && fact(f, "backend") == "gloo") {
+    f.summary = fmt::format("Gloo: a peer closed its connection to {}", ranks);
+    f.fixes = {
+        "a peer's end went away: find the rank that died first (muster status RUN names the "
+        "first failure; its log, dmesg -T for the OOM killer)",
+        "with no rank dead, the network between the ranks: GLOO_SOCKET_IFNAME naming an "
+        "interface every node has"};
   } else if (f.category == "nccl_system_error") {
     const auto cause = fact(f, "sub_cause");
     f.summary = fmt::format("NCCL unhandled system error on {}{}", ranks, aside(cause));
@@ -381,8 +405,8 @@ void explain(finding& f, const explain_context& context) {
     collective(f, context);
   else if (c == "worker_killed_sigkill" || c == "worker_failed_see_error_file")
     worker(f, context);
-  else if (c == "slurm_time_limit" || c == "host_oom_kill" || c == "gpu_hardware_fault" ||
-           c == "nccl_system_error")
+  else if (c == "slurm_time_limit" || c == "host_oom_kill" || c == "host_memory_error" ||
+           c == "gpu_hardware_fault" || c == "nccl_system_error")
     node(f);
   else
     setup(f);

@@ -88,8 +88,54 @@ log_signal nccl_oom(std::string_view line) {
 //   "... seq=12 bytes=4096 failed after 812 ms (timeout 600000 ms); not arrived: none (...)
 //    (<the backend's error>)"
 // (before 2026-11-27 the engine said "failed after at most 600000 ms" for both).
+// Gloo's (torch's CPU backend) own: "RuntimeError: [../third_party/gloo/gloo/transport/tcp/
+// unbound_buffer.cc:81] Timed out waiting 15000ms for recv operation to complete".
+bool gloo_timeout_line(std::string_view line) {
+  return has(line, "gloo") && has(line, "Timed out waiting ") &&
+         has(line, " operation to complete");
+}
+
+// Gloo's end of a connection a peer closed: "[../third_party/gloo/gloo/transport/tcp/pair.cc:
+// 598] Connection closed by peer [10.0.0.1]:54321", "... Read error [10.0.0.1]:54321:
+// Connection reset by peer".
+bool gloo_peer_gone_line(std::string_view line) {
+  return has(line, "gloo") &&
+         (has(line, "Connection closed by peer") || has(line, "Connection reset by peer"));
+}
+
+// A host allocation the worker itself saw fail: Python's "MemoryError" (numpy's "MemoryError:
+// Unable to allocate 7.45 GiB for an array ..."), PyTorch's "DefaultCPUAllocator: can't
+// allocate memory: you tried to allocate 8000000000 bytes", C++'s "std::bad_alloc". Not
+// torch.OutOfMemoryError, which is CUDA's.
+bool host_memory_line(std::string_view line) {
+  if (has(line, "DefaultCPUAllocator: can't allocate memory") || has(line, "std::bad_alloc") ||
+      has(line, "._ArrayMemoryError: "))  // numpy's MemoryError
+    return true;
+  const auto at = line.find("MemoryError");
+  if (at == std::string_view::npos) return false;
+  const auto end = at + 11;
+  const bool word_start = at == 0 || line[at - 1] == ' ' || line[at - 1] == ':' ||
+                          line[at - 1] == ']' || line[at - 1] == '.';
+  const bool word_end = end == line.size() || line[end] == ':';
+  return word_start && word_end && !has(line.substr(0, at), "OutOf");
+}
+
+log_signal host_memory_error(std::string_view line) {
+  auto s = signal_of("host_memory_error");
+  put(s, "tried_to_allocate", between(line, "tried to allocate ", {" bytes"}));
+  if (!s.facts.count("tried_to_allocate"))
+    put(s, "tried_to_allocate", between(line, "Unable to allocate ", {" for "}));
+  return s;
+}
+
 log_signal nccl_timeout(std::string_view line) {
   auto s = signal_of("nccl_timeout");
+  if (gloo_timeout_line(line)) {
+    s.facts["backend"] = "gloo";
+    put(s, "op", between(line, "ms for ", {" operation"}));  // the transfer: recv or send
+    put(s, "timeout_ms", between(line, "Timed out waiting ", {"ms"}));
+    return s;
+  }
   if (engine_collective_line(line)) {
     put(s, "seq", after(line, " seq=", " "));
     put(s, "bytes", after(line, " bytes=", " "));
@@ -342,6 +388,12 @@ std::span<const std::string_view> signal_keywords() {
       "fallen off the bus",
       "uncorrectable ECC error",
       "unhandled system error",
+      "MemoryError",
+      "DefaultCPUAllocator",
+      "std::bad_alloc",
+      "Timed out waiting ",
+      "Connection closed by peer",
+      "Connection reset by peer",
       "shared memory segment",
       "ddress already in use",
       "client socket has timed out",
@@ -395,7 +447,8 @@ std::optional<log_signal> match_log_line(std::string_view line) {
              has(line, "CUDA_ERROR_OUT_OF_MEMORY")) {
     s = cuda_oom(line);
   } else if (has(line, "Watchdog caught collective operation timeout") ||
-             has(line, "Timeout at NCCL work") || engine_collective_line(line)) {
+             has(line, "Timeout at NCCL work") || engine_collective_line(line) ||
+             gloo_timeout_line(line)) {
     s = nccl_timeout(line);
   } else if (has(line, "Heartbeat monitor timed out") || has(line, "watchdog got stuck") ||
              (has(line, " is hung: ") && has(line, "muster"))) {
@@ -412,14 +465,18 @@ std::optional<log_signal> match_log_line(std::string_view line) {
     put(*s, "step", after(line, "StepId=", " "));
     put(*s, "killed", after(line, "Killed process ", "("));
     if (auto n = number_at(after(line, "task ", ":"))) s->rank = *n;
+  } else if (host_memory_line(line)) {
+    s = host_memory_error(line);
   } else if ((has(line, "NVRM: Xid") && hardware_xid(line)) || has(line, "fallen off the bus") ||
              has(line, "uncorrectable ECC error")) {
     s = signal_of("gpu_hardware_fault");
     put(*s, "pci", after(line, "(PCI:", ")"));
     put(*s, "xid", after(line, "): ", ","));
   } else if (has(line, "unhandled system error") ||
-             (has(line, "NCCL WARN") && has(line, "shared memory segment"))) {
+             (has(line, "NCCL WARN") && has(line, "shared memory segment")) ||
+             gloo_peer_gone_line(line)) {
     s = signal_of("nccl_system_error");
+    if (gloo_peer_gone_line(line)) s->facts["backend"] = "gloo";
     if (has(line, "/dev/shm") || has(line, "shm_open") || has(line, "shared memory"))
       s->facts["sub_cause"] = "shared memory";
     else if (has(line, "NET/") || has(line, "Connection refused") ||

@@ -459,6 +459,72 @@ TEST_CASE("ranks that died after their own timeout are the timeout's, not its ro
   CHECK(dead.findings[1].category == "nccl_timeout_cascade");
 }
 
+TEST_CASE("Gloo, torch's CPU backend: its timeout is a collective's, a closed peer a knock-on",
+          "[diagnose]") {
+  auto s =
+      one("[rank0]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] "
+          "Timed out waiting 15000ms for recv operation to complete");
+  CHECK(s.category == "nccl_timeout");
+  CHECK(s.rank == 0);
+  CHECK(s.facts.at("timeout_ms") == "15000");
+  CHECK(s.facts.at("op") == "recv");
+  auto d = diagnose_lines({"RuntimeError: [./gloo/transport/tcp/unbound_buffer.cc:81] Timed out "
+                           "waiting 1800000ms for send operation to complete"},
+                          2, "rank-1.log");
+  CHECK_THAT(root_of(d).summary,
+             Catch::StartsWith("a collective's Gloo send timed out after 1800000 ms on rank "));
+  // a peer that closed its end: beside the rank that failed first, the knock-on
+  const std::string closed =
+      "[rank0]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection "
+      "closed by peer [127.0.0.1]:36299";
+  s = one(closed);
+  CHECK(s.category == "nccl_system_error");
+  CHECK(s.facts.at("backend") == "gloo");
+  CHECK(one("[rank2]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:589] Read "
+            "error [10.0.0.2]:4321: Connection reset by peer")
+            .rank == 2);
+  diagnoser both(2);
+  both.add_line("job.log", 1, closed);
+  both.add_signal({"worker_failed_see_error_file", 1, {{"error", "ValueError: bad token id"}}},
+                  {"node-vm.db", 0, "rank 1 failed", std::nullopt});
+  d = both.finish();
+  CHECK(root_of(d).ranks == std::set<int>{1});
+  REQUIRE(d.findings.size() == 2);
+  CHECK(d.findings[1].ranks == std::set<int>{0});
+  CHECK_THAT(d.findings[1].summary,
+             Catch::StartsWith("Gloo: a peer closed its connection to rank 0"));
+}
+
+TEST_CASE("a host allocation the worker saw fail is host_memory_error, not a GPU OOM",
+          "[diagnose]") {
+  auto s = one("[rank1]: MemoryError");
+  CHECK(s.category == "host_memory_error");
+  CHECK(s.rank == 1);
+  s =
+      one("numpy.core._exceptions._ArrayMemoryError: Unable to allocate 7.45 GiB for an array "
+          "with shape (1000000000,) and data type float64");
+  CHECK(s.category == "host_memory_error");
+  CHECK(s.facts.at("tried_to_allocate") == "7.45 GiB");
+  s = one("MemoryError: Unable to allocate 7.45 GiB for an array with shape (1000000000,)");
+  CHECK(s.facts.at("tried_to_allocate") == "7.45 GiB");
+  s =
+      one("RuntimeError: [enforce fail at alloc_cpu.cpp:75] err == 0. DefaultCPUAllocator: can't "
+          "allocate memory: you tried to allocate 8000000000 bytes. Error code 12 (Cannot "
+          "allocate memory)");
+  CHECK(s.category == "host_memory_error");
+  CHECK(s.facts.at("tried_to_allocate") == "8000000000");
+  CHECK(one("terminate called after throwing an instance of 'std::bad_alloc'").category ==
+        "host_memory_error");
+  // CUDA's OutOfMemoryError is the GPU's; a word that only holds MemoryError is nothing
+  CHECK(one("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB").category ==
+        "cuda_oom");
+  CHECK_FALSE(match_log_line("torch.cuda.OutOfMemoryError"));
+  CHECK_FALSE(match_log_line("class NoMemoryErrorHandler:"));
+  const auto d = diagnose_lines({"[rank3]: MemoryError"});
+  CHECK_THAT(root_of(d).summary,
+             Catch::StartsWith("rank 3 could not allocate host memory, not GPU memory"));
+}
+
 TEST_CASE("srun's tasks in muster's own jobs are its launchers, one per node, not ranks",
           "[diagnose]") {
   const auto launchers = [](const std::vector<std::string>& lines) {
