@@ -90,6 +90,7 @@ struct model_section {
   double moe_z_loss_coeff = 0.0;     // router z-loss weight (ST-MoE)
   double rope_theta = 10000.0;       // rotary base (rope_theta)
   double norm_eps = 1e-6;            // RMSNorm epsilon (rms_norm_eps)
+  bool operator==(const model_section&) const = default;
 };
 
 // The training step: batch sizes, precision, recompute.

@@ -2,6 +2,7 @@
 #include "launcher/heartbeat.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <fstream>
@@ -51,6 +52,41 @@ std::string describe_heartbeats(
       behind += fmt::format("{}rank {} (step {} of {})", behind.empty() ? "" : ", ", rank,
                             *beat->progress.step, *furthest);
   return behind.empty() ? text : text + "; behind: " + behind;
+}
+
+namespace {
+
+// The lowest and highest step of `hung`, when each of them reports one.
+std::optional<std::pair<std::int64_t, std::int64_t>> step_range(
+    const std::vector<std::pair<int, std::optional<heartbeat>>>& hung) {
+  std::optional<std::pair<std::int64_t, std::int64_t>> range;
+  for (const auto& [rank, beat] : hung) {
+    if (!beat || !beat->progress.step) return std::nullopt;
+    const auto step = *beat->progress.step;
+    range = range ? std::pair{std::min(range->first, step), std::max(range->second, step)}
+                  : std::pair{step, step};
+  }
+  return range;
+}
+
+}  // namespace
+
+std::vector<int> hang_culprits(const std::vector<std::pair<int, std::optional<heartbeat>>>& hung) {
+  std::vector<int> out;
+  const auto range = step_range(hung);
+  if (!range || range->first == range->second) return out;
+  for (const auto& [rank, beat] : hung)
+    if (*beat->progress.step == range->first) out.push_back(rank);
+  return out;
+}
+
+std::string describe_hang_culprits(
+    const std::vector<std::pair<int, std::optional<heartbeat>>>& hung) {
+  const auto culprits = hang_culprits(hung);
+  if (culprits.empty()) return "";
+  const auto range = step_range(hung);
+  return fmt::format("; waited on: rank {} (step {} of {})", fmt::join(culprits, ", "),
+                     range->first, range->second);
 }
 
 }  // namespace muster::launcher

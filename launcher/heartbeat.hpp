@@ -37,4 +37,14 @@ std::optional<heartbeat> read_heartbeat(const std::filesystem::path& file);
 std::string describe_heartbeats(
     const std::vector<std::pair<int, std::optional<heartbeat>>>& ranks);
 
+// Among ranks hung at once (every heartbeat older than launch.timeout_hang), the ones the others
+// wait on: those at the lowest step, when each reports a step and they differ. Frozen ranks a
+// step apart are no skew: the one behind never reached the collective the others are in. Empty
+// when that cannot be told (one rank, no steps, all at the same step).
+std::vector<int> hang_culprits(const std::vector<std::pair<int, std::optional<heartbeat>>>& hung);
+
+// "; waited on: rank 1 (step 1 of 2)" for the culprits among `hung`; "" when there are none.
+std::string describe_hang_culprits(
+    const std::vector<std::pair<int, std::optional<heartbeat>>>& hung);
+
 }  // namespace muster::launcher

@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <deque>
 #include <map>
+#include <set>
 
 #include "common/error.hpp"
 #include "common/run_store_records.hpp"
@@ -184,7 +185,13 @@ class node_supervisor {
     for (auto& w : workers_)
       if (w.running)
         beats.emplace_back(w.exit.rank, read_heartbeat(options_.heartbeat_path(w.exit.rank)));
-    const std::string detail = "last heartbeats: " + describe_heartbeats(beats);
+    std::vector<std::pair<int, std::optional<heartbeat>>> hung_beats;
+    for (worker* w : hung)
+      hung_beats.emplace_back(w->exit.rank, read_heartbeat(options_.heartbeat_path(w->exit.rank)));
+    const auto culprits = hang_culprits(hung_beats);
+    hang_culprits_.insert(culprits.begin(), culprits.end());
+    const std::string detail =
+        "last heartbeats: " + describe_heartbeats(beats) + describe_hang_culprits(hung_beats);
     for (worker* w : hung) {
       emit(supervisor_event::kind::hung, w->exit.rank, w->exit.pid, options_.hang_signal, nullptr,
            detail);
@@ -301,6 +308,9 @@ class node_supervisor {
       w.exit.knock_on = true;
     } else if (w.exit.failed() && ended_by_forwarded(w.exit)) {
       w.exit.stopped_as_asked = true;
+    } else if (w.exit.failed() && w.exit.hung_ms && !hang_culprits_.empty() &&
+               !hang_culprits_.contains(w.exit.rank)) {
+      w.exit.knock_on = true;  // hung waiting on a rank behind it, which fails first
     } else if (w.exit.failed()) {
       w.exit.first_failure = true;
       first_failure_ = static_cast<int>(&w - workers_.data());
@@ -377,6 +387,7 @@ class node_supervisor {
   bool stopping_ = false;
   std::optional<clock::time_point> kill_at_;
   std::optional<int> first_failure_;
+  std::set<int> hang_culprits_;  // hung ranks the other hung ones wait on (hang_culprits)
   std::optional<int> launcher_signal_;
   bool stop_requested_ = false;
   std::vector<int> forwarded_;

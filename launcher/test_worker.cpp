@@ -15,6 +15,9 @@
 //                       and appended to $MUSTER_STEPS_FILE as a step line (common/step_line.hpp)
 //   --hang-after-ms N   on --only-rank (or every rank without it): stop touching the heartbeat
 //                       after N ms but keep running, as a rank stuck in a collective would
+//   --others-ahead      with --only-rank and --hang-after-ms: the other ranks stop too, at the
+//                       same moment, one step further (their last beat one step on), as ranks
+//                       waiting in the collective the stuck one never reached
 //   --error-message T   write T to $TORCHELASTIC_ERROR_FILE (torchelastic's JSON) before failing
 //   --stderr-line T     print T on stderr before failing (a traceback's last line, for diagnose)
 //   --lines N           print N numbered lines before anything else
@@ -34,6 +37,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -61,6 +65,7 @@ struct options {
   long heartbeat_ms = 0;
   long steps = 0;
   long hang_after_ms = -1;
+  bool others_ahead = false;
   std::string error_message;
   std::string stderr_line;  // printed by the acting rank before it ends, as a traceback's last line
   int lines = 0;
@@ -94,6 +99,8 @@ options parse(int argc, char** argv) {
       o.heartbeat_ms = std::atol(next());
     else if (a == "--hang-after-ms")
       o.hang_after_ms = std::atol(next());
+    else if (a == "--others-ahead")
+      o.others_ahead = true;
     else if (a == "--steps")
       o.steps = std::atol(next());
     else if (a == "--error-message")
@@ -136,7 +143,9 @@ void beat(const options& o, long step) {
 }
 
 // Sleeps `ms`, answering USR1/USR2/TERM as the file comment says, touching the heartbeat.
-void run_for(long ms, const options& o, const std::string& rank, long hang_after_ms = -1) {
+// With `last_beat`, one more beat as it hangs: the step it was on (0) or one step on (1).
+void run_for(long ms, const options& o, const std::string& rank, long hang_after_ms = -1,
+             std::optional<long> last_beat = std::nullopt) {
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
   const auto end = start + std::chrono::milliseconds(ms);
@@ -160,6 +169,10 @@ void run_for(long ms, const options& o, const std::string& rank, long hang_after
       beat(o, step);
       step = std::min(step + 1, o.steps);
       next_beat = clock::now() + std::chrono::milliseconds(o.heartbeat_ms);
+    }
+    if (last_beat && o.heartbeat_ms > 0 && clock::now() >= hang_at) {
+      beat(o, std::max(0L, step - 1 + *last_beat));  // every rank's beats stop at this moment
+      last_beat.reset();
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
@@ -189,10 +202,14 @@ int main(int argc, char** argv) {
 
   const bool acts = o.only_rank < 0 || std::to_string(o.only_rank) == rank;
   if (!acts) {
-    run_for(o.sleep_ms, o, rank);
+    if (o.others_ahead)
+      run_for(o.sleep_ms, o, rank, o.hang_after_ms, 1);
+    else
+      run_for(o.sleep_ms, o, rank);
     return 0;
   }
-  run_for(o.after_ms > 0 ? o.after_ms : o.sleep_ms, o, rank, o.hang_after_ms);
+  run_for(o.after_ms > 0 ? o.after_ms : o.sleep_ms, o, rank, o.hang_after_ms,
+          o.others_ahead ? std::optional<long>(0) : std::nullopt);
   if (!o.error_message.empty() && !env("TORCHELASTIC_ERROR_FILE").empty()) {
     std::ofstream out(env("TORCHELASTIC_ERROR_FILE"));
     out << R"({"message": {"message": ")" << o.error_message

@@ -1,6 +1,8 @@
 // One log line read for what it says about a failure: see log_signal.hpp.
 #include "launcher/diagnose/log_signal.hpp"
 
+#include <algorithm>
+
 #include <cctype>
 
 #include "launcher/diagnose/line_fields.hpp"
@@ -187,6 +189,13 @@ log_signal hang(std::string_view line) {
     s.facts["source"] = "muster";
     if (auto r = between(line, "rank ", {" is hung"}); !r.empty())
       if (auto n = number_at(r)) s.rank = *n;
+    // a rank hung waiting on another names the one it waited on: that one is the hang
+    const auto culprits = hang_waited_on(line);
+    if (!culprits.empty() &&
+        (!s.rank || std::find(culprits.begin(), culprits.end(), *s.rank) == culprits.end())) {
+      s.rank = culprits.front();
+      s.more_ranks.assign(culprits.begin() + 1, culprits.end());
+    }
   } else if (auto r = after(line, " Rank ", "]"); !r.empty()) {
     if (auto n = number_at(r)) s.rank = *n;
   }
@@ -364,6 +373,21 @@ log_signal ray_channel_timeout(std::string_view line) {
 bool engine_collective_line(std::string_view line) {
   return has(line, " seq=") && has(line, " bytes=") && has(line, "; not arrived: ") &&
          (has(line, " failed after ") || has(line, " timed out after "));
+}
+
+std::vector<int> hang_waited_on(std::string_view line) {
+  std::vector<int> out;
+  const auto text = between(line, "; waited on: rank ", {" ("});
+  std::string_view list = text;
+  while (!list.empty()) {
+    const auto n = number_at(list);
+    if (!n) break;
+    out.push_back(*n);
+    const auto comma = list.find(", ");
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 2);
+  }
+  return out;
 }
 
 std::span<const std::string_view> signal_keywords() {

@@ -31,6 +31,10 @@ struct log_signal {
 // "Killed" is no signal: without evidence it is not an OOM.
 std::optional<log_signal> match_log_line(std::string_view line);
 
+// The ranks muster's hang line says the other hung ranks waited on ("...; waited on: rank 1, 3
+// (step 1 of 2)", launcher/heartbeat.hpp's hang_culprits); empty when it names none.
+std::vector<int> hang_waited_on(std::string_view line);
+
 // Whether `line` is muster's engine's line of a failed collective (engine/comm/laggards.hpp):
 // "[rank 1/4 group world] all_reduce seq=12 bytes=4096 timed out after 600000 ms; not arrived:
 // ..." or "... failed after 812 ms (timeout 600000 ms); not arrived: ...".

@@ -40,10 +40,12 @@ std::vector<fs::path> rank_logs(const fs::path& run) {
 }
 
 // The planner's worst-stage estimate for the run's job (0 when the job file or the plan cannot
-// be had: a run of another program, or an older muster).
-std::int64_t planned_memory(const fs::path& dir, const store::run_record& run) {
+// be had: an older muster; or when it would be a guess: a program of the user's own that
+// measured no memory, whose job file left [model] at muster's default, which is not its model).
+std::int64_t planned_memory(const fs::path& dir, const store::run_record& run, bool measured) {
   try {
     const auto loaded = load_job_config(store::run_paths(dir).job_config(), {});
+    if (!measured && loaded.config.model == model_section{}) return 0;
     plan::plan_request request;
     request.world = plan::world_size{static_cast<int>(run.world_size), "the run"};
     request.gpus_per_node =
@@ -88,8 +90,10 @@ run_diagnosis diagnose_run(const fs::path& run_dir, const std::vector<fs::path>&
     d.set_srun_tasks(diagnoser::srun_tasks::launchers);
   if (out.run) {
     add_store_findings(d, *out.run, out.events);
-    out.analysis =
-        analyse_ranks(*out.run, out.run->run ? planned_memory(run_dir, *out.run->run) : 0);
+    out.analysis = analyse_ranks(*out.run, 0);
+    if (out.run->run)
+      out.analysis->planned_mem_bytes =
+          planned_memory(run_dir, *out.run->run, out.analysis->peak_mem_bytes > 0);
     d.set_planned_memory(out.analysis->planned_mem_bytes);
   }
   for (const auto& [file, rank] : files) {

@@ -16,6 +16,8 @@
 #include <fstream>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "common/run_reader.hpp"
 #include "tests/support/launch_output.hpp"
 #include "tests/support/subprocess.hpp"
@@ -330,6 +332,38 @@ TEST_CASE("a rank that stops its heartbeat is found hung, named, and fails the j
       CHECK_THAT(e.message, Catch::Contains("; behind: rank 1 (step "));  // and who lags
     }
   CHECK(hangs == 1);
+}
+
+TEST_CASE("ranks hung at once: the one a step behind is the hang, the others wait on it",
+          "[local_run]") {
+  muster::test::temp_dir runs;
+  // every rank's beats stop at the same moment, rank 1's a step short: it never reached the
+  // collective the others are stuck in
+  auto r = muster::test::run_process(
+      run_args(runs, 3,
+               {"--heartbeat-ms", "50", "--steps", "1000", "--sleep-ms", "60000", "--only-rank",
+                "1", "--hang-after-ms", "300", "--others-ahead"},
+               {"launch.timeout_hang=1", "launch.kill_grace=2"}));
+  INFO("stderr: " << r.err);
+  CHECK(r.exit_code == 128 + SIGABRT);
+  CHECK_THAT(r.err, Catch::Contains("rank 1 failed first (hung (no heartbeat for "));
+  const auto dir = muster::test::only_run_dir(runs.path());
+  muster::store::run_reader reader(dir);
+  int waited = 0;
+  for (const auto& e : reader.events())
+    if (e.kind == "hang" && e.message.find("; waited on: rank 1 (step ") != std::string::npos)
+      ++waited;
+  CHECK(waited >= 1);  // where they were found hung in one check (else rank 1 alone was)
+  for (const auto& rank : reader.ranks()) {
+    INFO("rank " << rank.rank);
+    CHECK(rank.state ==
+          (rank.rank == 1 ? muster::store::rank_state::failed : muster::store::rank_state::killed));
+  }
+  const auto diagnosed = muster::test::run_process({kMuster, "diagnose", dir.string(), "--json"});
+  const auto findings = nlohmann::json::parse(diagnosed.out)["findings"];
+  REQUIRE_FALSE(findings.empty());
+  CHECK(findings[0]["category"] == "hang_watchdog_stuck");
+  CHECK(findings[0]["ranks"] == nlohmann::json::array({1}));
 }
 
 TEST_CASE("on a terminal, rank 0's heartbeat is a progress line redrawn in place", "[local_run]") {

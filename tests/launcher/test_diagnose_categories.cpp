@@ -82,6 +82,17 @@ TEST_CASE("the heartbeat monitor and a stuck watchdog are hang_watchdog_stuck", 
   CHECK(s.category == "hang_watchdog_stuck");
   CHECK(s.rank == 3);
   CHECK(s.facts.at("source") == "muster");
+  // ranks hung at once: one waiting on another names it, and the hang is the other's
+  const std::string waited =
+      "; last heartbeats: rank 0: step 2, 10135 ms ago, rank 1: step 1, "
+      "10137 ms ago, rank 2: step 1, 10137 ms ago; waited on: rank 1, 2 "
+      "(step 1 of 2)";
+  s = one("muster: rank 0 is hung: SIGABRT sent" + waited);
+  CHECK(s.rank == 1);
+  CHECK(s.more_ranks == std::vector<int>{2});
+  CHECK(one("muster: rank 2 is hung: SIGABRT sent" + waited).rank == 2);
+  CHECK(hang_waited_on("rank 0 is hung: SIGABRT sent" + waited) == std::vector<int>{1, 2});
+  CHECK(hang_waited_on("rank 0 is hung: SIGABRT sent; last heartbeats: rank 0: never").empty());
   // the watchdog got stuck after the timeout it was handling: the timeout is the root
   const auto d = diagnose_lines(
       {"[PG 0 Rank 1] ProcessGroupNCCL's watchdog got stuck for 480 seconds without making "

@@ -52,6 +52,16 @@ TEST_CASE("a hang report names every rank's last beat and the ranks behind") {
   CHECK(describe_heartbeats({{0, beat(5, 22)}, {1, beat(1048, 3)}, {2, beat(8, 23)}}) ==
         "rank 0: step 22, 5 ms ago, rank 1: step 3, 1048 ms ago, rank 2: step 23, 8 ms ago; "
         "behind: rank 1 (step 3 of 23)");
+  // ranks hung at once: frozen a step apart, the one behind is the one the others wait on
+  CHECK(hang_culprits({{0, beat(10135, 2)}, {1, beat(10137, 1)}, {2, beat(10130, 2)}}) ==
+        std::vector<int>{1});
+  CHECK(describe_hang_culprits({{0, beat(10135, 2)}, {1, beat(10137, 1)}, {3, beat(10137, 1)}}) ==
+        "; waited on: rank 1, 3 (step 1 of 2)");
+  CHECK(hang_culprits({{0, beat(10135, 2)}, {1, beat(10137, 2)}}).empty());  // no telling
+  CHECK(hang_culprits({{0, beat(10135, 2)}, {1, beat(10137, std::nullopt)}}).empty());
+  CHECK(hang_culprits({{0, beat(10135, 2)}, {1, std::nullopt}}).empty());
+  CHECK(hang_culprits({{1, beat(10137, 1)}}).empty());
+  CHECK(describe_hang_culprits({{1, beat(10137, 1)}}).empty());
 }
 
 TEST_CASE("the progress line: step of steps, loss, tokens/s and an ETA from the step rate") {
