@@ -55,6 +55,19 @@ const config::field<daemon_config> kConfigFields[] = {
 };
 #undef FIELD
 
+// A node.gpu_description that cannot be read or parsed: the start would fail on it (and
+// preflight later), so the load fails here, at the key's line.
+void check_gpu_description(const daemon_config& c, const config::sources& where) {
+  if (c.node.gpu_description.empty()) return;
+  try {
+    (void)read_gpu_description(c.node.gpu_description);
+  } catch (const error& e) {
+    const std::string_view why = e.what();
+    MUSTER_THROW(errc::config, "{}: {}{}", config::place_of(where, "node.gpu_description"),
+                 why.starts_with("node.gpu_description") ? "" : "node.gpu_description: ", why);
+  }
+}
+
 void validate(const daemon_config& c, const config::sources& where) {
   using config::place_of;
   (void)socket_mode(c);
@@ -90,6 +103,7 @@ void validate(const daemon_config& c, const config::sources& where) {
   MUSTER_CHECK(c.node.compute_major >= 0, errc::config,
                "{}: node.compute_major: {}; use 0 to probe, or 7 and up",
                place_of(where, "node.compute_major"), c.node.compute_major);
+  check_gpu_description(c, where);
 }
 
 }  // namespace
