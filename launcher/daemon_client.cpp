@@ -153,6 +153,20 @@ std::optional<std::string> ask_daemon(const std::filesystem::path& socket,
   return reply.substr(0, reply.find('\n'));
 }
 
+std::string reply_error_text(const std::string& reply) {
+  const auto parsed = json::parse(reply, nullptr, false);
+  const json* error = parsed.is_object() && parsed.contains("error") ? &parsed["error"] : nullptr;
+  if (error && error->is_object() && error->contains("message") &&
+      (*error)["message"].is_string()) {
+    const auto message = (*error)["message"].get<std::string>();
+    const auto code = error->contains("code") && (*error)["code"].is_string()
+                          ? (*error)["code"].get<std::string>()
+                          : std::string();
+    return code.empty() ? message : fmt::format("{} ({})", message, code);
+  }
+  return fmt::format("a reply muster does not read: {}", reply.substr(0, 200));
+}
+
 daemon_answer ask_daemon_env(const std::filesystem::path& socket, const gpu_policy_input& job,
                              const daemon_step& step, std::chrono::milliseconds timeout) {
   std::string why_not;
@@ -163,8 +177,7 @@ daemon_answer ask_daemon_env(const std::filesystem::path& socket, const gpu_poli
   const auto parsed = json::parse(*reply, nullptr, false);
   if (!parsed.is_object()) return {std::nullopt, "musterd's reply is not JSON"};
   if (!parsed.contains("ok") || parsed["ok"] != true)
-    return {std::nullopt, fmt::format("musterd refused the request: {}",
-                                      parsed.contains("error") ? parsed["error"].dump() : *reply)};
+    return {std::nullopt, fmt::format("musterd refused the request: {}", reply_error_text(*reply))};
   try {
     return {result_of(parsed), ""};
   } catch (const std::exception& e) {
@@ -199,7 +212,7 @@ void send_record(const daemon_step& step, json request) {
   if (reply) {
     const auto parsed = json::parse(*reply, nullptr, false);
     if (parsed.is_object() && parsed.value("ok", false)) return;
-    why_not = fmt::format("musterd refused the record: {}", *reply);
+    why_not = fmt::format("musterd refused the record: {}", reply_error_text(*reply));
   }
   log::get("launcher")
       ->log(daemon_expected(*socket) ? spdlog::level::warn : spdlog::level::debug,

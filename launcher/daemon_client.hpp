@@ -22,6 +22,11 @@ std::optional<std::string> ask_daemon(const std::filesystem::path& socket,
                                       const std::string& request, std::chrono::milliseconds timeout,
                                       std::string& why_not);
 
+// What an error reply says, for one line on stderr: its message and code ("cannot tell who owns
+// job 123: ...; try again when slurmctld answers (unavailable)"), never the raw JSON; a reply
+// that is no error reply is quoted (its first 200 bytes).
+std::string reply_error_text(const std::string& reply);
+
 // The job step musterd records a request under: SLURM_JOB_ID (or a local run's id) and
 // SLURM_STEP_ID ("" outside a step). Empty job_id: nothing is recorded.
 struct daemon_step {

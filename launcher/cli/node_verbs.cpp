@@ -69,7 +69,8 @@ std::optional<json> ask(const std::string& verb, const std::string& request,
     return false;
   };
   if (!r.is_object() || !is_answer(r)) {
-    fmt::print(stderr, "muster: node {}: musterd answered: {}\n", verb, *reply);
+    fmt::print(stderr, "muster: node {}: musterd refused it: {}\n", verb,
+               launcher::reply_error_text(*reply));
     return std::nullopt;
   }
   return r;
