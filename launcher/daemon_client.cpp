@@ -22,6 +22,8 @@ namespace {
 using nlohmann::json;
 using clock_type = std::chrono::steady_clock;
 
+constexpr const char* kDefaultSocket = "/run/muster/musterd.sock";  // daemon.socket's default
+
 // The descriptor closes with the scope.
 struct fd_guard {
   int fd;
@@ -86,7 +88,19 @@ bool wait_for(int fd, short events, clock_type::time_point deadline) {
 std::optional<std::filesystem::path> daemon_socket() {
   const auto set = env_value(kEnvDaemonSocket);
   if (set && set->empty()) return std::nullopt;
-  return std::filesystem::path(set.value_or("/run/muster/musterd.sock"));
+  return std::filesystem::path(set.value_or(kDefaultSocket));
+}
+
+std::string daemon_start_hint(const std::filesystem::path& socket,
+                              const std::filesystem::path& systemd_dir) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(systemd_dir, ec)) return "start it: systemctl start musterd";
+  if (socket == kDefaultSocket)
+    return "no systemd runs this host: start it as root, musterd > /var/log/musterd.log 2>&1 &";
+  return fmt::format(
+      "no systemd runs this host: start it, musterd --socket {} --state-dir DIR > musterd.log "
+      "2>&1 &",
+      socket.string());
 }
 
 std::optional<std::string> ask_daemon(const std::filesystem::path& socket,

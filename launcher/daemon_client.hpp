@@ -16,6 +16,13 @@ namespace muster::launcher {
 // variable is set empty (never ask).
 std::optional<std::filesystem::path> daemon_socket();
 
+// How to start musterd here, for the hint after "no musterd on <socket>": systemctl where
+// systemd runs the host (`systemd_dir` exists, as sd_booted() checks), else the command
+// docs/quickstart.md gives for hosts without it (as root, in the background; a socket other than
+// the default is named with --socket).
+std::string daemon_start_hint(const std::filesystem::path& socket,
+                              const std::filesystem::path& systemd_dir = "/run/systemd/system");
+
 // One request line to the daemon and its reply line (without the newlines), within `timeout`
 // in all; nullopt, with the reason in `why_not`, when it is absent, slow or cut off.
 std::optional<std::string> ask_daemon(const std::filesystem::path& socket,

@@ -55,7 +55,7 @@ std::optional<json> ask(const std::string& verb, const std::string& request,
   if (!reply) {
     const bool absent = why_not.starts_with("no musterd");
     fmt::print(stderr, "muster: node {}: {}{}\n", verb, why_not,
-               absent ? " (start it: systemctl start musterd)" : "");
+               absent ? fmt::format(" ({})", launcher::daemon_start_hint(*socket)) : "");
     return std::nullopt;
   }
   auto r = json::parse(*reply, nullptr, false);
