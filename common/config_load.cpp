@@ -233,23 +233,22 @@ void load_text(std::string_view text, std::string_view source_name,
 }
 
 void load_file(const std::filesystem::path& file, std::span<const bound_field> fields,
-               sources& where) {
+               sources& where, const file_kind& kind) {
   std::error_code ec;
   auto status = std::filesystem::status(file, ec);
   MUSTER_CHECK(std::filesystem::exists(status), errc::config,
-               "config file {}: no such file; give the path of a TOML job file, e.g. "
-               "etc/examples/job.toml",
-               file.string());
+               "{} {}: no such file; give the path of {}, {}", kind.name, file.string(), kind.what,
+               kind.example);
   MUSTER_CHECK(std::filesystem::is_regular_file(status), errc::config,
-               "config file {}: not a regular file (a directory?); give the path of a TOML job file",
-               file.string());
+               "{} {}: not a regular file (a directory?); give the path of {}", kind.name,
+               file.string(), kind.what);
   std::ifstream in(file, std::ios::binary);
   int open_errno = errno;
-  MUSTER_CHECK(in.is_open(), errc::config, "config file {}: cannot be opened: {}; check its permissions",
-               file.string(), std::strerror(open_errno));
+  MUSTER_CHECK(in.is_open(), errc::config, "{} {}: cannot be opened: {}; check its permissions",
+               kind.name, file.string(), std::strerror(open_errno));
   std::ostringstream text;
   text << in.rdbuf();
-  MUSTER_CHECK(!in.bad(), errc::config, "config file {}: read failed: {}", file.string(),
+  MUSTER_CHECK(!in.bad(), errc::config, "{} {}: read failed: {}", kind.name, file.string(),
                std::strerror(errno));
   load_text(text.str(), file.string(), fields, where);
 }

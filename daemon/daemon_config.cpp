@@ -55,6 +55,11 @@ const config::field<daemon_config> kConfigFields[] = {
 };
 #undef FIELD
 
+// For the messages of a missing or unreadable file: musterd's, not a job file.
+constexpr config::file_kind kFileKind = {
+    "musterd's config file", "musterd's TOML configuration",
+    "usually /etc/muster/musterd.toml (the package installs it with every key at its default)"};
+
 // A node.gpu_description that cannot be read or parsed: the start would fail on it (and
 // preflight later), so the load fails here, at the key's line.
 void check_gpu_description(const daemon_config& c, const config::sources& where) {
@@ -131,7 +136,8 @@ daemon_config load_daemon_config(const std::filesystem::path& file, bool require
   config::sources where;
   auto fields = config::bind_fields(c, daemon_config_schema());
   std::error_code ec;
-  if (required || std::filesystem::exists(file, ec)) config::load_file(file, fields, where);
+  if (required || std::filesystem::exists(file, ec))
+    config::load_file(file, fields, where, kFileKind);
   if (adjust) adjust(c);
   validate(c, where);
   return c;

@@ -190,12 +190,28 @@ TEST_CASE("config reading a missing file names the file and the reason", "[confi
   muster::config::sources where;
   auto fields = muster::config::bind_fields(c, kSchema);
   muster::test::temp_dir dir;
-  CHECK_THAT(muster::test::expect_error(muster::errc::config,
-                                        [&] { muster::config::load_file(dir / "nope.toml", fields, where); }),
-             Catch::Contains("nope.toml: no such file; give the path of a TOML job file"));
+  CHECK_THAT(muster::test::expect_error(
+                 muster::errc::config,
+                 [&] { muster::config::load_file(dir / "nope.toml", fields, where); }),
+             Catch::Contains("nope.toml: no such file; give the path of a TOML job file, e.g. "
+                             "etc/examples/job.toml"));
   CHECK_THAT(muster::test::expect_error(muster::errc::config,
                                         [&] { muster::config::load_file(dir.path(), fields, where); }),
              Catch::Contains("not a regular file (a directory?)"));
+  // another caller's file is named as its own, with its own usual path
+  const muster::config::file_kind daemon{"musterd's config file", "musterd's configuration",
+                                         "usually /etc/muster/musterd.toml"};
+  const auto other = muster::test::expect_error(muster::errc::config, [&] {
+    muster::config::load_file(dir / "nope.toml", fields, where, daemon);
+  });
+  CHECK_THAT(other, Catch::StartsWith("musterd's config file ") &&
+                        Catch::EndsWith("nope.toml: no such file; give the path of musterd's "
+                                        "configuration, usually /etc/muster/musterd.toml"));
+  CHECK_THAT(
+      muster::test::expect_error(
+          muster::errc::config,
+          [&] { muster::config::load_file(dir.path(), fields, where, daemon); }),
+      Catch::Contains("give the path of musterd's configuration") && !Catch::Contains("job file"));
   muster::test::write_file(dir / "ok.toml", "a.count = 11\n");
   muster::config::load_file(dir / "ok.toml", fields, where);
   CHECK(c.a.count == 11);

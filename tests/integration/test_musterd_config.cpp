@@ -52,3 +52,13 @@ TEST_CASE(
                                  Catch::Contains("node.gpu_description: ") &&
                                  Catch::Contains("gpus.json: not a JSON object"));
 }
+
+TEST_CASE("a missing musterd config is named as musterd's, with its usual path", "[musterd]") {
+  muster::test::temp_dir dir("musterd");
+  const auto file = (dir / "nonexist.toml").string();
+  const auto missing = muster::test::run_process({kMusterd, "--config", file, "--check-config"});
+  CHECK(missing.exit_code == 2);
+  CHECK_THAT(missing.err,
+             Catch::StartsWith("musterd: musterd's config file " + file + ": no such file") &&
+                 Catch::Contains("/etc/muster/musterd.toml") && !Catch::Contains("job file"));
+}
