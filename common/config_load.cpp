@@ -180,6 +180,41 @@ std::string quote(std::string_view text) {
   return out + "\"";
 }
 
+// For a value TOML refuses for its leading zeros (`mode = 0660`): the key it was given for and
+// how to write it, quoted for a string key (a file mode), without the zeros for a number; "" for
+// other errors, or a line that does not read as `key = value`.
+std::string leading_zero_hint(std::string_view text, std::size_t line_no,
+                              std::string_view description, std::span<const bound_field> fields) {
+  if (description.find("leading zero") == std::string_view::npos) return "";
+  std::string section, name, value;
+  std::istringstream lines{std::string(text)};
+  std::string line;
+  for (std::size_t n = 1; std::getline(lines, line) && n <= line_no; ++n) {
+    const auto first = line.find_first_not_of(" \t");
+    if (first == std::string::npos) continue;
+    if (line[first] == '[') {
+      const auto end = line.find(']', first);
+      if (end != std::string::npos) section = line.substr(first + 1, end - first - 1);
+    } else if (const auto eq = line.find('=');
+               n == line_no && eq != std::string::npos && eq > first) {
+      name = line.substr(first, line.find_last_not_of(" \t", eq - 1) + 1 - first);
+      const auto start = line.find_first_not_of(" \t", eq + 1);
+      if (start != std::string::npos)
+        value = line.substr(start, line.find_first_of(" \t\r#,]", start) - start);
+    }
+  }
+  if (name.empty() || value.empty()) return "";
+  const std::string key = section.empty() ? name : section + "." + name;
+  const auto digits = value.find_first_not_of("0");
+  const std::string number = digits == std::string::npos ? "0" : value.substr(digits);
+  const bound_field* f = find_field(fields, key);
+  if (f && std::holds_alternative<std::string*>(f->value))
+    return fmt::format("; {} is a string: quote it, {} = \"{}\"", key, name, value);
+  if (f) return fmt::format("; {}: write it without the leading zeros, {} = {}", key, name, number);
+  return fmt::format("; {}: quote it if it is text (\"{}\"), or write {} for a number", key, value,
+                     number);
+}
+
 }  // namespace
 
 std::string_view type_name(const value_ptr& value) {
@@ -227,7 +262,7 @@ void load_text(std::string_view text, std::string_view source_name,
                  json ? "; this is JSON, not a job file: a Hugging Face config.json is given as "
                         "model.config_json=FILE after a job file (etc/examples/job.toml lists "
                         "every key)"
-                      : "");
+                      : leading_zero_hint(text, e.source().begin.line, e.description(), fields));
   }
   walk(table, "", source_name, fields, where);
 }

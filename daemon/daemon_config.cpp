@@ -73,9 +73,17 @@ void check_gpu_description(const daemon_config& c, const config::sources& where)
   }
 }
 
+// Whether daemon.mode reads as an octal file mode, "0660".
+bool octal_mode(const std::string& mode) {
+  return !mode.empty() && mode.size() <= 4 &&
+         mode.find_first_not_of("01234567") == std::string::npos;
+}
+
 void validate(const daemon_config& c, const config::sources& where) {
   using config::place_of;
-  (void)socket_mode(c);
+  MUSTER_CHECK(octal_mode(c.daemon.mode), errc::config,
+               "{}: daemon.mode: \"{}\" is not an octal file mode; use \"0660\" (quoted)",
+               place_of(where, "daemon.mode"), c.daemon.mode);
   MUSTER_CHECK(!c.daemon.socket.empty(), errc::config,
                "{}: daemon.socket: empty; give a path "
                "such as \"/run/muster/musterd.sock\"",
@@ -122,23 +130,21 @@ std::filesystem::path node_store_file(const daemon_config& c) {
 }
 
 unsigned socket_mode(const daemon_config& c) {
-  const auto& mode = c.daemon.mode;
-  const bool octal =
-      !mode.empty() && mode.size() <= 4 && mode.find_first_not_of("01234567") == std::string::npos;
-  MUSTER_CHECK(octal, errc::config, "daemon.mode: \"{}\" is not an octal file mode; use \"0660\"",
-               mode);
-  return static_cast<unsigned>(std::stoul(mode, nullptr, 8));
+  MUSTER_CHECK(octal_mode(c.daemon.mode), errc::config,
+               "daemon.mode: \"{}\" is not an octal file mode; use \"0660\"", c.daemon.mode);
+  return static_cast<unsigned>(std::stoul(c.daemon.mode, nullptr, 8));
 }
 
-daemon_config load_daemon_config(const std::filesystem::path& file, bool required,
-                                 const std::function<void(daemon_config&)>& adjust) {
+daemon_config load_daemon_config(
+    const std::filesystem::path& file, bool required,
+    const std::function<void(daemon_config&, config::sources&)>& adjust) {
   daemon_config c;
   config::sources where;
   auto fields = config::bind_fields(c, daemon_config_schema());
   std::error_code ec;
   if (required || std::filesystem::exists(file, ec))
     config::load_file(file, fields, where, kFileKind);
-  if (adjust) adjust(c);
+  if (adjust) adjust(c, where);
   validate(c, where);
   return c;
 }

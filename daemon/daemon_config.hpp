@@ -57,10 +57,11 @@ struct daemon_config {
 std::span<const config::field<daemon_config>> daemon_config_schema();
 
 // Loads `file` (missing and `required` false: the defaults), lets `adjust` change it (the
-// command line's overrides), checks every value. Throws errc::config naming the file, line and
-// key and the fix.
-daemon_config load_daemon_config(const std::filesystem::path& file, bool required,
-                                 const std::function<void(daemon_config&)>& adjust = {});
+// command line's overrides, which name themselves in the sources: "command line --mode"), checks
+// every value. Throws errc::config naming the file, line and key and the fix.
+daemon_config load_daemon_config(
+    const std::filesystem::path& file, bool required,
+    const std::function<void(daemon_config&, config::sources&)>& adjust = {});
 
 // The node store's file: <daemon.state_dir>/musterd.db.
 std::filesystem::path node_store_file(const daemon_config& c);

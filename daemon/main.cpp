@@ -21,12 +21,21 @@ using namespace muster::daemon;
 struct overrides {
   std::optional<std::string> socket, mode, group, state_dir;
   std::optional<int> request_timeout_ms;
-  void operator()(daemon_config& c) const {
-    if (socket) c.daemon.socket = *socket;
-    if (mode) c.daemon.mode = *mode;
-    if (group) c.daemon.group = *group;
-    if (request_timeout_ms) c.daemon.request_timeout_ms = *request_timeout_ms;
-    if (state_dir) c.daemon.state_dir = *state_dir;
+  void operator()(daemon_config& c, muster::config::sources& where) const {
+    set(socket, c.daemon.socket, "daemon.socket", "--socket", where);
+    set(mode, c.daemon.mode, "daemon.mode", "--mode", where);
+    set(group, c.daemon.group, "daemon.group", "--group", where);
+    set(request_timeout_ms, c.daemon.request_timeout_ms, "daemon.request_timeout_ms",
+        "--request-timeout-ms", where);
+    set(state_dir, c.daemon.state_dir, "daemon.state_dir", "--state-dir", where);
+  }
+  // An option given replaces the key's value and its place in messages.
+  template <class T>
+  static void set(const std::optional<T>& given, T& value, const char* key, const char* option,
+                  muster::config::sources& where) {
+    if (!given) return;
+    value = *given;
+    where[key] = fmt::format("command line {}", option);
   }
 };
 

@@ -134,6 +134,14 @@ TEST_CASE("config reports TOML syntax errors with file, line and column", "[conf
   CHECK_THAT(msg, Catch::StartsWith("job.toml:2:"));
   CHECK_THAT(msg, Catch::Contains("invalid TOML"));
   CHECK_THAT(error_of("[a]\ncount = 1\ncount = 2\n"), Catch::Contains("job.toml:3:"));
+  // a leading zero (TOML refuses it): the key, and how to write it for the key's type
+  CHECK_THAT(error_of("[a]\nname = 0660  # a mode\n"),
+             Catch::StartsWith("job.toml:2:") &&
+                 Catch::EndsWith("; a.name is a string: quote it, name = \"0660\""));
+  CHECK_THAT(error_of("a.count = 007\n"),
+             Catch::EndsWith("; a.count: write it without the leading zeros, a.count = 7"));
+  CHECK_THAT(error_of("[b]\nnope = 00\n"),
+             Catch::EndsWith("; b.nope: quote it if it is text (\"00\"), or write 0 for a number"));
 }
 
 TEST_CASE("config overrides apply on top of the file with the same type checks", "[config]") {
