@@ -6,6 +6,8 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "common/error.hpp"
 #include "common/log.hpp"
@@ -44,13 +46,15 @@ struct overrides {
 // fails here). --check-config runs exactly this, so it passes only what the start accepts.
 struct prepared {
   daemon_config config;
+  std::vector<std::string> warnings;  // what the configuration names that the host lacks
   server_options options;
   node_context context;
 };
 
 prepared prepare(const std::string& config_file, bool required, const overrides& given,
                  std::chrono::steady_clock::time_point started) {
-  prepared p{load_daemon_config(config_file, required, given), {}, {}};
+  prepared p;
+  p.config = load_daemon_config(config_file, required, given, &p.warnings);
   p.options.socket_path = p.config.daemon.socket;
   p.options.mode = socket_mode(p.config);
   p.options.group = p.config.daemon.group;
@@ -64,10 +68,13 @@ prepared prepare(const std::string& config_file, bool required, const overrides&
 int serve(const std::string& config_file, bool required, const overrides& given) {
   const auto started = std::chrono::steady_clock::now();
   auto first = prepare(config_file, required, given, started);
+  for (const auto& w : first.warnings) muster::log::get("daemon")->warn("{}", w);
   // SIGHUP: the file again; a bad one keeps what runs ([daemon] changes need a restart)
   auto reload = [&]() -> std::shared_ptr<const router> {
     try {
-      return std::make_shared<const router>(prepare(config_file, required, given, started).context);
+      const auto next = prepare(config_file, required, given, started);
+      for (const auto& w : next.warnings) muster::log::get("daemon")->warn("SIGHUP: {}", w);
+      return std::make_shared<const router>(next.context);
     } catch (const std::exception& e) {
       muster::log::get("daemon")->warn("SIGHUP: {} not loaded, the running configuration stays: {}",
                                        config_file, e.what());
@@ -109,6 +116,7 @@ int main(int argc, char** argv) {
     muster::log::setup();
     if (check_only) {
       const auto checked = prepare(config_file, required, given, {});
+      for (const auto& w : checked.warnings) fmt::print(stderr, "musterd: warning: {}\n", w);
       fmt::print("{}", to_toml(checked.config));
       return 0;
     }

@@ -1,8 +1,10 @@
 // musterd's configuration through the real binary: --check-config refuses every file the start
-// refuses, with the same line, and says what the start would warn of.
+// refuses, with the same line, and warns of what the start warns of.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <string>
+#include <vector>
 
 #include "tests/support/musterd_harness.hpp"
 #include "tests/support/subprocess.hpp"
@@ -61,4 +63,21 @@ TEST_CASE("a missing musterd config is named as musterd's, with its usual path",
   CHECK_THAT(missing.err,
              Catch::StartsWith("musterd: musterd's config file " + file + ": no such file") &&
                  Catch::Contains("/etc/muster/musterd.toml") && !Catch::Contains("job file"));
+}
+
+TEST_CASE("an interface the host lacks is warned of by --check-config and by the start",
+          "[musterd]") {
+  if (!std::filesystem::is_directory("/sys/class/net")) {
+    WARN("SKIPPED: no /sys/class/net to compare with");
+    return;
+  }
+  const std::string config = "[node]\ninterfaces = [\"muster-none0\"]\n";
+  muster::test::temp_dir dir("musterd");
+  const auto check = musterd(dir, config, {"--check-config"});
+  CHECK(check.exit_code == 0);  // a warning: it may be plugged in later
+  CHECK_THAT(check.err, Catch::Contains("musterd: warning: ") &&
+                            Catch::Contains("musterd.toml:2:14: node.interfaces: this host has no "
+                                            "muster-none0 (it has "));
+  muster::test::running_daemon d({}, config);
+  CHECK_THAT(d.log(), Catch::Contains("node.interfaces: this host has no muster-none0"));
 }
