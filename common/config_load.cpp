@@ -180,6 +180,41 @@ std::string quote(std::string_view text) {
   return out + "\"";
 }
 
+// For a value TOML refuses for its leading zeros (`mode = 0660`): the key it was given for and
+// how to write it, quoted for a string key (a file mode), without the zeros for a number; "" for
+// other errors, or a line that does not read as `key = value`.
+std::string leading_zero_hint(std::string_view text, std::size_t line_no,
+                              std::string_view description, std::span<const bound_field> fields) {
+  if (description.find("leading zero") == std::string_view::npos) return "";
+  std::string section, name, value;
+  std::istringstream lines{std::string(text)};
+  std::string line;
+  for (std::size_t n = 1; std::getline(lines, line) && n <= line_no; ++n) {
+    const auto first = line.find_first_not_of(" \t");
+    if (first == std::string::npos) continue;
+    if (line[first] == '[') {
+      const auto end = line.find(']', first);
+      if (end != std::string::npos) section = line.substr(first + 1, end - first - 1);
+    } else if (const auto eq = line.find('=');
+               n == line_no && eq != std::string::npos && eq > first) {
+      name = line.substr(first, line.find_last_not_of(" \t", eq - 1) + 1 - first);
+      const auto start = line.find_first_not_of(" \t", eq + 1);
+      if (start != std::string::npos)
+        value = line.substr(start, line.find_first_of(" \t\r#,]", start) - start);
+    }
+  }
+  if (name.empty() || value.empty()) return "";
+  const std::string key = section.empty() ? name : section + "." + name;
+  const auto digits = value.find_first_not_of("0");
+  const std::string number = digits == std::string::npos ? "0" : value.substr(digits);
+  const bound_field* f = find_field(fields, key);
+  if (f && std::holds_alternative<std::string*>(f->value))
+    return fmt::format("; {} is a string: quote it, {} = \"{}\"", key, name, value);
+  if (f) return fmt::format("; {}: write it without the leading zeros, {} = {}", key, name, number);
+  return fmt::format("; {}: quote it if it is text (\"{}\"), or write {} for a number", key, value,
+                     number);
+}
+
 }  // namespace
 
 std::string_view type_name(const value_ptr& value) {
@@ -227,29 +262,28 @@ void load_text(std::string_view text, std::string_view source_name,
                  json ? "; this is JSON, not a job file: a Hugging Face config.json is given as "
                         "model.config_json=FILE after a job file (etc/examples/job.toml lists "
                         "every key)"
-                      : "");
+                      : leading_zero_hint(text, e.source().begin.line, e.description(), fields));
   }
   walk(table, "", source_name, fields, where);
 }
 
 void load_file(const std::filesystem::path& file, std::span<const bound_field> fields,
-               sources& where) {
+               sources& where, const file_kind& kind) {
   std::error_code ec;
   auto status = std::filesystem::status(file, ec);
   MUSTER_CHECK(std::filesystem::exists(status), errc::config,
-               "config file {}: no such file; give the path of a TOML job file, e.g. "
-               "etc/examples/job.toml",
-               file.string());
+               "{} {}: no such file; give the path of {}, {}", kind.name, file.string(), kind.what,
+               kind.example);
   MUSTER_CHECK(std::filesystem::is_regular_file(status), errc::config,
-               "config file {}: not a regular file (a directory?); give the path of a TOML job file",
-               file.string());
+               "{} {}: not a regular file (a directory?); give the path of {}", kind.name,
+               file.string(), kind.what);
   std::ifstream in(file, std::ios::binary);
   int open_errno = errno;
-  MUSTER_CHECK(in.is_open(), errc::config, "config file {}: cannot be opened: {}; check its permissions",
-               file.string(), std::strerror(open_errno));
+  MUSTER_CHECK(in.is_open(), errc::config, "{} {}: cannot be opened: {}; check its permissions",
+               kind.name, file.string(), std::strerror(open_errno));
   std::ostringstream text;
   text << in.rdbuf();
-  MUSTER_CHECK(!in.bad(), errc::config, "config file {}: read failed: {}", file.string(),
+  MUSTER_CHECK(!in.bad(), errc::config, "{} {}: read failed: {}", kind.name, file.string(),
                std::strerror(errno));
   load_text(text.str(), file.string(), fields, where);
 }

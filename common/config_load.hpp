@@ -16,11 +16,20 @@
 
 namespace muster::config {
 
+// What a config file is, for the messages when it is missing or unreadable: "<name> <file>: no
+// such file; give the path of <what>, <example>". The defaults are the job file's.
+struct file_kind {
+  std::string_view name = "config file";
+  std::string_view what = "a TOML job file";
+  std::string_view example = "e.g. etc/examples/job.toml";
+};
+
 // Parses the TOML file and assigns every key it holds to the matching field; records the
 // position of each in `where`. Keys absent from the file keep their current (default) values.
-// Throws errc::config on unreadable files, TOML syntax errors, unknown keys and wrong types.
+// Throws errc::config on unreadable files (naming `kind`), TOML syntax errors, unknown keys and
+// wrong types.
 void load_file(const std::filesystem::path& file, std::span<const bound_field> fields,
-               sources& where);
+               sources& where, const file_kind& kind = {});
 
 // As load_file, for TOML text; `source_name` stands for the file name in messages.
 void load_text(std::string_view text, std::string_view source_name,

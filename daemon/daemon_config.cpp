@@ -2,6 +2,10 @@
 #include "daemon/daemon_config.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <optional>
 
 #include "common/config_load.hpp"
 #include "common/error.hpp"
@@ -55,9 +59,41 @@ const config::field<daemon_config> kConfigFields[] = {
 };
 #undef FIELD
 
+// For the messages of a missing or unreadable file: musterd's, not a job file.
+constexpr config::file_kind kFileKind = {
+    "musterd's config file", "musterd's TOML configuration",
+    "usually /etc/muster/musterd.toml (the package installs it with every key at its default)"};
+
+// A node.gpu_description that cannot be read or parsed: the start would fail on it (and
+// preflight later), so the load fails here, at the key's line.
+void check_gpu_description(const daemon_config& c, const config::sources& where) {
+  if (c.node.gpu_description.empty()) return;
+  try {
+    (void)read_gpu_description(c.node.gpu_description);
+  } catch (const error& e) {
+    const std::string_view why = e.what();
+    MUSTER_THROW(errc::config, "{}: {}{}", config::place_of(where, "node.gpu_description"),
+                 why.starts_with("node.gpu_description") ? "" : "node.gpu_description: ", why);
+  }
+}
+
+// The highest node.compute_major taken. The majors so far run to 12 (Blackwell's GeForce and
+// workstation parts, sm_120; Thor is 11); NVIDIA has added about one a generation, every two
+// years, so 15 leaves room for the next few while refusing an architecture number written for
+// its major (90 for Hopper's 9, 100 for 10), which would stop the rules that test it.
+constexpr int kMaxComputeMajor = 15;
+
+// Whether daemon.mode reads as an octal file mode, "0660".
+bool octal_mode(const std::string& mode) {
+  return !mode.empty() && mode.size() <= 4 &&
+         mode.find_first_not_of("01234567") == std::string::npos;
+}
+
 void validate(const daemon_config& c, const config::sources& where) {
   using config::place_of;
-  (void)socket_mode(c);
+  MUSTER_CHECK(octal_mode(c.daemon.mode), errc::config,
+               "{}: daemon.mode: \"{}\" is not an octal file mode; use \"0660\" (quoted)",
+               place_of(where, "daemon.mode"), c.daemon.mode);
   MUSTER_CHECK(!c.daemon.socket.empty(), errc::config,
                "{}: daemon.socket: empty; give a path "
                "such as \"/run/muster/musterd.sock\"",
@@ -87,9 +123,11 @@ void validate(const daemon_config& c, const config::sources& where) {
                place_of(where, "policy.trace_buffer"), c.policy.trace_buffer);
   MUSTER_CHECK(c.node.gpus >= -1, errc::config, "{}: node.gpus: {}; use -1 to probe, or 0 and up",
                place_of(where, "node.gpus"), c.node.gpus);
-  MUSTER_CHECK(c.node.compute_major >= 0, errc::config,
-               "{}: node.compute_major: {}; use 0 to probe, or 7 and up",
-               place_of(where, "node.compute_major"), c.node.compute_major);
+  MUSTER_CHECK(c.node.compute_major >= 0 && c.node.compute_major <= kMaxComputeMajor, errc::config,
+               "{}: node.compute_major: {} is no compute capability major; use 0 to probe, or 1 "
+               "to {} (9 Hopper, 10 and 12 Blackwell: sm_90 is 9)",
+               place_of(where, "node.compute_major"), c.node.compute_major, kMaxComputeMajor);
+  check_gpu_description(c, where);
 }
 
 }  // namespace
@@ -103,23 +141,57 @@ std::filesystem::path node_store_file(const daemon_config& c) {
 }
 
 unsigned socket_mode(const daemon_config& c) {
-  const auto& mode = c.daemon.mode;
-  const bool octal =
-      !mode.empty() && mode.size() <= 4 && mode.find_first_not_of("01234567") == std::string::npos;
-  MUSTER_CHECK(octal, errc::config, "daemon.mode: \"{}\" is not an octal file mode; use \"0660\"",
-               mode);
-  return static_cast<unsigned>(std::stoul(mode, nullptr, 8));
+  MUSTER_CHECK(octal_mode(c.daemon.mode), errc::config,
+               "daemon.mode: \"{}\" is not an octal file mode; use \"0660\"", c.daemon.mode);
+  return static_cast<unsigned>(std::stoul(c.daemon.mode, nullptr, 8));
 }
 
-daemon_config load_daemon_config(const std::filesystem::path& file, bool required,
-                                 const std::function<void(daemon_config&)>& adjust) {
+namespace {
+
+// The network interfaces in /sys/class/net, sorted; nullopt when it cannot be read (no sysfs:
+// nothing to compare with).
+std::optional<std::vector<std::string>> host_interfaces() {
+  std::error_code ec;
+  std::filesystem::directory_iterator it("/sys/class/net", ec);
+  if (ec) return std::nullopt;
+  std::vector<std::string> names;
+  for (const auto& entry : it) names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// A node.interfaces entry this host lacks: NCCL would be told to use it and fail.
+void warn_interfaces(const daemon_config& c, const config::sources& where,
+                     std::vector<std::string>& warnings) {
+  if (c.node.interfaces.empty()) return;
+  const auto host = host_interfaces();
+  if (!host) return;
+  std::vector<std::string> lacking;
+  for (const auto& name : c.node.interfaces)
+    if (!std::binary_search(host->begin(), host->end(), name)) lacking.push_back(name);
+  if (lacking.empty()) return;
+  warnings.push_back(fmt::format(
+      "{}: node.interfaces: this host has no {} (it has {}); NCCL is told to use the list "
+      "(NCCL_SOCKET_IFNAME) and fails until it is there: correct it, or leave it empty to probe",
+      config::place_of(where, "node.interfaces"), fmt::join(lacking, " or "),
+      host->empty() ? std::string("none") : fmt::format("{}", fmt::join(*host, ", "))));
+}
+
+}  // namespace
+
+daemon_config load_daemon_config(
+    const std::filesystem::path& file, bool required,
+    const std::function<void(daemon_config&, config::sources&)>& adjust,
+    std::vector<std::string>* warnings) {
   daemon_config c;
   config::sources where;
   auto fields = config::bind_fields(c, daemon_config_schema());
   std::error_code ec;
-  if (required || std::filesystem::exists(file, ec)) config::load_file(file, fields, where);
-  if (adjust) adjust(c);
+  if (required || std::filesystem::exists(file, ec))
+    config::load_file(file, fields, where, kFileKind);
+  if (adjust) adjust(c, where);
   validate(c, where);
+  if (warnings) warn_interfaces(c, where, *warnings);
   return c;
 }
 

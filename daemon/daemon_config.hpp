@@ -57,10 +57,14 @@ struct daemon_config {
 std::span<const config::field<daemon_config>> daemon_config_schema();
 
 // Loads `file` (missing and `required` false: the defaults), lets `adjust` change it (the
-// command line's overrides), checks every value. Throws errc::config naming the file, line and
-// key and the fix.
-daemon_config load_daemon_config(const std::filesystem::path& file, bool required,
-                                 const std::function<void(daemon_config&)>& adjust = {});
+// command line's overrides, which name themselves in the sources: "command line --mode"), checks
+// every value. Throws errc::config naming the file, line and key and the fix. What is allowed but
+// likely wrong goes to `warnings`, one line each with the place, the key and what the host has:
+// a node.interfaces entry this host lacks (not an error: interfaces may be hot-plugged).
+daemon_config load_daemon_config(
+    const std::filesystem::path& file, bool required,
+    const std::function<void(daemon_config&, config::sources&)>& adjust = {},
+    std::vector<std::string>* warnings = nullptr);
 
 // The node store's file: <daemon.state_dir>/musterd.db.
 std::filesystem::path node_store_file(const daemon_config& c);

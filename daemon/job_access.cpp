@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <filesystem>
@@ -62,6 +63,21 @@ bool slurm_configured(const slurm_lookup& lookup) {
   return !lookup.conf.empty() || std::filesystem::exists("/etc/slurm/slurm.conf", ec);
 }
 
+// squeue's output as one line for a reply and the log: its lines joined with "; ", blank ones
+// and trailing blanks dropped.
+std::string one_line(std::string_view output) {
+  std::string out;
+  while (!output.empty()) {
+    const auto end = std::min(output.find('\n'), output.size());
+    auto line = output.substr(0, end);
+    output.remove_prefix(std::min(end + 1, output.size()));
+    while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back())))
+      line.remove_suffix(1);
+    if (!line.empty()) out += (out.empty() ? "" : "; ") + std::string(line);
+  }
+  return out;
+}
+
 // Job ids Slurm said it does not know, and until when that answer stands.
 std::map<std::string, std::chrono::steady_clock::time_point>& unknown_jobs() {
   static std::map<std::string, std::chrono::steady_clock::time_point> jobs;
@@ -97,11 +113,12 @@ slurm_answer ask_slurm(const slurm_lookup& lookup, const std::string& job_id) {
     unknown[job_id] = now + std::chrono::minutes(1);
     return a;
   }
-  a.why_not = !run.started ? fmt::format("cannot run {} (slurm.squeue)", run.why_not)
-              : run.timed_out
-                  ? fmt::format("squeue did not answer within {} ms", lookup.timeout.count())
-                  : fmt::format("squeue --jobs={}: {}", job_id,
-                                run.output.empty() ? "failed without a message" : run.output);
+  const auto said = one_line(run.output);
+  a.why_not = !run.started    ? fmt::format("cannot run {} (slurm.squeue)", run.why_not)
+              : run.timed_out ? fmt::format("squeue did not answer within {} ms (slurm.timeout_ms)",
+                                            lookup.timeout.count())
+                              : fmt::format("squeue --jobs={}: {}", job_id,
+                                            said.empty() ? "failed without a message" : said);
   log::get("daemon")->warn("cannot tell who owns job {}: {}", job_id, a.why_not);
   return a;
 }
@@ -148,9 +165,12 @@ access_result authorize_job(node_store& store, const slurm_lookup& lookup,
   }
   if (!slurm.why_not.empty()) {
     if (uid == 0) return allow();  // root may act even when Slurm cannot be asked
-    return {false, "unavailable",
-            fmt::format("cannot tell who owns job {}: {}; try again when slurmctld answers", job_id,
-                        slurm.why_not)};
+    return {
+        false, "unavailable",
+        fmt::format("cannot tell who owns job {}: {}; try again when slurmctld answers (a node "
+                    "with no Slurm controller to ask: set slurm.squeue = \"\" in musterd's config, "
+                    "/etc/muster/musterd.toml by default; to ask another cluster: slurm.conf)",
+                    job_id, slurm.why_not)};
   }
   if (use == job_use::read)
     return {false, "not_found", fmt::format("no job {} was recorded on this node", job_id)};

@@ -6,6 +6,8 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "common/error.hpp"
 #include "common/log.hpp"
@@ -21,43 +23,67 @@ using namespace muster::daemon;
 struct overrides {
   std::optional<std::string> socket, mode, group, state_dir;
   std::optional<int> request_timeout_ms;
-  void operator()(daemon_config& c) const {
-    if (socket) c.daemon.socket = *socket;
-    if (mode) c.daemon.mode = *mode;
-    if (group) c.daemon.group = *group;
-    if (request_timeout_ms) c.daemon.request_timeout_ms = *request_timeout_ms;
-    if (state_dir) c.daemon.state_dir = *state_dir;
+  void operator()(daemon_config& c, muster::config::sources& where) const {
+    set(socket, c.daemon.socket, "daemon.socket", "--socket", where);
+    set(mode, c.daemon.mode, "daemon.mode", "--mode", where);
+    set(group, c.daemon.group, "daemon.group", "--group", where);
+    set(request_timeout_ms, c.daemon.request_timeout_ms, "daemon.request_timeout_ms",
+        "--request-timeout-ms", where);
+    set(state_dir, c.daemon.state_dir, "daemon.state_dir", "--state-dir", where);
+  }
+  // An option given replaces the key's value and its place in messages.
+  template <class T>
+  static void set(const std::optional<T>& given, T& value, const char* key, const char* option,
+                  muster::config::sources& where) {
+    if (!given) return;
+    value = *given;
+    where[key] = fmt::format("command line {}", option);
   }
 };
 
-int serve(const std::string& config_file, bool required, const overrides& given) {
-  const auto config = load_daemon_config(config_file, required, given);
+// What the start checks and builds before it binds the socket: the configuration, the socket's
+// options and the router's context (the node's facts: a node.gpu_description that cannot be read
+// fails here). --check-config runs exactly this, so it passes only what the start accepts.
+struct prepared {
+  daemon_config config;
+  std::vector<std::string> warnings;  // what the configuration names that the host lacks
   server_options options;
-  options.socket_path = config.daemon.socket;
-  options.mode = socket_mode(config);
-  options.group = config.daemon.group;
-  options.request_deadline = std::chrono::milliseconds(config.daemon.request_timeout_ms);
-  options.keep_days = config.daemon.keep_days;
-  // SIGHUP: the file again; a bad one keeps what runs ([daemon] changes need a restart)
+  node_context context;
+};
+
+prepared prepare(const std::string& config_file, bool required, const overrides& given,
+                 std::chrono::steady_clock::time_point started) {
+  prepared p;
+  p.config = load_daemon_config(config_file, required, given, &p.warnings);
+  p.options.socket_path = p.config.daemon.socket;
+  p.options.mode = socket_mode(p.config);
+  p.options.group = p.config.daemon.group;
+  p.options.request_deadline = std::chrono::milliseconds(p.config.daemon.request_timeout_ms);
+  p.options.keep_days = p.config.daemon.keep_days;
+  p.context = node_context_of(p.config);
+  p.context.started = started;  // the uptime counts from the start, not the last reload
+  return p;
+}
+
+int serve(const std::string& config_file, bool required, const overrides& given) {
   const auto started = std::chrono::steady_clock::now();
-  auto context_of = [started](const daemon_config& c) {
-    auto context = node_context_of(c);
-    context.started = started;  // the uptime counts from the start, not the last reload
-    return context;
-  };
+  auto first = prepare(config_file, required, given, started);
+  for (const auto& w : first.warnings) muster::log::get("daemon")->warn("{}", w);
+  // SIGHUP: the file again; a bad one keeps what runs ([daemon] changes need a restart)
   auto reload = [&]() -> std::shared_ptr<const router> {
     try {
-      auto next = load_daemon_config(config_file, required, given);
-      return std::make_shared<const router>(context_of(next));
+      const auto next = prepare(config_file, required, given, started);
+      for (const auto& w : next.warnings) muster::log::get("daemon")->warn("SIGHUP: {}", w);
+      return std::make_shared<const router>(next.context);
     } catch (const std::exception& e) {
       muster::log::get("daemon")->warn("SIGHUP: {} not loaded, the running configuration stays: {}",
                                        config_file, e.what());
       return nullptr;
     }
   };
-  server s(options, std::make_shared<const router>(context_of(config)), reload);
+  server s(first.options, std::make_shared<const router>(first.context), reload);
   // after the socket: a second musterd is refused before it touches the store
-  s.run(std::make_unique<node_store>(node_store_file(config), config.daemon.keep_days));
+  s.run(std::make_unique<node_store>(node_store_file(first.config), first.config.daemon.keep_days));
   return 0;
 }
 
@@ -89,7 +115,9 @@ int main(int argc, char** argv) {
   try {
     muster::log::setup();
     if (check_only) {
-      fmt::print("{}", to_toml(load_daemon_config(config_file, required, given)));
+      const auto checked = prepare(config_file, required, given, {});
+      for (const auto& w : checked.warnings) fmt::print(stderr, "musterd: warning: {}\n", w);
+      fmt::print("{}", to_toml(checked.config));
       return 0;
     }
     return serve(config_file, required, given);

@@ -167,12 +167,17 @@ void check_run_dir(const preflight_facts& f, const preflight_thresholds& l, chec
   if (f.run_dir.empty()) return c.skip("run_dir_writable", "the step named no run directory");
   if (!f.run_dir_problem.empty()) return c.add("run_dir_writable", false, f.run_dir_problem);
   const bool ok = !f.disk_free_mib || *f.disk_free_mib >= l.min_disk_free_mib;
+  // a run directory not made yet is named, and the place it would be made in
+  const auto where = f.run_dir_made_under.empty()
+                         ? f.run_dir
+                         : fmt::format("{} does not exist yet; {}, where it would be made,",
+                                       f.run_dir, f.run_dir_made_under);
   c.add("run_dir_writable", ok,
-        ok ? fmt::format("{} is writable{}", f.run_dir,
+        ok ? fmt::format("{} is writable{}", where,
                          f.disk_free_mib ? fmt::format(", {} MiB free", *f.disk_free_mib) : "")
            : fmt::format("{} has {} MiB free, under {} MiB: checkpoints and the run store will "
                          "fail; free space or choose another launch.runs_dir",
-                         f.run_dir, *f.disk_free_mib, l.min_disk_free_mib));
+                         where, *f.disk_free_mib, l.min_disk_free_mib));
 }
 
 }  // namespace

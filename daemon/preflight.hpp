@@ -44,7 +44,8 @@ struct preflight_facts {
   std::optional<std::int64_t> shm_mib;  // nullopt: /dev/shm missing
   std::string run_dir;                  // "" when the request named none
   std::string run_dir_problem;          // why the job's user cannot write it; "" when it can
-  std::optional<std::int64_t> disk_free_mib;
+  std::string run_dir_made_under;       // when it does not exist yet: where it would be made
+  std::optional<std::int64_t> disk_free_mib;  // where it is, or would be made
 };
 
 struct preflight_check {

@@ -70,12 +70,14 @@ std::vector<std::string> path_and_parents(const std::string& dir) {
 }
 
 // What the checker saw: the deepest path it could see (index into path_and_parents, -1 none),
-// whether that is a directory, the errno of access(W_OK|X_OK) there, and its free MiB.
+// whether that is a directory, the errno of access(W_OK|X_OK) there, its free MiB, and whether
+// its file system stores nothing (proc, sysfs: no blocks, where nothing can be made).
 struct seen {
   int index = -1;
   int is_dir = 0;
   int write_errno = 0;
   std::int64_t free_mib = -1;
+  int no_storage = 0;
 };
 
 seen look(const std::vector<std::string>& paths) {
@@ -87,8 +89,10 @@ seen look(const std::vector<std::string>& paths) {
     out.is_dir = S_ISDIR(st.st_mode) ? 1 : 0;
     out.write_errno = ::access(paths[i].c_str(), W_OK | X_OK) == 0 ? 0 : errno;
     struct ::statvfs vfs {};
-    if (::statvfs(paths[i].c_str(), &vfs) == 0)
+    if (::statvfs(paths[i].c_str(), &vfs) == 0) {
       out.free_mib = static_cast<std::int64_t>(vfs.f_bavail * vfs.f_frsize / (1024 * 1024));
+      out.no_storage = vfs.f_blocks == 0 ? 1 : 0;
+    }
     break;
   }
   return out;
@@ -162,7 +166,13 @@ run_dir_check check_run_dir(const std::string& dir, uid_t uid) {
     return out;
   }
   const auto& at = paths[static_cast<std::size_t>(s->index)];
-  if (!s->is_dir)
+  if (s->index > 0) out.made_under = at;
+  if (s->index > 0 && s->no_storage)
+    out.problem = fmt::format(
+        "{} does not exist, and cannot be made in {}: a file system that stores nothing (such as "
+        "/proc or /sys); choose another launch.runs_dir",
+        dir, at);
+  else if (!s->is_dir)
     out.problem = fmt::format("{}: {} is not a directory; choose another launch.runs_dir", dir, at);
   else if (s->write_errno != 0)
     out.problem = fmt::format(
@@ -190,6 +200,7 @@ preflight_facts probe_preflight(const preflight_ask& ask, const preflight_source
   if (!f.run_dir.empty()) {
     const auto check = check_run_dir(f.run_dir, ask.uid);
     f.run_dir_problem = check.problem;
+    f.run_dir_made_under = check.made_under;
     f.disk_free_mib = check.free_mib;
   }
   return f;

@@ -42,6 +42,7 @@ std::optional<std::string> job_of_process(std::int64_t pid, const std::string& p
 struct run_dir_check {
   std::string problem;                   // "" when `uid` can create files there
   std::optional<std::int64_t> free_mib;  // free space where it is (or would be made)
+  std::string made_under;  // when it does not exist: the deepest directory above it; else ""
 };
 
 // Whether `uid` can create files in `dir`, or when it does not exist yet, in the deepest

@@ -22,6 +22,8 @@ namespace {
 using nlohmann::json;
 using clock_type = std::chrono::steady_clock;
 
+constexpr const char* kDefaultSocket = "/run/muster/musterd.sock";  // daemon.socket's default
+
 // The descriptor closes with the scope.
 struct fd_guard {
   int fd;
@@ -86,7 +88,19 @@ bool wait_for(int fd, short events, clock_type::time_point deadline) {
 std::optional<std::filesystem::path> daemon_socket() {
   const auto set = env_value(kEnvDaemonSocket);
   if (set && set->empty()) return std::nullopt;
-  return std::filesystem::path(set.value_or("/run/muster/musterd.sock"));
+  return std::filesystem::path(set.value_or(kDefaultSocket));
+}
+
+std::string daemon_start_hint(const std::filesystem::path& socket,
+                              const std::filesystem::path& systemd_dir) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(systemd_dir, ec)) return "start it: systemctl start musterd";
+  if (socket == kDefaultSocket)
+    return "no systemd runs this host: start it as root, musterd > /var/log/musterd.log 2>&1 &";
+  return fmt::format(
+      "no systemd runs this host: start it, musterd --socket {} --state-dir DIR > musterd.log "
+      "2>&1 &",
+      socket.string());
 }
 
 std::optional<std::string> ask_daemon(const std::filesystem::path& socket,
@@ -153,6 +167,20 @@ std::optional<std::string> ask_daemon(const std::filesystem::path& socket,
   return reply.substr(0, reply.find('\n'));
 }
 
+std::string reply_error_text(const std::string& reply) {
+  const auto parsed = json::parse(reply, nullptr, false);
+  const json* error = parsed.is_object() && parsed.contains("error") ? &parsed["error"] : nullptr;
+  if (error && error->is_object() && error->contains("message") &&
+      (*error)["message"].is_string()) {
+    const auto message = (*error)["message"].get<std::string>();
+    const auto code = error->contains("code") && (*error)["code"].is_string()
+                          ? (*error)["code"].get<std::string>()
+                          : std::string();
+    return code.empty() ? message : fmt::format("{} ({})", message, code);
+  }
+  return fmt::format("a reply muster does not read: {}", reply.substr(0, 200));
+}
+
 daemon_answer ask_daemon_env(const std::filesystem::path& socket, const gpu_policy_input& job,
                              const daemon_step& step, std::chrono::milliseconds timeout) {
   std::string why_not;
@@ -163,8 +191,7 @@ daemon_answer ask_daemon_env(const std::filesystem::path& socket, const gpu_poli
   const auto parsed = json::parse(*reply, nullptr, false);
   if (!parsed.is_object()) return {std::nullopt, "musterd's reply is not JSON"};
   if (!parsed.contains("ok") || parsed["ok"] != true)
-    return {std::nullopt, fmt::format("musterd refused the request: {}",
-                                      parsed.contains("error") ? parsed["error"].dump() : *reply)};
+    return {std::nullopt, fmt::format("musterd refused the request: {}", reply_error_text(*reply))};
   try {
     return {result_of(parsed), ""};
   } catch (const std::exception& e) {
@@ -199,7 +226,7 @@ void send_record(const daemon_step& step, json request) {
   if (reply) {
     const auto parsed = json::parse(*reply, nullptr, false);
     if (parsed.is_object() && parsed.value("ok", false)) return;
-    why_not = fmt::format("musterd refused the record: {}", *reply);
+    why_not = fmt::format("musterd refused the record: {}", reply_error_text(*reply));
   }
   log::get("launcher")
       ->log(daemon_expected(*socket) ? spdlog::level::warn : spdlog::level::debug,

@@ -16,11 +16,23 @@ namespace muster::launcher {
 // variable is set empty (never ask).
 std::optional<std::filesystem::path> daemon_socket();
 
+// How to start musterd here, for the hint after "no musterd on <socket>": systemctl where
+// systemd runs the host (`systemd_dir` exists, as sd_booted() checks), else the command
+// docs/quickstart.md gives for hosts without it (as root, in the background; a socket other than
+// the default is named with --socket).
+std::string daemon_start_hint(const std::filesystem::path& socket,
+                              const std::filesystem::path& systemd_dir = "/run/systemd/system");
+
 // One request line to the daemon and its reply line (without the newlines), within `timeout`
 // in all; nullopt, with the reason in `why_not`, when it is absent, slow or cut off.
 std::optional<std::string> ask_daemon(const std::filesystem::path& socket,
                                       const std::string& request, std::chrono::milliseconds timeout,
                                       std::string& why_not);
+
+// What an error reply says, for one line on stderr: its message and code ("cannot tell who owns
+// job 123: ...; try again when slurmctld answers (unavailable)"), never the raw JSON; a reply
+// that is no error reply is quoted (its first 200 bytes).
+std::string reply_error_text(const std::string& reply);
 
 // The job step musterd records a request under: SLURM_JOB_ID (or a local run's id) and
 // SLURM_STEP_ID ("" outside a step). Empty job_id: nothing is recorded.

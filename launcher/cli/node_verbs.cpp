@@ -55,7 +55,7 @@ std::optional<json> ask(const std::string& verb, const std::string& request,
   if (!reply) {
     const bool absent = why_not.starts_with("no musterd");
     fmt::print(stderr, "muster: node {}: {}{}\n", verb, why_not,
-               absent ? " (start it: systemctl start musterd)" : "");
+               absent ? fmt::format(" ({})", launcher::daemon_start_hint(*socket)) : "");
     return std::nullopt;
   }
   auto r = json::parse(*reply, nullptr, false);
@@ -69,7 +69,8 @@ std::optional<json> ask(const std::string& verb, const std::string& request,
     return false;
   };
   if (!r.is_object() || !is_answer(r)) {
-    fmt::print(stderr, "muster: node {}: musterd answered: {}\n", verb, *reply);
+    fmt::print(stderr, "muster: node {}: musterd refused it: {}\n", verb,
+               launcher::reply_error_text(*reply));
     return std::nullopt;
   }
   return r;

@@ -134,6 +134,14 @@ TEST_CASE("config reports TOML syntax errors with file, line and column", "[conf
   CHECK_THAT(msg, Catch::StartsWith("job.toml:2:"));
   CHECK_THAT(msg, Catch::Contains("invalid TOML"));
   CHECK_THAT(error_of("[a]\ncount = 1\ncount = 2\n"), Catch::Contains("job.toml:3:"));
+  // a leading zero (TOML refuses it): the key, and how to write it for the key's type
+  CHECK_THAT(error_of("[a]\nname = 0660  # a mode\n"),
+             Catch::StartsWith("job.toml:2:") &&
+                 Catch::EndsWith("; a.name is a string: quote it, name = \"0660\""));
+  CHECK_THAT(error_of("a.count = 007\n"),
+             Catch::EndsWith("; a.count: write it without the leading zeros, a.count = 7"));
+  CHECK_THAT(error_of("[b]\nnope = 00\n"),
+             Catch::EndsWith("; b.nope: quote it if it is text (\"00\"), or write 0 for a number"));
 }
 
 TEST_CASE("config overrides apply on top of the file with the same type checks", "[config]") {
@@ -190,12 +198,28 @@ TEST_CASE("config reading a missing file names the file and the reason", "[confi
   muster::config::sources where;
   auto fields = muster::config::bind_fields(c, kSchema);
   muster::test::temp_dir dir;
-  CHECK_THAT(muster::test::expect_error(muster::errc::config,
-                                        [&] { muster::config::load_file(dir / "nope.toml", fields, where); }),
-             Catch::Contains("nope.toml: no such file; give the path of a TOML job file"));
+  CHECK_THAT(muster::test::expect_error(
+                 muster::errc::config,
+                 [&] { muster::config::load_file(dir / "nope.toml", fields, where); }),
+             Catch::Contains("nope.toml: no such file; give the path of a TOML job file, e.g. "
+                             "etc/examples/job.toml"));
   CHECK_THAT(muster::test::expect_error(muster::errc::config,
                                         [&] { muster::config::load_file(dir.path(), fields, where); }),
              Catch::Contains("not a regular file (a directory?)"));
+  // another caller's file is named as its own, with its own usual path
+  const muster::config::file_kind daemon{"musterd's config file", "musterd's configuration",
+                                         "usually /etc/muster/musterd.toml"};
+  const auto other = muster::test::expect_error(muster::errc::config, [&] {
+    muster::config::load_file(dir / "nope.toml", fields, where, daemon);
+  });
+  CHECK_THAT(other, Catch::StartsWith("musterd's config file ") &&
+                        Catch::EndsWith("nope.toml: no such file; give the path of musterd's "
+                                        "configuration, usually /etc/muster/musterd.toml"));
+  CHECK_THAT(
+      muster::test::expect_error(
+          muster::errc::config,
+          [&] { muster::config::load_file(dir.path(), fields, where, daemon); }),
+      Catch::Contains("give the path of musterd's configuration") && !Catch::Contains("job file"));
   muster::test::write_file(dir / "ok.toml", "a.count = 11\n");
   muster::config::load_file(dir / "ok.toml", fields, where);
   CHECK(c.a.count == 11);

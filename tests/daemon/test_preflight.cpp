@@ -165,6 +165,10 @@ TEST_CASE("preflight checks /dev/shm and the run directory", "[preflight]") {
   f.disk_free_mib = 100;
   CHECK_THAT(check(run_preflight(f, {}), "run_dir_writable").detail,
              Catch::Contains("/runs/r1 has 100 MiB free, under 1024 MiB"));
+  f.run_dir_made_under = "/runs";  // not made yet: named, and where it would be
+  CHECK_THAT(check(run_preflight(f, {}), "run_dir_writable").detail,
+             Catch::Contains("/runs/r1 does not exist yet; /runs, where it would be made, has 100 "
+                             "MiB free, under 1024 MiB"));
   f.run_dir_problem = "/runs/r1: uid 1000 cannot write /runs";
   CHECK(check(run_preflight(f, {}), "run_dir_writable").detail == f.run_dir_problem);
   f.run_dir.clear();
@@ -277,6 +281,13 @@ TEST_CASE("whether another uid can write a run directory, or where it would be m
   const auto as_root = check_run_dir((dir / "runs/r1").string(), 0);
   CHECK(as_root.problem.empty());
   CHECK(as_root.free_mib.value_or(-1) > 0);
+  CHECK(as_root.made_under == dir.path().string());
+  CHECK(check_run_dir(dir.path().string(), 0).made_under.empty());  // it exists
+  // under /proc nothing can be made: the directory is named as missing, not as 0 MiB free
+  if (std::filesystem::exists("/proc/self"))
+    CHECK(check_run_dir("/proc/muster-nope", 0).problem ==
+          "/proc/muster-nope does not exist, and cannot be made in /proc: a file system that "
+          "stores nothing (such as /proc or /sys); choose another launch.runs_dir");
   if (::geteuid() != 0) {
     WARN("SKIPPED (the rest): needs root, to check as another uid");
     return;

@@ -420,3 +420,29 @@ TEST_CASE("where Slurm is configured but cannot be asked, a Slurm job is refused
   CHECK(ask(r, R"({"version": 1, "request": "record", "event": "start", "job": {"id": "run-1"}})",
             kAlice, &s.store)["ok"] == true);
 }
+
+TEST_CASE("a failing squeue's lines reach the reply as one line, with the key that turns Slurm off",
+          "[router]") {
+  test_store s;
+  muster::test::temp_dir dir{"fake-squeue"};
+  const auto squeue = dir / "squeue";  // slurmctld down, as squeue says it: two lines on stderr
+  muster::test::write_file(squeue,
+                           "#!/bin/sh\n"
+                           "echo 'squeue: error: Unable to contact slurm controller' >&2\n"
+                           "echo 'squeue: fatal: Could not load job information' >&2\n"
+                           "exit 1\n");
+  std::filesystem::permissions(squeue, std::filesystem::perms::owner_all);
+  muster::daemon::node_context c;
+  c.slurm.squeue = squeue.string();
+  const router r(c);
+  const auto reply = ask(r, R"({"version": 1, "request": "record", "event": "start",
+                               "job": {"id": "123"}})",
+                         kAlice, &s.store);
+  REQUIRE(error_code(reply) == "unavailable");
+  const auto message = reply["error"]["message"].get<std::string>();
+  CHECK(message.find('\n') == std::string::npos);
+  CHECK_THAT(message, Catch::Contains("squeue --jobs=123: squeue: error: Unable to contact slurm "
+                                      "controller; squeue: fatal: Could not load job information; "
+                                      "try again when slurmctld answers"));
+  CHECK_THAT(message, Catch::Contains("slurm.squeue = \"\""));
+}
