@@ -8,7 +8,9 @@
 // (left out when not reported).
 //
 // key=value words ending in a newline, in any order; `step` is required, the others default to
-// 0; other keys are ignored. A line without its newline (still being written) is not read yet.
+// 0; other keys are ignored. `step` is the step's index, counted from 0 (the first step is
+// step=0), where the heartbeat's step= (heartbeat_line.hpp) counts the steps done. A line without
+// its newline (still being written) is not read yet.
 #pragma once
 
 #include <optional>

@@ -15,6 +15,7 @@
 #include "common/job_config.hpp"
 #include "common/run_dir.hpp"
 #include "common/run_reader.hpp"
+#include "launcher/heartbeat.hpp"
 #include "launcher/local_run.hpp"
 #include "launcher/plan/layout_resolve.hpp"
 
@@ -117,6 +118,13 @@ run_status read_run_status(const fs::path& dir, store::epoch_ms now) {
     }
     s.ranks.push_back(std::move(r));
   }
+  // the steps the program says it will run (its heartbeat's steps=) over the job's train.steps,
+  // which only muster-train reads
+  for (const auto& r : s.ranks)
+    if (const auto beat = read_heartbeat(paths.rank_heartbeat_file(r.rank.rank))) {
+      if (beat->progress.steps) s.steps_planned = *beat->progress.steps;
+      break;
+    }
   const auto here = short_hostname();
   bool running = false;
   s.lost = s.run && s.run->state == store::run_state::running;

@@ -127,6 +127,10 @@ TEST_CASE("a rank two steps behind the others is a laggard, progress is the newe
   CHECK_FALSE(s.ranks[1].laggard);
   CHECK(s.ranks[2].laggard);
   CHECK(s.layout == "tp 1 cp 1 dp 3 pp 1 | etp 1 ep 1 edp 3 | optim_grads_params");
+  // a program of one's own says its total in the heartbeat; train.steps is muster-train's
+  std::ofstream(paths.rank_heartbeat_file(0)) << "step=6 steps=40 loss=2.5\n";
+  CHECK(read_run_status(paths.dir(), now).steps_planned == 40);
+  std::filesystem::remove(paths.rank_heartbeat_file(0));
   const auto text = status_text(s, now);
   CHECK_THAT(text, Catch::Contains("step 6 of 10 | loss 2.7000") && Catch::Contains("<- behind"));
   // the Slurm job id finds it too
