@@ -2,14 +2,17 @@
 #include "common/config_load.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <toml++/toml.h>
 #include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstring>
 #include <fstream>
 #include <sstream>
-#include <toml++/toml.h>
+#include <utility>
+#include <vector>
 
 #include "common/error.hpp"
 
@@ -59,7 +62,31 @@ bool near(std::string_view a, std::string_view b) {
 // section it misspells first: "[trian]": [train]); for a name with no section, the keys it names
 // in any section ("nproc": launch.nproc) or the section it misspells; else the keys known in
 // that section, or the sections.
-std::string suggest(std::span<const bound_field> fields, std::string_view key, bool table) {
+std::string suggest(std::span<const bound_field> fields, std::string_view key, bool table,
+                    std::span<const other_name> other_names) {
+  // the name alone, as another tool writes it: "tensor-model-parallel-size", "--num-experts"
+  const auto normal = [](std::string_view name) {
+    while (name.starts_with('-')) name.remove_prefix(1);
+    std::string out(name.substr(name.rfind('.') + 1));
+    std::replace(out.begin(), out.end(), '-', '_');
+    return out;
+  };
+  const auto leaf = normal(key);
+  for (const auto& other : other_names)
+    if (normal(other.name) == leaf)
+      return fmt::format(
+          "; {}'s --{} is {} in muster", other.tool,
+          [&] {
+            auto dashed = normal(other.name);
+            std::replace(dashed.begin(), dashed.end(), '_', '-');
+            return dashed;
+          }(),
+          other.key.find(' ') == std::string_view::npos ? fmt::format("'{}'", other.key)
+                                                        : std::string(other.key));
+  if (!table && key.find('.') != std::string_view::npos)  // a key of another section
+    for (const auto& f : fields)
+      if (normal(f.key) == leaf && section_of(f.key) != section_of(key))
+        return fmt::format("; did you mean '{}'? (in [{}])", f.key, section_of(f.key));
   if (table)  // a [section] header: the sections first ("[dat]": [data], not checkpoint.dir)
     for (const auto section : sections_of(fields))
       if (near(key, section)) return fmt::format("; did you mean [{}]?", section);
@@ -146,22 +173,47 @@ void assign_or_throw(const bound_field& f, const toml::node& node, const std::st
                f.key, type_name(f.value), describe(node), why, example);
 }
 
+// A key that is wrong where it stands (unknown, or a value of the wrong type), and where.
+struct key_error {
+  toml::source_position at;
+  std::string message;
+};
+
+// Every key of `table` into `fields`; what is wrong into `errors`, all of it.
 void walk(const toml::table& table, const std::string& prefix, std::string_view source,
-          std::span<const bound_field> fields, sources& where) {
+          std::span<const bound_field> fields, sources& where, std::vector<key_error>& errors,
+          std::span<const other_name> other_names) {
   for (const auto& [name, node] : table) {
     std::string path = prefix.empty() ? std::string(name.str()) : prefix + "." + std::string(name.str());
     if (const bound_field* f = find_field(fields, path)) {
       std::string place = position(source, node.source());
-      assign_or_throw(*f, node, place);
-      where[path] = place;
+      try {
+        assign_or_throw(*f, node, place);
+        where[path] = place;
+      } catch (const error& e) {
+        errors.push_back({node.source().begin, e.what()});
+      }
     } else if (node.is_table() && is_section(fields, path)) {
-      walk(*node.as_table(), path, source, fields, where);
+      walk(*node.as_table(), path, source, fields, where, errors, other_names);
     } else {
-      MUSTER_THROW(errc::config, "{}: unknown {} '{}'{}", position(source, name.source()),
-                   node.is_table() ? "section" : "key", path,
-                   suggest(fields, path, node.is_table()));
+      errors.push_back({name.source().begin,
+                        fmt::format("{}: unknown {} '{}'{}", position(source, name.source()),
+                                    node.is_table() ? "section" : "key", path,
+                                    suggest(fields, path, node.is_table(), other_names))});
     }
   }
+}
+
+// All of `errors` as one, in the order of the file.
+void throw_key_errors(std::vector<key_error> errors) {
+  if (errors.empty()) return;
+  std::stable_sort(errors.begin(), errors.end(), [](const key_error& a, const key_error& b) {
+    return std::pair(a.at.line, a.at.column) < std::pair(b.at.line, b.at.column);
+  });
+  std::vector<std::string> lines;
+  for (const auto& e : errors) lines.push_back(e.message);
+  if (lines.size() == 1) MUSTER_THROW(errc::config, "{}", lines.front());
+  MUSTER_THROW(errc::config, "{} keys are wrong:\n  {}", lines.size(), fmt::join(lines, "\n  "));
 }
 
 std::string quote(std::string_view text) {
@@ -248,7 +300,8 @@ std::string format_value(const value_ptr& value) {
 }
 
 void load_text(std::string_view text, std::string_view source_name,
-               std::span<const bound_field> fields, sources& where) {
+               std::span<const bound_field> fields, sources& where,
+               std::span<const other_name> other_names) {
   toml::table table;
   try {
     table = toml::parse(text, source_name);
@@ -264,7 +317,9 @@ void load_text(std::string_view text, std::string_view source_name,
                         "every key)"
                       : leading_zero_hint(text, e.source().begin.line, e.description(), fields));
   }
-  walk(table, "", source_name, fields, where);
+  std::vector<key_error> errors;
+  walk(table, "", source_name, fields, where, errors, other_names);
+  throw_key_errors(std::move(errors));
 }
 
 void load_file(const std::filesystem::path& file, std::span<const bound_field> fields,
@@ -285,11 +340,11 @@ void load_file(const std::filesystem::path& file, std::span<const bound_field> f
   text << in.rdbuf();
   MUSTER_CHECK(!in.bad(), errc::config, "{} {}: read failed: {}", kind.name, file.string(),
                std::strerror(errno));
-  load_text(text.str(), file.string(), fields, where);
+  load_text(text.str(), file.string(), fields, where, kind.other_names);
 }
 
 void apply_override(std::string_view assignment, std::span<const bound_field> fields,
-                    sources& where) {
+                    sources& where, std::span<const other_name> other_names) {
   std::string place = fmt::format("command line '{}'", assignment);
   auto eq = assignment.find('=');
   MUSTER_CHECK(eq != std::string_view::npos && eq > 0, errc::config,
@@ -297,7 +352,8 @@ void apply_override(std::string_view assignment, std::span<const bound_field> fi
   std::string key(assignment.substr(0, eq));
   std::string_view text = assignment.substr(eq + 1);
   const bound_field* f = find_field(fields, key);
-  MUSTER_CHECK(f, errc::config, "{}: unknown key '{}'{}", place, key, suggest(fields, key, false));
+  MUSTER_CHECK(f, errc::config, "{}: unknown key '{}'{}", place, key,
+               suggest(fields, key, false, other_names));
 
   toml::table parsed;
   const toml::node* node = nullptr;

@@ -18,10 +18,20 @@ namespace muster::config {
 
 // What a config file is, for the messages when it is missing or unreadable: "<name> <file>: no
 // such file; give the path of <what>, <example>". The defaults are the job file's.
+// A name another tool gives a key (Megatron's --tensor-model-parallel-size for
+// parallel.tensor): written as a key, the error names muster's. `name` is matched with its
+// dashes as underscores and without leading ones.
+struct other_name {
+  std::string_view name;
+  std::string_view key;   // muster's key, or what to write ("parallel.sharding = \"optim\"")
+  std::string_view tool;  // "Megatron", "torchrun"
+};
+
 struct file_kind {
   std::string_view name = "config file";
   std::string_view what = "a TOML job file";
   std::string_view example = "e.g. etc/examples/job.toml";
+  std::span<const other_name> other_names = {};
 };
 
 // Parses the TOML file and assigns every key it holds to the matching field; records the
@@ -33,13 +43,14 @@ void load_file(const std::filesystem::path& file, std::span<const bound_field> f
 
 // As load_file, for TOML text; `source_name` stands for the file name in messages.
 void load_text(std::string_view text, std::string_view source_name,
-               std::span<const bound_field> fields, sources& where);
+               std::span<const bound_field> fields, sources& where,
+               std::span<const other_name> other_names = {});
 
 // Applies one dotted override `section.key=value`. The value is read as a TOML value
 // (`4`, `true`, `"text"`, `["a", "b"]`); for string fields bare text is taken as it is.
 // Throws errc::config on a missing '=', an unknown key or a wrong type.
 void apply_override(std::string_view assignment, std::span<const bound_field> fields,
-                    sources& where);
+                    sources& where, std::span<const other_name> other_names = {});
 
 // The section of a dotted key ("train.steps" -> "train"; "" for a key without one), and the
 // sections of `fields` in the order they first appear.

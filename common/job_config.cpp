@@ -7,6 +7,7 @@
 #include <cctype>
 
 #include "common/hf_config.hpp"
+#include "common/job_other_names.hpp"
 
 #include "common/config_load.hpp"
 #include "common/config_reference.hpp"
@@ -444,7 +445,7 @@ std::span<const config::field<job_config>> job_config_schema() {
   return kSchema;
 }
 
-void validate(const job_config& c, const config::sources& where) {
+void validate_launch(const job_config& c, const config::sources& where) {
   using config::place_of;
   try {
     store::check_file_component("the name", c.job.name);  // it names the run directory
@@ -472,21 +473,41 @@ void validate(const job_config& c, const config::sources& where) {
                place_of(where, "launch.runs_dir"));
   log::check_level(c.log.level, errc::config,
                    fmt::format("{}: log.level", place_of(where, "log.level")));
-  validate_parallel(c.parallel, where);
-  validate_model(c.model, where);
-  validate_train(c.train, where);
-  validate_data(c.data, where);
-  validate_checkpoint(c.checkpoint, where);
-  validate_comm(c.comm, where);
-  validate_slurm(c.slurm, where);
+}
+
+// Each section's rules, the broken ones listed together: the first of each section (a section's
+// later rules may rest on its earlier ones).
+void validate(const job_config& c, const config::sources& where) {
+  std::vector<std::string> broken;
+  const auto check = [&](auto&& rules) {
+    try {
+      rules();
+    } catch (const error& e) {
+      broken.push_back(e.what());
+    }
+  };
+  check([&] { validate_launch(c, where); });
+  check([&] { validate_parallel(c.parallel, where); });
+  check([&] { validate_model(c.model, where); });
+  check([&] { validate_train(c.train, where); });
+  check([&] { validate_data(c.data, where); });
+  check([&] { validate_checkpoint(c.checkpoint, where); });
+  check([&] { validate_comm(c.comm, where); });
+  check([&] { validate_slurm(c.slurm, where); });
+  if (broken.size() == 1) MUSTER_THROW(errc::config, "{}", broken.front());
+  MUSTER_CHECK(broken.empty(), errc::config, "the job has {} problems:\n  {}", broken.size(),
+               fmt::join(broken, "\n  "));
 }
 
 loaded_job_config load_job_config(const std::filesystem::path& file,
                                   std::span<const std::string> overrides) {
   loaded_job_config loaded;
   auto fields = config::bind_fields(loaded.config, job_config_schema());
-  if (!file.empty()) config::load_file(file, fields, loaded.where);
-  for (const auto& assignment : overrides) config::apply_override(assignment, fields, loaded.where);
+  config::file_kind kind;
+  kind.other_names = job_other_names();
+  if (!file.empty()) config::load_file(file, fields, loaded.where, kind);
+  for (const auto& assignment : overrides)
+    config::apply_override(assignment, fields, loaded.where, job_other_names());
   if (!loaded.config.model.config_json.empty()) {
     std::filesystem::path json = loaded.config.model.config_json;
     bool from_file = std::none_of(overrides.begin(), overrides.end(), [](const std::string& o) {

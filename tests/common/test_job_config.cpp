@@ -67,6 +67,46 @@ TEST_CASE("job config validation names the place and the fix", "[job_config]") {
         Catch::Contains("unknown section '" + header + "'; did you mean [" + section + "]?"));
 }
 
+TEST_CASE("every wrong key of a file is listed in file order, and every broken section rule",
+          "[job_config]") {
+  // a std::map walks keys by name (baz before foo): the list keeps the file's order
+  const auto keys = load_error("[train]\nfoo_bar = 1\nbaz_qux = 2\nsteps = \"x\"\n");
+  CHECK_THAT(keys, Catch::StartsWith("3 keys are wrong:\n"));
+  const auto foo = keys.find("job.toml:2:1: unknown key 'train.foo_bar'");
+  const auto baz = keys.find("job.toml:3:1: unknown key 'train.baz_qux'");
+  const auto steps = keys.find("job.toml:4:9: train.steps: expected an integer");
+  CHECK(foo < baz);
+  CHECK(baz < steps);
+  CHECK(steps != std::string::npos);
+  // one wrong key reads as before
+  CHECK_THAT(
+      load_error("[train]\nfoo_bar = 1\n"),
+      Catch::Contains("job.toml:2:1: unknown key 'train.foo_bar'") && !Catch::Contains("wrong:"));
+  // rules of several sections, each named
+  const auto rules =
+      load_error("", {"launch.nproc=-1", "train.profile_step_start=5", "train.profile_step_end=2"});
+  CHECK_THAT(rules, Catch::StartsWith("the job has 2 problems:\n") &&
+                        Catch::Contains("launch.nproc: -1 is negative") &&
+                        Catch::Contains("train.profile_step_end = 2 with"));
+}
+
+TEST_CASE("a key under Megatron's or torchrun's name, or in another section, gets muster's",
+          "[job_config]") {
+  CHECK_THAT(load_error("[parallel]\ntensor_model_parallel_size = 2\n"),
+             Catch::Contains("unknown key 'parallel.tensor_model_parallel_size'; Megatron's "
+                             "--tensor-model-parallel-size is 'parallel.tensor' in muster"));
+  CHECK_THAT(load_error("[train]\ntrain-iters = 10\n"),
+             Catch::Contains("Megatron's --train-iters is 'train.steps' in muster"));
+  CHECK_THAT(load_error("", {"use_distributed_optimizer=true"}),
+             Catch::Contains("Megatron's --use-distributed-optimizer is parallel.sharding = "
+                             "\"optim\" in muster"));
+  CHECK_THAT(load_error("", {"nproc_per_node=8"}),
+             Catch::Contains("torchrun's --nproc-per-node is 'launch.nproc' in muster"));
+  CHECK_THAT(load_error("[parallel]\nnum_experts = 8\n"),
+             Catch::Contains("unknown key 'parallel.num_experts'; did you mean "
+                             "'model.num_experts'? (in [model])"));
+}
+
 TEST_CASE("job config printed as TOML round-trips through the loader", "[job_config]") {
   muster::job_config c;
   c.job.name = "x1";
