@@ -197,7 +197,9 @@ void nccl_user_buffers(policy_run& p, bool expandable_on) {
     p.out.settings.push_back(
         {"nccl-ub-double-buffer", "fsdp_double_buffer", "true",
          "NCCL user buffers are registered once, so the FSDP all-gather and reduce-scatter need "
-         "their persistent double buffer: set fsdp_double_buffer = true (it is off)"});
+         "their persistent double buffer: turn on your program's (Megatron-FSDP: "
+         "--fsdp-double-buffer with --use-nccl-ub), and say so with srun "
+         "--muster-policy=fsdp_double_buffer (it is off; muster-train keeps its own)"});
 }
 
 void cuda_device_max_connections(policy_run& p) {

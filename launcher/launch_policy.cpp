@@ -7,25 +7,30 @@
 
 namespace muster::launcher {
 
+bool runs_builtin_engine(const std::vector<std::string>& argv) {
+  return !argv.empty() && std::filesystem::path(argv.front()).filename() == "muster-train";
+}
+
 gpu_policy_input launch_policy_input(const job_config& config, const plan::layout& layout, int gpus,
-                                     const env_vars& env, const std::filesystem::path& dump_dir) {
+                                     const env_vars& env, const std::filesystem::path& dump_dir,
+                                     bool builtin_engine) {
   gpu_policy_input in;
   in.tp = layout.tp();
   in.cp = layout.cp();
   in.ep = layout.ep();
   in.sharding = config.parallel.sharding;
   in.nccl_ub = config.comm.nccl_ub;
+  in.fsdp_double_buffer = builtin_engine;
   in.node.gpus = gpus;
   in.env = env;
   in.dump_dir = dump_dir.string();
   return in;
 }
 
-std::vector<gpu_policy_decision> decide_launch_policy(const job_config& config,
-                                                      const plan::layout& layout, int gpus,
-                                                      const env_vars& env, const daemon_step& step,
-                                                      const std::filesystem::path& dump_dir) {
-  auto in = launch_policy_input(config, layout, gpus, env, dump_dir);
+std::vector<gpu_policy_decision> decide_launch_policy(
+    const job_config& config, const plan::layout& layout, const std::vector<std::string>& argv,
+    int gpus, const env_vars& env, const daemon_step& step, const std::filesystem::path& dump_dir) {
+  auto in = launch_policy_input(config, layout, gpus, env, dump_dir, runs_builtin_engine(argv));
   // this node's musterd when one answers (the site's policy and the node's facts), else the
   // same library here
   std::optional<gpu_policy_result> answered;

@@ -5,6 +5,7 @@
 // warnings; a refused combination is thrown before any worker starts.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "common/gpu_policy.hpp"
@@ -16,16 +17,21 @@ namespace muster::launcher {
 
 // The policy input of a job's workers on this node (their layout, `gpus`, `env`, `dump_dir`);
 // the node's network is the daemon's to add (or decide_launch_policy's when none answers).
+// `builtin_engine`: the workers are muster-train, whose FSDP buffers under comm.nccl_ub are
+// kept and registered once (Megatron-FSDP's double buffer).
 gpu_policy_input launch_policy_input(const job_config& config, const plan::layout& layout, int gpus,
-                                     const env_vars& env, const std::filesystem::path& dump_dir);
+                                     const env_vars& env, const std::filesystem::path& dump_dir,
+                                     bool builtin_engine = false);
 
-// The environment decisions for the workers of a job on this node (`gpus` it sees, `env` the
-// environment they inherit, `dump_dir` where NCCL's flight recorder dumps; the daemon records
-// them under `step`). Throws errc::config naming the rule and the fix when the job's
+// Whether `argv` runs the built-in engine (muster-train).
+bool runs_builtin_engine(const std::vector<std::string>& argv);
+
+// The environment decisions for the workers of a job on this node (`argv` they run, `gpus` it
+// sees, `env` the environment they inherit, `dump_dir` where NCCL's flight recorder dumps; the
+// daemon records them under `step`). Throws errc::config naming the rule and the fix when the job's
 // settings cannot work together.
-std::vector<gpu_policy_decision> decide_launch_policy(const job_config& config,
-                                                      const plan::layout& layout, int gpus,
-                                                      const env_vars& env, const daemon_step& step,
-                                                      const std::filesystem::path& dump_dir);
+std::vector<gpu_policy_decision> decide_launch_policy(
+    const job_config& config, const plan::layout& layout, const std::vector<std::string>& argv,
+    int gpus, const env_vars& env, const daemon_step& step, const std::filesystem::path& dump_dir);
 
 }  // namespace muster::launcher

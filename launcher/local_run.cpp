@@ -61,9 +61,9 @@ local_run_result run_local(const job_request& request) {
   store::run_paths paths(config.launch.runs_dir,
                          store::make_run_id(config.job.name, std::chrono::system_clock::now()));
   const daemon_step step{paths.run_id(), ""};
-  plan.policy =
-      decide_launch_policy(config, layout, plan.num_gpus, plan.base_env, step, paths.dir());
   plan.argv = worker_argv(request.command, request.default_worker, plan.base_env);
+  plan.policy = decide_launch_policy(config, layout, plan.argv, plan.num_gpus, plan.base_env, step,
+                                     paths.dir());
   plan.host = short_hostname();
   plan.master_addr = config.launch.master_addr.empty() ? "127.0.0.1" : config.launch.master_addr;
   plan.master_port = choose_master_port(config.launch.master_port);

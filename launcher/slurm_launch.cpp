@@ -270,8 +270,9 @@ int run_slurm_launch(const job_request& request) {
   store::run_paths paths(config.launch.runs_dir, run_id_of(config, step));
   const daemon_step recorded{slurm_job_text(step),
                              step.step_id ? std::to_string(*step.step_id) : "batch"};
-  const auto policy = decide_launch_policy(config, layout, num_gpus, env, recorded, paths.dir());
   auto argv = worker_argv(request.command, request.default_worker, env);
+  const auto policy =
+      decide_launch_policy(config, layout, argv, num_gpus, env, recorded, paths.dir());
 
   paths.create();
   block_launcher_signals();

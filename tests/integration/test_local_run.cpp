@@ -463,6 +463,21 @@ TEST_CASE("the GPU policy sets the workers' environment and records why", "[loca
                                           "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True cannot "
                                           "be used together"));
   CHECK_FALSE(fs::exists(runs / "refused"));
+
+  // user buffers under FSDP: a program of one's own is told to turn its double buffer on;
+  // muster-train keeps its buffers, and is not
+  const auto double_buffer_told = [&](const std::string& program, const std::string& name) {
+    const auto r =
+        muster::test::run_process({kMuster, "run", "launch.runs_dir=" + (runs / name).string(),
+                                   "launch.nproc=1", "comm.nccl_ub=true", "--", program});
+    REQUIRE(r.exit_code == 0);
+    return r.err.find("nccl-ub-double-buffer") != std::string::npos &&
+           r.err.find("--fsdp-double-buffer") != std::string::npos;
+  };
+  CHECK(double_buffer_told("/usr/bin/env", "own"));
+  fs::create_directories(runs / "bin");
+  fs::create_symlink("/usr/bin/env", runs / "bin" / "muster-train");
+  CHECK_FALSE(double_buffer_told((runs / "bin" / "muster-train").string(), "engine"));
 }
 
 TEST_CASE("a console that goes away does not stop the run", "[local_run]") {
