@@ -228,8 +228,12 @@ void send_record(const daemon_step& step, json request) {
     if (parsed.is_object() && parsed.value("ok", false)) return;
     why_not = fmt::format("musterd refused the record: {}", reply_error_text(*reply));
   }
+  // said once a launcher: the step's end after its start finds the daemon as absent
+  static bool warned = false;
+  const bool warn = daemon_expected(*socket) && !warned;
+  warned = warned || warn;
   log::get("launcher")
-      ->log(daemon_expected(*socket) ? spdlog::level::warn : spdlog::level::debug,
+      ->log(warn ? spdlog::level::warn : spdlog::level::debug,
             "{}: the node does not record step {}.{}", why_not, step.job_id, step.step_id);
 }
 

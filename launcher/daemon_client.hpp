@@ -35,7 +35,8 @@ std::optional<std::string> ask_daemon(const std::filesystem::path& socket,
 std::string reply_error_text(const std::string& reply);
 
 // The job step musterd records a request under: SLURM_JOB_ID (or a local run's id) and
-// SLURM_STEP_ID ("" outside a step). Empty job_id: nothing is recorded.
+// SLURM_STEP_ID ("0" for a local run, "batch" for a batch script). Empty job_id: nothing is
+// recorded.
 struct daemon_step {
   std::string job_id;
   std::string step_id;

@@ -60,7 +60,7 @@ local_run_result run_local(const job_request& request) {
   plan.base_env = process_env();
   store::run_paths paths(config.launch.runs_dir,
                          store::make_run_id(config.job.name, std::chrono::system_clock::now()));
-  const daemon_step step{paths.run_id(), ""};
+  const daemon_step step{paths.run_id(), "0"};  // a local run is its job's one step
   plan.argv = worker_argv(request.command, request.default_worker, plan.base_env);
   plan.policy = decide_launch_policy(config, layout, plan.argv, plan.num_gpus, plan.base_env, step,
                                      paths.dir());

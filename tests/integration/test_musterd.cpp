@@ -352,6 +352,11 @@ TEST_CASE(
   REQUIRE(alone.exit_code == 0);
   CHECK_THAT(alone.err, Catch::Contains("no musterd on " + (d.dir / "nobody.sock").string()));
   CHECK_THAT(alone.err, Catch::Contains("the GPU environment policy is applied in-process"));
+  // the record the node misses is said once, at the step's start, not again at its end
+  const auto said = alone.err.find("the node does not record step ");
+  CHECK(said != std::string::npos);
+  CHECK(alone.err.find("the node does not record step ", said + 1) == std::string::npos);
+  CHECK_THAT(alone.err, Catch::Contains(".0\n"));  // a local run is its job's step 0
   const auto alone_log =
       muster::test::read_file(muster::test::only_run_dir(runs / "alone") / "logs" / "rank-0.log");
   if (!fs::exists("/dev/nvidiactl"))  // on a GPU host the in-process policy sees GPUs too
