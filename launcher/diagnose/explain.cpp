@@ -1,6 +1,10 @@
 // What a finding means for people: see explain.hpp.
 #include "launcher/diagnose/explain.hpp"
 
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -197,6 +201,43 @@ void launcher(finding& f) {
         "state), or the kernel's OOM killer (dmesg -T | grep -i -E 'killed process|oom')");
 }
 
+// "signal 11 (SIGSEGV)" for "11".
+std::string signal_text(const std::string& number) {
+  const int n = std::atoi(number.c_str());
+  const char* abbrev = n > 0 ? sigabbrev_np(n) : nullptr;
+  return abbrev ? fmt::format("signal {} (SIG{})", n, abbrev) : "signal " + number;
+}
+
+// What to do about a rank a signal ended (not SIGKILL, which worker_killed_sigkill says).
+std::string crash_advice(const std::string& number) {
+  const int n = std::atoi(number.c_str());
+  const std::string where =
+      "its log has the Python stack where faulthandler is on (python3 -X faulthandler, or "
+      "PYTHONFAULTHANDLER=1; torchrun and muster-train turn it on), else a core dump (ulimit -c "
+      "unlimited) read with gdb";
+  switch (n) {
+    case SIGSEGV:
+      return "a crash in native code (a CUDA or C++ extension, a library, a bad pointer), which "
+             "writes no error file even under @record: " +
+             where;
+    case SIGABRT:
+      return "abort(): a failed assertion, a C++ exception nothing caught, or the NCCL watchdog "
+             "ending a rank after a timeout; its log's last lines say which";
+    case SIGBUS:
+      return "a bus error: most often shared memory (/dev/shm) too small for the data loader's "
+             "workers or NCCL (a container needs --shm-size or --ipc=host); else " +
+             where;
+    case SIGFPE:
+    case SIGILL:
+      return "a crash in native code (an integer division by zero, or an instruction this CPU "
+             "lacks: a binary built for another CPU), which writes no error file: " +
+             where;
+    default:
+      return "a signal ends a worker without an error file, even under @record: what sent it "
+             "(the launcher's hang detection, a person, the kernel) is in the lines around it";
+  }
+}
+
 void worker(finding& f, const explain_context& context) {
   if (!fact(f, "launcher").empty()) return launcher(f);
   // the run store's first failure of an attempt that launch.max_restarts restarted
@@ -234,13 +275,21 @@ void worker(finding& f, const explain_context& context) {
   }
   const auto error = fact(f, "error");
   const auto code = fact(f, "exit_code");
-  const auto signal = fact(f, "signal_name");
+  const auto number = fact(f, "signal");  // the store's: the signal that ended it
+  const auto signal = !fact(f, "signal_name").empty() ? fact(f, "signal_name")
+                      : !number.empty()               ? signal_text(number)
+                                                      : "";
   f.summary = fmt::format("{} failed{}{}", ranks,
                           !code.empty()     ? " with exit code " + code
                           : !signal.empty() ? ": " + signal
                                             : "",
                           error.empty() ? "" : ": " + error);
   const auto file = fact(f, "error_file");
+  if (!number.empty() && error.empty()) {
+    // a signal writes no error file, with @record or without
+    f.fixes.push_back(crash_advice(number));
+    return;
+  }
   if (!error.empty())
     f.fixes.push_back(
         fmt::format("the error above is the worker's own{}; its traceback is in "

@@ -412,6 +412,7 @@ std::span<const std::string_view> signal_keywords() {
       "fallen off the bus",
       "uncorrectable ECC error",
       "unhandled system error",
+      "Fatal Python error: ",
       "MemoryError",
       "DefaultCPUAllocator",
       "std::bad_alloc",
@@ -521,6 +522,9 @@ std::optional<log_signal> match_log_line(std::string_view line) {
     s = rendezvous_timeout(line);
   } else if (has(line, "RayChannelTimeoutError")) {
     s = ray_channel_timeout(line);
+  } else if (has(line, "Fatal Python error: ")) {  // faulthandler, before a crash's stack
+    s = signal_of("worker_failed_see_error_file");
+    s->facts["error"] = "Fatal Python error: " + after(line, "Fatal Python error: ", "");
   } else if (auto exit = worker_exit(line)) {
     s = std::move(exit);
   } else if (auto env = env_misconfig(line)) {

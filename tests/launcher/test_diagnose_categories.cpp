@@ -506,6 +506,30 @@ TEST_CASE("Gloo, torch's CPU backend: its timeout is a collective's, a closed pe
              Catch::StartsWith("Gloo: a peer closed its connection to rank 0"));
 }
 
+TEST_CASE("a rank a signal ended is named with the signal, and told where its stack is",
+          "[diagnose]") {
+  diagnoser d(2);
+  d.add_signal({"worker_failed_see_error_file", 1, {{"signal", "11"}}},
+               {"node-vm.db (ranks)", 2, "rank 1 ended by signal 11", std::nullopt});
+  d.add_line("rank-1.log", 7, "Fatal Python error: Segmentation fault", 1);
+  auto root = root_of(d.finish());
+  CHECK_THAT(root.summary, Catch::StartsWith("rank 1 failed: signal 11 (SIGSEGV)"));
+  REQUIRE(root.evidence.size() == 2);
+  CHECK(root.evidence[1].text == "Fatal Python error: Segmentation fault");
+  REQUIRE(root.fixes.size() == 1);
+  CHECK_THAT(root.fixes[0], Catch::Contains("writes no error file even under @record") &&
+                                Catch::Contains("PYTHONFAULTHANDLER=1"));
+  // the log alone
+  root = root_of(diagnose_lines({"[rank1]: Fatal Python error: Segmentation fault"}));
+  CHECK(root.ranks == std::set<int>{1});
+  CHECK_THAT(root.summary, Catch::Contains("failed: Fatal Python error: Segmentation fault"));
+  // a bus error points at /dev/shm
+  diagnoser bus(1);
+  bus.add_signal({"worker_failed_see_error_file", 0, {{"signal", "7"}}},
+                 {"node-vm.db (ranks)", 1, "rank 0 ended by signal 7", std::nullopt});
+  CHECK_THAT(root_of(bus.finish()).fixes.at(0), Catch::Contains("/dev/shm"));
+}
+
 TEST_CASE("a host allocation the worker saw fail is host_memory_error, not a GPU OOM",
           "[diagnose]") {
   auto s = one("[rank1]: MemoryError");
