@@ -3,7 +3,8 @@
 // directory or a Slurm job id (as `muster status` takes it): its store (errors, hangs, failed
 // ranks, steps) and its ranks' logs (logs/rank-N.log) are read; --log adds any other log
 // (slurm-%j.out, torchrun, Megatron, Ray, dmesg). Every file is streamed in bounded memory.
-// Exit 0 when no failure is found, 1 when one is diagnosed, 2 for bad input.
+// Exit 0 when no failure is found (or the run succeeded after restarts), 1 when one is
+// diagnosed, 2 for bad input.
 #include <fmt/format.h>
 
 #include <filesystem>
@@ -170,14 +171,21 @@ int run_diagnose(const diagnose_options& o) {
       diagnose_run(run_dir, std::vector<fs::path>(o.logs.begin(), o.logs.end()), o.world_size);
   const auto& result = d.result;
   const auto& analysis = d.analysis;
+  // a run that launch.max_restarts brought to its end: what failed before is said, and is no
+  // failure of the run
+  const bool recovered =
+      result.failed() && d.run && d.run->run && d.run->run->state == store::run_state::succeeded;
   if (o.json) {
-    fmt::print("{}\n",
-               to_json(result, analysis).dump(2, ' ', false, json::error_handler_t::replace));
+    auto out = to_json(result, analysis);
+    if (recovered) out["recovered"] = true;
+    fmt::print("{}\n", out.dump(2, ' ', false, json::error_handler_t::replace));
   } else {
+    if (recovered)
+      fmt::print("the run succeeded after {} restart(s); what failed before:\n", d.run->restarts);
     print_text(result);
     if (analysis) print_analysis(*analysis);
   }
-  return result.failed() ? kExitFailure : kExitOk;
+  return result.failed() && !recovered ? kExitFailure : kExitOk;
 }
 
 }  // namespace

@@ -51,6 +51,28 @@ TEST_CASE("muster diagnose finds the rank that ran out of memory in a launched r
   CHECK(d["findings"][0]["facts"]["reserved_unallocated"] == "3.00 GiB");
 }
 
+TEST_CASE("a run launch.max_restarts brought to its end is no failure, and says what failed",
+          "[diagnose]") {
+  muster::test::temp_dir runs("diagnose-runs");
+  // rank 1 fails in the first attempt only
+  const auto run = muster::test::run_process(
+      {kMuster, "run", "launch.runs_dir=" + runs.path().string(), "launch.nproc=2",
+       "launch.max_restarts=1", "launch.tee=none", "--", "/bin/sh", "-c",
+       "[ \"$RANK$TORCHELASTIC_RESTART_COUNT\" = 10 ] && exit 7; exit 0"});
+  REQUIRE(run.exit_code == 0);
+  const auto dir = muster::test::only_run_dir(runs.path());
+  const auto text = muster::test::run_process({kMuster, "diagnose", dir.string()});
+  INFO(text.out << text.err);
+  CHECK(text.exit_code == 0);
+  CHECK_THAT(text.out, Catch::StartsWith("the run succeeded after 1 restart(s); what failed "
+                                         "before:\nROOT  [worker_failed_see_error_file] rank 1"));
+  const auto as_json = muster::test::run_process({kMuster, "diagnose", dir.string(), "--json"});
+  CHECK(as_json.exit_code == 0);
+  const auto d = json::parse(as_json.out);
+  CHECK(d["recovered"] == true);
+  CHECK(d["findings"][0]["ranks"] == json::array({1}));
+}
+
 TEST_CASE("muster diagnose says so when a run has no failure, and reads extra logs", "[diagnose]") {
   muster::test::temp_dir runs("diagnose-runs");
   REQUIRE(muster::test::run_process({kMuster, "run", "launch.runs_dir=" + runs.path().string(),
