@@ -173,8 +173,8 @@ int run_diagnose(const diagnose_options& o) {
   const auto& analysis = d.analysis;
   // a run that launch.max_restarts brought to its end: what failed before is said, and is no
   // failure of the run
-  const bool recovered =
-      result.failed() && d.run && d.run->run && d.run->run->state == store::run_state::succeeded;
+  const bool recovered = result.failed() && d.run && d.run->run &&
+                         d.run->run->state == store::run_state::succeeded && d.run->restarts > 0;
   if (o.json) {
     auto out = to_json(result, analysis);
     if (recovered) out["recovered"] = true;
