@@ -40,9 +40,10 @@ void print_layout(std::string& out, const plan::job_plan& p) {
   const auto& l = p.layout;
   fmt::format_to(std::back_inserter(out), "layout\n");
   fmt::format_to(std::back_inserter(out),
-                 "  world           {} ranks ({}) on {} node(s) x {} GPUs ({})\n", l.world,
+                 "  world           {} ranks ({}) on {} node{} x {} GPUs ({})\n", l.world,
                  p.request.world ? p.request.world->source : "the product of the parallel sizes",
-                 p.groups.num_nodes(), p.groups.gpus_per_node(), p.request.gpus_per_node_source);
+                 p.groups.num_nodes(), p.groups.num_nodes() == 1 ? "" : "s",
+                 p.groups.gpus_per_node(), p.request.gpus_per_node_source);
   const int g = p.groups.gpus_per_node();
   fmt::format_to(std::back_inserter(out),
                  "  placement       node n runs ranks {}n to {}n+{} (Slurm's block distribution)\n",

@@ -73,7 +73,8 @@ void resolve_world(const plan_options& o, const job_config& config,
     request.gpus_per_node = per_node;
     if (!o.gpus_per_node) request.gpus_per_node_source = "launch.nproc";
     request.world = launcher::plan::world_size{
-        *o.nodes * per_node, fmt::format("{} nodes x {} per node", *o.nodes, per_node)};
+        *o.nodes * per_node,
+        fmt::format("{} node{} x {} per node", *o.nodes, *o.nodes == 1 ? "" : "s", per_node)};
     return;
   }
   auto env = launcher::process_env();
@@ -84,8 +85,8 @@ void resolve_world(const plan_options& o, const job_config& config,
     request.gpus_per_node_source = o.gpus_per_node ? "--gpus-per-node" : "the Slurm job";
     request.world = launcher::plan::world_size{
         step.num_nodes * per_node,
-        fmt::format("Slurm job {}: {} nodes x {} per node", step.job_id, step.num_nodes,
-                    per_node)};
+        fmt::format("Slurm job {}: {} node{} x {} per node", step.job_id, step.num_nodes,
+                    step.num_nodes == 1 ? "" : "s", per_node)};
     return;
   }
   if (sizes_give_world(config)) return;  // the product of the sizes
@@ -98,7 +99,7 @@ void resolve_world(const plan_options& o, const job_config& config,
   request.world = launcher::plan::world_size{ranks, source + "; pass --world or --nodes"};
   if (!o.gpus_per_node) {
     request.gpus_per_node = ranks;
-    request.gpus_per_node_source = "this machine";
+    request.gpus_per_node_source = config.launch.nproc > 0 ? "launch.nproc" : "this machine";
   }
 }
 

@@ -135,7 +135,7 @@ TEST_CASE("inside a Slurm task, muster plan takes the world from the job's nodes
   REQUIRE(env.set.count("SLURM_JOB_ID") == 1);
   auto r = plan({}, env);
   CHECK(r.exit_code == 0);
-  CHECK_THAT(r.out, Catch::Contains("8 ranks (Slurm job 4: 2 nodes x 4 per node) on 2 node(s) x "
+  CHECK_THAT(r.out, Catch::Contains("8 ranks (Slurm job 4: 2 nodes x 4 per node) on 2 nodes x "
                                     "4 GPUs (the Slurm job)"));
 }
 
@@ -145,4 +145,8 @@ TEST_CASE("outside Slurm and without flags, muster plan plans this machine", "[p
   CHECK_THAT(r.out, Catch::Contains("(this machine: "));
   auto sized = plan({"parallel.allocation=d4t2", "parallel.sequence_parallel=true"});
   CHECK_THAT(sized.out, Catch::Contains("world           8 ranks (the product of the parallel sizes)"));
+  // launch.nproc sets the GPUs a node: this machine's count does not
+  auto nproc = plan({"launch.nproc=4"});
+  CHECK_THAT(nproc.out, Catch::Contains("4 ranks (launch.nproc = 4 on one node; pass --world or "
+                                        "--nodes) on 1 node x 4 GPUs (launch.nproc)"));
 }
