@@ -405,7 +405,7 @@ std::string to_toml(std::span<const bound_field> fields, bool with_docs) {
 
 std::string place_of(const sources& where, std::string_view key) {
   auto it = where.find(key);
-  return it == where.end() ? "default value" : it->second;
+  return it == where.end() ? "not set (its default)" : it->second;
 }
 
 }  // namespace muster::config

@@ -62,7 +62,7 @@ std::vector<std::string_view> sections_of(std::span<const bound_field> fields);
 std::string to_toml(std::span<const bound_field> fields, bool with_docs);
 
 // The place a key's value came from for validate() messages: its entry in `where`, or
-// "default value" when the key was not set.
+// "not set (its default)" when the key was not set.
 std::string place_of(const sources& where, std::string_view key);
 
 }  // namespace muster::config

@@ -101,7 +101,9 @@ void check_leftovers(const std::vector<const gpu_device*>& given, const prefligh
   c.add("gpu_leftovers", found.empty(),
         found.empty() ? "no other process holds GPU memory"
                       : join(found) +
-                            "; kill them (or let their job end) before this step, "
+                            fmt::format("; kill {} (or let {} job end) before this step, ",
+                                        found.size() == 1 ? "it" : "them",
+                                        found.size() == 1 ? "its" : "their") +
                             "or drain the node: a step started now may OOM at step 0");
 }
 
