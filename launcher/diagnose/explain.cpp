@@ -360,15 +360,18 @@ void setup(finding& f) {
         "--network host do not add the host's name)"};
   } else if (f.category == "rendezvous_timeout") {
     f.summary =
-        fmt::format("the ranks did not meet at the rendezvous{}{}", aside(fact(f, "address")),
-                    fact(f, "joined").empty() ? "" : ": " + fact(f, "joined") + " joined");
+        fmt::format("the ranks did not meet at the rendezvous{}{}{}", aside(fact(f, "address")),
+                    fact(f, "joined").empty() ? "" : ": " + fact(f, "joined") + " joined",
+                    f.ranks.empty() ? "" : "; said by " + ranks);
     f.fixes = {
         "check every node reaches MASTER_ADDR:MASTER_PORT (muster takes the first host "
         "of the Slurm step, or launch.master_addr; a firewall or a node-local address "
-        "breaks it)",
-        "a node that starts late (container pull, slow file system): raise "
-        "launch.timeout_rendezvous (torchrun --rdzv-conf timeout=..., Megatron "
-        "--distributed-timeout-minutes)"};
+        "breaks it), and that no rank sets its own: muster gives every rank the same "
+        "MASTER_ADDR and MASTER_PORT (the rank's log shows the address it tried)",
+        "a node that starts late (container pull, slow file system): raise the program's "
+        "store timeout (torch init_process_group(timeout=...), torchrun --rdzv-conf "
+        "join_timeout=..., Megatron --distributed-timeout-minutes); launch.timeout_rendezvous "
+        "is the launchers' own meeting under muster launch"};
   } else if (f.category == "rendezvous_port_in_use") {
     f.summary = fmt::format("the rendezvous port {}is already in use",
                             fact(f, "port").empty() ? "" : fact(f, "port") + " ");

@@ -194,6 +194,11 @@ TEST_CASE("c10d and torchelastic rendezvous timeouts are rendezvous_timeout", "[
       one("torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients. "
           "1/2 clients joined.");
   CHECK(s.facts.at("joined") == "1/2");
+  // the rank that said it is named: the one that tried another address, or reached none
+  CHECK_THAT(root_of(diagnose_lines({"[rank1]: [c10d] The client socket has timed out after "
+                                     "900000ms while trying to connect to (127.0.0.1, 40298)."}))
+                 .summary,
+             Catch::EndsWith("(127.0.0.1, 40298); said by rank 1"));
   CHECK(one("torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError").category ==
         "rendezvous_timeout");
   CHECK(one("RuntimeError: Timed out initializing process group in store based barrier on rank: "
