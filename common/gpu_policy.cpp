@@ -198,8 +198,9 @@ void nccl_user_buffers(policy_run& p, bool expandable_on) {
         {"nccl-ub-double-buffer", "fsdp_double_buffer", "true",
          "NCCL user buffers are registered once, so the FSDP all-gather and reduce-scatter need "
          "their persistent double buffer: turn on your program's (Megatron-FSDP: "
-         "--fsdp-double-buffer with --use-nccl-ub), and say so with srun "
-         "--muster-policy=fsdp_double_buffer (it is off; muster-train keeps its own)"});
+         "--fsdp-double-buffer with --use-nccl-ub; muster launch and run see that flag on the "
+         "command line, a plain srun needs fsdp_double_buffer in its --muster-policy list) "
+         "(it is off; muster-train keeps its own)"});
 }
 
 void cuda_device_max_connections(policy_run& p) {

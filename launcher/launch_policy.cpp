@@ -1,6 +1,8 @@
 // The GPU environment policy in the launcher: see launch_policy.hpp.
 #include "launcher/launch_policy.hpp"
 
+#include <algorithm>
+
 #include "common/log.hpp"
 #include "common/node_network.hpp"
 #include "launcher/daemon_client.hpp"
@@ -13,14 +15,14 @@ bool runs_builtin_engine(const std::vector<std::string>& argv) {
 
 gpu_policy_input launch_policy_input(const job_config& config, const plan::layout& layout, int gpus,
                                      const env_vars& env, const std::filesystem::path& dump_dir,
-                                     bool builtin_engine) {
+                                     bool double_buffer) {
   gpu_policy_input in;
   in.tp = layout.tp();
   in.cp = layout.cp();
   in.ep = layout.ep();
   in.sharding = config.parallel.sharding;
   in.nccl_ub = config.comm.nccl_ub;
-  in.fsdp_double_buffer = builtin_engine;
+  in.fsdp_double_buffer = double_buffer;
   in.node.gpus = gpus;
   in.env = env;
   in.dump_dir = dump_dir.string();
@@ -30,7 +32,11 @@ gpu_policy_input launch_policy_input(const job_config& config, const plan::layou
 std::vector<gpu_policy_decision> decide_launch_policy(
     const job_config& config, const plan::layout& layout, const std::vector<std::string>& argv,
     int gpus, const env_vars& env, const daemon_step& step, const std::filesystem::path& dump_dir) {
-  auto in = launch_policy_input(config, layout, gpus, env, dump_dir, runs_builtin_engine(argv));
+  // muster-train keeps its FSDP buffers; Megatron-FSDP says so with --fsdp-double-buffer
+  const bool double_buffer =
+      runs_builtin_engine(argv) ||
+      std::find(argv.begin(), argv.end(), "--fsdp-double-buffer") != argv.end();
+  auto in = launch_policy_input(config, layout, gpus, env, dump_dir, double_buffer);
   // this node's musterd when one answers (the site's policy and the node's facts), else the
   // same library here
   std::optional<gpu_policy_result> answered;

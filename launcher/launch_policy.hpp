@@ -17,11 +17,11 @@ namespace muster::launcher {
 
 // The policy input of a job's workers on this node (their layout, `gpus`, `env`, `dump_dir`);
 // the node's network is the daemon's to add (or decide_launch_policy's when none answers).
-// `builtin_engine`: the workers are muster-train, whose FSDP buffers under comm.nccl_ub are
-// kept and registered once (Megatron-FSDP's double buffer).
+// `double_buffer`: the workers keep their FSDP buffers, registered once under comm.nccl_ub
+// (muster-train does; Megatron-FSDP with --fsdp-double-buffer).
 gpu_policy_input launch_policy_input(const job_config& config, const plan::layout& layout, int gpus,
                                      const env_vars& env, const std::filesystem::path& dump_dir,
-                                     bool builtin_engine = false);
+                                     bool double_buffer = false);
 
 // Whether `argv` runs the built-in engine (muster-train).
 bool runs_builtin_engine(const std::vector<std::string>& argv);

@@ -117,6 +117,8 @@ node_run_result run_node(const node_run_plan& plan, const store::run_paths& path
     recorder.event(std::nullopt, store::severity::warn, "resumed",
                    fmt::format("start {} of this run (SLURM_RESTART_COUNT={}): resuming in {}",
                                plan.restart_base + 1, plan.restart_base, paths.dir().string()));
+  recorder.event(std::nullopt, store::severity::info, "program",
+                 fmt::format("the ranks run {}", plan.argv.front()));
   if (!plan.rendezvous.empty())
     recorder.event(std::nullopt, store::severity::info, "rendezvous", plan.rendezvous);
   for (const auto& d : policy)

@@ -45,6 +45,7 @@ struct worker {
   int log_fd = -1;
   bool running = true;
   bool tee = false;
+  bool hang_signalled = false;    // sent the hang signal: not found hung again
   std::string partial;            // the unfinished last line
   std::deque<std::string> lines;  // the last kLastLines lines
 };
@@ -173,7 +174,7 @@ class node_supervisor {
     next_heartbeat_check_ = clock::now() + std::chrono::milliseconds(100);
     std::vector<worker*> hung;
     for (auto& w : workers_) {
-      if (!w.running) continue;
+      if (!w.running || w.hang_signalled) continue;
       auto age = heartbeat_age_ms(options_.heartbeat_path(w.exit.rank));
       if (age && *age > options_.timeout_hang.count()) {
         w.exit.hung_ms = *age;
@@ -196,8 +197,11 @@ class node_supervisor {
       emit(supervisor_event::kind::hung, w->exit.rank, w->exit.pid, options_.hang_signal, nullptr,
            detail);
       ::kill(-w->exit.pid, options_.hang_signal);
+      w->hang_signalled = true;
     }
-    kill_at_ = clock::now() + options_.kill_grace;  // a dump that never ends is cut short
+    // a dump that never ends, or a rank the signal cannot reach (stuck in the kernel), is cut
+    // short: once, from the first hang, not pushed on by later ones
+    if (!kill_at_) kill_at_ = clock::now() + options_.kill_grace;
   }
 
   // The progress line: the first worker's heartbeat, redrawn when it changed.

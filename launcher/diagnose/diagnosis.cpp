@@ -27,11 +27,24 @@ constexpr std::string_view kStopWords[] = {"CANCELLED AT", "muster: stopped by "
 // The start of muster's launcher's own lines on its stderr ("muster: job.toml:3: ...").
 constexpr std::string_view kLauncherWord = "muster: ";
 
+// srun -l's label of `line` ("3" of "3: text", padded " 3: text"), "" for a line without one.
+std::string_view srun_label(std::string_view line) {
+  const auto digits = std::min(line.find_first_not_of("0123456789 "), line.size());
+  if (digits == 0 || !line.substr(digits).starts_with(": ")) return {};
+  auto label = line.substr(0, digits);
+  while (label.starts_with(' ')) label.remove_prefix(1);
+  while (label.ends_with(' ')) label.remove_suffix(1);
+  return label.empty() || label.find(' ') != std::string_view::npos ? std::string_view() : label;
+}
+
+// `line` without its srun -l label.
+std::string_view unlabelled(std::string_view line) {
+  return srun_label(line).empty() ? line : line.substr(line.find(": ") + 2);
+}
+
 // Whether `line` is the launcher's, with or without srun -l's "3: " label.
 bool launcher_line(std::string_view line) {
-  const auto digits = std::min(line.find_first_not_of("0123456789 "), line.size());
-  if (digits > 0 && line.substr(digits).starts_with(": ")) line.remove_prefix(digits + 2);
-  return line.starts_with(kLauncherWord);
+  return unlabelled(line).starts_with(kLauncherWord);
 }
 
 enum class stop { none, slurm, launcher };
@@ -181,9 +194,10 @@ void diagnoser::add_line(const std::string& file, std::int64_t number, std::stri
       stopped_by_slurm_ = who == stop::slurm;
     }
   }
-  auto signal = match_log_line(line);
+  // in launchers' output srun -l's label is the node's task, not a rank: "1: [rank 9] ..."
+  auto signal = match_log_line(srun_tasks_ == srun_tasks::launchers ? unlabelled(line) : line);
   if (launcher_line(line) && line.find("restarting the ranks") == std::string_view::npos)
-    launcher_said_[file] = evidence_of(file, number, line);
+    launcher_said_[{file, std::string(srun_label(line))}] = evidence_of(file, number, line);
   if (!signal) {
     if (findings_.empty() && suspicious_line(line)) {
       if (suspicious_.size() == kMaxSuspicious) suspicious_.erase(suspicious_.begin());
@@ -195,10 +209,14 @@ void diagnoser::add_line(const std::string& file, std::int64_t number, std::stri
     signal->facts["launcher"] = "yes";  // a node's launcher, not a rank
     signal->rank.reset();
     signal->more_ranks.clear();
-    // its last line before it ended says why, when nothing else does (a refused job file)
-    if (const auto said = launcher_said_.find(file); said != launcher_said_.end()) {
+    // its last line before it ended says why, when nothing else does (a refused job file):
+    // its task's under srun -l, else the file's last unlabelled one
+    auto said = launcher_said_.find({file, signal->facts["srun_tasks"]});
+    if (said == launcher_said_.end()) said = launcher_said_.find({file, ""});
+    if (said != launcher_said_.end()) {
       signal->facts["launcher_said"] = said->second.text;
       add_signal(*signal, said->second);
+      launcher_said_.erase(said);  // said once: a later end (a requeue's) needs its own
     }
   } else if (!signal->rank) {
     signal->rank = file_rank;

@@ -110,7 +110,8 @@ class diagnoser {
   std::int64_t planned_bytes_ = 0;
   std::map<int, std::string> rank_hosts_;
   srun_tasks srun_tasks_ = srun_tasks::ranks;
-  std::map<std::string, evidence_line> launcher_said_;     // by file: its last "muster: " line
+  // the last "muster: " line by file and srun -l label ("" without one)
+  std::map<std::pair<std::string, std::string>, evidence_line> launcher_said_;
   std::map<std::string, elastic_failure_reader> elastic_;  // by file
   std::vector<finding> findings_;                          // in the order first seen
   std::vector<evidence_line> suspicious_;

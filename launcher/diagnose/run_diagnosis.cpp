@@ -39,13 +39,25 @@ std::vector<fs::path> rank_logs(const fs::path& run) {
   return out;
 }
 
+// Whether the run's ranks ran muster-train: its launchers' "program" events (none from a
+// muster before 2026-11-27: then whether they measured memory, as muster-train does).
+bool ran_engine(const std::vector<store::event_record>& events, bool measured) {
+  bool told = false;
+  for (const auto& e : events) {
+    if (e.kind != "program") continue;
+    told = true;
+    if (e.message.ends_with("/muster-train") || e.message.ends_with(" muster-train")) return true;
+  }
+  return !told && measured;
+}
+
 // The planner's worst-stage estimate for the run's job (0 when the job file or the plan cannot
-// be had: an older muster; or when it would be a guess: a program of the user's own that
-// measured no memory, whose job file left [model] at muster's default, which is not its model).
-std::int64_t planned_memory(const fs::path& dir, const store::run_record& run, bool measured) {
+// be had: an older muster; or when it would be a guess: a program of the user's own whose job
+// file left [model] at muster's default, which is not its model).
+std::int64_t planned_memory(const fs::path& dir, const store::run_record& run, bool engine) {
   try {
     const auto loaded = load_job_config(store::run_paths(dir).job_config(), {});
-    if (!measured && loaded.config.model == model_section{}) return 0;
+    if (!engine && loaded.config.model == model_section{}) return 0;
     plan::plan_request request;
     request.world = plan::world_size{static_cast<int>(run.world_size), "the run"};
     request.gpus_per_node =
@@ -92,8 +104,8 @@ run_diagnosis diagnose_run(const fs::path& run_dir, const std::vector<fs::path>&
     add_store_findings(d, *out.run, out.events);
     out.analysis = analyse_ranks(*out.run, 0);
     if (out.run->run)
-      out.analysis->planned_mem_bytes =
-          planned_memory(run_dir, *out.run->run, out.analysis->peak_mem_bytes > 0);
+      out.analysis->planned_mem_bytes = planned_memory(
+          run_dir, *out.run->run, ran_engine(out.events, out.analysis->peak_mem_bytes > 0));
     d.set_planned_memory(out.analysis->planned_mem_bytes);
   }
   for (const auto& [file, rank] : files) {

@@ -84,8 +84,11 @@ void add_store_findings(diagnoser& d, const status::run_status& run,
     // a rank hung waiting on another (the message names it): the other is the hang
     const auto culprits = hang_waited_on(e.message);
     log_signal s{"hang_watchdog_stuck", static_cast<int>(*e.rank), {{"source", "muster"}}};
-    if (!culprits.empty() && std::find(culprits.begin(), culprits.end(), *e.rank) == culprits.end())
+    if (!culprits.empty() &&
+        std::find(culprits.begin(), culprits.end(), *e.rank) == culprits.end()) {
       s.rank = culprits.front();
+      s.more_ranks.assign(culprits.begin() + 1, culprits.end());
+    }
     d.add_signal(std::move(s), {store_file("events"), number, e.message, seconds(e.time_ms)});
   }
 

@@ -334,6 +334,25 @@ TEST_CASE("a rank that stops its heartbeat is found hung, named, and fails the j
   CHECK(hangs == 1);
 }
 
+TEST_CASE("a hung rank that ignores its hang signal is said once and killed after the grace",
+          "[local_run]") {
+  muster::test::temp_dir runs;
+  const auto start = clock_type::now();
+  auto r = muster::test::run_process(
+      run_args(runs, 2,
+               {"--heartbeat-ms", "50", "--steps", "1000", "--sleep-ms", "60000", "--only-rank",
+                "1", "--hang-after-ms", "200", "--ignore-term"},
+               {"launch.timeout_hang=1", "launch.hang_dump=false", "launch.kill_grace=2"}));
+  const auto elapsed = clock_type::now() - start;
+  INFO("stderr: " << r.err);
+  CHECK(r.exit_code == 128 + SIGKILL);
+  CHECK(elapsed < 8s);  // 0.2 s + 1 s to be found hung + 2 s of grace, not 60 s
+  muster::store::run_reader reader(muster::test::only_run_dir(runs.path()));
+  int hangs = 0;
+  for (const auto& e : reader.events()) hangs += e.kind == "hang";
+  CHECK(hangs == 1);  // not again every 100 ms while it survives
+}
+
 TEST_CASE("ranks hung at once: the one a step behind is the hang, the others wait on it",
           "[local_run]") {
   muster::test::temp_dir runs;
@@ -481,6 +500,12 @@ TEST_CASE("the GPU policy sets the workers' environment and records why", "[loca
            r.err.find("--fsdp-double-buffer") != std::string::npos;
   };
   CHECK(double_buffer_told("/usr/bin/env", "own"));
+  // Megatron-FSDP's flag on the command line says the double buffer is on
+  const auto flagged = muster::test::run_process(
+      {kMuster, "run", "launch.runs_dir=" + (runs / "flag").string(), "launch.nproc=1",
+       "comm.nccl_ub=true", "--", "/bin/sh", "-c", "exit 0", "--fsdp-double-buffer"});
+  CHECK(flagged.exit_code == 0);
+  CHECK_THAT(flagged.err, !Catch::Contains("nccl-ub-double-buffer"));
   fs::create_directories(runs / "bin");
   fs::create_symlink("/usr/bin/env", runs / "bin" / "muster-train");
   CHECK_FALSE(double_buffer_told((runs / "bin" / "muster-train").string(), "engine"));

@@ -589,6 +589,16 @@ TEST_CASE("srun's tasks in muster's own jobs are its launchers, one per node, no
   CHECK_THAT(root.fixes.at(1), Catch::Contains("fix that input"));
   REQUIRE(root.evidence.size() == 2);
   CHECK(root.evidence[0].line == 2);
+  // under srun -l each launcher's own line is its task's: node 0's is not node 1's reason, and
+  // the label before a rank's line is no rank
+  d = launchers({"1: muster: job.toml:4: launch.nproc = 9: more ranks than the 8 GPUs",
+                 "0: muster: rank 3 failed first (exit code 1)",
+                 "0: [rank 9] RuntimeError: CUDA error: out of memory",
+                 "srun: error: gpu-a08: task 1: Exited with exit code 2"});
+  REQUIRE(d.findings.size() == 2);
+  CHECK(root_of(d).category == "cuda_oom");
+  CHECK(root_of(d).ranks == std::set<int>{9});
+  CHECK_THAT(d.findings[1].summary, Catch::Contains("its last line: 1: muster: job.toml:4:"));
   // beside a rank's failure it is the knock-on, and names no rank
   d = launchers({"[rank 5] RuntimeError: CUDA error: out of memory",
                  "srun: error: gpu-a08: tasks 1-2: Exited with exit code 1"});
