@@ -27,21 +27,6 @@ constexpr std::string_view kStopWords[] = {"CANCELLED AT", "muster: stopped by "
 // The start of muster's launcher's own lines on its stderr ("muster: job.toml:3: ...").
 constexpr std::string_view kLauncherWord = "muster: ";
 
-// srun -l's label of `line` ("3" of "3: text", padded " 3: text"), "" for a line without one.
-std::string_view srun_label(std::string_view line) {
-  const auto digits = std::min(line.find_first_not_of("0123456789 "), line.size());
-  if (digits == 0 || !line.substr(digits).starts_with(": ")) return {};
-  auto label = line.substr(0, digits);
-  while (label.starts_with(' ')) label.remove_prefix(1);
-  while (label.ends_with(' ')) label.remove_suffix(1);
-  return label.empty() || label.find(' ') != std::string_view::npos ? std::string_view() : label;
-}
-
-// `line` without its srun -l label.
-std::string_view unlabelled(std::string_view line) {
-  return srun_label(line).empty() ? line : line.substr(line.find(": ") + 2);
-}
-
 // Whether `line` is the launcher's, with or without srun -l's "3: " label.
 bool launcher_line(std::string_view line) {
   return unlabelled(line).starts_with(kLauncherWord);

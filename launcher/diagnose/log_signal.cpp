@@ -451,14 +451,24 @@ std::optional<int> rank_of_line(std::string_view line) {
     if (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
     if (auto n = number_at(rest)) return n;
   }
-  // srun -l: "3: text" (a number, a colon, a space; padded to the widest: " 3: text")
+  if (const auto label = srun_label(line); !label.empty()) return number_at(label);
+  return std::nullopt;
+}
+
+std::string_view srun_label(std::string_view line) {
+  // a number, a colon, a space; padded to the widest: " 3: text"
   while (line.starts_with(' ')) line.remove_prefix(1);
   std::size_t digits = 0;
   while (digits < line.size() && digits < 7 &&
          std::isdigit(static_cast<unsigned char>(line[digits])))
     ++digits;
-  if (digits > 0 && line.substr(digits).starts_with(": ")) return number_at(line);
-  return std::nullopt;
+  return digits > 0 && line.substr(digits).starts_with(": ") ? line.substr(0, digits)
+                                                             : std::string_view();
+}
+
+std::string_view unlabelled(std::string_view line) {
+  const auto label = srun_label(line);
+  return label.empty() ? line : line.substr(label.data() - line.data() + label.size() + 2);
 }
 
 std::optional<log_signal> match_log_line(std::string_view line) {

@@ -47,4 +47,11 @@ std::span<const std::string_view> signal_keywords();
 // The rank a launcher's prefix gives the line, if any.
 std::optional<int> rank_of_line(std::string_view line);
 
+// srun -l's label of `line` ("3" of "3: text", or of " 3: text" padded to the widest), a view
+// into it; "" for a line without one. Whose task it is (a rank, or a node's launcher) is the
+// reader's to know.
+std::string_view srun_label(std::string_view line);
+// `line` without its srun -l label.
+std::string_view unlabelled(std::string_view line);
+
 }  // namespace muster::launcher::diagnose
