@@ -3,12 +3,12 @@
 
 #include <csignal>
 #include <cstdlib>
-#include <cstring>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "common/byte_size.hpp"
+#include "launcher/supervisor.hpp"
 
 namespace muster::launcher::diagnose {
 namespace {
@@ -201,11 +201,11 @@ void launcher(finding& f) {
         "state), or the kernel's OOM killer (dmesg -T | grep -i -E 'killed process|oom')");
 }
 
-// "signal 11 (SIGSEGV)" for "11".
+// "signal 11 (SIGSEGV)" for "11"; "signal 77" for a number without a name.
 std::string signal_text(const std::string& number) {
   const int n = std::atoi(number.c_str());
-  const char* abbrev = n > 0 ? sigabbrev_np(n) : nullptr;
-  return abbrev ? fmt::format("signal {} (SIG{})", n, abbrev) : "signal " + number;
+  const auto name = n > 0 ? signal_name(n) : std::string();
+  return name.starts_with("SIG") ? fmt::format("signal {} ({})", n, name) : "signal " + number;
 }
 
 // What to do about a rank a signal ended (not SIGKILL, which worker_killed_sigkill says).

@@ -9,6 +9,7 @@
 #include "common/run_dir.hpp"
 #include "common/run_reader.hpp"
 #include "launcher/diagnose/log_reader.hpp"
+#include "launcher/launch_policy.hpp"
 #include "launcher/plan/job_plan.hpp"
 
 namespace muster::launcher::diagnose {
@@ -46,7 +47,9 @@ bool ran_engine(const std::vector<store::event_record>& events, bool measured) {
   for (const auto& e : events) {
     if (e.kind != "program") continue;
     told = true;
-    if (e.message.ends_with("/muster-train") || e.message.ends_with(" muster-train")) return true;
+    constexpr std::string_view said = "the ranks run ";  // launcher/node_run.cpp's message
+    if (e.message.starts_with(said) && runs_builtin_engine({e.message.substr(said.size())}))
+      return true;
   }
   return !told && measured;
 }
