@@ -17,6 +17,7 @@
 #include "common/log.hpp"
 #include "common/run_store.hpp"
 #include "launcher/device_assignment.hpp"
+#include "launcher/launcher_lines.hpp"
 #include "launcher/run_recorder.hpp"
 #include "launcher/step_collector.hpp"
 #include "launcher/supervisor.hpp"
@@ -118,7 +119,7 @@ node_run_result run_node(const node_run_plan& plan, const store::run_paths& path
                    fmt::format("start {} of this run (SLURM_RESTART_COUNT={}): resuming in {}",
                                plan.restart_base + 1, plan.restart_base, paths.dir().string()));
   recorder.event(std::nullopt, store::severity::info, "program",
-                 fmt::format("the ranks run {}", plan.argv.front()));
+                 fmt::format("{}{}", kProgramSaid, plan.argv.front()));
   if (!plan.rendezvous.empty())
     recorder.event(std::nullopt, store::severity::info, "rendezvous", plan.rendezvous);
   for (const auto& d : policy)

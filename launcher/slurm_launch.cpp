@@ -17,6 +17,7 @@
 #include "common/run_store.hpp"
 #include "launcher/device_assignment.hpp"
 #include "launcher/launch_policy.hpp"
+#include "launcher/launcher_lines.hpp"
 #include "launcher/local_gpus.hpp"
 #include "launcher/local_run.hpp"
 #include "launcher/master_port.hpp"
@@ -281,6 +282,8 @@ int run_slurm_launch(const job_request& request) {
     exec_as_rank(config, step, policy, paths, argv, master_addr, deadline);
   }
   if (node == 0) write_job_file(paths, config);
+  fmt::print(stderr, "{}\n",
+             node_start_line(node, step.num_nodes, host, node * local, local, world, paths.dir()));
 
   auto m = meet(config, step, node, master_addr, paths, deadline);
   rdzv::node_group group(m.store, node, step.nodes);

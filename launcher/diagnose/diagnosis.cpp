@@ -10,6 +10,7 @@
 #include "launcher/diagnose/categories.hpp"
 #include "launcher/diagnose/explain.hpp"
 #include "launcher/diagnose/line_time.hpp"
+#include "launcher/launcher_lines.hpp"
 
 namespace muster::launcher::diagnose {
 namespace {
@@ -179,9 +180,14 @@ void diagnoser::add_line(const std::string& file, std::int64_t number, std::stri
       stopped_by_slurm_ = who == stop::slurm;
     }
   }
+  const bool node_start = is_node_start_line(unlabelled(line));
+  if (node_start && !srun_tasks_) launcher_files_.insert(file);
+  const bool launchers =
+      srun_tasks_ ? *srun_tasks_ == srun_tasks::launchers : launcher_files_.contains(file);
   // in launchers' output srun -l's label is the node's task, not a rank: "1: [rank 9] ..."
-  auto signal = match_log_line(srun_tasks_ == srun_tasks::launchers ? unlabelled(line) : line);
-  if (launcher_line(line) && line.find("restarting the ranks") == std::string_view::npos)
+  auto signal = match_log_line(launchers ? unlabelled(line) : line);
+  if (launcher_line(line) && !node_start &&
+      line.find("restarting the ranks") == std::string_view::npos)
     launcher_said_[{file, std::string(srun_label(line))}] = evidence_of(file, number, line);
   if (!signal) {
     if (findings_.empty() && suspicious_line(line)) {
@@ -190,7 +196,7 @@ void diagnoser::add_line(const std::string& file, std::int64_t number, std::stri
     }
     return;
   }
-  if (srun_tasks_ == srun_tasks::launchers && signal->facts.contains("srun_tasks")) {
+  if (launchers && signal->facts.contains("srun_tasks")) {
     signal->facts["launcher"] = "yes";  // a node's launcher, not a rank
     signal->rank.reset();
     signal->more_ranks.clear();

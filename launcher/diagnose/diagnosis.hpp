@@ -87,7 +87,8 @@ class diagnoser {
   void set_rank_hosts(std::map<int, std::string> hosts) { rank_hosts_ = std::move(hosts); }
   // What srun's "task N" lines count: ranks (srun starts the workers, one task per rank) or
   // muster's launchers (`srun --ntasks-per-node=1 muster launch`, as muster-sbatch's script
-  // runs it: task N is node N's launcher, which ends when its ranks do).
+  // runs it: task N is node N's launcher, which ends when its ranks do). Unset (logs alone), a
+  // file's tasks are launchers from a launcher's first line on (launcher_lines.hpp), else ranks.
   enum class srun_tasks { ranks, launchers };
   void set_srun_tasks(srun_tasks tasks) { srun_tasks_ = tasks; }
   // The planner's per-GPU estimate for the job (0: none), quoted beside an OOM.
@@ -109,7 +110,8 @@ class diagnoser {
   int world_size_;
   std::int64_t planned_bytes_ = 0;
   std::map<int, std::string> rank_hosts_;
-  srun_tasks srun_tasks_ = srun_tasks::ranks;
+  std::optional<srun_tasks> srun_tasks_;
+  std::set<std::string> launcher_files_;  // files with a node launcher's first line
   // the last "muster: " line by file and srun -l label ("" without one)
   std::map<std::pair<std::string, std::string>, evidence_line> launcher_said_;
   std::map<std::string, elastic_failure_reader> elastic_;  // by file

@@ -10,6 +10,7 @@
 #include "common/run_reader.hpp"
 #include "launcher/diagnose/log_reader.hpp"
 #include "launcher/launch_policy.hpp"
+#include "launcher/launcher_lines.hpp"
 #include "launcher/plan/job_plan.hpp"
 
 namespace muster::launcher::diagnose {
@@ -47,8 +48,8 @@ bool ran_engine(const std::vector<store::event_record>& events, bool measured) {
   for (const auto& e : events) {
     if (e.kind != "program") continue;
     told = true;
-    constexpr std::string_view said = "the ranks run ";  // launcher/node_run.cpp's message
-    if (e.message.starts_with(said) && runs_builtin_engine({e.message.substr(said.size())}))
+    if (e.message.starts_with(kProgramSaid) &&
+        runs_builtin_engine({e.message.substr(kProgramSaid.size())}))
       return true;
   }
   return !told && measured;

@@ -245,6 +245,16 @@ TEST_CASE(
     }
   }
   CHECK(launcher);
+  // srun's output alone says the same: each launcher's first line tells its tasks apart
+  CHECK_THAT(r.err, Catch::Contains("muster: node 1 of 2 (gpu-a02) starts ranks 2-3 of 4; run "
+                                    "directory " +
+                                    dir.string()));
+  const auto alone =
+      muster::test::run_process({kMuster, "diagnose", "--log", srun_out.string(), "--json"});
+  INFO("diagnose --log alone: " << alone.out << alone.err);
+  CHECK(alone.exit_code == 1);
+  for (const auto& f : nlohmann::json::parse(alone.out)["findings"])
+    CHECK(f["ranks"] != nlohmann::json::array({1}));
 }
 
 TEST_CASE("srun -N2 --ntasks-per-node=2: each task execs its worker as one rank", "[slurm]") {

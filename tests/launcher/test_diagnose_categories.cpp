@@ -13,9 +13,12 @@
 
 #include "launcher/diagnose/diagnosis.hpp"
 #include "launcher/diagnose/log_signal.hpp"
+#include "launcher/launcher_lines.hpp"
 #include "tests/support/temp_dir.hpp"
 
 using namespace muster::launcher::diagnose;
+using muster::launcher::is_node_start_line;
+using muster::launcher::node_start_line;
 
 namespace {
 
@@ -618,6 +621,39 @@ TEST_CASE("srun's tasks in muster's own jobs are its launchers, one per node, no
   CHECK_FALSE(launchers({"slurmstepd: error: *** JOB 9 ON n1 CANCELLED AT 2026-11-27T09:40:01 ***",
                          "srun: error: n1: task 0: Exited with exit code 143"})
                   .failed());
+}
+
+TEST_CASE("logs alone: srun's tasks are launchers after a launcher's first line", "[diagnose]") {
+  const auto lines = [](const std::vector<std::string>& text) {
+    diagnoser d(16);  // no set_srun_tasks: as `muster diagnose --log slurm-4242.out`
+    std::int64_t n = 0;
+    for (const auto& line : text) d.add_line("slurm-4242.out", ++n, line);
+    return d.finish();
+  };
+  const auto start = [](int node) {
+    return node_start_line(node, 2, "gpu-a0" + std::to_string(node + 7), node * 8, 8, 16,
+                           "/runs/tiny-moe-4242");
+  };
+  CHECK(start(1) ==
+        "muster: node 1 of 2 (gpu-a08) starts ranks 8-15 of 16; run directory /runs/tiny-moe-4242");
+  CHECK(node_start_line(0, 1, "n1", 0, 1, 1, "/r") ==
+        "muster: node 0 of 1 (n1) starts rank 0 of 1; run directory /r");
+  CHECK(is_node_start_line(start(0)));
+  CHECK_FALSE(is_node_start_line("muster: rank 3 failed first (exit code 1)"));
+  // muster's job: task 1 is gpu-a08's launcher, not rank 1, and its first line is no reason
+  auto d = lines({std::string("0: ") + start(0), std::string("1: ") + start(1),
+                  "1: [rank 9] RuntimeError: CUDA error: out of memory",
+                  "srun: error: gpu-a08: task 1: Exited with exit code 1"});
+  REQUIRE(d.findings.size() == 2);
+  CHECK(root_of(d).ranks == std::set<int>{9});
+  CHECK(d.findings[1].ranks.empty());
+  CHECK_THAT(
+      d.findings[1].summary,
+      Catch::StartsWith("muster's launcher on gpu-a08 (srun task 1) exited with exit code 1"));
+  CHECK_THAT(d.findings[1].summary, !Catch::Contains("its last line"));
+  // a plain srun job (no launcher's line): task 1 is rank 1
+  d = lines({"srun: error: gpu-a08: task 1: Exited with exit code 1"});
+  CHECK(root_of(d).ranks == std::set<int>{1});
 }
 
 TEST_CASE("srun's task ranges and padded labels give every rank", "[diagnose]") {

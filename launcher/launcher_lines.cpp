@@ -1,0 +1,25 @@
+#include "launcher/launcher_lines.hpp"
+
+#include <fmt/format.h>
+
+namespace muster::launcher {
+
+namespace {
+constexpr std::string_view kNodeStart = "muster: node ";
+constexpr std::string_view kStartsRanks = " starts rank";
+}  // namespace
+
+std::string node_start_line(int node, int num_nodes, const std::string& host, int first_rank,
+                            int local_ranks, int world_size, const std::filesystem::path& run_dir) {
+  const auto ranks = local_ranks == 1 ? fmt::format("{} {}", kStartsRanks, first_rank)
+                                      : fmt::format("{}s {}-{}", kStartsRanks, first_rank,
+                                                    first_rank + local_ranks - 1);
+  return fmt::format("{}{} of {} ({}){} of {}; run directory {}", kNodeStart, node, num_nodes, host,
+                     ranks, world_size, run_dir.string());
+}
+
+bool is_node_start_line(std::string_view line) {
+  return line.starts_with(kNodeStart) && line.find(kStartsRanks) != std::string_view::npos;
+}
+
+}  // namespace muster::launcher

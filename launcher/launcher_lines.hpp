@@ -1,0 +1,24 @@
+// The texts muster's launcher writes that `muster diagnose` reads back: the run store's
+// "program" event and each node launcher's first line in Slurm's output. One place, so the
+// writer and the reader change together.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+namespace muster::launcher {
+
+// The "program" event's message, before the program's path: "the ranks run /usr/bin/muster-train".
+inline constexpr std::string_view kProgramSaid = "the ranks run ";
+
+// A node launcher's first line under `muster launch` (one launcher per node):
+// "muster: node 1 of 2 (gpu-a02) starts ranks 8-15 of 16; run directory /runs/tiny-moe-4242".
+// In Slurm's output it tells srun's "task N" apart from a rank: task N is node N's launcher.
+std::string node_start_line(int node, int num_nodes, const std::string& host, int first_rank,
+                            int local_ranks, int world_size, const std::filesystem::path& run_dir);
+
+// Whether `line` (without srun -l's label) is node_start_line's.
+bool is_node_start_line(std::string_view line);
+
+}  // namespace muster::launcher
