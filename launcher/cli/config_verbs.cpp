@@ -12,6 +12,22 @@
 
 namespace muster::cli {
 
+namespace {
+
+// With train.global_batch_size set, the grad_accum_steps printed is not the one used: the plan
+// derives it from the world's data-parallel size, which a job file alone does not give.
+std::string with_derived_note(std::string toml, const job_config& config) {
+  if (config.train.global_batch_size <= 0) return toml;
+  const auto key = fmt::format("\ngrad_accum_steps = {}\n", config.train.grad_accum_steps);
+  if (const auto at = toml.find(key); at != std::string::npos)
+    toml.insert(at + key.size() - 1,
+                "  # derived from global_batch_size on the job's world (muster plan "
+                "prints it)");
+  return toml;
+}
+
+}  // namespace
+
 void add_config_verbs(CLI::App& app, verb_action& run) {
   struct options {
     std::vector<std::string> args;
@@ -46,7 +62,7 @@ void add_config_verbs(CLI::App& app, verb_action& run) {
         return kExitOk;
       }
       auto loaded = load_job_config(file, overrides);
-      fmt::print("{}", to_toml(loaded.config, opts->docs));
+      fmt::print("{}", with_derived_note(to_toml(loaded.config, opts->docs), loaded.config));
       return kExitOk;
     };
   });

@@ -150,3 +150,20 @@ TEST_CASE("outside Slurm and without flags, muster plan plans this machine", "[p
   CHECK_THAT(nproc.out, Catch::Contains("4 ranks (launch.nproc = 4 on one node; pass --world or "
                                         "--nodes) on 1 node x 4 GPUs (launch.nproc)"));
 }
+
+TEST_CASE("muster config says grad_accum_steps is derived where global_batch_size is set",
+          "[plan_cli]") {
+  const auto config = [](std::vector<std::string> args) {
+    args.insert(args.begin(), {kMuster, "config", kExample});
+    auto r = muster::test::run_process(args, no_slurm());
+    INFO("stdout: " << r.out << "\nstderr: " << r.err);
+    CHECK(r.exit_code == 0);
+    return r.out;
+  };
+  const std::string note = "# derived from global_batch_size on the job's world (muster plan";
+  CHECK_THAT(config({"train.global_batch_size=64"}),
+             Catch::Contains("\ngrad_accum_steps = 1  " + note));
+  CHECK_THAT(config({"train.global_batch_size=64", "--docs"}),
+             Catch::Contains("\ngrad_accum_steps = 1  " + note));
+  CHECK_THAT(config({"train.global_batch_size=0"}), !Catch::Contains(note));
+}
