@@ -22,14 +22,34 @@ using stream = asio::local::stream_protocol;
 
 namespace {
 
-// Whether a daemon answers on `path` now.
-bool someone_listens(const std::filesystem::path& path) {
+// Whether a daemon answers on `path` now, and its pid where the kernel says (SO_PEERCRED).
+struct listener {
+  bool found = false;
+  pid_t pid = 0;
+};
+
+listener someone_listens(const std::filesystem::path& path) {
   asio::io_context io;
   stream::socket probe(io);
   boost::system::error_code ec;
   probe.connect(stream::endpoint(path.string()), ec);
   // only a refused connection means nobody listens (EACCES and the like prove nothing)
-  return ec != asio::error::connection_refused;
+  listener l{ec != asio::error::connection_refused, 0};
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  if (!ec && ::getsockopt(probe.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
+    l.pid = cred.pid;
+  return l;
+}
+
+// How to stop the daemon that holds the socket: systemd's unit where systemd runs, or its pid.
+std::string stop_hint(pid_t pid) {
+  std::error_code ec;
+  const bool systemd = std::filesystem::is_directory("/run/systemd/system", ec);
+  if (pid > 0)
+    return systemd ? fmt::format("systemctl stop musterd, or kill {}", pid)
+                   : fmt::format("kill {}", pid);
+  return systemd ? "systemctl stop musterd, or kill it" : "kill it";
 }
 
 // Makes way for the socket: its directory exists, and a stale socket file of a dead daemon goes.
@@ -41,10 +61,12 @@ void prepare_path(const std::filesystem::path& path) {
                "{} exists and is not a socket: give musterd another --socket path, or remove the "
                "file",
                path.string());
-  MUSTER_CHECK(!someone_listens(path), errc::config,
-               "another musterd is already serving {}: stop it first (systemctl stop musterd), "
-               "or give this one another --socket path",
-               path.string());
+  const auto other = someone_listens(path);
+  MUSTER_CHECK(!other.found, errc::config,
+               "another musterd{} is already serving {}: stop it first ({}), or give this one "
+               "another --socket path",
+               other.pid > 0 ? fmt::format(" (pid {})", other.pid) : "", path.string(),
+               stop_hint(other.pid));
   std::filesystem::remove(path, ec);
 }
 

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "muster_client.h"
 #include "muster_config.h"
@@ -102,20 +103,33 @@ static void step_name(uint32_t step, char* out, size_t len) {
     snprintf(out, len, "%u", step);
 }
 
+/* How to start musterd on this node: systemd's unit where systemd runs (sd_booted's test),
+ * else the daemon by hand on the plugin's socket. */
+static void start_hint(char* out, size_t len) {
+  if (access("/run/systemd/system", F_OK) == 0)
+    snprintf(out, len, "systemctl start musterd");
+  else
+    snprintf(out, len,
+             "no systemd runs this node: as root, musterd --socket %s > "
+             "/var/log/musterd.log 2>&1 &",
+             state.config.socket);
+}
+
 /* The daemon could not be asked: the task goes on without the policy, or fails (required). */
 static int without_daemon(const char* why, const char* job, const char* step, int task) {
+  char hint[256];
+  start_hint(hint, sizeof hint);
   if (state.config.required) {
     slurm_error(
         "muster: job %s step %s task %d: musterd did not answer (%s) and plugstack.conf says "
-        "required=1, so the task does not start; start the daemon (systemctl start musterd) or "
-        "set required=0",
-        job, step, task, why);
+        "required=1, so the task does not start; start the daemon (%s) or set required=0",
+        job, step, task, why, hint);
     return -1;
   }
   slurm_error(
       "muster: job %s step %s task %d runs without the site's GPU policy: musterd did not answer "
-      "(%s); start it with systemctl start musterd",
-      job, step, task, why);
+      "(%s); start it (%s)",
+      job, step, task, why, hint);
   return 0;
 }
 

@@ -170,8 +170,9 @@ TEST_CASE("a second musterd on a served socket is refused, naming the path and t
   running_daemon d;
   const auto second = muster::test::run_process({kMusterd, "--socket", d.socket.string()});
   CHECK(second.exit_code == 2);
-  CHECK_THAT(second.err,
-             Catch::Contains("another musterd is already serving " + d.socket.string()));
+  CHECK_THAT(second.err, Catch::Contains("another musterd (pid " + std::to_string(d.pid) +
+                                         ") is already serving " + d.socket.string()));
+  CHECK_THAT(second.err, Catch::Contains("kill " + std::to_string(d.pid)));
   CHECK(client(d.socket).ask(R"({"version": 1, "request": "env"})")["ok"] == true);
 }
 

@@ -209,6 +209,13 @@ TEST_CASE(
              Catch::Contains("runs without the site's GPU policy: musterd did not answer "
                              "(cannot connect to " +
                              missing + ": No such file or directory)"));
+  // how to start it here: systemd's unit where systemd runs, else musterd on that socket
+  CHECK_THAT(no_socket.result.err,
+             Catch::Contains(std::filesystem::is_directory("/run/systemd/system")
+                                 ? std::string("start it (systemctl start musterd)")
+                                 : "start it (no systemd runs this node: as root, musterd "
+                                   "--socket " +
+                                       missing));
 
   // a daemon that takes the connection and never answers: each task waits timeout_ms, no more
   muster::test::write_file(cluster.plugstack_conf(),
