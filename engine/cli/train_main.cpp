@@ -47,15 +47,37 @@ std::atomic<int> g_stop_signal{0};
 // Whether the training loop acts on g_stop_signal yet (before it, a signal ends the process).
 std::atomic<bool> g_stop_handled{false};
 
-// SIGUSR1 and SIGTERM are blocked in every thread (LibTorch's, Gloo's, OpenMP's: all are
-// created later and inherit the mask) and taken by one thread with sigwait, so no thread is
-// ever interrupted in a system call by them. Before the training loop takes over, a signal has
-// its default action, as it would without this.
+// A stop signal that a thread not blocking it took: one started before main, as OpenBLAS starts
+// its pool when it is loaded (with OMP_NUM_THREADS above 1), before main can block anything.
+// Without this handler the signal's default action ended the rank there, unsaved. It does what
+// the sigwait thread below does, with async-signal-safe calls only.
+extern "C" void on_stop_signal(int signal) {
+  if (g_stop_handled.load()) {
+    g_stop_signal.store(signal);
+    return;
+  }
+  struct sigaction fallback {};
+  fallback.sa_handler = SIG_DFL;
+  ::sigaction(signal, &fallback, nullptr);
+  ::raise(signal);  // delivered, with its default action, when this handler returns
+}
+
+// SIGUSR1 and SIGTERM are blocked in every thread started from here on (LibTorch's, Gloo's,
+// OpenMP's inherit the mask) and taken by one thread with sigwait, so no such thread is ever
+// interrupted in a system call by them; a thread started before main still takes them, in
+// on_stop_signal (SA_RESTART). Before the training loop takes over, a signal has its default
+// action, as it would without this.
 void watch_stop_signals() {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGUSR1);
   sigaddset(&set, SIGTERM);
+  struct sigaction handler {};
+  handler.sa_handler = on_stop_signal;
+  handler.sa_flags = SA_RESTART;
+  handler.sa_mask = set;  // one stop at a time
+  ::sigaction(SIGUSR1, &handler, nullptr);
+  ::sigaction(SIGTERM, &handler, nullptr);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   std::thread([set] {
     for (;;) {

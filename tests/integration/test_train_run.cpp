@@ -434,8 +434,10 @@ TEST_CASE(
                                 "launch.runs_dir=" + (dir / "first").string(),
                                 "train.steps=100000"};
   argv.insert(argv.end(), common.begin(), common.end());
+  // two threads a rank: OpenBLAS then starts its pool before main, and those threads take
+  // signals too (they killed the rank unsaved)
   const pid_t launcher =
-      muster::test::spawn_logged(argv, {{{"OMP_NUM_THREADS", "1"}}, {}}, dir / "first.log");
+      muster::test::spawn_logged(argv, {{{"OMP_NUM_THREADS", "2"}}, {}}, dir / "first.log");
   // Wait for a few steps of rank 1, then signal the launcher (as Slurm's --signal=B:USR1 does).
   const bool trained = wait_for_steps(dir / "first", 3).has_value();
   if (!trained) ::kill(launcher, SIGKILL);
