@@ -12,6 +12,7 @@
 #include "common/error.hpp"
 #include "common/job_config.hpp"
 #include "launcher/cli/verbs.hpp"
+#include "launcher/status/slurm_job_state.hpp"
 #include "launcher/status/status_output.hpp"
 
 namespace muster::cli {
@@ -56,7 +57,8 @@ int show(const status_options& o) {
   }
   for (;;) {
     const auto now = store::now_ms();
-    const auto s = st::read_run_status(dir, now);
+    auto s = st::read_run_status(dir, now);
+    st::check_with_slurm(s, std::chrono::seconds(10));
     if (o.watch > 0 && !o.json) fmt::print("\x1b[H\x1b[2J");  // clear the terminal
     fmt::print("{}", o.json ? st::status_json(s, now) : st::status_text(s, now));
     if (o.watch <= 0 || ended(s)) return kExitOk;

@@ -244,11 +244,12 @@ void worker(finding& f, const explain_context& context) {
   const auto ranks =
       ranks_of(f) + (fact(f, "restarted").empty() ? "" : ", before the run restarted,");
   if (f.category == "worker_killed_sigkill" && fact(f, "source") == "lost") {
+    const auto why = fact(f, "lost_why");
     f.summary = fmt::format(
-        "{} died with the run's launcher: the run store says running, but no process has the "
-        "pid it recorded; a launcher killed with SIGKILL (or a node that went down) records "
-        "nothing, and its ranks get SIGKILL when it dies",
-        ranks);
+        "{} died with the run's launcher: the run store says running, but {}; a launcher "
+        "killed with SIGKILL (with its job, or a node that went down) records nothing, and its "
+        "ranks get SIGKILL when it dies",
+        ranks, why.empty() ? "no process has the pid it recorded" : why);
     f.fixes = {
         "find what killed the launcher: dmesg -T | grep -i -E 'killed process|oom' (the OOM "
         "killer), journalctl, sacct -j <job>; stop a run with SIGTERM or SIGINT (Ctrl-C), which "

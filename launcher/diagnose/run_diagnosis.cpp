@@ -12,6 +12,7 @@
 #include "launcher/launch_policy.hpp"
 #include "launcher/launcher_lines.hpp"
 #include "launcher/plan/job_plan.hpp"
+#include "launcher/status/slurm_job_state.hpp"
 
 namespace muster::launcher::diagnose {
 namespace {
@@ -81,6 +82,7 @@ run_diagnosis diagnose_run(const fs::path& run_dir, const std::vector<fs::path>&
   if (!run_dir.empty()) {
     if (!store::run_paths(run_dir).node_dbs().empty()) {
       out.run = status::read_run_status(run_dir, store::now_ms());
+      status::check_with_slurm(*out.run, std::chrono::seconds(10));
       out.events = store::run_reader(run_dir).events();
       if (world_size == 0 && out.run->run) world_size = static_cast<int>(out.run->run->world_size);
     }

@@ -138,10 +138,14 @@ void add_store_findings(diagnoser& d, const status::run_status& run,
       if (!r.gone) continue;
       log_signal s{"worker_killed_sigkill", static_cast<int>(r.rank.rank), {{"source", "lost"}}};
       if (r.rank.pid) s.facts["pid"] = std::to_string(*r.rank.pid);
+      if (!run.lost_why.empty()) s.facts["lost_why"] = run.lost_why;
       d.add_signal(std::move(s),
                    {store_file("ranks"), number,
-                    fmt::format("rank {} on {} recorded running; no process has pid {}",
-                                r.rank.rank, r.rank.host, r.rank.pid.value_or(0)),
+                    run.lost_why.empty()
+                        ? fmt::format("rank {} on {} recorded running; no process has pid {}",
+                                      r.rank.rank, r.rank.host, r.rank.pid.value_or(0))
+                        : fmt::format("rank {} on {} recorded running; {}", r.rank.rank,
+                                      r.rank.host, run.lost_why),
                     seconds(r.rank.updated_ms)});
     }
   }

@@ -40,6 +40,8 @@ struct run_status {
   // Recorded running, and every rank recorded running is gone: the launcher ended without
   // recording it (SIGKILL, or the node went down), and nothing will record the end.
   bool lost = false;
+  std::string lost_why;  // who says so, where it is not this host's pids: "Slurm says job 15
+                         // is over (FAILED)" (slurm_job_state.hpp)
 };
 
 // Reads run `dir` as of `now`. A running rank is a laggard when its newest step is 2 or more

@@ -61,6 +61,7 @@ std::string status_json(const run_status& s, store::epoch_ms now) {
               {"mfu", maybe(s.mfu)},
               {"restarts", s.restarts},
               {"lost", s.lost},
+              {"lost_why", s.lost_why},
               {"first_failure", s.first_failure ? json(s.first_failure->message) : json(nullptr)}};
   json ranks = json::array();
   for (const auto& r : s.ranks)

@@ -46,10 +46,10 @@ std::string status_text(const run_status& s, store::epoch_ms now) {
       age_text(seconds_since(r.updated_ms, now)));
   if (s.lost)
     put(out,
-        "lost      the store says running, but its launcher and ranks are gone: the launcher "
-        "ended without recording it (SIGKILL, or the node went down), and nothing will; muster "
+        "lost      the store says running, but {}: the launcher ended without recording it "
+        "(SIGKILL, killed with its job, or the node went down), and nothing will; muster "
         "diagnose {} reads what it left\n",
-        r.run_id);
+        s.lost_why.empty() ? "its launcher and ranks are gone" : s.lost_why, r.run_id);
   put(out, "job       {}: {} rank(s) on {} node(s){}; started {} ago\n", r.name, r.world_size,
       r.num_nodes, r.slurm_job_id ? ", Slurm job " + *r.slurm_job_id : "",
       age_text(seconds_since(r.created_ms, now)));

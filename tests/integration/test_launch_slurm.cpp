@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -588,4 +589,74 @@ TEST_CASE(
       muster::test::run_process({sbatch, job.string(), "slurm.nodes=0"}, launch_env(cluster));
   CHECK(bad.exit_code == 2);
   CHECK_THAT(bad.err, Catch::Contains("slurm.nodes"));
+}
+
+TEST_CASE(
+    "a job killed with its launchers records no end: status and diagnose take Slurm's word that "
+    "it is over",
+    "[slurm]") {
+  MUSTER_SKIP_WITHOUT_SLURM();
+  slurm_cluster cluster;
+  muster::test::temp_dir dir("muster-killed");
+  const auto job = dir / "job.toml";
+  muster::test::write_file(job, "[job]\nname = \"k\"\n[slurm]\nnodes = 2\ntime = \"5:00\"\n");
+  const auto runs = dir / "runs";
+  const auto submitted =
+      muster::test::run_process({std::string(MUSTER_BIN_DIR) + "/muster-sbatch", job.string(),
+                                 "launch.runs_dir=" + runs.string(), "launch.master_addr=127.0.0.1",
+                                 "launch.nproc=1", "--", kWorker, "--sleep-ms", "60000"},
+                                launch_env(cluster));
+  INFO("muster-sbatch: " << submitted.out << submitted.err);
+  REQUIRE(submitted.exit_code == 0);
+  const auto job_id = std::to_string(std::stoul(submitted.out));
+  const auto run_dir = runs / ("k-" + job_id);
+  const auto running = [&] {
+    try {
+      const auto ranks = muster::store::run_reader(run_dir).ranks();
+      return ranks.size() == 2 && std::all_of(ranks.begin(), ranks.end(), [](const auto& r) {
+               return r.state == muster::store::rank_state::running;
+             });
+    } catch (const std::exception&) {
+      return false;  // not written yet
+    }
+  };
+  if (!wait_for(running, 30s)) FAIL("the ranks did not start within 30 s\n" << cluster.log_tail());
+  // SIGKILL to each node's launcher (the ranks' parent; the ranks die with it): nobody records
+  // an end, and the job fails (the batch shell's srun returns)
+  std::vector<pid_t> launchers;
+  for (const auto& rank : muster::store::run_reader(run_dir).ranks()) {
+    REQUIRE(rank.pid);
+    std::istringstream stat(
+        muster::test::read_file("/proc/" + std::to_string(*rank.pid) + "/stat"));
+    std::string pid, comm, state;
+    pid_t launcher = 0;
+    stat >> pid >> comm >> state >> launcher;  // comm is "(muster-test-wor)": no spaces
+    REQUIRE(launcher > 1);
+    launchers.push_back(launcher);
+  }
+  for (const pid_t launcher : launchers) ::kill(launcher, SIGKILL);  // before srun ends the other
+  const auto state = [&] { return cluster.job_field(std::stoul(job_id), "JobState"); };
+  if (!wait_for([&] { return slurm_cluster::finished(state()); }, 30s))
+    FAIL("the job did not end within 30 s: " << state() << "\n" << cluster.log_tail());
+  CHECK(muster::store::run_reader(run_dir).run()->state == muster::store::run_state::running);
+
+  auto env = launch_env(cluster);
+  const auto status =
+      muster::test::run_process({kMuster, "status", "--runs-dir", runs.string(), job_id}, env);
+  INFO("status: " << status.out << status.err);
+  CHECK(status.exit_code == 0);
+  CHECK_THAT(status.out, Catch::Contains("lost      the store says running, but Slurm says job " +
+                                         job_id + " is over (" + state() + ")"));
+  CHECK_THAT(status.out, Catch::Contains("<- process gone"));
+  const auto diagnosed = muster::test::run_process(
+      {kMuster, "diagnose", "--runs-dir", runs.string(), job_id, "--json"}, env);
+  INFO("diagnose: " << diagnosed.out << diagnosed.err);
+  CHECK(diagnosed.exit_code == 1);
+  const auto root = nlohmann::json::parse(diagnosed.out)["findings"].at(0);
+  CHECK(root["category"] == "worker_killed_sigkill");
+  CHECK(root["ranks"] == nlohmann::json::array({0, 1}));
+  CHECK_THAT(root["summary"].get<std::string>(),
+             Catch::Contains("died with the run's launcher: the run store says running, but "
+                             "Slurm says job " +
+                             job_id));
 }

@@ -15,6 +15,7 @@
 #include "common/run_store.hpp"
 #include "launcher/local_run.hpp"
 #include "launcher/status/run_status.hpp"
+#include "launcher/status/slurm_job_state.hpp"
 #include "launcher/status/status_output.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -92,6 +93,38 @@ TEST_CASE("a run whose launcher died unrecorded is lost: its running ranks' proc
   s = read_run_status(paths.dir(), now);
   CHECK_FALSE(s.ranks[1].gone);
   CHECK_FALSE(s.lost);
+  // unless Slurm says the run's job is over: then no rank of it runs anywhere
+  apply_job_state(s, parse_job_state(0, "RUNNING\n"));
+  CHECK_FALSE(s.lost);
+  s.run->slurm_job_id = "4242";
+  apply_job_state(s, parse_job_state(0, "FAILED\n"));
+  CHECK(s.lost);
+  CHECK(s.ranks[1].gone);
+  CHECK_FALSE(s.ranks[2].gone);  // its end is recorded
+  CHECK(s.lost_why == "Slurm says job 4242 is over (FAILED)");
+  CHECK_THAT(status_text(s, now),
+             Catch::Contains("\nlost      the store says running, but Slurm says job 4242 is "
+                             "over (FAILED): the launcher ended without recording it"));
+}
+
+TEST_CASE("squeue's word on one job: running, over, forgotten, or not known", "[status]") {
+  using k = slurm_job_state::kind;
+  CHECK(parse_job_state(0, "RUNNING").is == k::alive);
+  CHECK(parse_job_state(0, "COMPLETING\n").is == k::alive);
+  CHECK(parse_job_state(0, "PENDING").is == k::alive);  // requeued
+  auto said = parse_job_state(0, " CANCELLED \n");
+  CHECK(said.is == k::ended);
+  CHECK(said.state == "CANCELLED");
+  // an array job's tasks: over when every one is
+  CHECK(parse_job_state(0, "COMPLETED\nRUNNING\n").is == k::alive);
+  CHECK(parse_job_state(0, "COMPLETED\nTIMEOUT\n").is == k::ended);
+  // squeue forgets a job MinJobAge after its end
+  said = parse_job_state(1, "slurm_load_jobs error: Invalid job id specified");
+  CHECK(said.is == k::ended);
+  CHECK(said.state == "no longer known to Slurm");
+  CHECK(parse_job_state(1, "slurm_load_jobs error: Unable to contact slurm controller").is ==
+        k::unknown);
+  CHECK(parse_job_state(0, "").is == k::unknown);
 }
 
 TEST_CASE("a rank two steps behind the others is a laggard, progress is the newest complete step",

@@ -1,0 +1,74 @@
+// What Slurm says of one job: see slurm_job_state.hpp.
+#include "launcher/status/slurm_job_state.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "common/run_program.hpp"
+
+namespace muster::launcher::status {
+
+namespace {
+
+// squeue's states of a job that will run no more (squeue(1), JOB STATE CODES)
+constexpr std::string_view kEnded[] = {"BOOT_FAIL", "CANCELLED", "COMPLETED",     "DEADLINE",
+                                       "FAILED",    "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
+                                       "REVOKED",   "TIMEOUT"};
+
+bool ended_state(std::string_view state) {
+  return std::find(std::begin(kEnded), std::end(kEnded), state) != std::end(kEnded);
+}
+
+}  // namespace
+
+slurm_job_state parse_job_state(int exit_code, std::string_view output) {
+  if (output.find("Invalid job id specified") != std::string_view::npos)
+    return {slurm_job_state::kind::ended, "no longer known to Slurm"};
+  if (exit_code != 0) return {slurm_job_state::kind::unknown, std::string(output)};
+  std::string first;
+  bool any = false;
+  while (!output.empty()) {
+    auto line = output.substr(0, output.find('\n'));
+    output.remove_prefix(std::min(output.size(), line.size() + 1));
+    while (!line.empty() && (line.back() == ' ' || line.back() == '\r')) line.remove_suffix(1);
+    while (!line.empty() && line.front() == ' ') line.remove_prefix(1);
+    if (line.empty()) continue;
+    if (!ended_state(line)) return {slurm_job_state::kind::alive, std::string(line)};
+    if (!any) first = line;
+    any = true;
+  }
+  if (!any) return {slurm_job_state::kind::unknown, "squeue listed nothing"};
+  return {slurm_job_state::kind::ended, first};
+}
+
+slurm_job_state ask_job_state(const std::string& id, std::chrono::milliseconds timeout) {
+  const auto r =
+      run_program({"squeue", "--jobs=" + id, "--states=all", "--noheader", "--format=%T"}, timeout);
+  if (!r.started) return {slurm_job_state::kind::unknown, r.why_not};
+  if (r.timed_out) return {slurm_job_state::kind::unknown, "squeue did not answer in time"};
+  return parse_job_state(r.exit_code, r.output);
+}
+
+void apply_job_state(run_status& s, const slurm_job_state& said) {
+  if (said.is != slurm_job_state::kind::ended || !s.run ||
+      s.run->state != store::run_state::running)
+    return;
+  bool running = false;
+  for (auto& r : s.ranks)
+    if (r.rank.state == store::rank_state::running) r.gone = running = true;
+  if (!running) return;
+  s.lost = true;
+  s.lost_why = fmt::format(
+      "Slurm says job {} is {}", s.run->slurm_job_id.value_or("?"),
+      said.state == "no longer known to Slurm" ? said.state : "over (" + said.state + ")");
+}
+
+void check_with_slurm(run_status& s, std::chrono::milliseconds timeout) {
+  if (s.lost || !s.run || s.run->state != store::run_state::running || !s.run->slurm_job_id ||
+      s.run->slurm_job_id->empty())
+    return;
+  apply_job_state(s, ask_job_state(*s.run->slurm_job_id, timeout));
+}
+
+}  // namespace muster::launcher::status

@@ -1,0 +1,36 @@
+// What Slurm says of one job now, for a run its store still calls running. A launcher killed
+// with its job (srun or the batch shell SIGKILLed, a node lost, scancel --signal=KILL) records
+// no end, and its ranks on other hosts cannot be looked for by pid: Slurm's word that the job
+// is over makes such a run lost (run_status.hpp), its running ranks gone.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <string_view>
+
+#include "launcher/status/run_status.hpp"
+
+namespace muster::launcher::status {
+
+struct slurm_job_state {
+  enum class kind { unknown, alive, ended };
+  kind is = kind::unknown;  // unknown: no Slurm here, or squeue failed
+  std::string state;        // squeue's %T: "FAILED", "CANCELLED", ...; or why it is unknown
+};
+
+// `squeue --jobs=<id> --states=all --noheader --format=%T`'s answer: a state word a line (an
+// array job has one per task: ended when every one is); a job Slurm no longer knows ("Invalid
+// job id specified", after MinJobAge) is ended too.
+slurm_job_state parse_job_state(int exit_code, std::string_view output);
+
+// Asks squeue of job `id` ("4242", "4242_3"), waiting at most `timeout`.
+slurm_job_state ask_job_state(const std::string& id, std::chrono::milliseconds timeout);
+
+// A run the store says is running, whose Slurm job `said` is over: lost, its running ranks
+// gone, and `lost_why` says what Slurm said. Anything else leaves `s` as it is.
+void apply_job_state(run_status& s, const slurm_job_state& said);
+
+// ask_job_state and apply_job_state for a run recorded running under Slurm (nothing else asks).
+void check_with_slurm(run_status& s, std::chrono::milliseconds timeout);
+
+}  // namespace muster::launcher::status
