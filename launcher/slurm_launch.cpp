@@ -127,7 +127,7 @@ meeting meet(const job_config& config, const slurm_step& step, int member,
                "stopped by a signal while looking for node 0's rendezvous store at {} (not "
                "found yet): when node 0 gave up waiting for this node, check that {} resolves "
                "and is reachable from {}, or set launch.master_addr to an address of node 0 "
-               "that is",
+               "this node can reach",
                address, address, step.this_node().value_or("this node"));
   if (!found.client) {
     auto ports = rdzv::derived_ports(identity.job_id, identity.step_id);
