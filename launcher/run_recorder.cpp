@@ -159,8 +159,10 @@ void print_summary(const supervise_result& result, const store::run_paths& paths
     return;
   }
   const auto& x = result.exits[static_cast<std::size_t>(*result.first_failure)];
-  fmt::print(stderr, "muster: rank {} failed first ({}); {} other rank(s) stopped. Log: {}\n",
-             x.rank, x.describe(), stopped, paths.rank_log(x.rank).string());
+  fmt::print(stderr,
+             "muster: rank {} on {} failed first ({}); {} other rank(s) of this node stopped. "
+             "Log: {}\n",
+             x.rank, recorder.host(), x.describe(), stopped, paths.rank_log(x.rank).string());
   if (const auto& error = recorder.first_error())
     fmt::print(stderr, "muster: rank {} error file: {}\n", x.rank, *error);
   for (const auto& line : x.last_lines) fmt::print(stderr, "  [rank {}] {}\n", x.rank, line);

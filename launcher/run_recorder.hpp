@@ -38,6 +38,7 @@ class run_recorder {
   // The first error writing the store, when there was one.
   const std::optional<std::string>& store_error() const { return store_error_; }
 
+  const std::string& host() const { return host_; }
   // The error file of the latest first failure, as read when it was recorded.
   const std::optional<std::string>& first_error() const { return first_error_; }
 

@@ -166,7 +166,7 @@ TEST_CASE("a rank failing on node 1 stops node 0's ranks within a second, both e
   CHECK(elapsed < 300ms + 10s);  // no hang; the second is timed from the failure, below
   CHECK_THAT(results[0].err, Catch::Contains("rank 3 on gpu-a02 failed first: exit code 3; error "
                                              "file: NCCL timeout; 2 rank(s) of this node stopped"));
-  CHECK_THAT(results[1].err, Catch::Contains("rank 3 failed first (exit code 3)"));
+  CHECK_THAT(results[1].err, Catch::Contains("rank 3 on gpu-a02 failed first (exit code 3)"));
   muster::store::run_reader reader(muster::test::only_run_dir(runs.path()));
   auto events = reader.events();
   CHECK(has_event(events, "first_failure", "rank 3 on gpu-a02"));
