@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "launcher/launch_policy.hpp"
+
 namespace muster::launcher {
 
 namespace {
@@ -16,6 +18,16 @@ std::string node_start_line(int node, int num_nodes, const std::string& host, in
                                                     first_rank + local_ranks - 1);
   return fmt::format("{}{} of {} ({}){} of {}; run directory {}", kNodeStart, node, num_nodes, host,
                      ranks, world_size, run_dir.string());
+}
+
+std::optional<bool> ran_builtin_engine(const std::vector<store::event_record>& events) {
+  std::optional<bool> ran;
+  for (const auto& e : events) {
+    if (e.kind != "program") continue;
+    ran = ran.value_or(false) || (e.message.starts_with(kProgramSaid) &&
+                                  runs_builtin_engine({e.message.substr(kProgramSaid.size())}));
+  }
+  return ran;
 }
 
 bool is_node_start_line(std::string_view line) {

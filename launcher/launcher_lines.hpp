@@ -4,13 +4,21 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include "common/run_store_records.hpp"
 
 namespace muster::launcher {
 
 // The "program" event's message, before the program's path: "the ranks run /usr/bin/muster-train".
 inline constexpr std::string_view kProgramSaid = "the ranks run ";
+
+// Whether a run's "program" events say its ranks ran muster-train; nullopt without one (a muster
+// before 2026-11-27).
+std::optional<bool> ran_builtin_engine(const std::vector<store::event_record>& events);
 
 // A node launcher's first line under `muster launch` (one launcher per node):
 // "muster: node 1 of 2 (gpu-a02) starts ranks 8-15 of 16; run directory /runs/tiny-moe-4242".

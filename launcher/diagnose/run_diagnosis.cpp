@@ -42,18 +42,10 @@ std::vector<fs::path> rank_logs(const fs::path& run) {
   return out;
 }
 
-// Whether the run's ranks ran muster-train: its launchers' "program" events (none from a
-// muster before 2026-11-27: then whether they measured memory, as muster-train does).
+// Whether the run's ranks ran muster-train: its launchers' "program" events (none from an older
+// muster: then whether they measured memory, as muster-train does).
 bool ran_engine(const std::vector<store::event_record>& events, bool measured) {
-  bool told = false;
-  for (const auto& e : events) {
-    if (e.kind != "program") continue;
-    told = true;
-    if (e.message.starts_with(kProgramSaid) &&
-        runs_builtin_engine({e.message.substr(kProgramSaid.size())}))
-      return true;
-  }
-  return !told && measured;
+  return ran_builtin_engine(events).value_or(measured);
 }
 
 // The planner's worst-stage estimate for the run's job (0 when the job file or the plan cannot

@@ -16,6 +16,7 @@
 #include "common/run_dir.hpp"
 #include "common/run_reader.hpp"
 #include "launcher/heartbeat.hpp"
+#include "launcher/launcher_lines.hpp"
 #include "launcher/local_run.hpp"
 #include "launcher/plan/layout_resolve.hpp"
 
@@ -78,7 +79,8 @@ run_status read_run_status(const fs::path& dir, store::epoch_ms now) {
   s.run = reader.run();
   s.history = reader.steps();
   s.errors = reader.errors();
-  for (const auto& e : reader.events()) {
+  const auto events = reader.events();
+  for (const auto& e : events) {
     if (e.kind == "restart" || e.kind == "requeue") ++s.restarts;
     if (e.kind == "first_failure" && !s.first_failure) s.first_failure = e;
   }
@@ -92,6 +94,8 @@ run_status read_run_status(const fs::path& dir, store::epoch_ms now) {
   }
   s.steps_done = newest + 1;
   read_job(paths, s.run ? s.run->world_size : static_cast<std::int64_t>(last.size()), s);
+  // train.steps is muster-train's: a program of the user's own says its steps in its heartbeat
+  if (!ran_builtin_engine(events).value_or(true)) s.steps_planned = 0;
 
   // The run at its newest complete step.
   double loss = 0, mfu = 0;

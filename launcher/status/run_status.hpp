@@ -26,7 +26,8 @@ struct run_status {
   std::filesystem::path dir;
   std::optional<store::run_record> run;  // none: no launcher has written the store yet
   std::string layout;                    // "tp 1 cp 1 dp 2 pp 1 | etp 1 ep 2 edp 1 | sharding ..."
-  std::int64_t steps_planned = 0;        // train.steps of the job (0 when job.toml is unreadable)
+  std::int64_t steps_planned = 0;  // the program's heartbeat steps=, else train.steps of the job
+                                   // where the ranks ran muster-train (0: not known)
   std::int64_t steps_done = 0;           // the highest step any rank finished, counted from 1
   // At the newest step every rank that reports steps has finished:
   std::optional<double> loss;  // mean over the ranks (each rank's loss is the global one)

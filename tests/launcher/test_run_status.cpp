@@ -164,6 +164,15 @@ TEST_CASE("a rank two steps behind the others is a laggard, progress is the newe
   std::ofstream(paths.rank_heartbeat_file(0)) << "step=6 steps=40 loss=2.5\n";
   CHECK(read_run_status(paths.dir(), now).steps_planned == 40);
   std::filesystem::remove(paths.rank_heartbeat_file(0));
+  // and without one, a program that is not muster-train has no total (train.steps is not its)
+  const auto program = [&](const std::string& path) {
+    store::node_writer db(paths.node_db("node-a"));
+    db.add_event({now, std::nullopt, store::severity::info, "program", "the ranks run " + path});
+  };
+  program("/usr/bin/python3");
+  CHECK(read_run_status(paths.dir(), now).steps_planned == 0);
+  program("/usr/bin/muster-train");  // (every node says the same: any that says it ran it)
+  CHECK(read_run_status(paths.dir(), now).steps_planned == 10);
   const auto text = status_text(s, now);
   CHECK_THAT(text, Catch::Contains("step 6 of 10 | loss 2.7000") && Catch::Contains("<- behind"));
   // the Slurm job id finds it too
