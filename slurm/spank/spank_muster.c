@@ -116,7 +116,8 @@ static void start_hint(char* out, size_t len) {
 }
 
 /* The daemon could not be asked: the task goes on without the policy, or fails (required). */
-static int without_daemon(const char* why, const char* job, const char* step, int task) {
+static int without_daemon(spank_t sp, const char* why, const char* job, const char* step,
+                          int task) {
   char hint[256];
   start_hint(hint, sizeof hint);
   if (state.config.required) {
@@ -130,6 +131,9 @@ static int without_daemon(const char* why, const char* job, const char* step, in
       "muster: job %s step %s task %d runs without the site's GPU policy: musterd did not answer "
       "(%s); start it (%s)",
       job, step, task, why, hint);
+  char what[1100];
+  snprintf(what, sizeof what, "none: musterd did not answer (%s)", why);
+  spank_setenv(sp, "MUSTER_SPANK_POLICY", what, 1);
   return 0;
 }
 
@@ -256,7 +260,7 @@ int slurm_spank_task_init(spank_t sp, int ac, char** av) {
   }
   int rc = -1;
   if (ask_policy(request, state.config.timeout_ms, &reply, why, sizeof why) != 0) {
-    rc = without_daemon(why, f.job, f.step, f.task);
+    rc = without_daemon(sp, why, f.job, f.step, f.task);
   } else if (reply.num_errors > 0) {
     for (size_t i = 0; i < reply.num_errors; ++i)
       slurm_error("muster: job %s step %s: the site's GPU policy refuses this step: %s", f.job,
