@@ -190,7 +190,8 @@ void nccl_user_buffers(policy_run& p, bool expandable_on) {
              fmt::format("comm.nccl_ub = true and {} cannot be used together before PyTorch "
                          "2.11 (this job: {}): NCCL user buffers must stay where they were "
                          "registered, and expandable segments remap them; remove "
-                         "expandable_segments:True, or set comm.nccl_ub = false",
+                         "expandable_segments:True, or set comm.nccl_ub = false (a plain srun's "
+                         "--muster-policy: drop expandable_segments or nccl_ub from its list)",
                          expandable_source(p),
                          p.in.torch_version.empty() ? "version unknown" : p.in.torch_version));
   if (fsdp(p.in.sharding) && !p.in.fsdp_double_buffer)

@@ -123,7 +123,9 @@ TEST_CASE(
                                         "be used together"));
     CHECK_THAT(message, Catch::Contains("before PyTorch 2.11 (this job: 2.5.1+cu124)"));
     CHECK_THAT(message,
-               Catch::Contains("remove expandable_segments:True, or set comm.nccl_ub = false"));
+               Catch::Contains("remove expandable_segments:True, or set comm.nccl_ub = false "
+                               "(a plain srun's --muster-policy: drop expandable_segments or "
+                               "nccl_ub from its list)"));
     CHECK_THAT(message, Catch::Contains("(rule nccl-ub-expandable-segments)"));
     in.torch_version = "";  // unknown counts as before
     CHECK(refused(decide_gpu_policy(in), "nccl-ub-expandable-segments"));
