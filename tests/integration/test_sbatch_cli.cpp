@@ -50,6 +50,23 @@ TEST_CASE("muster-sbatch refuses a layout the job's world cannot hold before sub
                              "'slurm.checkpoint_lead=0'): nothing saves at the time limit"));
 }
 
+TEST_CASE("muster-sbatch refuses a slurm.time that is not one of Slurm's time formats",
+          "[sbatch]") {
+  muster::test::temp_dir dir;
+  muster::test::write_file(dir / "job.toml", "[slurm]\ntime = \"banana\"\n");
+  const auto r = muster::test::run_process({kSbatch, (dir / "job.toml").string(), "--dry-run"});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.empty());
+  CHECK_THAT(r.err, Catch::Contains((dir / "job.toml").string() +
+                                    ":2:8: slurm.time: \"banana\" is not a Slurm time limit; use "
+                                    "minutes (\"90\"), MM:SS, HH:MM:SS"));
+  const auto ok = muster::test::run_process(
+      {kSbatch, (dir / "job.toml").string(), "slurm.time=1-00:00:00", "--dry-run"});
+  CHECK(ok.exit_code == 0);
+  CHECK_THAT(ok.out, Catch::Contains("#SBATCH --time=1-00:00:00\n"));
+}
+
 TEST_CASE("what sbatch refuses is named with the [slurm] keys and their places", "[sbatch]") {
   try {
     muster::test::slurm_cluster::program("sbatch");
@@ -62,16 +79,17 @@ TEST_CASE("what sbatch refuses is named with the [slurm] keys and their places",
                            "ClusterName=t\nSlurmctldHost=localhost\nNodeName=n1 CPUs=2\n"
                            "PartitionName=p Nodes=n1 Default=YES\n");
   muster::test::write_file(dir / "job.toml", "[slurm]\npartition = \"p\"\n");
-  const auto r = muster::test::run_process(
-      {kSbatch, (dir / "job.toml").string(), "slurm.time=10min",
-       "launch.runs_dir=" + (dir / "runs").string()},
-      {{{"SLURM_CONF", (dir / "slurm.conf").string()}}, {}});
+  // muster-sbatch refuses a slurm.time Slurm would; an sbatch option goes to sbatch as it is
+  const auto r =
+      muster::test::run_process({kSbatch, (dir / "job.toml").string(), "slurm.time=1:00:00",
+                                 "--time=10min", "launch.runs_dir=" + (dir / "runs").string()},
+                                {{{"SLURM_CONF", (dir / "slurm.conf").string()}}, {}});
   INFO(r.out << r.err);
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.err, Catch::Contains("muster-sbatch: sbatch failed: sbatch: error: Invalid --time "
                                     "specification"));
   CHECK_THAT(r.err, Catch::Contains("its #SBATCH lines come from these [slurm] keys") &&
-                        Catch::Contains("  slurm.partition (set at " +
-                                        (dir / "job.toml").string() + ":2:13)") &&
-                        Catch::Contains("  slurm.time (set at command line 'slurm.time=10min')"));
+                        Catch::Contains("  slurm.partition (set at " + (dir / "job.toml").string() +
+                                        ":2:13)") &&
+                        Catch::Contains("  slurm.time (set at command line 'slurm.time=1:00:00')"));
 }
