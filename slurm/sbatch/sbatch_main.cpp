@@ -9,10 +9,14 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/config_load.hpp"
@@ -134,6 +138,70 @@ void check_plan(const muster::loaded_job_config& loaded,
   plan::make_plan(config, loaded.where, request);
 }
 
+// Where `key` was set, or "the default".
+std::string place_or_default(const muster::loaded_job_config& loaded, const std::string& key) {
+  return loaded.where.count(key) ? muster::config::place_of(loaded.where, key) : "the default";
+}
+
+// The job's time limit: what sets it, for messages ("sbatch option -t 30", or "slurm.time =
+// \"0:30:00\", <its place>"), and its text. An sbatch option (--time=T, --time T, -t T, -tT;
+// the last wins, as in sbatch) wins over slurm.time. Nothing when neither sets one.
+std::optional<std::pair<std::string, std::string>> time_limit(
+    const muster::loaded_job_config& loaded, const std::vector<std::string>& sbatch_options) {
+  std::optional<std::pair<std::string, std::string>> found;
+  for (std::size_t i = 0; i < sbatch_options.size(); ++i) {
+    const auto& o = sbatch_options[i];
+    if (o.starts_with("--time="))
+      found.emplace("sbatch option " + o, o.substr(7));
+    else if ((o == "--time" || o == "-t") && i + 1 < sbatch_options.size())
+      found.emplace("sbatch option " + o + " " + sbatch_options[i + 1], sbatch_options[i + 1]);
+    else if (o.starts_with("-t") && o.size() > 2)
+      found.emplace("sbatch option " + o, o.substr(2));
+  }
+  if (found || loaded.config.slurm.time.empty()) return found;
+  return std::pair{fmt::format("slurm.time = \"{}\", {}", loaded.config.slurm.time,
+                               place_or_default(loaded, "slurm.time")),
+                   loaded.config.slurm.time};
+}
+
+// slurm.checkpoint_lead against the time limit: Slurm sends USR1 that long before the limit. A
+// lead not less than the limit sends it as the job starts (and with slurm.requeue the job
+// requeues itself for ever, no step done): throws errc::config. More than half: a warning.
+void check_lead(const muster::loaded_job_config& loaded,
+                const std::vector<std::string>& sbatch_options) {
+  const auto& s = loaded.config.slurm;
+  if (s.checkpoint_lead == 0) return;
+  for (const auto& option : sbatch_options)
+    if (option.starts_with("--signal")) return;  // sbatch's own USR1 wins over the lead
+  const auto limit = time_limit(loaded, sbatch_options);
+  if (!limit) return;  // the partition's default: unknown here
+  auto seconds = muster::slurm_time_seconds(limit->second);
+  if (!seconds || *seconds == 0) return;  // sbatch refuses it, or no limit
+  *seconds = (*seconds + 59) / 60 * 60;   // Slurm counts a limit in whole minutes, rounded up
+  const auto lead = fmt::format("slurm.checkpoint_lead = {} ({})", s.checkpoint_lead,
+                                place_or_default(loaded, "slurm.checkpoint_lead"));
+  const auto fix = fmt::format(
+      "set slurm.checkpoint_lead to {} or less (e.g. {}), above your "
+      "slowest checkpoint save",
+      *seconds / 2, std::max<std::int64_t>(1, *seconds / 4));
+  MUSTER_CHECK(s.checkpoint_lead < *seconds, muster::errc::config,
+               "muster-sbatch: {} is not less than the job's time limit of {} s ({}): Slurm "
+               "would send USR1 as the job starts{}; {}, or 0 for no USR1, or give the job more "
+               "time",
+               lead, *seconds, limit->first,
+               s.requeue ? ", and with slurm.requeue = true the job would requeue itself for "
+                           "ever without a step done"
+                         : "",
+               fix);
+  if (s.checkpoint_lead * 2 > *seconds)
+    fmt::print(stderr,
+               "muster-sbatch: warning: {} is more than half of the job's time limit of {} s "
+               "({}): USR1 comes after {} s of it (Slurm may send it up to 60 s early), and the "
+               "job stops there{}; {}\n",
+               lead, *seconds, limit->first, *seconds - s.checkpoint_lead,
+               s.requeue ? " and requeues" : "", fix);
+}
+
 // The [slurm] keys the job set, each with its value's place: what sbatch's complaint is about.
 std::string slurm_keys(const muster::loaded_job_config& loaded) {
   std::string out;
@@ -147,6 +215,7 @@ int submit(const arguments& a) {
   const auto loaded = muster::load_job_config(a.job_file, a.overrides);
   const auto& config = loaded.config;
   check_plan(loaded, a.sbatch_options);
+  check_lead(loaded, a.sbatch_options);
   if (!config.slurm.time.empty() && config.slurm.checkpoint_lead == 0)
     fmt::print(stderr,
                "muster-sbatch: warning: slurm.checkpoint_lead = 0 ({}): nothing saves at the "

@@ -537,7 +537,7 @@ TEST_CASE(
   muster::test::temp_dir dir("muster-sbatch");
   const std::string sbatch = std::string(MUSTER_BIN_DIR) + "/muster-sbatch";
   const auto job = dir / "job.toml";
-  muster::test::write_file(job, "[job]\nname = \"sb\"\n[slurm]\nnodes = 2\ntime = \"5:00\"\n");
+  muster::test::write_file(job, "[job]\nname = \"sb\"\n[slurm]\nnodes = 2\ntime = \"10:00\"\n");
   const auto runs = dir / "runs";
   const std::vector<std::string> args = {sbatch,
                                          job.string(),
@@ -555,7 +555,7 @@ TEST_CASE(
   REQUIRE(shown.exit_code == 0);
   CHECK_THAT(shown.out,
              Catch::StartsWith("#!/bin/bash\n") && Catch::Contains("#SBATCH --nodes=2\n") &&
-                 Catch::Contains("#SBATCH --time=5:00\n") &&
+                 Catch::Contains("#SBATCH --time=10:00\n") &&
                  Catch::Contains("# submit (not done: --dry-run): 'sbatch' '--parsable'"));
   CHECK_FALSE(fs::exists(runs));
 
