@@ -1,6 +1,7 @@
 // muster-sbatch JOB.toml [sbatch options] [key=value ...] [--dry-run] [-- COMMAND ...]: builds
-// the batch script for a job file (batch_script.hpp), shows it with --dry-run, or writes it to
-// <runs_dir>/sbatch/ and submits it with sbatch (an argv, never a shell) and prints the job id.
+// the batch script for a job file (batch_script.hpp), shows it with --dry-run (writing nothing),
+// or writes it to <runs_dir>/sbatch/, submits it with sbatch (an argv, never a shell) and prints
+// the job id.
 //
 // Arguments after the job file: one that starts with '-' is an sbatch option (a bare word after
 // it is its value: prefer --qos=high), key=value is a job-file override for muster launch, and
@@ -40,7 +41,8 @@ constexpr const char* kUsage =
     "Builds the batch script for a job file from its [slurm] section (nodes, gpus_per_node,\n"
     "time, partition, account, checkpoint_lead, requeue): one `muster launch` task per node,\n"
     "Slurm's output in <runs_dir>/slurm-<job id>.out, linked into the run directory.\n"
-    "  --dry-run     print the script and the sbatch command; submit nothing\n"
+    "  --dry-run     print the script, where it would go and the sbatch command; write and\n"
+    "                submit nothing\n"
     "  -h, --help    this text; --version: the version\n"
     "  --opt=value   any other option goes to sbatch (it wins over the script's #SBATCH lines)\n"
     "  key=value     a job-file override, for the script and for muster launch\n"
@@ -235,10 +237,14 @@ int submit(const arguments& a) {
     std::string words;
     for (const auto& w : sbatch)
       words += (words.empty() ? "" : " ") + muster::slurm::shell_quote(w);
-    const auto file =
-        request.runs_dir / "sbatch" / fmt::format("{}-{}.sbatch", config.job.name, stamped);
-    fmt::print("# submit (not done: --dry-run): {} {}\n", words,
-               muster::slurm::shell_quote(file.string()));
+    // the name write_script would take first (it writes nothing here)
+    const auto file = muster::slurm::shell_quote(
+        (request.runs_dir / "sbatch" / fmt::format("{}-{}.sbatch", config.job.name, stamped))
+            .string());
+    fmt::print(
+        "# --dry-run: nothing written, nothing submitted. Without it muster-sbatch writes "
+        "the script above\n# to {} and runs: {} {}\n",
+        file, words, file);
     return kExitOk;
   }
   const auto file = muster::slurm::write_script(request.runs_dir, config.job.name, stamped, script);

@@ -553,10 +553,11 @@ TEST_CASE(
   dry.insert(dry.begin() + 2, "--dry-run");
   const auto shown = muster::test::run_process(dry, launch_env(cluster));
   REQUIRE(shown.exit_code == 0);
-  CHECK_THAT(shown.out,
-             Catch::StartsWith("#!/bin/bash\n") && Catch::Contains("#SBATCH --nodes=2\n") &&
-                 Catch::Contains("#SBATCH --time=10:00\n") &&
-                 Catch::Contains("# submit (not done: --dry-run): 'sbatch' '--parsable'"));
+  CHECK_THAT(shown.out, Catch::StartsWith("#!/bin/bash\n") &&
+                            Catch::Contains("#SBATCH --nodes=2\n") &&
+                            Catch::Contains("#SBATCH --time=10:00\n") &&
+                            Catch::Contains("# --dry-run: nothing written, nothing submitted.") &&
+                            Catch::Contains(" and runs: 'sbatch' '--parsable'"));
   CHECK_FALSE(fs::exists(runs));
 
   const auto submitted = muster::test::run_process(args, launch_env(cluster));

@@ -3,6 +3,7 @@
 // sbatch reads a slurm.conf of its own (no controller: it refuses the options first).
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -49,6 +50,23 @@ TEST_CASE("muster-sbatch refuses a layout the job's world cannot hold before sub
   CHECK_THAT(no_lead.err,
              Catch::Contains("warning: slurm.checkpoint_lead = 0 (command line "
                              "'slurm.checkpoint_lead=0'): nothing saves at the time limit"));
+}
+
+TEST_CASE("muster-sbatch --dry-run writes nothing and says where the script would go", "[sbatch]") {
+  muster::test::temp_dir dir;
+  muster::test::write_file(dir / "job.toml", "[job]\nname = \"dry\"\n");
+  const auto runs = dir / "runs";
+  const auto r = muster::test::run_process({kSbatch, (dir / "job.toml").string(), "--qos=high",
+                                            "launch.runs_dir=" + runs.string(), "--dry-run"});
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_FALSE(std::filesystem::exists(runs));  // not the script, not its folder
+  const auto tail = r.out.substr(r.out.find("\n# --dry-run"));
+  CHECK_THAT(tail, Catch::StartsWith("\n# --dry-run: nothing written, nothing submitted. Without "
+                                     "it muster-sbatch writes the script above\n# to '" +
+                                     (runs / "sbatch" / "dry-").string()) &&
+                       Catch::Contains(".sbatch' and runs: 'sbatch' '--parsable' '--qos=high' '" +
+                                       (runs / "sbatch" / "dry-").string()));
 }
 
 TEST_CASE("muster-sbatch refuses a slurm.time that is not one of Slurm's time formats",
