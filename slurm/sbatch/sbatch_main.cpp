@@ -263,11 +263,22 @@ int submit(const arguments& a) {
   }
   const auto id = r.output.substr(0, r.output.find_first_of(";\n"));
   fmt::print("{}\n", id);
-  fmt::print(stderr,
-             "muster-sbatch: submitted job {} ({}); run directory {}/{}-{}, Slurm output "
-             "{}/slurm-{}.out; follow it with: muster status --runs-dir {} {}\n",
-             id, file.string(), request.runs_dir.string(), config.job.name, id,
-             request.runs_dir.string(), id, request.runs_dir.string(), id);
+  const auto runs = request.runs_dir.string();
+  // an array's tasks each have a job id of their own, and a run directory <id>_<task id>
+  const bool array = std::any_of(
+      a.sbatch_options.begin(), a.sbatch_options.end(),
+      [](const std::string& o) { return o.starts_with("--array") || o.starts_with("-a"); });
+  if (array)
+    fmt::print(stderr,
+               "muster-sbatch: submitted array job {} ({}); run directories {}/{}-{}_<task id>, "
+               "each task's Slurm output {}/slurm-<the task's own job id>.out, linked into its "
+               "run directory as slurm.out; follow them with: muster status --runs-dir {} {}\n",
+               id, file.string(), runs, config.job.name, id, runs, runs, id);
+  else
+    fmt::print(stderr,
+               "muster-sbatch: submitted job {} ({}); run directory {}/{}-{}, Slurm output "
+               "{}/slurm-{}.out; follow it with: muster status --runs-dir {} {}\n",
+               id, file.string(), runs, config.job.name, id, runs, id, runs, id);
   return kExitOk;
 }
 

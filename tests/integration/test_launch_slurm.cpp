@@ -590,3 +590,62 @@ TEST_CASE(
   CHECK(bad.exit_code == 2);
   CHECK_THAT(bad.err, Catch::Contains("slurm.nodes"));
 }
+
+TEST_CASE(
+    "muster-sbatch --array names its task runs, which muster status lists by the array's job id",
+    "[slurm]") {
+  MUSTER_SKIP_WITHOUT_SLURM();
+  slurm_cluster cluster;
+  muster::test::temp_dir dir("muster-sbatch-array");
+  const auto job = dir / "job.toml";
+  muster::test::write_file(job, "[job]\nname = \"arr\"\n[slurm]\ntime = \"10:00\"\n");
+  const auto runs = dir / "runs";
+  const auto env = launch_env(cluster);
+  const auto submitted = muster::test::run_process(
+      {std::string(MUSTER_BIN_DIR) + "/muster-sbatch", job.string(), "--array=0-1",
+       "launch.runs_dir=" + runs.string(), "launch.master_addr=127.0.0.1", "launch.nproc=1", "--",
+       kWorker, "--sleep-ms", "300"},
+      env);
+  INFO("muster-sbatch: " << submitted.out << submitted.err);
+  REQUIRE(submitted.exit_code == 0);
+  const auto id = submitted.out.substr(0, submitted.out.find('\n'));
+  CHECK_THAT(submitted.err,
+             Catch::Contains("submitted array job " + id) &&
+                 Catch::Contains("run directories " + runs.string() + "/arr-" + id +
+                                 "_<task id>, each task's Slurm output " + runs.string() +
+                                 "/slurm-<the task's own job id>.out") &&
+                 Catch::Contains("follow them with: muster status --runs-dir " + runs.string() +
+                                 " " + id));
+  const std::vector<fs::path> tasks = {runs / ("arr-" + id + "_0"), runs / ("arr-" + id + "_1")};
+  const auto ended = [&](const fs::path& run) {
+    try {
+      const auto ranks = muster::store::run_reader(run).ranks();
+      return ranks.size() == 1 && ranks[0].state == muster::store::rank_state::succeeded;
+    } catch (const std::exception&) {
+      return false;  // no store yet
+    }
+  };
+  if (!wait_for([&] { return ended(tasks[0]) && ended(tasks[1]); }, 40s))
+    FAIL("the array's two tasks did not end within 40 s\n" << cluster.log_tail());
+
+  const auto status =
+      muster::test::run_process({kMuster, "status", "--runs-dir", runs.string(), id}, env);
+  INFO("muster status: " << status.out << status.err);
+  CHECK(status.exit_code == 0);
+  CHECK_THAT(status.out,
+             Catch::StartsWith("Slurm array job " + id + ": 2 task runs in " + runs.string()) &&
+                 Catch::Contains("\narr-" + id + "_0 ") && Catch::Contains("\narr-" + id + "_1 "));
+  // one task by its own id, as before
+  const auto one =
+      muster::test::run_process({kMuster, "status", "--runs-dir", runs.string(), id + "_1"}, env);
+  CHECK(one.exit_code == 0);
+  CHECK_THAT(one.out, Catch::StartsWith("run       arr-" + id + "_1 "));
+  // diagnose reads one run: it asks which
+  const auto diagnosed =
+      muster::test::run_process({kMuster, "diagnose", "--runs-dir", runs.string(), id}, env);
+  CHECK(diagnosed.exit_code == 2);
+  CHECK_THAT(diagnosed.err,
+             Catch::Contains(id + ": Slurm array job " + id + " has 2 task runs in " +
+                             runs.string() + ": arr-" + id + "_0, arr-" + id +
+                             "_1; give one, by its task's job id (" + id + "_0)"));
+}
