@@ -2,8 +2,8 @@
 // one run (a run id or the start of one, a run directory, or a Slurm job id): its state,
 // layout, progress, each rank's last step and heartbeat (laggards marked), restarts, the first
 // failure and the ranks' errors. Reads the run store read-only, while the run goes on or after.
-// A Slurm job of the user's with no run yet (pending) gets what squeue says of it. An array
-// job's id lists its tasks' runs.
+// A Slurm job of the user's with no run yet (pending) gets what squeue says of it; one squeue no
+// longer has, why it has none. An array job's id lists its tasks' runs.
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
@@ -58,6 +58,23 @@ int show_array(const status_options& o, const std::vector<std::filesystem::path>
   return kExitOk;
 }
 
+// A Slurm job id (or array task id) with no run: what squeue says of it, else why there is none
+// (throws errc::invalid_input). False when squeue cannot say (no Slurm here, or it failed).
+bool show_job(const status_options& o) {
+  const auto slurm = st::user_slurm_jobs(std::chrono::seconds(10));
+  if (!slurm || !slurm->error.empty()) return false;
+  if (const auto* job = st::find_job(*slurm, o.run)) {
+    fmt::print("{}", o.json ? st::job_json(*job) : st::job_text(*job, o.runs_dir));
+    return true;
+  }
+  MUSTER_THROW(errc::invalid_input,
+               "{}: no run directory for Slurm job {} in {}, and squeue --me no longer has it: "
+               "its launchers never started (a job cancelled while it was pending, or one whose "
+               "prolog failed: sinfo -R names the node it drained and the reason), or it ran with "
+               "another launch.runs_dir (--runs-dir DIR); sacct -j {} gives the job's state",
+               o.run, o.run, o.runs_dir, o.run);
+}
+
 int show(const status_options& o) {
   if (o.run.empty()) {
     const auto runs = st::list_runs(o.runs_dir);
@@ -78,12 +95,8 @@ int show(const status_options& o) {
       throw;
     if (const auto tasks = st::array_task_runs(o.run, o.runs_dir); tasks.size() > 1)
       return show_array(o, tasks);
-    const auto slurm = st::user_slurm_jobs(std::chrono::seconds(10));
-    if (!slurm) throw;
-    const auto* job = st::find_job(*slurm, o.run);
-    if (!job) throw;
-    fmt::print("{}", o.json ? st::job_json(*job) : st::job_text(*job, o.runs_dir));
-    return kExitOk;
+    if (show_job(o)) return kExitOk;
+    throw;
   }
   for (;;) {
     const auto now = store::now_ms();

@@ -512,11 +512,16 @@ TEST_CASE("muster status lists the user's Slurm jobs beside the runs, each with 
   const auto job_doc = nlohmann::json::parse(one_json.out);
   CHECK(job_doc["run"].is_null());
   CHECK(job_doc["slurm_job"]["state"] == "RUNNING");
-  // an id no job has is still refused, naming it
+  // an id squeue does not have (any more) is refused, saying why it has no run and where to look
   const auto none = muster::test::run_process(
       {kMuster, "status", "--runs-dir", runs.path().string(), "999999"}, env);
   CHECK(none.exit_code == 2);
-  CHECK_THAT(none.err, Catch::Contains("999999: no run directory, run id or Slurm job id"));
+  CHECK_THAT(
+      none.err,
+      Catch::Contains("999999: no run directory for Slurm job 999999 in " + runs.path().string() +
+                      ", and squeue --me no longer has it: its launchers never started") &&
+          Catch::Contains("prolog failed: sinfo -R names the node it drained") &&
+          Catch::Contains("sacct -j 999999 gives the job's state"));
 
   // a controller that does not answer: one line that says so, the runs still listed
   env.set["SLURM_CONF"] = (runs / "missing.conf").string();
