@@ -221,9 +221,9 @@ const field<job_config> kSchema[] = {
     FIELD(slurm.nodes, "slurm.nodes", "nodes muster-sbatch asks for (one muster launch task each)"),
     FIELD(slurm.gpus_per_node, "slurm.gpus_per_node",
           "GPUs per node muster-sbatch asks for (--gpus-per-node); 0 = none"),
-    FIELD(
-        slurm.time, "slurm.time",
-        "time limit (--time, e.g. \"4:00:00\" or \"1-00:00:00\"); \"\" = the partition's default"),
+    FIELD(slurm.time, "slurm.time",
+          "time limit (--time): minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS (e.g. "
+          "\"4:00:00\" or \"1-00:00:00\"), or UNLIMITED; \"\" = the partition's default"),
     FIELD(slurm.partition, "slurm.partition",
           "partition (--partition); \"\" = the cluster's default"),
     FIELD(slurm.account, "slurm.account", "account (--account); \"\" = the user's default"),
@@ -406,12 +406,16 @@ void validate_slurm(const slurm_section& s, const config::sources& where) {
   check_at_least(s.nodes, 1, where, "slurm.nodes");
   check_at_least(s.gpus_per_node, 0, where, "slurm.gpus_per_node");
   check_at_least(s.checkpoint_lead, 0, where, "slurm.checkpoint_lead");
+  MUSTER_CHECK(s.time.empty() || slurm_time_seconds(s.time), errc::config,
+               "{}: slurm.time: \"{}\" is not a Slurm time limit; use minutes (\"90\"), MM:SS, "
+               "HH:MM:SS (\"4:00:00\"), D-HH, D-HH:MM or D-HH:MM:SS (\"1-00:00:00\"), "
+               "\"UNLIMITED\", or \"\" for the partition's default",
+               config::place_of(where, "slurm.time"), s.time);
   for (auto [key, value] :
-       {std::pair{"slurm.time", &s.time}, std::pair{"slurm.partition", &s.partition},
-        std::pair{"slurm.account", &s.account}})
+       {std::pair{"slurm.partition", &s.partition}, std::pair{"slurm.account", &s.account}})
     MUSTER_CHECK(value->find_first_of(" \t\n'\"\\$`;&|<>") == std::string::npos, errc::config,
-                 "{}: {}: \"{}\" holds a space or a shell character; Slurm names and times have "
-                 "none (e.g. \"gpu\", \"4:00:00\")",
+                 "{}: {}: \"{}\" holds a space or a shell character; Slurm names have none "
+                 "(e.g. \"gpu\")",
                  config::place_of(where, key), key, *value);
 }
 
@@ -439,7 +443,44 @@ void forget_default_model_keys(job_config& config, config::sources& where) {
   }
 }
 
+// A field of a Slurm time: digits, at most 9 (no overflow); nothing otherwise.
+std::optional<std::int64_t> time_field(std::string_view text) {
+  if (text.empty() || text.size() > 9) return std::nullopt;
+  std::int64_t value = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    value = value * 10 + (c - '0');
+  }
+  return value;
+}
+
 }  // namespace
+
+std::optional<std::int64_t> slurm_time_seconds(std::string_view text) {
+  std::string upper(text);
+  std::transform(upper.begin(), upper.end(), upper.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  if (upper == "UNLIMITED" || upper == "INFINITE") return 0;
+  std::optional<std::int64_t> days;
+  if (const auto dash = text.find('-'); dash != std::string_view::npos) {
+    days = time_field(text.substr(0, dash));
+    if (!days) return std::nullopt;
+    text.remove_prefix(dash + 1);
+  }
+  std::vector<std::int64_t> fields;  // split at ':'
+  for (;;) {
+    const auto colon = text.find(':');
+    const auto field = time_field(text.substr(0, colon));
+    if (!field || fields.size() == 3) return std::nullopt;
+    fields.push_back(*field);
+    if (colon == std::string_view::npos) break;
+    text.remove_prefix(colon + 1);
+  }
+  // after days: HH[:MM[:SS]]; without: MM, MM:SS or HH:MM:SS
+  if (!days && fields.size() < 3) fields.insert(fields.begin(), 0);
+  fields.resize(3, 0);
+  return days.value_or(0) * 86400 + fields[0] * 3600 + fields[1] * 60 + fields[2];
+}
 
 std::span<const config::field<job_config>> job_config_schema() {
   return kSchema;

@@ -6,9 +6,12 @@
 // to job_config_schema(), its checks to validate(), and its keys to the example.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/config_schema.hpp"
@@ -147,12 +150,18 @@ struct comm_section {
 struct slurm_section {
   int nodes = 1;
   int gpus_per_node = 0;      // --gpus-per-node; 0 = ask for none (CPU jobs)
-  std::string time;           // --time ("4:00:00", "1-00:00:00"); "" = the partition's default
+  std::string time;           // --time (slurm_time_seconds); "" = the partition's default
   std::string partition;      // "" = the cluster's default
   std::string account;        // "" = the user's default
   int checkpoint_lead = 300;  // --signal=B:USR1@N: USR1 N s before the limit; 0 = none
   bool requeue = false;       // --requeue, and launch.requeue_on_signal for the launchers
 };
+
+// Slurm's time limit `text` (--time) in seconds: minutes ("90"), MM:SS, HH:MM:SS, D-HH,
+// D-HH:MM or D-HH:MM:SS, each field digits and none bounded, as Slurm reads them ("90:00" is 90
+// minutes); "0", "UNLIMITED" and "INFINITE" (any case) are no limit: 0. std::nullopt for text
+// that is none of these (sbatch would refuse it).
+std::optional<std::int64_t> slurm_time_seconds(std::string_view text);
 
 struct job_config {
   job_section job;

@@ -167,7 +167,7 @@ node_run_result run_node(const node_run_plan& plan, const store::run_paths& path
   options.on_event = [&](const supervisor_event& e) {
     recorder(e);
     if (g && e.what == supervisor_event::kind::forwarded_signal && config.launch.requeue_on_signal)
-      g->ask_requeue(fmt::format("{} on {}", signal_name(e.signal), plan.host));
+      g->ask_requeue(fmt::format("{}, seen first on {}", signal_name(e.signal), plan.host));
   };
   options.timeout_hang = std::chrono::seconds(config.launch.timeout_hang);
   options.heartbeat_path = [&paths](int rank) { return paths.rank_heartbeat_file(rank); };

@@ -49,7 +49,9 @@ struct node_run_group {
 
 struct node_run_result {
   int exit_code = 0;                       // the job's first failure's code, else 0
-  std::optional<std::string> requeue_asked;  // a node forwarded SIGUSR1/2 (requeue_on_signal)
+  // a node forwarded SIGUSR1/2 (requeue_on_signal): the signal and the host of the node that
+  // forwarded it first, "SIGUSR1, seen first on gpu-a02"
+  std::optional<std::string> requeue_asked;
 };
 
 // Runs this node's ranks to the end. The run directory exists; this node's store file is

@@ -336,15 +336,15 @@ int run_slurm_launch(const job_request& request) {
   }
 
   if (node == 0 && config.launch.requeue_on_signal && result.requeue_asked) {
-    auto requeued = requeue_job(slurm_job_text(step));
+    const auto requeued = requeue_job(slurm_job_text(step));
+    // "requeued job 11 after SIGUSR1, seen first on gpu-a02 (scontrol requeue: ok)"
+    const auto what = fmt::format("{} job {} after {} (scontrol requeue: {})",
+                                  requeued.ok ? "requeued" : "could not requeue",
+                                  slurm_job_text(step), *result.requeue_asked, requeued.message);
     store::node_writer db(paths.node_db(host));
     db.add_event({store::now_ms(), std::nullopt,
-                  requeued.ok ? store::severity::warn : store::severity::error, "requeue",
-                  fmt::format("{} after {}: {}", requeued.ok ? "requeued" : "requeue failed",
-                              *result.requeue_asked, requeued.message)});
-    fmt::print(stderr, "muster: {} job {} after {}: {}\n",
-               requeued.ok ? "requeued" : "could not requeue", slurm_job_text(step),
-               *result.requeue_asked, requeued.message);
+                  requeued.ok ? store::severity::warn : store::severity::error, "requeue", what});
+    fmt::print(stderr, "muster: {}\n", what);
   }
   return result.exit_code;
 }

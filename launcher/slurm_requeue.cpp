@@ -14,7 +14,8 @@ requeue_result requeue_job(const std::string& job_id) {
             fmt::format("cannot run scontrol: {}; is Slurm's scontrol on PATH?", run.why_not)};
   if (run.timed_out) return {false, "scontrol requeue did not answer within 30 s"};
   std::string output = run.output;
-  if (output.empty()) output = run.ok() ? "requeued" : "scontrol failed without a message";
+  output.erase(output.find_last_not_of(" \n") + 1);  // scontrol's lines end in a newline
+  if (output.empty()) output = run.ok() ? "ok" : "failed without a message";
   return {run.ok(), output};
 }
 

@@ -9,7 +9,7 @@ namespace muster::launcher {
 
 struct requeue_result {
   bool ok = false;
-  std::string message;  // scontrol's output, or why it could not run
+  std::string message;  // scontrol's output ("ok" when it says nothing), or why it did not run
 };
 
 // Runs `scontrol requeue <job_id>` and waits for it.

@@ -2,10 +2,13 @@
 // one run (a run id or the start of one, a run directory, or a Slurm job id): its state,
 // layout, progress, each rank's last step and heartbeat (laggards marked), restarts, the first
 // failure and the ranks' errors. Reads the run store read-only, while the run goes on or after.
-// A Slurm job of the user's with no run yet (pending) gets what squeue says of it.
+// A Slurm job of the user's with no run yet (pending) gets what squeue says of it; one squeue no
+// longer has, why it has none. An array job's id lists its tasks' runs.
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -30,8 +33,50 @@ bool ended(const launcher::status::run_status& s) {
                     s.run->state != store::run_state::created);
 }
 
+namespace st = launcher::status;
+
+// The runs of array job `id`'s tasks (st::array_task_runs), as the list of runs shows them, with
+// what squeue says of the array's tasks.
+int show_array(const status_options& o, const std::vector<std::filesystem::path>& tasks) {
+  const auto of_array = [&](const std::filesystem::path& dir) {
+    return std::find(tasks.begin(), tasks.end(), dir) != tasks.end();
+  };
+  auto runs = st::list_runs(o.runs_dir);
+  std::erase_if(runs, [&](const st::run_entry& r) { return !of_array(r.dir); });
+  auto storeless = st::storeless_runs(o.runs_dir);
+  std::erase_if(storeless, [&](const std::filesystem::path& dir) { return !of_array(dir); });
+  auto slurm = st::user_slurm_jobs(std::chrono::seconds(10));
+  if (slurm)
+    std::erase_if(slurm->jobs,
+                  [&](const st::slurm_job& j) { return !j.id.starts_with(o.run + "_"); });
+  if (o.json) {
+    fmt::print("{}", st::runs_json(runs, store::now_ms(), slurm, storeless));
+    return kExitOk;
+  }
+  fmt::print("Slurm array job {}: {} task runs in {} (muster status {}_<task id> shows one)\n",
+             o.run, tasks.size(), o.runs_dir, o.run);
+  fmt::print("{}", st::runs_text(runs, store::now_ms(), slurm, storeless));
+  return kExitOk;
+}
+
+// A Slurm job id (or array task id) with no run: what squeue says of it, else why there is none
+// (throws errc::invalid_input). False when squeue cannot say (no Slurm here, or it failed).
+bool show_job(const status_options& o) {
+  const auto slurm = st::user_slurm_jobs(std::chrono::seconds(10));
+  if (!slurm || !slurm->error.empty()) return false;
+  if (const auto* job = st::find_job(*slurm, o.run)) {
+    fmt::print("{}", o.json ? st::job_json(*job) : st::job_text(*job, o.runs_dir));
+    return true;
+  }
+  MUSTER_THROW(errc::invalid_input,
+               "{}: no run directory for Slurm job {} in {}, and squeue --me no longer has it: "
+               "its launchers never started (a job cancelled while it was pending, or one whose "
+               "prolog failed: sinfo -R names the node it drained and the reason), or it ran with "
+               "another launch.runs_dir (--runs-dir DIR); sacct -j {} gives the job's state",
+               o.run, o.run, o.runs_dir, o.run);
+}
+
 int show(const status_options& o) {
-  namespace st = launcher::status;
   if (o.run.empty()) {
     const auto runs = st::list_runs(o.runs_dir);
     const auto slurm = st::user_slurm_jobs(std::chrono::seconds(10));
@@ -44,16 +89,15 @@ int show(const status_options& o) {
   try {
     dir = st::find_run(o.run, o.runs_dir);
   } catch (const error& e) {
-    // a Slurm job id with no run yet (pending, or before its launch starts): what squeue says
+    // a Slurm job id: an array's task runs, or with no run yet (pending, or before its launch
+    // starts) what squeue says
     if (e.category() != errc::invalid_input ||
         o.run.find_first_not_of("0123456789_") != std::string::npos)
       throw;
-    const auto slurm = st::user_slurm_jobs(std::chrono::seconds(10));
-    if (!slurm) throw;
-    const auto* job = st::find_job(*slurm, o.run);
-    if (!job) throw;
-    fmt::print("{}", o.json ? st::job_json(*job) : st::job_text(*job, o.runs_dir));
-    return kExitOk;
+    if (const auto tasks = st::array_task_runs(o.run, o.runs_dir); tasks.size() > 1)
+      return show_array(o, tasks);
+    if (show_job(o)) return kExitOk;
+    throw;
   }
   for (;;) {
     const auto now = store::now_ms();

@@ -8,7 +8,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <map>
+#include <utility>
+#include <vector>
 
 #include "common/error.hpp"
 #include "common/heartbeat_line.hpp"
@@ -177,6 +180,29 @@ std::vector<fs::path> storeless_runs(const fs::path& runs_dir) {
   return out;
 }
 
+std::vector<fs::path> array_task_runs(const std::string& job_id, const fs::path& runs_dir) {
+  std::vector<std::pair<std::uint64_t, fs::path>> tasks;
+  if (job_id.empty() || job_id.size() > 12 ||
+      job_id.find_first_not_of("0123456789") != std::string::npos)
+    return {};
+  const auto marker = "-" + job_id + "_";
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(runs_dir, ec)) {
+    const auto name = e.path().filename().string();
+    const auto at = name.rfind(marker);
+    if (at == std::string::npos || at == 0 || !e.is_directory()) continue;
+    const auto task = name.substr(at + marker.size());
+    if (task.empty() || task.size() > 12 ||
+        task.find_first_not_of("0123456789") != std::string::npos)
+      continue;
+    tasks.emplace_back(std::stoull(task), e.path());
+  }
+  std::sort(tasks.begin(), tasks.end());
+  std::vector<fs::path> out;
+  for (auto& [task, dir] : tasks) out.push_back(std::move(dir));
+  return out;
+}
+
 // A run directory whose launchers stopped before any rank started (a failed rendezvous) has
 // a job.toml and slurm.out, maybe logs, but no run store: say so, and what there is to read.
 [[noreturn]] void throw_storeless(const std::string& what, const fs::path& dir) {
@@ -223,6 +249,20 @@ fs::path find_run(const std::string& what, const fs::path& runs_dir, bool storel
     const auto name = e.path().filename().string();
     if (e.is_directory() && name.size() > what.size() + 1 && name.ends_with("-" + what))
       return without_store(e.path());
+  }
+  // an array job: its tasks' runs are <job.name>-<job id>_<task id>
+  const auto tasks = array_task_runs(what, runs_dir);
+  if (tasks.size() == 1)
+    return has_node_files(tasks.front()) ? tasks.front() : without_store(tasks.front());
+  if (!tasks.empty()) {
+    std::vector<std::string> names;
+    for (const auto& t : tasks) names.push_back(t.filename().string());
+    const auto first = names.front();
+    MUSTER_THROW(errc::invalid_input,
+                 "{}: Slurm array job {} has {} task runs in {}: {}; give one, by its task's job "
+                 "id ({}) or its directory",
+                 what, what, tasks.size(), runs_dir.string(), fmt::join(names, ", "),
+                 first.substr(first.rfind('-') + 1));
   }
   MUSTER_THROW(errc::invalid_input,
                "{}: no run directory, run id or Slurm job id of that name in {}; `muster "

@@ -68,9 +68,16 @@ std::vector<run_entry> list_runs(const std::filesystem::path& runs_dir);
 // (slurm.out): jobs whose launchers stopped before any rank started. By name.
 std::vector<std::filesystem::path> storeless_runs(const std::filesystem::path& runs_dir);
 
+// The run directories under `runs_dir` of Slurm array job `job_id`'s tasks,
+// <job.name>-<job_id>_<task id>, with a run store or without, by task id. Empty unless `job_id`
+// is a job id alone (digits).
+std::vector<std::filesystem::path> array_task_runs(const std::string& job_id,
+                                                   const std::filesystem::path& runs_dir);
+
 // The run directory `what` names: a directory path, a run id under `runs_dir` (or the start of
-// one, when only one matches), or a Slurm job id that one run records. Throws
-// errc::invalid_input naming what was looked for, where, and what there is; for a run directory
+// one, when only one matches), a Slurm job id that one run records, or an array job id whose
+// one task has a run. Throws errc::invalid_input naming what was looked for, where, and what
+// there is (the task runs of an array job with several, to pick one); for a run directory
 // without a run store (its launchers stopped before any rank started) too, saying what to read,
 // unless `storeless` (diagnose reads its slurm.out and logs), which returns it.
 std::filesystem::path find_run(const std::string& what, const std::filesystem::path& runs_dir,

@@ -1,6 +1,7 @@
 // muster-sbatch JOB.toml [sbatch options] [key=value ...] [--dry-run] [-- COMMAND ...]: builds
-// the batch script for a job file (batch_script.hpp), shows it with --dry-run, or writes it to
-// <runs_dir>/sbatch/ and submits it with sbatch (an argv, never a shell) and prints the job id.
+// the batch script for a job file (batch_script.hpp), shows it with --dry-run (writing nothing),
+// or writes it to <runs_dir>/sbatch/, submits it with sbatch (an argv, never a shell) and prints
+// the job id.
 //
 // Arguments after the job file: one that starts with '-' is an sbatch option (a bare word after
 // it is its value: prefer --qos=high), key=value is a job-file override for muster launch, and
@@ -9,10 +10,14 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/config_load.hpp"
@@ -36,7 +41,8 @@ constexpr const char* kUsage =
     "Builds the batch script for a job file from its [slurm] section (nodes, gpus_per_node,\n"
     "time, partition, account, checkpoint_lead, requeue): one `muster launch` task per node,\n"
     "Slurm's output in <runs_dir>/slurm-<job id>.out, linked into the run directory.\n"
-    "  --dry-run     print the script and the sbatch command; submit nothing\n"
+    "  --dry-run     print the script, where it would go and the sbatch command; write and\n"
+    "                submit nothing\n"
     "  -h, --help    this text; --version: the version\n"
     "  --opt=value   any other option goes to sbatch (it wins over the script's #SBATCH lines)\n"
     "  key=value     a job-file override, for the script and for muster launch\n"
@@ -134,6 +140,70 @@ void check_plan(const muster::loaded_job_config& loaded,
   plan::make_plan(config, loaded.where, request);
 }
 
+// Where `key` was set, or "the default".
+std::string place_or_default(const muster::loaded_job_config& loaded, const std::string& key) {
+  return loaded.where.count(key) ? muster::config::place_of(loaded.where, key) : "the default";
+}
+
+// The job's time limit: what sets it, for messages ("sbatch option -t 30", or "slurm.time =
+// \"0:30:00\", <its place>"), and its text. An sbatch option (--time=T, --time T, -t T, -tT;
+// the last wins, as in sbatch) wins over slurm.time. Nothing when neither sets one.
+std::optional<std::pair<std::string, std::string>> time_limit(
+    const muster::loaded_job_config& loaded, const std::vector<std::string>& sbatch_options) {
+  std::optional<std::pair<std::string, std::string>> found;
+  for (std::size_t i = 0; i < sbatch_options.size(); ++i) {
+    const auto& o = sbatch_options[i];
+    if (o.starts_with("--time="))
+      found.emplace("sbatch option " + o, o.substr(7));
+    else if ((o == "--time" || o == "-t") && i + 1 < sbatch_options.size())
+      found.emplace("sbatch option " + o + " " + sbatch_options[i + 1], sbatch_options[i + 1]);
+    else if (o.starts_with("-t") && o.size() > 2)
+      found.emplace("sbatch option " + o, o.substr(2));
+  }
+  if (found || loaded.config.slurm.time.empty()) return found;
+  return std::pair{fmt::format("slurm.time = \"{}\", {}", loaded.config.slurm.time,
+                               place_or_default(loaded, "slurm.time")),
+                   loaded.config.slurm.time};
+}
+
+// slurm.checkpoint_lead against the time limit: Slurm sends USR1 that long before the limit. A
+// lead not less than the limit sends it as the job starts (and with slurm.requeue the job
+// requeues itself for ever, no step done): throws errc::config. More than half: a warning.
+void check_lead(const muster::loaded_job_config& loaded,
+                const std::vector<std::string>& sbatch_options) {
+  const auto& s = loaded.config.slurm;
+  if (s.checkpoint_lead == 0) return;
+  for (const auto& option : sbatch_options)
+    if (option.starts_with("--signal")) return;  // sbatch's own USR1 wins over the lead
+  const auto limit = time_limit(loaded, sbatch_options);
+  if (!limit) return;  // the partition's default: unknown here
+  auto seconds = muster::slurm_time_seconds(limit->second);
+  if (!seconds || *seconds == 0) return;  // sbatch refuses it, or no limit
+  *seconds = (*seconds + 59) / 60 * 60;   // Slurm counts a limit in whole minutes, rounded up
+  const auto lead = fmt::format("slurm.checkpoint_lead = {} ({})", s.checkpoint_lead,
+                                place_or_default(loaded, "slurm.checkpoint_lead"));
+  const auto fix = fmt::format(
+      "set slurm.checkpoint_lead to {} or less (e.g. {}), above your "
+      "slowest checkpoint save",
+      *seconds / 2, std::max<std::int64_t>(1, *seconds / 4));
+  MUSTER_CHECK(s.checkpoint_lead < *seconds, muster::errc::config,
+               "muster-sbatch: {} is not less than the job's time limit of {} s ({}): Slurm "
+               "would send USR1 as the job starts{}; {}, or 0 for no USR1, or give the job more "
+               "time",
+               lead, *seconds, limit->first,
+               s.requeue ? ", and with slurm.requeue = true the job would requeue itself for "
+                           "ever without a step done"
+                         : "",
+               fix);
+  if (s.checkpoint_lead * 2 > *seconds)
+    fmt::print(stderr,
+               "muster-sbatch: warning: {} is more than half of the job's time limit of {} s "
+               "({}): USR1 comes after {} s of it (Slurm may send it up to 60 s early), and the "
+               "job stops there{}; {}\n",
+               lead, *seconds, limit->first, *seconds - s.checkpoint_lead,
+               s.requeue ? " and requeues" : "", fix);
+}
+
 // The [slurm] keys the job set, each with its value's place: what sbatch's complaint is about.
 std::string slurm_keys(const muster::loaded_job_config& loaded) {
   std::string out;
@@ -147,6 +217,7 @@ int submit(const arguments& a) {
   const auto loaded = muster::load_job_config(a.job_file, a.overrides);
   const auto& config = loaded.config;
   check_plan(loaded, a.sbatch_options);
+  check_lead(loaded, a.sbatch_options);
   if (!config.slurm.time.empty() && config.slurm.checkpoint_lead == 0)
     fmt::print(stderr,
                "muster-sbatch: warning: slurm.checkpoint_lead = 0 ({}): nothing saves at the "
@@ -166,10 +237,14 @@ int submit(const arguments& a) {
     std::string words;
     for (const auto& w : sbatch)
       words += (words.empty() ? "" : " ") + muster::slurm::shell_quote(w);
-    const auto file =
-        request.runs_dir / "sbatch" / fmt::format("{}-{}.sbatch", config.job.name, stamped);
-    fmt::print("# submit (not done: --dry-run): {} {}\n", words,
-               muster::slurm::shell_quote(file.string()));
+    // the name write_script would take first (it writes nothing here)
+    const auto file = muster::slurm::shell_quote(
+        (request.runs_dir / "sbatch" / fmt::format("{}-{}.sbatch", config.job.name, stamped))
+            .string());
+    fmt::print(
+        "# --dry-run: nothing written, nothing submitted. Without it muster-sbatch writes "
+        "the script above\n# to {} and runs: {} {}\n",
+        file, words, file);
     return kExitOk;
   }
   const auto file = muster::slurm::write_script(request.runs_dir, config.job.name, stamped, script);
@@ -188,11 +263,22 @@ int submit(const arguments& a) {
   }
   const auto id = r.output.substr(0, r.output.find_first_of(";\n"));
   fmt::print("{}\n", id);
-  fmt::print(stderr,
-             "muster-sbatch: submitted job {} ({}); run directory {}/{}-{}, Slurm output "
-             "{}/slurm-{}.out; follow it with: muster status --runs-dir {} {}\n",
-             id, file.string(), request.runs_dir.string(), config.job.name, id,
-             request.runs_dir.string(), id, request.runs_dir.string(), id);
+  const auto runs = request.runs_dir.string();
+  // an array's tasks each have a job id of their own, and a run directory <id>_<task id>
+  const bool array = std::any_of(
+      a.sbatch_options.begin(), a.sbatch_options.end(),
+      [](const std::string& o) { return o.starts_with("--array") || o.starts_with("-a"); });
+  if (array)
+    fmt::print(stderr,
+               "muster-sbatch: submitted array job {} ({}); run directories {}/{}-{}_<task id>, "
+               "each task's Slurm output {}/slurm-<the task's own job id>.out, linked into its "
+               "run directory as slurm.out; follow them with: muster status --runs-dir {} {}\n",
+               id, file.string(), runs, config.job.name, id, runs, runs, id);
+  else
+    fmt::print(stderr,
+               "muster-sbatch: submitted job {} ({}); run directory {}/{}-{}, Slurm output "
+               "{}/slurm-{}.out; follow it with: muster status --runs-dir {} {}\n",
+               id, file.string(), runs, config.job.name, id, runs, id, runs, id);
   return kExitOk;
 }
 

@@ -167,3 +167,33 @@ TEST_CASE("the parallel, model and train sections are validated with the fix", "
              Catch::Matches(".*job.toml:2:15: model.config_json: .*/nosuch.json: cannot read the "
                             "Hugging Face config.*"));
 }
+
+TEST_CASE("slurm.time takes Slurm's time formats and refuses others, naming them", "[job_config]") {
+  using muster::slurm_time_seconds;
+  CHECK(slurm_time_seconds("90") == 90 * 60);                         // minutes
+  CHECK(slurm_time_seconds("5:30") == 5 * 60 + 30);                   // MM:SS
+  CHECK(slurm_time_seconds("90:00") == 90 * 60);                      // Slurm bounds no field
+  CHECK(slurm_time_seconds("0:05:00") == 300);                        // HH:MM:SS
+  CHECK(slurm_time_seconds("2-12") == 2 * 86400 + 12 * 3600);         // D-HH
+  CHECK(slurm_time_seconds("1-02:03") == 86400 + 2 * 3600 + 3 * 60);  // D-HH:MM
+  CHECK(slurm_time_seconds("1-00:00:01") == 86400 + 1);               // D-HH:MM:SS
+  CHECK(slurm_time_seconds("0") == 0);                                // no limit, as the words
+  CHECK(slurm_time_seconds("UNLIMITED") == 0);
+  CHECK(slurm_time_seconds("infinite") == 0);
+  for (const char* bad : {"banana", "", "10min", "1:2:3:4", "1-2:3:4:5", "-5", "1-", ":30", "1::2",
+                          "1--2", "4:00:00 ", "1.5", "1234567890"}) {
+    INFO("slurm.time = " << bad);
+    CHECK_FALSE(slurm_time_seconds(bad));
+  }
+  CHECK_THAT(load_error("[slurm]\ntime = \"banana\"\n"),
+             Catch::Contains("job.toml:2:8: slurm.time: \"banana\" is not a Slurm time limit; use "
+                             "minutes (\"90\"), MM:SS, HH:MM:SS (\"4:00:00\"), D-HH, D-HH:MM or "
+                             "D-HH:MM:SS (\"1-00:00:00\"), \"UNLIMITED\""));
+  CHECK_THAT(load_error("", {"slurm.time=4h"}),
+             Catch::Contains("command line 'slurm.time=4h': slurm.time: \"4h\" is not"));
+  for (const char* good : {"", "30", "4:00:00", "1-00:00:00", "UNLIMITED"}) {
+    INFO("slurm.time = " << good);
+    CHECK_NOTHROW(
+        muster::load_job_config("", std::vector<std::string>{std::string("slurm.time=") + good}));
+  }
+}

@@ -439,7 +439,10 @@ TEST_CASE(
     if (e.is_directory()) dirs.push_back(e.path());
   CHECK(dirs == std::vector<fs::path>{dir});  // both starts in one run directory
   const auto events = muster::store::run_reader(dir).events();
-  CHECK(has_event(node_events(dir, "gpu-a01"), "requeue", "requeued after SIGUSR1 on gpu-a0"));
+  // node 0 requeues; the host named is the one whose launcher forwarded the signal first
+  CHECK(has_event(node_events(dir, "gpu-a01"), "requeue",
+                  "requeued job " + job + " after SIGUSR1, seen first on gpu-a0"));
+  CHECK(has_event(node_events(dir, "gpu-a01"), "requeue", "(scontrol requeue: ok)"));
   int resumed = 0;
   for (const auto& e : events)
     resumed += e.kind == "resumed" && e.message.find("SLURM_RESTART_COUNT=1") != std::string::npos;
@@ -513,11 +516,16 @@ TEST_CASE("muster status lists the user's Slurm jobs beside the runs, each with 
   const auto job_doc = nlohmann::json::parse(one_json.out);
   CHECK(job_doc["run"].is_null());
   CHECK(job_doc["slurm_job"]["state"] == "RUNNING");
-  // an id no job has is still refused, naming it
+  // an id squeue does not have (any more) is refused, saying why it has no run and where to look
   const auto none = muster::test::run_process(
       {kMuster, "status", "--runs-dir", runs.path().string(), "999999"}, env);
   CHECK(none.exit_code == 2);
-  CHECK_THAT(none.err, Catch::Contains("999999: no run directory, run id or Slurm job id"));
+  CHECK_THAT(
+      none.err,
+      Catch::Contains("999999: no run directory for Slurm job 999999 in " + runs.path().string() +
+                      ", and squeue --me no longer has it: its launchers never started") &&
+          Catch::Contains("prolog failed: sinfo -R names the node it drained") &&
+          Catch::Contains("sacct -j 999999 gives the job's state"));
 
   // a controller that does not answer: one line that says so, the runs still listed
   env.set["SLURM_CONF"] = (runs / "missing.conf").string();
@@ -538,7 +546,7 @@ TEST_CASE(
   muster::test::temp_dir dir("muster-sbatch");
   const std::string sbatch = std::string(MUSTER_BIN_DIR) + "/muster-sbatch";
   const auto job = dir / "job.toml";
-  muster::test::write_file(job, "[job]\nname = \"sb\"\n[slurm]\nnodes = 2\ntime = \"5:00\"\n");
+  muster::test::write_file(job, "[job]\nname = \"sb\"\n[slurm]\nnodes = 2\ntime = \"10:00\"\n");
   const auto runs = dir / "runs";
   const std::vector<std::string> args = {sbatch,
                                          job.string(),
@@ -554,10 +562,11 @@ TEST_CASE(
   dry.insert(dry.begin() + 2, "--dry-run");
   const auto shown = muster::test::run_process(dry, launch_env(cluster));
   REQUIRE(shown.exit_code == 0);
-  CHECK_THAT(shown.out,
-             Catch::StartsWith("#!/bin/bash\n") && Catch::Contains("#SBATCH --nodes=2\n") &&
-                 Catch::Contains("#SBATCH --time=5:00\n") &&
-                 Catch::Contains("# submit (not done: --dry-run): 'sbatch' '--parsable'"));
+  CHECK_THAT(shown.out, Catch::StartsWith("#!/bin/bash\n") &&
+                            Catch::Contains("#SBATCH --nodes=2\n") &&
+                            Catch::Contains("#SBATCH --time=10:00\n") &&
+                            Catch::Contains("# --dry-run: nothing written, nothing submitted.") &&
+                            Catch::Contains(" and runs: 'sbatch' '--parsable'"));
   CHECK_FALSE(fs::exists(runs));
 
   const auto submitted = muster::test::run_process(args, launch_env(cluster));
@@ -599,7 +608,7 @@ TEST_CASE(
   slurm_cluster cluster;
   muster::test::temp_dir dir("muster-killed");
   const auto job = dir / "job.toml";
-  muster::test::write_file(job, "[job]\nname = \"k\"\n[slurm]\nnodes = 2\ntime = \"5:00\"\n");
+  muster::test::write_file(job, "[job]\nname = \"k\"\n[slurm]\nnodes = 2\ntime = \"10:00\"\n");
   const auto runs = dir / "runs";
   const auto submitted =
       muster::test::run_process({std::string(MUSTER_BIN_DIR) + "/muster-sbatch", job.string(),
@@ -659,4 +668,63 @@ TEST_CASE(
              Catch::Contains("died with the run's launcher: the run store says running, but "
                              "Slurm says job " +
                              job_id));
+}
+
+TEST_CASE(
+    "muster-sbatch --array names its task runs, which muster status lists by the array's job id",
+    "[slurm]") {
+  MUSTER_SKIP_WITHOUT_SLURM();
+  slurm_cluster cluster;
+  muster::test::temp_dir dir("muster-sbatch-array");
+  const auto job = dir / "job.toml";
+  muster::test::write_file(job, "[job]\nname = \"arr\"\n[slurm]\ntime = \"10:00\"\n");
+  const auto runs = dir / "runs";
+  const auto env = launch_env(cluster);
+  const auto submitted = muster::test::run_process(
+      {std::string(MUSTER_BIN_DIR) + "/muster-sbatch", job.string(), "--array=0-1",
+       "launch.runs_dir=" + runs.string(), "launch.master_addr=127.0.0.1", "launch.nproc=1", "--",
+       kWorker, "--sleep-ms", "300"},
+      env);
+  INFO("muster-sbatch: " << submitted.out << submitted.err);
+  REQUIRE(submitted.exit_code == 0);
+  const auto id = submitted.out.substr(0, submitted.out.find('\n'));
+  CHECK_THAT(submitted.err,
+             Catch::Contains("submitted array job " + id) &&
+                 Catch::Contains("run directories " + runs.string() + "/arr-" + id +
+                                 "_<task id>, each task's Slurm output " + runs.string() +
+                                 "/slurm-<the task's own job id>.out") &&
+                 Catch::Contains("follow them with: muster status --runs-dir " + runs.string() +
+                                 " " + id));
+  const std::vector<fs::path> tasks = {runs / ("arr-" + id + "_0"), runs / ("arr-" + id + "_1")};
+  const auto ended = [&](const fs::path& run) {
+    try {
+      const auto ranks = muster::store::run_reader(run).ranks();
+      return ranks.size() == 1 && ranks[0].state == muster::store::rank_state::succeeded;
+    } catch (const std::exception&) {
+      return false;  // no store yet
+    }
+  };
+  if (!wait_for([&] { return ended(tasks[0]) && ended(tasks[1]); }, 40s))
+    FAIL("the array's two tasks did not end within 40 s\n" << cluster.log_tail());
+
+  const auto status =
+      muster::test::run_process({kMuster, "status", "--runs-dir", runs.string(), id}, env);
+  INFO("muster status: " << status.out << status.err);
+  CHECK(status.exit_code == 0);
+  CHECK_THAT(status.out,
+             Catch::StartsWith("Slurm array job " + id + ": 2 task runs in " + runs.string()) &&
+                 Catch::Contains("\narr-" + id + "_0 ") && Catch::Contains("\narr-" + id + "_1 "));
+  // one task by its own id, as before
+  const auto one =
+      muster::test::run_process({kMuster, "status", "--runs-dir", runs.string(), id + "_1"}, env);
+  CHECK(one.exit_code == 0);
+  CHECK_THAT(one.out, Catch::StartsWith("run       arr-" + id + "_1 "));
+  // diagnose reads one run: it asks which
+  const auto diagnosed =
+      muster::test::run_process({kMuster, "diagnose", "--runs-dir", runs.string(), id}, env);
+  CHECK(diagnosed.exit_code == 2);
+  CHECK_THAT(diagnosed.err,
+             Catch::Contains(id + ": Slurm array job " + id + " has 2 task runs in " +
+                             runs.string() + ": arr-" + id + "_0, arr-" + id +
+                             "_1; give one, by its task's job id (" + id + "_0)"));
 }

@@ -3,8 +3,10 @@
 // sbatch reads a slurm.conf of its own (no controller: it refuses the options first).
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "tests/support/slurm_cluster.hpp"
 #include "tests/support/subprocess.hpp"
@@ -50,6 +52,99 @@ TEST_CASE("muster-sbatch refuses a layout the job's world cannot hold before sub
                              "'slurm.checkpoint_lead=0'): nothing saves at the time limit"));
 }
 
+TEST_CASE("muster-sbatch --dry-run writes nothing and says where the script would go", "[sbatch]") {
+  muster::test::temp_dir dir;
+  muster::test::write_file(dir / "job.toml", "[job]\nname = \"dry\"\n");
+  const auto runs = dir / "runs";
+  const auto r = muster::test::run_process({kSbatch, (dir / "job.toml").string(), "--qos=high",
+                                            "launch.runs_dir=" + runs.string(), "--dry-run"});
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_FALSE(std::filesystem::exists(runs));  // not the script, not its folder
+  const auto tail = r.out.substr(r.out.find("\n# --dry-run"));
+  CHECK_THAT(tail, Catch::StartsWith("\n# --dry-run: nothing written, nothing submitted. Without "
+                                     "it muster-sbatch writes the script above\n# to '" +
+                                     (runs / "sbatch" / "dry-").string()) &&
+                       Catch::Contains(".sbatch' and runs: 'sbatch' '--parsable' '--qos=high' '" +
+                                       (runs / "sbatch" / "dry-").string()));
+}
+
+TEST_CASE("muster-sbatch refuses a slurm.time that is not one of Slurm's time formats",
+          "[sbatch]") {
+  muster::test::temp_dir dir;
+  muster::test::write_file(dir / "job.toml", "[slurm]\ntime = \"banana\"\n");
+  const auto r = muster::test::run_process({kSbatch, (dir / "job.toml").string(), "--dry-run"});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.empty());
+  CHECK_THAT(r.err, Catch::Contains((dir / "job.toml").string() +
+                                    ":2:8: slurm.time: \"banana\" is not a Slurm time limit; use "
+                                    "minutes (\"90\"), MM:SS, HH:MM:SS"));
+  const auto ok = muster::test::run_process(
+      {kSbatch, (dir / "job.toml").string(), "slurm.time=1-00:00:00", "--dry-run"});
+  CHECK(ok.exit_code == 0);
+  CHECK_THAT(ok.out, Catch::Contains("#SBATCH --time=1-00:00:00\n"));
+}
+
+TEST_CASE("muster-sbatch refuses a checkpoint_lead not less than the time limit, warns above half",
+          "[sbatch]") {
+  muster::test::temp_dir dir;
+  const auto job = (dir / "job.toml").string();
+  muster::test::write_file(job, "[slurm]\ntime = \"0:05:00\"\nrequeue = true\n");
+  const auto sbatch = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {kSbatch, job});
+    args.push_back("--dry-run");
+    return muster::test::run_process(args);
+  };
+  // the default lead, 300 s, on a 5-minute job: USR1 at once, and a requeue for ever
+  const auto same = sbatch({});
+  INFO(same.out << same.err);
+  CHECK(same.exit_code == 2);
+  CHECK(same.out.empty());
+  CHECK_THAT(same.err,
+             Catch::Contains("muster-sbatch: slurm.checkpoint_lead = 300 (the default) is not "
+                             "less than the job's time limit of 300 s (slurm.time = \"0:05:00\", " +
+                             job +
+                             ":2:8): Slurm would send USR1 as the job starts, and with "
+                             "slurm.requeue = true the job would requeue itself for ever") &&
+                 Catch::Contains("set slurm.checkpoint_lead to 150 or less (e.g. 75)"));
+  // a lead past the limit is not written silently either
+  const auto past = sbatch({"slurm.time=0:02:00", "slurm.requeue=false"});
+  CHECK(past.exit_code == 2);
+  CHECK_THAT(past.err, Catch::Contains("time limit of 120 s (slurm.time = \"0:02:00\", command "
+                                       "line 'slurm.time=0:02:00'): Slurm would send USR1 as the "
+                                       "job starts; set slurm.checkpoint_lead to 60 or less"));
+  // sbatch's own --time wins over slurm.time, so it is the limit then
+  const auto option = sbatch({"slurm.time=1:00:00", "-t", "4"});
+  CHECK(option.exit_code == 2);
+  CHECK_THAT(option.err, Catch::Contains("time limit of 240 s (sbatch option -t 4)"));
+  CHECK(sbatch({"--time=1:00:00"}).exit_code == 0);
+  // Slurm rounds a limit up to whole minutes: 5:01 is six
+  CHECK_THAT(sbatch({"slurm.time=5:01", "slurm.checkpoint_lead=200"}).err,
+             Catch::Contains("more than half of the job's time limit of 360 s"));
+  // more than half: a warning, with a lead that fits
+  const auto half = sbatch({"slurm.time=0:08:00"});
+  CHECK(half.exit_code == 0);
+  CHECK_THAT(half.out, Catch::Contains("#SBATCH --signal=B:USR1@300\n"));
+  CHECK_THAT(half.err, Catch::Contains("muster-sbatch: warning: slurm.checkpoint_lead = 300 (the "
+                                       "default) is more than half of the job's time limit of "
+                                       "480 s") &&
+                           Catch::Contains("USR1 comes after 180 s of it") &&
+                           Catch::Contains("set slurm.checkpoint_lead to 240 or less (e.g. 120)"));
+  // half or less, no USR1, or no limit: nothing to say
+  for (const auto& fine :
+       std::vector<std::vector<std::string>>{{"slurm.time=0:10:00"},
+                                             {"slurm.checkpoint_lead=60"},
+                                             {"slurm.time=UNLIMITED"},
+                                             {"slurm.checkpoint_lead=0", "slurm.time=0"},
+                                             {"--signal=B:USR1@30"}}) {
+    const auto r = sbatch(fine);
+    INFO(fine.front() << ": " << r.err);
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.err, !Catch::Contains("checkpoint_lead = 300"));
+  }
+}
+
 TEST_CASE("what sbatch refuses is named with the [slurm] keys and their places", "[sbatch]") {
   try {
     muster::test::slurm_cluster::program("sbatch");
@@ -62,16 +157,17 @@ TEST_CASE("what sbatch refuses is named with the [slurm] keys and their places",
                            "ClusterName=t\nSlurmctldHost=localhost\nNodeName=n1 CPUs=2\n"
                            "PartitionName=p Nodes=n1 Default=YES\n");
   muster::test::write_file(dir / "job.toml", "[slurm]\npartition = \"p\"\n");
-  const auto r = muster::test::run_process(
-      {kSbatch, (dir / "job.toml").string(), "slurm.time=10min",
-       "launch.runs_dir=" + (dir / "runs").string()},
-      {{{"SLURM_CONF", (dir / "slurm.conf").string()}}, {}});
+  // muster-sbatch refuses a slurm.time Slurm would; an sbatch option goes to sbatch as it is
+  const auto r =
+      muster::test::run_process({kSbatch, (dir / "job.toml").string(), "slurm.time=1:00:00",
+                                 "--time=10min", "launch.runs_dir=" + (dir / "runs").string()},
+                                {{{"SLURM_CONF", (dir / "slurm.conf").string()}}, {}});
   INFO(r.out << r.err);
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.err, Catch::Contains("muster-sbatch: sbatch failed: sbatch: error: Invalid --time "
                                     "specification"));
   CHECK_THAT(r.err, Catch::Contains("its #SBATCH lines come from these [slurm] keys") &&
-                        Catch::Contains("  slurm.partition (set at " +
-                                        (dir / "job.toml").string() + ":2:13)") &&
-                        Catch::Contains("  slurm.time (set at command line 'slurm.time=10min')"));
+                        Catch::Contains("  slurm.partition (set at " + (dir / "job.toml").string() +
+                                        ":2:13)") &&
+                        Catch::Contains("  slurm.time (set at command line 'slurm.time=1:00:00')"));
 }

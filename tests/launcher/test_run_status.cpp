@@ -215,6 +215,40 @@ TEST_CASE("a run directory without a run store is named, with what to read inste
                     Catch::EndsWith("muster diagnose 77 reads " + (dir / "slurm.out").string()));
 }
 
+TEST_CASE("an array job's id finds its one task run, and names them all when it has several",
+          "[status]") {
+  test::temp_dir tmp;
+  const auto now = store::now_ms();
+  const auto task_run = [&](const std::string& id) {  // a task run as muster launch writes it
+    store::run_paths paths(tmp.path(), "arr-" + id);
+    paths.create();
+    store::node_writer db(paths.node_db("gpu-a01"));
+    db.put_run({paths.run_id(), "arr", store::run_state::succeeded, now, now, 1, 1, id,
+                paths.job_config().string(), ""});
+    return paths.dir();
+  };
+  const auto first = task_run("18_0");
+  CHECK(array_task_runs("18", tmp.path()) == std::vector<std::filesystem::path>{first});
+  CHECK(std::filesystem::equivalent(find_run("18", tmp.path()), first));
+  CHECK(std::filesystem::equivalent(find_run("18_0", tmp.path()), first));
+  // the task ids in order of number, a task without a store too (its launchers never met)
+  std::filesystem::create_directories(tmp / "arr-18_10");
+  const auto second = task_run("18_2");
+  task_run("180_1");  // another job's
+  task_run("7_18_1");
+  CHECK(array_task_runs("18", tmp.path()) ==
+        std::vector<std::filesystem::path>{first, second, tmp / "arr-18_10"});
+  for (const bool storeless : {false, true})
+    CHECK_THROWS_WITH(find_run("18", tmp.path(), storeless),
+                      "18: Slurm array job 18 has 3 task runs in " + tmp.path().string() +
+                          ": arr-18_0, arr-18_2, arr-18_10; give one, by its task's job id "
+                          "(18_0) or its directory");
+  CHECK(array_task_runs("18_0", tmp.path()).empty());  // a task's id is no array's
+  CHECK(array_task_runs("", tmp.path()).empty());
+  CHECK_THROWS_WITH(find_run("19", tmp.path()),
+                    Catch::StartsWith("19: no run directory, run id or Slurm job id"));
+}
+
 TEST_CASE("squeue's lines are read with the job name last, and odd lines skipped", "[status]") {
   const auto list = muster::launcher::status::parse_squeue(
       "4242|RUNNING|1:02:03|2|gpu-a[01-02]|pretrain|moe\n"
