@@ -1,6 +1,7 @@
 // `muster status` for people: see status_output.hpp.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <iterator>
 
@@ -42,8 +43,11 @@ std::string status_text(const run_status& s, store::epoch_ms now) {
     return out;
   }
   const auto& r = *s.run;
+  // the run's record changes with its state; its steps say it goes on
+  auto updated = r.updated_ms;
+  for (const auto& step : s.history) updated = std::max(updated, step.time_ms);
   put(out, "run       {}  ({}, updated {} ago)\n", r.run_id, store::to_string(r.state),
-      age_text(seconds_since(r.updated_ms, now)));
+      age_text(seconds_since(updated, now)));
   if (s.lost)
     put(out,
         "lost      the store says running, but {}: the launcher ended without recording it "

@@ -175,6 +175,10 @@ TEST_CASE("a rank two steps behind the others is a laggard, progress is the newe
   CHECK(read_run_status(paths.dir(), now).steps_planned == 10);
   const auto text = status_text(s, now);
   CHECK_THAT(text, Catch::Contains("step 6 of 10 | loss 2.7000") && Catch::Contains("<- behind"));
+  // updated: by its newest step, not only the run's record (which changes with its state)
+  auto later = s;
+  later.history.back().time_ms = now + 30000;
+  CHECK_THAT(status_text(later, now + 32000), Catch::Contains("(running, updated 2 s ago)"));
   // the Slurm job id finds it too
   CHECK(find_run("4242", tmp.path()) == paths.dir());
   CHECK(list_runs(tmp.path()).size() == 1);
