@@ -83,13 +83,22 @@ run_status read_run_status(const fs::path& dir, store::epoch_ms now) {
   s.history = reader.steps();
   s.errors = reader.errors();
   const auto events = reader.events();
+  store::epoch_ms attempt = 0;  // when the ranks last (re)started: a restart, a requeue's resume
   for (const auto& e : events) {
     if (e.kind == "restart" || e.kind == "requeue") ++s.restarts;
+    if (e.kind == "restart" || e.kind == "resumed") attempt = std::max(attempt, e.time_ms);
     if (e.kind == "first_failure" && !s.first_failure) s.first_failure = e;
   }
+  // Progress is the latest attempt's, once it has a step: an attempt without a checkpoint starts
+  // again from step 0, below the steps the one before it reached.
+  if (std::none_of(s.history.begin(), s.history.end(),
+                   [&](const store::step_record& r) { return r.time_ms >= attempt; }))
+    attempt = 0;
+  const auto current = [&](const store::step_record& r) { return r.time_ms >= attempt; };
   // Each rank's newest step (history is ordered by step).
   std::map<std::int64_t, store::step_record> last;
-  for (const auto& step : s.history) last[step.rank] = step;
+  for (const auto& step : s.history)
+    if (current(step)) last[step.rank] = step;
   std::int64_t newest = -1, complete = -1;
   for (const auto& [rank, step] : last) {
     newest = std::max(newest, step.step);
@@ -106,7 +115,7 @@ run_status read_run_status(const fs::path& dir, store::epoch_ms now) {
   std::vector<double> step_times;
   for (const auto& step : s.history) {
     step_times.push_back(step.step_time_s);
-    if (step.step != complete) continue;
+    if (step.step != complete || !current(step)) continue;
     s.tokens_per_s += step.step_time_s > 0 ? double(step.tokens) / step.step_time_s : 0;
     if (!std::isnan(step.loss)) loss += step.loss, ++losses;
     if (!std::isnan(step.mfu)) mfu += step.mfu, ++mfus;

@@ -28,7 +28,8 @@ struct run_status {
   std::string layout;                    // "tp 1 cp 1 dp 2 pp 1 | etp 1 ep 2 edp 1 | sharding ..."
   std::int64_t steps_planned = 0;  // the program's heartbeat steps=, else train.steps of the job
                                    // where the ranks ran muster-train (0: not known)
-  std::int64_t steps_done = 0;           // the highest step any rank finished, counted from 1
+  std::int64_t steps_done = 0;     // the highest step any rank finished, counted from 1, in the
+                                   // latest attempt (a restart, a requeue) once it has one
   // At the newest step every rank that reports steps has finished:
   std::optional<double> loss;  // mean over the ranks (each rank's loss is the global one)
   double tokens_per_s = 0;     // summed over the ranks

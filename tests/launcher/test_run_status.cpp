@@ -184,6 +184,36 @@ TEST_CASE("a rank two steps behind the others is a laggard, progress is the newe
   CHECK(list_runs(tmp.path()).size() == 1);
 }
 
+TEST_CASE("after a restart without a checkpoint, progress is the new attempt's", "[status]") {
+  test::temp_dir tmp;
+  store::run_paths paths(tmp.path(), "job-20261127-100000-abcd");
+  paths.create();
+  const auto now = store::now_ms();
+  const auto at = [](store::step_record r, store::epoch_ms t) {
+    r.time_ms = t;
+    return r;
+  };
+  {
+    store::node_writer db(paths.node_db("node-a"));
+    db.put_run({paths.run_id(), "job", store::run_state::running, now - 60000, now - 1000, 1, 1,
+                std::nullopt, paths.job_config().string(), ""});
+    db.put_rank({0, "node-a", 0, 100, store::rank_state::running, std::nullopt, std::nullopt, now});
+    for (int n = 0; n < 8; ++n) db.add_step(at(step(0, n, 3.0 - 0.1 * n), 1000 + n));
+    db.add_event({5000, std::nullopt, store::severity::warn, "restart", "restart 1 of 2"});
+  }
+  auto s = read_run_status(paths.dir(), now);
+  CHECK(s.steps_done == 8);  // the new attempt has no step yet: the last one's
+  {
+    store::node_writer db(paths.node_db("node-a"));
+    for (int n = 0; n < 3; ++n) db.add_step(at(step(0, n, 2.0 - 0.1 * n), 6000 + n));
+  }
+  s = read_run_status(paths.dir(), now);
+  CHECK(s.steps_done == 3);
+  REQUIRE(s.loss);
+  CHECK(*s.loss == Approx(1.8));
+  CHECK(s.restarts == 1);
+}
+
 TEST_CASE("a run directory without a run store is named, with what to read instead", "[status]") {
   muster::test::temp_dir tmp;
   // a Slurm job whose launchers never met: job.toml, logs and slurm.out, no node-*.db
