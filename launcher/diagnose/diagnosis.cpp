@@ -21,6 +21,10 @@ constexpr std::size_t kMaxEvidenceText = 400;
 constexpr std::string_view kSuspiciousWords[] = {
     "Error", "ERROR", "error:", "Traceback", "FATAL", "failed"};
 
+// The words of a Python exception line that no error word above holds ("Exception: boom"): the
+// exception that ends a failed rank's traceback is quoted (diagnosis.hpp).
+constexpr std::string_view kExceptionWord = "Exception";
+
 // The words of the lines that say a stop was asked (diagnosis.hpp).
 constexpr std::string_view kStopWords[] = {"CANCELLED AT", "muster: stopped by ",
                                            "passed on to them, as asked"};
@@ -184,6 +188,8 @@ void diagnoser::add_line(const std::string& file, std::int64_t number, std::stri
   if (node_start && !srun_tasks_) launcher_files_.insert(file);
   const bool launchers =
       srun_tasks_ ? *srun_tasks_ == srun_tasks::launchers : launcher_files_.contains(file);
+  add_traceback_line(file, number, line, launchers, file_rank);
+  if (line.find("failed (exitcode: ") != std::string_view::npos) torchelastic_ = true;
   // in launchers' output srun -l's label is the node's task, not a rank: "1: [rank 9] ..."
   auto signal = match_log_line(launchers ? unlabelled(line) : line);
   if (launcher_line(line) && !node_start &&
@@ -213,6 +219,50 @@ void diagnoser::add_line(const std::string& file, std::int64_t number, std::stri
     signal->rank = file_rank;
   }
   add_signal(std::move(*signal), evidence_of(file, number, line));
+}
+
+void diagnoser::add_traceback_line(const std::string& file, std::int64_t number,
+                                   std::string_view line, bool launchers,
+                                   std::optional<int> file_rank) {
+  if (launchers) line = unlabelled(line);  // the node's task, not a rank
+  const auto text = rank_text(line);
+  const bool start = traceback_start(text);
+  if (!start && !exception_line(text)) return;
+  auto rank = rank_of_line(line.substr(std::min(line.find_first_not_of(' '), line.size())));
+  if (!rank) rank = file_rank;
+  if (!rank) return;
+  const auto key = std::make_pair(file, *rank);
+  if (start) {
+    traceback_open_[key] = evidence_of(file, number, line);
+    return;
+  }
+  const auto open = traceback_open_.find(key);
+  if (open == traceback_open_.end()) return;  // an error word no traceback ends
+  const bool own_log = file_rank == rank;
+  if (const auto seen = raised_.find(*rank);
+      seen == raised_.end() || own_log || !seen->second.own_log)
+    raised_[*rank] = {evidence_of(file, number, line),
+                      std::string(text.substr(0, kMaxEvidenceText)), open->second, own_log};
+  traceback_open_.erase(open);
+}
+
+void diagnoser::quote_exception(finding& f) const {
+  if (f.category != "worker_failed_see_error_file") return;
+  for (const char* said : {"launcher", "error", "signal", "signal_name"})
+    if (f.facts.contains(said)) return;  // a launcher, an error file, a crash
+  for (const int rank : f.ranks) {
+    const auto r = raised_.find(rank);
+    if (r == raised_.end()) continue;
+    f.facts["error"] = r->second.text;
+    if (f.ranks.size() > 1) f.facts["error_rank"] = std::to_string(rank);
+    f.facts["traceback_file"] = r->second.start.file;
+    f.facts["traceback_line"] = std::to_string(r->second.start.line);
+    if (r->second.own_log) f.facts["traceback_own_log"] = "yes";
+    f.evidence.insert(f.evidence.begin(), r->second.exception);
+    if (f.evidence.size() > kMaxEvidence) f.evidence.pop_back();
+    ++f.count;
+    return;
+  }
 }
 
 void diagnoser::add_signal(log_signal signal, evidence_line evidence) {
@@ -262,6 +312,7 @@ void diagnoser::add_now(log_signal signal, evidence_line evidence) {
 // A worker torchelastic reports failed: its error file, when this host has it, decides the
 // category (a CUDA OOM in the file is a cuda_oom); else its exit says killed or failed.
 void diagnoser::add_elastic_failure(const std::string& file, const elastic_failure& failure) {
+  torchelastic_ = true;
   const auto evidence = evidence_of(file, failure.line, "traceback : " + failure.traceback);
   auto with_worker = [&](log_signal s) {
     s.rank = failure.rank;
@@ -321,6 +372,7 @@ std::span<const std::string_view> diagnoser::keywords() {
     out.insert(out.end(), std::begin(kSuspiciousWords), std::end(kSuspiciousWords));
     out.insert(out.end(), std::begin(kStopWords), std::end(kStopWords));
     out.push_back(kLauncherWord);
+    out.push_back(kExceptionWord);
     return out;
   }();
   return words;
@@ -350,6 +402,7 @@ diagnosis diagnoser::finish() const {
     for (const auto rank : f.ranks)
       if (auto host = rank_hosts_.find(rank); host != rank_hosts_.end())
         f.hosts.insert(host->second);
+    quote_exception(f);
   }
   // a worker's death is said already where another finding says what happened to each of its
   // ranks (the store's failed rank beside the OOM in its log; ranks the watchdog aborted after
@@ -374,7 +427,7 @@ diagnosis diagnoser::finish() const {
   }
   // every category is listed (categories.hpp): a new one cannot be added without its meaning
   for (const auto& f : d.findings) check_finding_category(f.category);
-  explain_context context{world_size_, {}, {}};
+  explain_context context{world_size_, {}, {}, torchelastic_};
   for (const auto& f : d.findings) {
     context.categories.insert(f.category);
     if (f.category == "nccl_timeout" || f.category == "nccl_timeout_cascade")

@@ -17,6 +17,10 @@
 // ranks that reported no timeout at all: the usual culprits. With nothing found, `unknown` carries
 // the most suspicious lines.
 //
+// A failed rank whose last Python traceback was read (its own log, else any other) quotes the
+// exception line that ended it ("RuntimeError: boom") in its summary and evidence, and its fix
+// says where the whole traceback is.
+//
 // Stopped as asked: Slurm's "*** JOB 9 ON n1 CANCELLED AT <time> ***" (scancel) and "... DUE TO
 // JOB REQUEUE ***" (not its time limit, a node failure or a preemption), and muster's launcher's
 // "stopped by SIGTERM" or "passed on to them, as asked". Where one is read, the workers that
@@ -103,6 +107,11 @@ class diagnoser {
 
  private:
   void add_elastic_failure(const std::string& file, const elastic_failure& failure);
+  // A line of a rank's Python traceback: its start, or the exception line that ends it.
+  void add_traceback_line(const std::string& file, std::int64_t number, std::string_view line,
+                          bool launchers, std::optional<int> file_rank);
+  // A failed rank's finding quotes the exception that ended its last traceback (diagnosis.hpp).
+  void quote_exception(finding& f) const;
   // `signal` into its finding (add_signal holds back a worker's end on a stop's signal, which
   // finish() adds only where no stop was asked: diagnosis::stopped_as_asked).
   void add_now(log_signal signal, evidence_line evidence);
@@ -121,6 +130,17 @@ class diagnoser {
   std::optional<evidence_line> stopped_as_asked_;
   bool stopped_by_slurm_ = false;  // scancel or a requeue, not the launcher
   std::vector<std::pair<log_signal, evidence_line>> stop_ends_;  // held by add_signal
+  // Python's tracebacks: the start of each rank's open one by file and rank, and by rank the
+  // exception line that ended its last (one in the rank's own log before any other file's)
+  struct raised {
+    evidence_line exception;
+    std::string text;     // the exception line without the rank's prefix
+    evidence_line start;  // "Traceback (most recent call last):"
+    bool own_log = false;
+  };
+  std::map<std::pair<std::string, int>, evidence_line> traceback_open_;
+  std::map<int, raised> raised_;
+  bool torchelastic_ = false;  // torchrun's agent's lines were read
 };
 
 }  // namespace muster::launcher::diagnose

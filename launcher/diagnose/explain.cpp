@@ -290,7 +290,13 @@ void worker(finding& f, const explain_context& context) {
     f.fixes.push_back(crash_advice(number));
     return;
   }
-  if (!error.empty())
+  if (!fact(f, "traceback_file").empty())  // the exception that ended its Python traceback
+    f.fixes.push_back(fmt::format(
+        "the error above ends {} Python traceback; the whole traceback is in {}{}, from line {}",
+        fact(f, "error_rank").empty() ? "its" : "rank " + fact(f, "error_rank") + "'s",
+        fact(f, "traceback_own_log").empty() ? "" : "the rank's log ", fact(f, "traceback_file"),
+        fact(f, "traceback_line")));
+  else if (!error.empty())
     f.fixes.push_back(
         fmt::format("the error above is the worker's own{}; its traceback is in "
                     "the rank's log",
@@ -300,11 +306,16 @@ void worker(finding& f, const explain_context& context) {
         fmt::format("its error file {} is not on this host: run muster diagnose on "
                     "{} or copy the file here",
                     file, f.hosts.empty() ? "the rank's node" : *f.hosts.begin()));
-  else
+  else if (context.torchelastic)  // torchrun's job: muster's launcher has no part in it
     f.fixes.push_back(
         "no error file: torchrun writes one only when the entry point is wrapped with "
         "@record (torch.distributed.elastic.multiprocessing.errors.record); read the rank's "
         "log for its last lines (muster's engine always writes one)");
+  else
+    f.fixes.push_back(fmt::format(
+        "no error file and no Python traceback: read the rank's log for its last lines (a run "
+        "of muster keeps them in logs/rank-{}.log of its run directory)",
+        f.ranks.size() == 1 ? std::to_string(*f.ranks.begin()) : "N"));
   if (!fact(f, "traceback").empty() && error.empty())
     f.fixes.push_back(fmt::format("torchelastic's traceback line: {}", fact(f, "traceback")));
 }

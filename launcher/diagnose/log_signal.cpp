@@ -471,6 +471,41 @@ std::string_view unlabelled(std::string_view line) {
   return label.empty() ? line : line.substr(label.data() - line.data() + label.size() + 2);
 }
 
+std::string_view rank_text(std::string_view line) {
+  while (line.starts_with(' ')) line.remove_prefix(1);
+  line = unlabelled(line);
+  for (bool more = true; more;) {
+    more = false;
+    for (std::string_view prefix : {"[rank", "[default"}) {
+      const auto close = line.find(']');
+      if (!line.starts_with(prefix) || close == std::string_view::npos) continue;
+      auto number = line.substr(prefix.size(), close - prefix.size());
+      if (number.starts_with(' ')) number.remove_prefix(1);
+      if (number.empty() || number.find_first_not_of("0123456789") != std::string_view::npos)
+        continue;  // "[rank 1/4 group world]": the engine's, not a prefix
+      line.remove_prefix(close + 1);
+      if (line.starts_with(':')) line.remove_prefix(1);
+      if (line.starts_with(' ')) line.remove_prefix(1);
+      more = true;
+    }
+  }
+  return line;
+}
+
+bool traceback_start(std::string_view text) {
+  return text.starts_with("Traceback (most recent call last):");
+}
+
+bool exception_line(std::string_view text) {
+  const auto name = text.substr(0, std::min(text.find(':'), text.size()));
+  if (name.empty() || std::isdigit(static_cast<unsigned char>(name.front())) || name.front() == '.')
+    return false;
+  for (const char c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.') return false;
+  if (!name.ends_with("Error") && !name.ends_with("Exception")) return false;
+  return name.size() == text.size() || text.substr(name.size()).starts_with(": ");
+}
+
 std::optional<log_signal> match_log_line(std::string_view line) {
   std::optional<log_signal> s;
   const bool nccl = has(line, "NCCL");

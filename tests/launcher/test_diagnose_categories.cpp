@@ -538,6 +538,43 @@ TEST_CASE("a rank a signal ended is named with the signal, and told where its st
   CHECK_THAT(root_of(bus.finish()).fixes.at(0), Catch::Contains("/dev/shm"));
 }
 
+TEST_CASE("a failed rank quotes the last exception of its traceback, @record only for torchrun",
+          "[diagnose]") {
+  const std::string exited = "srun: error: gpu-a08: task 5: Exited with exit code 1";
+  auto d = diagnose_lines({"[rank5]: Traceback (most recent call last):",
+                           "[rank5]:     raise ValueError(\"bad token id 99999\")",
+                           "[rank5]: ValueError: bad token id 99999", exited});
+  auto root = root_of(d);
+  CHECK(root.summary ==
+        "rank 5 on gpu-a08 failed with exit code 1: ValueError: bad token id 99999");
+  REQUIRE(root.evidence.size() == 2);
+  CHECK(root.evidence[0].line == 3);
+  CHECK(root.count == 2);
+  REQUIRE(root.fixes.size() == 1);
+  CHECK_THAT(root.fixes[0], Catch::Contains("the whole traceback is in job.log, from line 1"));
+  // chained exceptions: the last is quoted; another rank's, and an error word that no
+  // traceback ends, are not
+  d = diagnose_lines({"[rank5]: Traceback (most recent call last):", "[rank5]: KeyError: 'x'",
+                      "[rank5]: During handling of the above exception, another exception "
+                      "occurred:",
+                      "[rank5]: Traceback (most recent call last):",
+                      "[rank5]: torch.distributed.DistBackendError: boom",
+                      "[rank4]: Traceback (most recent call last):", "[rank4]: OSError: other",
+                      "[rank5]: ValueError: logged, not raised", exited});
+  CHECK_THAT(root_of(d).summary,
+             Catch::EndsWith("exit code 1: torch.distributed.DistBackendError: boom"));
+  CHECK(root_of(d).evidence[0].line == 5);
+  // without a traceback: no quote, and no torchrun advice for a job that did not run torchrun
+  root = root_of(diagnose_lines({"[rank5]: ValueError: logged, not raised", exited}));
+  CHECK(root.summary == "rank 5 on gpu-a08 failed with exit code 1");
+  CHECK_THAT(root.fixes.at(0), Catch::Contains("logs/rank-5.log") && !Catch::Contains("@record"));
+  // torchrun's agent: its error file needs @record
+  root = root_of(diagnose_lines(
+      {"E1122 03:12:50.123 2211 torch/distributed/elastic/multiprocessing/api.py:826] failed "
+       "(exitcode: 1) local_rank: 0 (pid: 280966) of binary: /usr/bin/python3"}));
+  CHECK_THAT(root.fixes.at(0), Catch::Contains("@record"));
+}
+
 TEST_CASE("a host allocation the worker saw fail is host_memory_error, not a GPU OOM",
           "[diagnose]") {
   auto s = one("[rank1]: MemoryError");
