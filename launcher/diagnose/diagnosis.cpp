@@ -29,6 +29,18 @@ constexpr std::string_view kExceptionWord = "Exception";
 constexpr std::string_view kStopWords[] = {"CANCELLED AT", "muster: stopped by ",
                                            "passed on to them, as asked"};
 
+// srun's line as it ends a step itself, after a task's bad end under --kill-on-bad-exit: "srun:
+// Terminating StepId=4242.0" (with "launch/slurm: _step_signal: " in Slurm 23 and later;
+// "srun: Terminating job step 4242.0" before 20.11).
+constexpr std::string_view kSrunEndsStepWords[] = {"Terminating StepId=", "Terminating job step "};
+
+bool srun_ends_step(std::string_view line) {
+  if (line.find("srun: ") == std::string_view::npos) return false;
+  for (std::string_view word : kSrunEndsStepWords)
+    if (line.find(word) != std::string_view::npos) return true;
+  return false;
+}
+
 // The start of muster's launcher's own lines on its stderr ("muster: job.toml:3: ...").
 constexpr std::string_view kLauncherWord = "muster: ";
 
@@ -41,9 +53,12 @@ enum class stop { none, slurm, launcher };
 
 // Who asked the stop `line` says: Slurm's "*** JOB 9 ON n1 CANCELLED AT 2026-11-27T09:40:01 ***"
 // (scancel) or "... DUE TO JOB REQUEUE ***", not its time limit, node failure or preemption;
-// muster's launcher's "stopped by SIGTERM" and "passed on to them, as asked".
-stop stop_asked(std::string_view line) {
+// muster's launcher's "stopped by SIGTERM" and "passed on to them, as asked". A step's "***
+// STEP 9.0 ON n1 CANCELLED AT ... ***" after srun said it ends the step (`srun_ended_step`) is
+// srun's own end of it after a task's bad end, which no one asked.
+stop stop_asked(std::string_view line, bool srun_ended_step) {
   if (const auto at = line.find("CANCELLED AT "); at != std::string_view::npos) {
+    if (srun_ended_step && line.find("*** STEP ") != std::string_view::npos) return stop::none;
     auto rest = line.substr(at + 13);
     rest = rest.substr(std::min(rest.find(' '), rest.size()));  // past the time
     while (rest.starts_with(' ')) rest.remove_prefix(1);
@@ -100,6 +115,7 @@ int root_order(const finding& f) {
   if (c == "hang_watchdog_stuck") return has_fact(f, "source", "muster") ? 2 : 6;
   if (worker_death(f)) {
     if (has_fact(f, "root_cause", "yes")) return 1;
+    if (has_fact(f, "srun_ended_step", "yes")) return 5;  // srun ended it after another's end
     return f.ranks.empty() ? 5 : 2;  // a death of no known rank may be any timed-out rank's
   }
   // a network error is often a peer's death seen from the other end
@@ -119,8 +135,10 @@ bool same(const finding& f, const log_signal& s) {
     const auto it = facts.find(key);
     return it == facts.end() ? std::string() : it->second;
   };
-  // a launcher's end is its own finding: it follows its ranks' (diagnoser::srun_tasks)
-  if (fact(f.facts, "launcher") != fact(s.facts, "launcher")) return false;
+  // a launcher's end is its own finding: it follows its ranks' (diagnoser::srun_tasks); so is
+  // srun's SIGKILL of a task after another's end (--kill-on-bad-exit)
+  for (const char* key : {"launcher", "srun_ended_step"})
+    if (fact(f.facts, key) != fact(s.facts, key)) return false;
   if (s.category != "nccl_timeout") return true;
   // "Timeout at NCCL work: 1042" names no op: the same as the watchdog's line of seq 1042
   const auto op = fact(f.facts, "op"), other = fact(s.facts, "op");
@@ -178,8 +196,9 @@ void diagnoser::add_line(const std::string& file, std::int64_t number, std::stri
     add_elastic_failure(file, *failure);
     return;
   }
+  if (srun_ends_step(line)) srun_ended_step_.insert(file);
   if (!stopped_as_asked_) {
-    if (const auto who = stop_asked(line); who != stop::none) {
+    if (const auto who = stop_asked(line, srun_ended_step_.contains(file)); who != stop::none) {
       stopped_as_asked_ = evidence_of(file, number, line);
       stopped_by_slurm_ = who == stop::slurm;
     }
@@ -202,6 +221,11 @@ void diagnoser::add_line(const std::string& file, std::int64_t number, std::stri
     }
     return;
   }
+  // srun's own SIGKILL of the tasks left after it ended the step: a knock-on, not one with a
+  // kill before it (--kill-on-bad-exit)
+  if (signal->category == "worker_killed_sigkill" && signal->facts.contains("srun_tasks") &&
+      srun_ended_step_.contains(file))
+    signal->facts["srun_ended_step"] = "yes";
   if (launchers && signal->facts.contains("srun_tasks")) {
     signal->facts["launcher"] = "yes";  // a node's launcher, not a rank
     signal->rank.reset();
@@ -267,13 +291,13 @@ void diagnoser::quote_exception(finding& f) const {
 
 void diagnoser::add_signal(log_signal signal, evidence_line evidence) {
   if (stop_end(signal)) {
-    stop_ends_.emplace_back(std::move(signal), std::move(evidence));
+    stop_ends_.push_back({std::move(signal), std::move(evidence), ++signals_read_});
     return;
   }
-  add_now(std::move(signal), std::move(evidence));
+  add_now(std::move(signal), std::move(evidence), ++signals_read_);
 }
 
-void diagnoser::add_now(log_signal signal, evidence_line evidence) {
+void diagnoser::add_now(log_signal signal, evidence_line evidence, std::int64_t read) {
   auto it = std::find_if(findings_.begin(), findings_.end(),
                          [&](const finding& f) { return same(f, signal); });
   if (it == findings_.end()) {
@@ -281,6 +305,7 @@ void diagnoser::add_now(log_signal signal, evidence_line evidence) {
     f.category = signal.category;
     f.facts = signal.facts;
     f.first_time_s = evidence.time_s;
+    f.first_read = read;
     findings_.push_back(std::move(f));
     it = findings_.end() - 1;
   } else {
@@ -371,6 +396,7 @@ std::span<const std::string_view> diagnoser::keywords() {
                elastic_failure_reader::keywords().end());
     out.insert(out.end(), std::begin(kSuspiciousWords), std::end(kSuspiciousWords));
     out.insert(out.end(), std::begin(kStopWords), std::end(kStopWords));
+    out.insert(out.end(), std::begin(kSrunEndsStepWords), std::end(kSrunEndsStepWords));
     out.push_back(kLauncherWord);
     out.push_back(kExceptionWord);
     return out;
@@ -385,17 +411,20 @@ diagnosis diagnoser::finish() const {
     return !stopped_as_asked_ || (!stopped_by_slurm_ && s.category == "worker_killed_sigkill");
   };
   if (std::any_of(stop_ends_.begin(), stop_ends_.end(),
-                  [&](const auto& end) { return unexplained(end.first); })) {
+                  [&](const auto& end) { return unexplained(end.signal); })) {
     diagnoser all = *this;
     all.stop_ends_.clear();
-    for (const auto& [signal, evidence] : stop_ends_)
-      if (unexplained(signal)) all.add_now(signal, evidence);
+    for (const auto& end : stop_ends_)
+      if (unexplained(end.signal)) all.add_now(end.signal, end.evidence, end.read);
     return all.finish();
   }
   diagnosis d;
   d.lines_read = lines_;
   d.stopped_as_asked = stopped_as_asked_;
   d.findings = findings_;
+  // in the order they were read: a held end (one a stop would explain) keeps its place
+  std::stable_sort(d.findings.begin(), d.findings.end(),
+                   [](const finding& a, const finding& b) { return a.first_read < b.first_read; });
   for (auto& f : d.findings) {
     if (planned_bytes_ > 0 && (f.category == "cuda_oom" || f.category == "nccl_oom"))
       f.facts["planned"] = format_bytes(planned_bytes_);

@@ -26,7 +26,9 @@
 // "stopped by SIGTERM" or "passed on to them, as asked". Where one is read, the workers that
 // exited on a stop's signal (exit codes 128 + SIGINT, SIGUSR1, SIGUSR2 or SIGTERM, or those
 // signals; after Slurm's stops SIGKILL too, which srun makes of the cancel's SIGTERM) are no
-// failure.
+// failure. A step's cancel after srun's "Terminating StepId=9.0" is no stop asked: srun ended
+// the step itself after a task's bad end (--kill-on-bad-exit), and the tasks it killed then are
+// knock-on effects of the one that ended first, never merged with it.
 #pragma once
 
 #include <cstdint>
@@ -60,6 +62,8 @@ struct finding {
   std::map<std::string, std::string> facts;  // from the earliest line that said it (by the
                                              // lines' times, else the first read)
   std::optional<double> first_time_s;        // the earliest time of its lines that give one
+  std::int64_t first_read = 0;               // the place of its first signal in the reading:
+                                             // "the first read" among equals
   std::string summary;                       // one line for people
   std::vector<std::string> fixes;            // in the order to try them
 };
@@ -114,7 +118,7 @@ class diagnoser {
   void quote_exception(finding& f) const;
   // `signal` into its finding (add_signal holds back a worker's end on a stop's signal, which
   // finish() adds only where no stop was asked: diagnosis::stopped_as_asked).
-  void add_now(log_signal signal, evidence_line evidence);
+  void add_now(log_signal signal, evidence_line evidence, std::int64_t read);
 
   int world_size_;
   std::int64_t planned_bytes_ = 0;
@@ -129,7 +133,14 @@ class diagnoser {
   std::int64_t lines_ = 0;
   std::optional<evidence_line> stopped_as_asked_;
   bool stopped_by_slurm_ = false;  // scancel or a requeue, not the launcher
-  std::vector<std::pair<log_signal, evidence_line>> stop_ends_;  // held by add_signal
+  std::set<std::string> srun_ended_step_;  // files where srun said it ends the step itself
+  struct held_end {
+    log_signal signal;
+    evidence_line evidence;
+    std::int64_t read = 0;  // its place in the reading (finding::first_read)
+  };
+  std::vector<held_end> stop_ends_;  // held by add_signal
+  std::int64_t signals_read_ = 0;    // by add_signal, the held ones too
   // Python's tracebacks: the start of each rank's open one by file and rank, and by rank the
   // exception line that ended its last (one in the rank's own log before any other file's)
   struct raised {

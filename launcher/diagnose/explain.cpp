@@ -172,6 +172,11 @@ void collective(finding& f, const explain_context& context) {
         "init_process_group(timeout=...), Megatron --distributed-timeout-minutes)"};
 }
 
+// A task srun killed after it ended the step on another task's end (--kill-on-bad-exit).
+constexpr const char* kAfterSrunEndedStep = ", after srun ended the step (--kill-on-bad-exit)";
+constexpr const char* kSrunEndedStepFix =
+    "srun ended the step when another task ended first: fix that one (the root above)";
+
 // muster's launcher on a node, as srun saw it end (diagnoser::srun_tasks): it ends when its
 // ranks do, or on its own error, which its last "muster: " line says.
 void launcher(finding& f) {
@@ -184,11 +189,16 @@ void launcher(finding& f) {
           ? fmt::format("s on {}", fmt::join(f.hosts, ", "))
           : fmt::format("{} (srun task{} {})", f.hosts.empty() ? "" : " on " + *f.hosts.begin(),
                         tasks.find_first_of(",-") == std::string::npos ? "" : "s", tasks);
-  f.summary = fmt::format("muster's launcher{} {}{}", which,
+  f.summary = fmt::format("muster's launcher{} {}{}{}", which,
                           !code.empty()     ? "exited with exit code " + code
                           : !signal.empty() ? "ended: " + signal
                                             : "failed",
+                          fact(f, "srun_ended_step").empty() ? "" : kAfterSrunEndedStep,
                           said.empty() ? "" : "; its last line: " + said);
+  if (!fact(f, "srun_ended_step").empty()) {
+    f.fixes = {kSrunEndedStepFix};
+    return;
+  }
   f.fixes = {
       "a launcher ends when its ranks do: where a finding above names a rank, fix that first",
       said.empty() ? "else read its own lines before srun's in the job's output (srun -l labels "
@@ -256,6 +266,11 @@ void worker(finding& f, const explain_context& context) {
         "resume: muster run the job with checkpoint.dir set to this run's checkpoints (<run "
         "directory>/checkpoints unless it set checkpoint.dir); muster-train starts from the "
         "newest one there"};
+    return;
+  }
+  if (f.category == "worker_killed_sigkill" && !fact(f, "srun_ended_step").empty()) {
+    f.summary = fmt::format("{} was killed with SIGKILL (signal 9){}", ranks, kAfterSrunEndedStep);
+    f.fixes = {kSrunEndedStepFix};
     return;
   }
   if (f.category == "worker_killed_sigkill") {

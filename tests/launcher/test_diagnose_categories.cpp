@@ -660,6 +660,50 @@ TEST_CASE("srun's tasks in muster's own jobs are its launchers, one per node, no
                   .failed());
 }
 
+TEST_CASE("a node's launcher killed first is the root, and srun's end of the step no stop asked",
+          "[diagnose]") {
+  const auto launchers = [](const std::vector<std::string>& lines) {
+    diagnoser d(2);
+    d.set_srun_tasks(diagnoser::srun_tasks::launchers);
+    std::int64_t n = 0;
+    for (const auto& line : lines) d.add_line("slurm.out", ++n, line);
+    return d.finish();
+  };
+  // as srun --kill-on-bad-exit=1 wrote them on a loopback Slurm when gpu-a02's launcher got
+  // SIGKILL: srun ended the step (its STEP line is srun's doing, no scancel), and gpu-a01's
+  // launcher, whose ranks were stopped, exited 1
+  const std::string killed = "srun: error: gpu-a02: task 1: Killed";
+  const std::string ends_step = "srun: launch/slurm: _step_signal: Terminating StepId=4242.0";
+  const std::string step_cancel =
+      "slurmstepd-gpu-a01: error: *** STEP 4242.0 ON gpu-a01 CANCELLED AT 2026-11-27T16:23:13 ***";
+  auto d = launchers(
+      {killed, ends_step, step_cancel, "srun: error: gpu-a01: task 0: Exited with exit code 1"});
+  CHECK_FALSE(d.stopped_as_asked);
+  REQUIRE(d.findings.size() == 2);
+  CHECK(root_of(d).category == "worker_killed_sigkill");
+  CHECK(root_of(d).hosts == std::set<std::string>{"gpu-a02"});
+  CHECK_THAT(root_of(d).summary,
+             Catch::StartsWith("muster's launcher on gpu-a02 (srun task 1) ended: SIGKILL"));
+  CHECK(d.findings[1].category == "worker_failed_see_error_file");
+  CHECK(d.findings[1].hosts == std::set<std::string>{"gpu-a01"});
+  CHECK_FALSE(d.findings[1].root);
+  // srun's SIGKILL of the other launcher is its own knock-on, not one finding with the first
+  d = launchers({killed, ends_step, step_cancel, "srun: error: gpu-a01: task 0: Killed",
+                 "srun: Force Terminated StepId=4242.0"});
+  REQUIRE(d.findings.size() == 2);
+  CHECK(root_of(d).hosts == std::set<std::string>{"gpu-a02"});
+  CHECK(d.findings[1].hosts == std::set<std::string>{"gpu-a01"});
+  CHECK_THAT(d.findings[1].summary, Catch::Contains("after srun ended the step"));
+  // ranks too: the first read is the root, a SIGKILL as well as an exit code
+  d = diagnose_lines(
+      {"srun: error: n1: task 3: Killed", "srun: error: n1: task 5: Exited with exit code 1"});
+  CHECK(root_of(d).ranks == std::set<int>{3});
+  // a step cancelled before srun ended it was asked (scancel of the step or of an srun job)
+  CHECK_FALSE(launchers({step_cancel, "srun: error: gpu-a01: task 0: Exited with exit code 143",
+                         ends_step, "srun: error: gpu-a02: task 1: Killed"})
+                  .failed());
+}
+
 TEST_CASE("logs alone: srun's tasks are launchers after a launcher's first line", "[diagnose]") {
   const auto lines = [](const std::vector<std::string>& text) {
     diagnoser d(16);  // no set_srun_tasks: as `muster diagnose --log slurm-4242.out`
