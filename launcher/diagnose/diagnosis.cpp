@@ -212,8 +212,15 @@ void diagnoser::add_line(const std::string& file, std::int64_t number, std::stri
   // in launchers' output srun -l's label is the node's task, not a rank: "1: [rank 9] ..."
   auto signal = match_log_line(launchers ? unlabelled(line) : line);
   if (launcher_line(line) && !node_start &&
-      line.find("restarting the ranks") == std::string_view::npos)
-    launcher_said_[{file, std::string(srun_label(line))}] = evidence_of(file, number, line);
+      line.find("restarting the ranks") == std::string_view::npos) {
+    // its last line says why it ended, unless that line is a finding of its own (a rendezvous
+    // that timed out): then the launcher's end is that finding's knock-on
+    const auto key = std::make_pair(file, std::string(srun_label(line)));
+    if (signal)
+      launcher_said_.erase(key);
+    else
+      launcher_said_[key] = evidence_of(file, number, line);
+  }
   if (!signal) {
     if (findings_.empty() && suspicious_line(line)) {
       if (suspicious_.size() == kMaxSuspicious) suspicious_.erase(suspicious_.begin());

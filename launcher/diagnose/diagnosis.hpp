@@ -125,7 +125,7 @@ class diagnoser {
   std::map<int, std::string> rank_hosts_;
   std::optional<srun_tasks> srun_tasks_;
   std::set<std::string> launcher_files_;  // files with a node launcher's first line
-  // the last "muster: " line by file and srun -l label ("" without one)
+  // the last "muster: " line by file and srun -l label ("" without one), unless it was a finding
   std::map<std::pair<std::string, std::string>, evidence_line> launcher_said_;
   std::map<std::string, elastic_failure_reader> elastic_;  // by file
   std::vector<finding> findings_;                          // in the order first seen

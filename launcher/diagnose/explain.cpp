@@ -335,6 +335,41 @@ void worker(finding& f, const explain_context& context) {
     f.fixes.push_back(fmt::format("torchelastic's traceback line: {}", fact(f, "traceback")));
 }
 
+// muster's launchers that did not meet within launch.timeout_rendezvous (log_signal.cpp): node
+// 0's view names the nodes that did not arrive; another node's, the store it did not find.
+void launchers_rendezvous(finding& f) {
+  const auto node0 = fact(f, "node0").empty() ? "node 0" : fact(f, "node0");
+  const auto timeout = fact(f, "timeout_s").empty() ? "" : " (" + fact(f, "timeout_s") + " s now)";
+  const std::string late =
+      "a node that starts late (container pull, slow file system): raise "
+      "launch.timeout_rendezvous" +
+      timeout;
+  if (!fact(f, "missing").empty()) {
+    f.summary = fmt::format(
+        "muster's launchers did not meet: {} nodes reached the rendezvous within {} s; missing: {}",
+        fact(f, "reached"), fact(f, "timeout_s"), fact(f, "missing"));
+    f.fixes = {
+        "check that srun started `muster launch` on every node of the step (srun "
+        "--ntasks-per-node=1), and read the missing nodes' launcher lines in the job's "
+        "output (their slurmd log when there are none)",
+        fmt::format("the missing nodes must resolve and reach {} (node 0): else set "
+                    "launch.master_addr to an address of node 0 they can reach",
+                    node0),
+        late};
+    return;
+  }
+  f.summary =
+      fmt::format("muster's launcher on {} found no rendezvous store of node 0 ({}) within {} s",
+                  fact(f, "from"), node0, fact(f, "timeout_s"));
+  f.fixes = {fmt::format("check that node 0's launcher ({}) started and runs: its lines in the "
+                         "job's output",
+                         node0),
+             fmt::format("{} must resolve and be reachable from {}: else set launch.master_addr "
+                         "to an address of node 0 it can reach",
+                         fact(f, "address").empty() ? node0 : fact(f, "address"), fact(f, "from")),
+             late};
+}
+
 void setup(finding& f) {
   const auto ranks = ranks_of(f);
   if (f.category == "env_misconfig") {
@@ -373,6 +408,8 @@ void setup(finding& f) {
         "resumes from the newest step-N under checkpoint.dir",
         "a checkpoint saved under another TP/PP/EP layout must be converted (Megatron "
         "dist-ckpt, or an HF export); muster's are layout-free"};
+  } else if (f.category == "rendezvous_timeout" && fact(f, "source") == "muster") {
+    launchers_rendezvous(f);
   } else if (f.category == "rendezvous_timeout" && !fact(f, "unresolved").empty()) {
     f.summary = fmt::format(
         "the ranks cannot resolve the rendezvous host {}{}, so they never "

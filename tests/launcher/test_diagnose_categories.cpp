@@ -14,6 +14,9 @@
 #include "launcher/diagnose/diagnosis.hpp"
 #include "launcher/diagnose/log_signal.hpp"
 #include "launcher/launcher_lines.hpp"
+#include "launcher/rendezvous/kv_store.hpp"
+#include "launcher/rendezvous/node_group.hpp"
+#include "tests/support/expect_error.hpp"
 #include "tests/support/temp_dir.hpp"
 
 using namespace muster::launcher::diagnose;
@@ -835,6 +838,56 @@ TEST_CASE("a rendezvous host name that does not resolve is named, with launch.ma
                                             "51595) cannot be retrieved (gai error: ") +
                                 why + ")."})
                     .failed());
+}
+
+TEST_CASE("muster's launchers that did not meet are rendezvous_timeout, naming the nodes",
+          "[diagnose]") {
+  // node_group's own message (node 2 of 3 arrived, node 1 did not), as the CLI prints it
+  auto store = std::make_shared<muster::launcher::rendezvous::memory_store>();
+  store->set("node/2", R"({"host": "gpu-a03", "local_ranks": 4, "pid": 1})");
+  const auto line =
+      "muster: " + muster::test::expect_error(muster::errc::environment, [&] {
+        muster::launcher::rendezvous::node_group(store, 0, {"gpu-a01", "gpu-a02", "gpu-a03"})
+            .join({0, "gpu-a01", 4, 2}, std::chrono::milliseconds(300), nullptr);
+      });
+  const auto start = node_start_line(0, 3, "gpu-a01", 0, 4, 12, "/runs/r");
+  const std::string exited = "srun: error: gpu-a01: task 0: Exited with exit code 1";
+  // logs alone, plain and under srun -l (whose label is the launcher's task, not a rank)
+  for (const auto& lines : std::vector<std::vector<std::string>>{
+           {start, line, exited}, {"0: " + start, "0: " + line, exited}, {"0: " + line}}) {
+    INFO(lines.front());
+    const auto d = diagnose_lines(lines, 12);
+    const auto& root = root_of(d);
+    CHECK(root.category == "rendezvous_timeout");
+    CHECK(root.ranks.empty());
+    CHECK(root.facts.at("missing") == "gpu-a02 (node 1)");
+    CHECK(root.facts.at("arrived") == "gpu-a01 (node 0), gpu-a03 (node 2)");
+    CHECK(root.summary ==
+          "muster's launchers did not meet: 2 of 3 nodes reached the rendezvous within 1 s; "
+          "missing: gpu-a02 (node 1)");
+    REQUIRE(root.fixes.size() == 3);
+    CHECK_THAT(root.fixes[1],
+               Catch::Contains("reach gpu-a01") && Catch::Contains("launch.master_addr"));
+    CHECK_THAT(root.fixes[2], Catch::Contains("launch.timeout_rendezvous (1 s now)"));
+    // the launcher's end is its knock-on, and does not quote the line again
+    for (const auto& f : d.findings) CHECK((f.category == "rendezvous_timeout" || !f.root));
+    for (const auto& f : d.findings) CHECK_THAT(f.summary, !Catch::Contains("its last line"));
+  }
+  // node 1's side: it found no store of node 0
+  const auto d = diagnose_lines(
+      {"muster: rendezvous: no rendezvous store of job 42 step 0 found within 60 s: no address "
+       "file /runs/r/rendezvous-step0.addr and no answer on 10.0.0.1 ports 29400-29415. Check "
+       "that node 0's launcher (gpu-a01) is running (its output), that 10.0.0.1 resolves and is "
+       "reachable from gpu-a02 (or set launch.master_addr), or raise launch.timeout_rendezvous"});
+  CHECK(root_of(d).category == "rendezvous_timeout");
+  CHECK(root_of(d).summary ==
+        "muster's launcher on gpu-a02 found no rendezvous store of node 0 (gpu-a01) within 60 s");
+  CHECK_THAT(root_of(d).fixes.at(1),
+             Catch::Contains("10.0.0.1") && Catch::Contains("launch.master_addr"));
+  // another barrier of the launchers is not the rendezvous
+  CHECK_FALSE(
+      match_log_line("muster: rendezvous: 1 of 2 nodes reached the barrier 'end' within "
+                     "1 s. Arrived: gpu-a01 (node 0). Missing: gpu-a02 (node 1)."));
 }
 
 TEST_CASE("a job stopped as asked is no failure: scancel, a requeue, a signal passed on",
