@@ -9,6 +9,7 @@
 #include "common/worker_error.hpp"
 #include "launcher/diagnose/categories.hpp"
 #include "launcher/diagnose/explain.hpp"
+#include "launcher/diagnose/line_fields.hpp"
 #include "launcher/diagnose/line_time.hpp"
 #include "launcher/launcher_lines.hpp"
 
@@ -91,6 +92,44 @@ bool stop_end(const log_signal& s) {
         fact("exit_code") == std::to_string(128 + signal))
       return true;
   return false;
+}
+
+// The end muster's launcher's line of the rank that failed first says ("muster: rank 1 failed
+// first (signal 15 (SIGTERM)); ...", "muster: rank 1 on n2 failed first: exit code 143; ..."),
+// as a worker's end; nullopt for any other line.
+std::optional<log_signal> launcher_first_failure(std::string_view line) {
+  line = unlabelled(line);
+  const auto at = line.find(" failed first");
+  if (!line.starts_with(kLauncherWord) || at == std::string_view::npos) return std::nullopt;
+  auto how = line.substr(at + 13);
+  how.remove_prefix(std::min<std::size_t>(2, how.size()));  // " (" or ": "
+  log_signal s{"worker_failed_see_error_file", std::nullopt, {}};
+  if (how.starts_with("signal ")) {
+    const auto n = number_at(how.substr(7));
+    if (!n) return std::nullopt;
+    if (*n == SIGKILL) s.category = "worker_killed_sigkill";
+    s.facts["signal"] = std::to_string(*n);
+  } else if (how.starts_with("exit code ")) {
+    const auto n = number_at(how.substr(10));
+    if (!n) return std::nullopt;
+    s.facts["exit_code"] = std::to_string(*n);
+  } else {
+    return std::nullopt;
+  }
+  return s;
+}
+
+// Whether `line` is part of a stop, for the suspicious lines: a line that says a stop was asked
+// (whoever asked it), srun's task that a stop ended ("srun: error: n1: tasks 0-1: Terminated"),
+// or muster's launcher's first failure on a stop's signal (stop_end).
+bool stop_part(std::string_view line) {
+  if (stop_asked(line, false) != stop::none) return true;
+  auto text = line;
+  while (text.ends_with(' ')) text.remove_suffix(1);
+  if (text.find("srun: error: ") != std::string_view::npos && text.ends_with(": Terminated"))
+    return true;
+  const auto end = launcher_first_failure(line);
+  return end && stop_end(*end);
 }
 
 bool suspicious_line(std::string_view line) {
@@ -223,8 +262,12 @@ void diagnoser::add_line(const std::string& file, std::int64_t number, std::stri
   }
   if (!signal) {
     if (findings_.empty() && suspicious_line(line)) {
-      if (suspicious_.size() == kMaxSuspicious) suspicious_.erase(suspicious_.begin());
-      suspicious_.push_back(evidence_of(file, number, line));
+      const auto keep = [&](std::vector<evidence_line>& lines) {
+        if (lines.size() == kMaxSuspicious) lines.erase(lines.begin());
+        lines.push_back(evidence_of(file, number, line));
+      };
+      keep(suspicious_);
+      if (!stop_part(line)) keep(suspicious_unstopped_);
     }
     return;
   }
@@ -470,7 +513,8 @@ diagnosis diagnoser::finish() const {
       context.timed_out.insert(f.ranks.begin(), f.ranks.end());
   }
   for (auto& f : d.findings) explain(f, context);
-  if (d.findings.empty()) d.suspicious = suspicious_;
+  // after a stop asked, its own lines and the ends it explains are no suspicious lines
+  if (d.findings.empty()) d.suspicious = stopped_as_asked_ ? suspicious_unstopped_ : suspicious_;
   return d;
 }
 

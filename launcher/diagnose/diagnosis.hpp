@@ -26,9 +26,10 @@
 // "stopped by SIGTERM" or "passed on to them, as asked". Where one is read, the workers that
 // exited on a stop's signal (exit codes 128 + SIGINT, SIGUSR1, SIGUSR2 or SIGTERM, or those
 // signals; after Slurm's stops SIGKILL too, which srun makes of the cancel's SIGTERM) are no
-// failure. A step's cancel after srun's "Terminating StepId=9.0" is no stop asked: srun ended
-// the step itself after a task's bad end (--kill-on-bad-exit), and the tasks it killed then are
-// knock-on effects of the one that ended first, never merged with it.
+// failure, and with nothing found the stop's own lines and those ends are no suspicious lines. A
+// step's cancel after srun's "Terminating StepId=9.0" is no stop asked: srun ended the step itself
+// after a task's bad end (--kill-on-bad-exit), and the tasks it killed then are knock-on effects of
+// the one that ended first, never merged with it.
 #pragma once
 
 #include <cstdint>
@@ -130,6 +131,7 @@ class diagnoser {
   std::map<std::string, elastic_failure_reader> elastic_;  // by file
   std::vector<finding> findings_;                          // in the order first seen
   std::vector<evidence_line> suspicious_;
+  std::vector<evidence_line> suspicious_unstopped_;  // those that are no part of a stop
   std::int64_t lines_ = 0;
   std::optional<evidence_line> stopped_as_asked_;
   bool stopped_by_slurm_ = false;  // scancel or a requeue, not the launcher

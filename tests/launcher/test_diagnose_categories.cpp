@@ -936,6 +936,33 @@ TEST_CASE("a job stopped as asked is no failure: scancel, a requeue, a signal pa
     CHECK(d.failed());
     CHECK_FALSE(d.stopped_as_asked);
   }
+  // the stop's own lines and the ends it explains are no suspicious lines either: a scancel
+  // of a muster-sbatch job as a loopback Slurm wrote it
+  const std::vector<std::string> scancel = {
+      "slurmstepd-gpu-a01: error: *** JOB 4242 ON gpu-a01 CANCELLED AT 2026-11-27T16:23:23 ***",
+      "muster: rank 1 failed first (signal 15 (SIGTERM)); 0 other rank(s) stopped. Log: "
+      "/runs/r/logs/rank-1.log",
+      "muster: rank 1 on gpu-a02 failed first: signal 15 (SIGTERM); 1 rank(s) of this node "
+      "stopped. Logs: /runs/r/logs",
+      "slurmstepd-gpu-a01: error: *** STEP 4242.0 ON gpu-a01 CANCELLED AT 2026-11-27T16:23:23 ***",
+      "srun: error: gpu-a01: task 0: Exited with exit code 143",
+      "srun: launch/slurm: _step_signal: Terminating StepId=4242.0",
+      "srun: error: gpu-a02: task 1: Exited with exit code 143",
+      "srun: error: gpu-a02: tasks 2-3: Terminated"};
+  d = diagnose_lines(scancel);
+  CHECK_FALSE(d.failed());
+  REQUIRE(d.stopped_as_asked);
+  CHECK(d.stopped_as_asked->line == 1);
+  CHECK(d.suspicious.empty());
+  // a line the stop does not explain still is one; without a stop, the same lines are
+  auto more = scancel;
+  more.push_back("[rank0]: ValueError: bad shape (4096, 1024) for the router");
+  d = diagnose_lines(more);
+  REQUIRE(d.suspicious.size() == 1);
+  CHECK(d.suspicious[0].line == 9);
+  d = diagnose_lines({scancel[1], scancel[7]});
+  CHECK_FALSE(d.stopped_as_asked);
+  CHECK(d.suspicious.size() == 2);
   // the time limit is no stop asked: it is a finding of its own
   d = diagnose_lines(
       {"slurmstepd: error: *** JOB 5 ON n1 CANCELLED AT 2026-11-27T09:42:00 DUE TO TIME LIMIT ***",
