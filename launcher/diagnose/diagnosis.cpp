@@ -9,6 +9,7 @@
 #include "common/worker_error.hpp"
 #include "launcher/diagnose/categories.hpp"
 #include "launcher/diagnose/explain.hpp"
+#include "launcher/diagnose/line_fields.hpp"
 #include "launcher/diagnose/line_time.hpp"
 #include "launcher/launcher_lines.hpp"
 
@@ -21,9 +22,25 @@ constexpr std::size_t kMaxEvidenceText = 400;
 constexpr std::string_view kSuspiciousWords[] = {
     "Error", "ERROR", "error:", "Traceback", "FATAL", "failed"};
 
+// The words of a Python exception line that no error word above holds ("Exception: boom"): the
+// exception that ends a failed rank's traceback is quoted (diagnosis.hpp).
+constexpr std::string_view kExceptionWord = "Exception";
+
 // The words of the lines that say a stop was asked (diagnosis.hpp).
 constexpr std::string_view kStopWords[] = {"CANCELLED AT", "muster: stopped by ",
                                            "passed on to them, as asked"};
+
+// srun's line as it ends a step itself, after a task's bad end under --kill-on-bad-exit: "srun:
+// Terminating StepId=4242.0" (with "launch/slurm: _step_signal: " in Slurm 23 and later;
+// "srun: Terminating job step 4242.0" before 20.11).
+constexpr std::string_view kSrunEndsStepWords[] = {"Terminating StepId=", "Terminating job step "};
+
+bool srun_ends_step(std::string_view line) {
+  if (line.find("srun: ") == std::string_view::npos) return false;
+  for (std::string_view word : kSrunEndsStepWords)
+    if (line.find(word) != std::string_view::npos) return true;
+  return false;
+}
 
 // The start of muster's launcher's own lines on its stderr ("muster: job.toml:3: ...").
 constexpr std::string_view kLauncherWord = "muster: ";
@@ -37,9 +54,12 @@ enum class stop { none, slurm, launcher };
 
 // Who asked the stop `line` says: Slurm's "*** JOB 9 ON n1 CANCELLED AT 2026-11-27T09:40:01 ***"
 // (scancel) or "... DUE TO JOB REQUEUE ***", not its time limit, node failure or preemption;
-// muster's launcher's "stopped by SIGTERM" and "passed on to them, as asked".
-stop stop_asked(std::string_view line) {
+// muster's launcher's "stopped by SIGTERM" and "passed on to them, as asked". A step's "***
+// STEP 9.0 ON n1 CANCELLED AT ... ***" after srun said it ends the step (`srun_ended_step`) is
+// srun's own end of it after a task's bad end, which no one asked.
+stop stop_asked(std::string_view line, bool srun_ended_step) {
   if (const auto at = line.find("CANCELLED AT "); at != std::string_view::npos) {
+    if (srun_ended_step && line.find("*** STEP ") != std::string_view::npos) return stop::none;
     auto rest = line.substr(at + 13);
     rest = rest.substr(std::min(rest.find(' '), rest.size()));  // past the time
     while (rest.starts_with(' ')) rest.remove_prefix(1);
@@ -74,6 +94,44 @@ bool stop_end(const log_signal& s) {
   return false;
 }
 
+// The end muster's launcher's line of the rank that failed first says ("muster: rank 1 failed
+// first (signal 15 (SIGTERM)); ...", "muster: rank 1 on n2 failed first: exit code 143; ..."),
+// as a worker's end; nullopt for any other line.
+std::optional<log_signal> launcher_first_failure(std::string_view line) {
+  line = unlabelled(line);
+  const auto at = line.find(" failed first");
+  if (!line.starts_with(kLauncherWord) || at == std::string_view::npos) return std::nullopt;
+  auto how = line.substr(at + 13);
+  how.remove_prefix(std::min<std::size_t>(2, how.size()));  // " (" or ": "
+  log_signal s{"worker_failed_see_error_file", std::nullopt, {}};
+  if (how.starts_with("signal ")) {
+    const auto n = number_at(how.substr(7));
+    if (!n) return std::nullopt;
+    if (*n == SIGKILL) s.category = "worker_killed_sigkill";
+    s.facts["signal"] = std::to_string(*n);
+  } else if (how.starts_with("exit code ")) {
+    const auto n = number_at(how.substr(10));
+    if (!n) return std::nullopt;
+    s.facts["exit_code"] = std::to_string(*n);
+  } else {
+    return std::nullopt;
+  }
+  return s;
+}
+
+// Whether `line` is part of a stop, for the suspicious lines: a line that says a stop was asked
+// (whoever asked it), srun's task that a stop ended ("srun: error: n1: tasks 0-1: Terminated"),
+// or muster's launcher's first failure on a stop's signal (stop_end).
+bool stop_part(std::string_view line) {
+  if (stop_asked(line, false) != stop::none) return true;
+  auto text = line;
+  while (text.ends_with(' ')) text.remove_suffix(1);
+  if (text.find("srun: error: ") != std::string_view::npos && text.ends_with(": Terminated"))
+    return true;
+  const auto end = launcher_first_failure(line);
+  return end && stop_end(*end);
+}
+
 bool suspicious_line(std::string_view line) {
   for (std::string_view word : kSuspiciousWords)
     if (line.find(word) != std::string_view::npos) return true;
@@ -96,6 +154,7 @@ int root_order(const finding& f) {
   if (c == "hang_watchdog_stuck") return has_fact(f, "source", "muster") ? 2 : 6;
   if (worker_death(f)) {
     if (has_fact(f, "root_cause", "yes")) return 1;
+    if (has_fact(f, "srun_ended_step", "yes")) return 5;  // srun ended it after another's end
     return f.ranks.empty() ? 5 : 2;  // a death of no known rank may be any timed-out rank's
   }
   // a network error is often a peer's death seen from the other end
@@ -115,8 +174,10 @@ bool same(const finding& f, const log_signal& s) {
     const auto it = facts.find(key);
     return it == facts.end() ? std::string() : it->second;
   };
-  // a launcher's end is its own finding: it follows its ranks' (diagnoser::srun_tasks)
-  if (fact(f.facts, "launcher") != fact(s.facts, "launcher")) return false;
+  // a launcher's end is its own finding: it follows its ranks' (diagnoser::srun_tasks); so is
+  // srun's SIGKILL of a task after another's end (--kill-on-bad-exit)
+  for (const char* key : {"launcher", "srun_ended_step"})
+    if (fact(f.facts, key) != fact(s.facts, key)) return false;
   if (s.category != "nccl_timeout") return true;
   // "Timeout at NCCL work: 1042" names no op: the same as the watchdog's line of seq 1042
   const auto op = fact(f.facts, "op"), other = fact(s.facts, "op");
@@ -174,8 +235,9 @@ void diagnoser::add_line(const std::string& file, std::int64_t number, std::stri
     add_elastic_failure(file, *failure);
     return;
   }
+  if (srun_ends_step(line)) srun_ended_step_.insert(file);
   if (!stopped_as_asked_) {
-    if (const auto who = stop_asked(line); who != stop::none) {
+    if (const auto who = stop_asked(line, srun_ended_step_.contains(file)); who != stop::none) {
       stopped_as_asked_ = evidence_of(file, number, line);
       stopped_by_slurm_ = who == stop::slurm;
     }
@@ -184,18 +246,36 @@ void diagnoser::add_line(const std::string& file, std::int64_t number, std::stri
   if (node_start && !srun_tasks_) launcher_files_.insert(file);
   const bool launchers =
       srun_tasks_ ? *srun_tasks_ == srun_tasks::launchers : launcher_files_.contains(file);
+  add_traceback_line(file, number, line, launchers, file_rank);
+  if (line.find("failed (exitcode: ") != std::string_view::npos) torchelastic_ = true;
   // in launchers' output srun -l's label is the node's task, not a rank: "1: [rank 9] ..."
   auto signal = match_log_line(launchers ? unlabelled(line) : line);
   if (launcher_line(line) && !node_start &&
-      line.find("restarting the ranks") == std::string_view::npos)
-    launcher_said_[{file, std::string(srun_label(line))}] = evidence_of(file, number, line);
+      line.find("restarting the ranks") == std::string_view::npos) {
+    // its last line says why it ended, unless that line is a finding of its own (a rendezvous
+    // that timed out): then the launcher's end is that finding's knock-on
+    const auto key = std::make_pair(file, std::string(srun_label(line)));
+    if (signal)
+      launcher_said_.erase(key);
+    else
+      launcher_said_[key] = evidence_of(file, number, line);
+  }
   if (!signal) {
     if (findings_.empty() && suspicious_line(line)) {
-      if (suspicious_.size() == kMaxSuspicious) suspicious_.erase(suspicious_.begin());
-      suspicious_.push_back(evidence_of(file, number, line));
+      const auto keep = [&](std::vector<evidence_line>& lines) {
+        if (lines.size() == kMaxSuspicious) lines.erase(lines.begin());
+        lines.push_back(evidence_of(file, number, line));
+      };
+      keep(suspicious_);
+      if (!stop_part(line)) keep(suspicious_unstopped_);
     }
     return;
   }
+  // srun's own SIGKILL of the tasks left after it ended the step: a knock-on, not one with a
+  // kill before it (--kill-on-bad-exit)
+  if (signal->category == "worker_killed_sigkill" && signal->facts.contains("srun_tasks") &&
+      srun_ended_step_.contains(file))
+    signal->facts["srun_ended_step"] = "yes";
   if (launchers && signal->facts.contains("srun_tasks")) {
     signal->facts["launcher"] = "yes";  // a node's launcher, not a rank
     signal->rank.reset();
@@ -215,15 +295,59 @@ void diagnoser::add_line(const std::string& file, std::int64_t number, std::stri
   add_signal(std::move(*signal), evidence_of(file, number, line));
 }
 
-void diagnoser::add_signal(log_signal signal, evidence_line evidence) {
-  if (stop_end(signal)) {
-    stop_ends_.emplace_back(std::move(signal), std::move(evidence));
+void diagnoser::add_traceback_line(const std::string& file, std::int64_t number,
+                                   std::string_view line, bool launchers,
+                                   std::optional<int> file_rank) {
+  if (launchers) line = unlabelled(line);  // the node's task, not a rank
+  const auto text = rank_text(line);
+  const bool start = traceback_start(text);
+  if (!start && !exception_line(text)) return;
+  auto rank = rank_of_line(line.substr(std::min(line.find_first_not_of(' '), line.size())));
+  if (!rank) rank = file_rank;
+  if (!rank) return;
+  const auto key = std::make_pair(file, *rank);
+  if (start) {
+    traceback_open_[key] = evidence_of(file, number, line);
     return;
   }
-  add_now(std::move(signal), std::move(evidence));
+  const auto open = traceback_open_.find(key);
+  if (open == traceback_open_.end()) return;  // an error word no traceback ends
+  const bool own_log = file_rank == rank;
+  if (const auto seen = raised_.find(*rank);
+      seen == raised_.end() || own_log || !seen->second.own_log)
+    raised_[*rank] = {evidence_of(file, number, line),
+                      std::string(text.substr(0, kMaxEvidenceText)), open->second, own_log};
+  traceback_open_.erase(open);
 }
 
-void diagnoser::add_now(log_signal signal, evidence_line evidence) {
+void diagnoser::quote_exception(finding& f) const {
+  if (f.category != "worker_failed_see_error_file") return;
+  for (const char* said : {"launcher", "error", "signal", "signal_name"})
+    if (f.facts.contains(said)) return;  // a launcher, an error file, a crash
+  for (const int rank : f.ranks) {
+    const auto r = raised_.find(rank);
+    if (r == raised_.end()) continue;
+    f.facts["error"] = r->second.text;
+    if (f.ranks.size() > 1) f.facts["error_rank"] = std::to_string(rank);
+    f.facts["traceback_file"] = r->second.start.file;
+    f.facts["traceback_line"] = std::to_string(r->second.start.line);
+    if (r->second.own_log) f.facts["traceback_own_log"] = "yes";
+    f.evidence.insert(f.evidence.begin(), r->second.exception);
+    if (f.evidence.size() > kMaxEvidence) f.evidence.pop_back();
+    ++f.count;
+    return;
+  }
+}
+
+void diagnoser::add_signal(log_signal signal, evidence_line evidence) {
+  if (stop_end(signal)) {
+    stop_ends_.push_back({std::move(signal), std::move(evidence), ++signals_read_});
+    return;
+  }
+  add_now(std::move(signal), std::move(evidence), ++signals_read_);
+}
+
+void diagnoser::add_now(log_signal signal, evidence_line evidence, std::int64_t read) {
   auto it = std::find_if(findings_.begin(), findings_.end(),
                          [&](const finding& f) { return same(f, signal); });
   if (it == findings_.end()) {
@@ -231,6 +355,7 @@ void diagnoser::add_now(log_signal signal, evidence_line evidence) {
     f.category = signal.category;
     f.facts = signal.facts;
     f.first_time_s = evidence.time_s;
+    f.first_read = read;
     findings_.push_back(std::move(f));
     it = findings_.end() - 1;
   } else {
@@ -262,6 +387,7 @@ void diagnoser::add_now(log_signal signal, evidence_line evidence) {
 // A worker torchelastic reports failed: its error file, when this host has it, decides the
 // category (a CUDA OOM in the file is a cuda_oom); else its exit says killed or failed.
 void diagnoser::add_elastic_failure(const std::string& file, const elastic_failure& failure) {
+  torchelastic_ = true;
   const auto evidence = evidence_of(file, failure.line, "traceback : " + failure.traceback);
   auto with_worker = [&](log_signal s) {
     s.rank = failure.rank;
@@ -320,7 +446,9 @@ std::span<const std::string_view> diagnoser::keywords() {
                elastic_failure_reader::keywords().end());
     out.insert(out.end(), std::begin(kSuspiciousWords), std::end(kSuspiciousWords));
     out.insert(out.end(), std::begin(kStopWords), std::end(kStopWords));
+    out.insert(out.end(), std::begin(kSrunEndsStepWords), std::end(kSrunEndsStepWords));
     out.push_back(kLauncherWord);
+    out.push_back(kExceptionWord);
     return out;
   }();
   return words;
@@ -333,23 +461,27 @@ diagnosis diagnoser::finish() const {
     return !stopped_as_asked_ || (!stopped_by_slurm_ && s.category == "worker_killed_sigkill");
   };
   if (std::any_of(stop_ends_.begin(), stop_ends_.end(),
-                  [&](const auto& end) { return unexplained(end.first); })) {
+                  [&](const auto& end) { return unexplained(end.signal); })) {
     diagnoser all = *this;
     all.stop_ends_.clear();
-    for (const auto& [signal, evidence] : stop_ends_)
-      if (unexplained(signal)) all.add_now(signal, evidence);
+    for (const auto& end : stop_ends_)
+      if (unexplained(end.signal)) all.add_now(end.signal, end.evidence, end.read);
     return all.finish();
   }
   diagnosis d;
   d.lines_read = lines_;
   d.stopped_as_asked = stopped_as_asked_;
   d.findings = findings_;
+  // in the order they were read: a held end (one a stop would explain) keeps its place
+  std::stable_sort(d.findings.begin(), d.findings.end(),
+                   [](const finding& a, const finding& b) { return a.first_read < b.first_read; });
   for (auto& f : d.findings) {
     if (planned_bytes_ > 0 && (f.category == "cuda_oom" || f.category == "nccl_oom"))
       f.facts["planned"] = format_bytes(planned_bytes_);
     for (const auto rank : f.ranks)
       if (auto host = rank_hosts_.find(rank); host != rank_hosts_.end())
         f.hosts.insert(host->second);
+    quote_exception(f);
   }
   // a worker's death is said already where another finding says what happened to each of its
   // ranks (the store's failed rank beside the OOM in its log; ranks the watchdog aborted after
@@ -374,14 +506,15 @@ diagnosis diagnoser::finish() const {
   }
   // every category is listed (categories.hpp): a new one cannot be added without its meaning
   for (const auto& f : d.findings) check_finding_category(f.category);
-  explain_context context{world_size_, {}, {}};
+  explain_context context{world_size_, {}, {}, torchelastic_};
   for (const auto& f : d.findings) {
     context.categories.insert(f.category);
     if (f.category == "nccl_timeout" || f.category == "nccl_timeout_cascade")
       context.timed_out.insert(f.ranks.begin(), f.ranks.end());
   }
   for (auto& f : d.findings) explain(f, context);
-  if (d.findings.empty()) d.suspicious = suspicious_;
+  // after a stop asked, its own lines and the ends it explains are no suspicious lines
+  if (d.findings.empty()) d.suspicious = stopped_as_asked_ ? suspicious_unstopped_ : suspicious_;
   return d;
 }
 

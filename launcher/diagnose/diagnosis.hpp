@@ -17,12 +17,19 @@
 // ranks that reported no timeout at all: the usual culprits. With nothing found, `unknown` carries
 // the most suspicious lines.
 //
+// A failed rank whose last Python traceback was read (its own log, else any other) quotes the
+// exception line that ended it ("RuntimeError: boom") in its summary and evidence, and its fix
+// says where the whole traceback is.
+//
 // Stopped as asked: Slurm's "*** JOB 9 ON n1 CANCELLED AT <time> ***" (scancel) and "... DUE TO
 // JOB REQUEUE ***" (not its time limit, a node failure or a preemption), and muster's launcher's
 // "stopped by SIGTERM" or "passed on to them, as asked". Where one is read, the workers that
 // exited on a stop's signal (exit codes 128 + SIGINT, SIGUSR1, SIGUSR2 or SIGTERM, or those
 // signals; after Slurm's stops SIGKILL too, which srun makes of the cancel's SIGTERM) are no
-// failure.
+// failure, and with nothing found the stop's own lines and those ends are no suspicious lines. A
+// step's cancel after srun's "Terminating StepId=9.0" is no stop asked: srun ended the step itself
+// after a task's bad end (--kill-on-bad-exit), and the tasks it killed then are knock-on effects of
+// the one that ended first, never merged with it.
 #pragma once
 
 #include <cstdint>
@@ -56,6 +63,8 @@ struct finding {
   std::map<std::string, std::string> facts;  // from the earliest line that said it (by the
                                              // lines' times, else the first read)
   std::optional<double> first_time_s;        // the earliest time of its lines that give one
+  std::int64_t first_read = 0;               // the place of its first signal in the reading:
+                                             // "the first read" among equals
   std::string summary;                       // one line for people
   std::vector<std::string> fixes;            // in the order to try them
 };
@@ -103,24 +112,48 @@ class diagnoser {
 
  private:
   void add_elastic_failure(const std::string& file, const elastic_failure& failure);
+  // A line of a rank's Python traceback: its start, or the exception line that ends it.
+  void add_traceback_line(const std::string& file, std::int64_t number, std::string_view line,
+                          bool launchers, std::optional<int> file_rank);
+  // A failed rank's finding quotes the exception that ended its last traceback (diagnosis.hpp).
+  void quote_exception(finding& f) const;
   // `signal` into its finding (add_signal holds back a worker's end on a stop's signal, which
   // finish() adds only where no stop was asked: diagnosis::stopped_as_asked).
-  void add_now(log_signal signal, evidence_line evidence);
+  void add_now(log_signal signal, evidence_line evidence, std::int64_t read);
 
   int world_size_;
   std::int64_t planned_bytes_ = 0;
   std::map<int, std::string> rank_hosts_;
   std::optional<srun_tasks> srun_tasks_;
   std::set<std::string> launcher_files_;  // files with a node launcher's first line
-  // the last "muster: " line by file and srun -l label ("" without one)
+  // the last "muster: " line by file and srun -l label ("" without one), unless it was a finding
   std::map<std::pair<std::string, std::string>, evidence_line> launcher_said_;
   std::map<std::string, elastic_failure_reader> elastic_;  // by file
   std::vector<finding> findings_;                          // in the order first seen
   std::vector<evidence_line> suspicious_;
+  std::vector<evidence_line> suspicious_unstopped_;  // those that are no part of a stop
   std::int64_t lines_ = 0;
   std::optional<evidence_line> stopped_as_asked_;
   bool stopped_by_slurm_ = false;  // scancel or a requeue, not the launcher
-  std::vector<std::pair<log_signal, evidence_line>> stop_ends_;  // held by add_signal
+  std::set<std::string> srun_ended_step_;  // files where srun said it ends the step itself
+  struct held_end {
+    log_signal signal;
+    evidence_line evidence;
+    std::int64_t read = 0;  // its place in the reading (finding::first_read)
+  };
+  std::vector<held_end> stop_ends_;  // held by add_signal
+  std::int64_t signals_read_ = 0;    // by add_signal, the held ones too
+  // Python's tracebacks: the start of each rank's open one by file and rank, and by rank the
+  // exception line that ended its last (one in the rank's own log before any other file's)
+  struct raised {
+    evidence_line exception;
+    std::string text;     // the exception line without the rank's prefix
+    evidence_line start;  // "Traceback (most recent call last):"
+    bool own_log = false;
+  };
+  std::map<std::pair<std::string, int>, evidence_line> traceback_open_;
+  std::map<int, raised> raised_;
+  bool torchelastic_ = false;  // torchrun's agent's lines were read
 };
 
 }  // namespace muster::launcher::diagnose

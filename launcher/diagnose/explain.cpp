@@ -172,6 +172,11 @@ void collective(finding& f, const explain_context& context) {
         "init_process_group(timeout=...), Megatron --distributed-timeout-minutes)"};
 }
 
+// A task srun killed after it ended the step on another task's end (--kill-on-bad-exit).
+constexpr const char* kAfterSrunEndedStep = ", after srun ended the step (--kill-on-bad-exit)";
+constexpr const char* kSrunEndedStepFix =
+    "srun ended the step when another task ended first: fix that one (the root above)";
+
 // muster's launcher on a node, as srun saw it end (diagnoser::srun_tasks): it ends when its
 // ranks do, or on its own error, which its last "muster: " line says.
 void launcher(finding& f) {
@@ -184,11 +189,16 @@ void launcher(finding& f) {
           ? fmt::format("s on {}", fmt::join(f.hosts, ", "))
           : fmt::format("{} (srun task{} {})", f.hosts.empty() ? "" : " on " + *f.hosts.begin(),
                         tasks.find_first_of(",-") == std::string::npos ? "" : "s", tasks);
-  f.summary = fmt::format("muster's launcher{} {}{}", which,
+  f.summary = fmt::format("muster's launcher{} {}{}{}", which,
                           !code.empty()     ? "exited with exit code " + code
                           : !signal.empty() ? "ended: " + signal
                                             : "failed",
+                          fact(f, "srun_ended_step").empty() ? "" : kAfterSrunEndedStep,
                           said.empty() ? "" : "; its last line: " + said);
+  if (!fact(f, "srun_ended_step").empty()) {
+    f.fixes = {kSrunEndedStepFix};
+    return;
+  }
   f.fixes = {
       "a launcher ends when its ranks do: where a finding above names a rank, fix that first",
       said.empty() ? "else read its own lines before srun's in the job's output (srun -l labels "
@@ -259,6 +269,11 @@ void worker(finding& f, const explain_context& context) {
         "newest one there"};
     return;
   }
+  if (f.category == "worker_killed_sigkill" && !fact(f, "srun_ended_step").empty()) {
+    f.summary = fmt::format("{} was killed with SIGKILL (signal 9){}", ranks, kAfterSrunEndedStep);
+    f.fixes = {kSrunEndedStepFix};
+    return;
+  }
   if (f.category == "worker_killed_sigkill") {
     f.summary = fmt::format("{} was killed with SIGKILL (signal 9){}; {}", ranks,
                             aside(fact(f, "pid").empty() ? "" : "pid " + fact(f, "pid")),
@@ -291,7 +306,13 @@ void worker(finding& f, const explain_context& context) {
     f.fixes.push_back(crash_advice(number));
     return;
   }
-  if (!error.empty())
+  if (!fact(f, "traceback_file").empty())  // the exception that ended its Python traceback
+    f.fixes.push_back(fmt::format(
+        "the error above ends {} Python traceback; the whole traceback is in {}{}, from line {}",
+        fact(f, "error_rank").empty() ? "its" : "rank " + fact(f, "error_rank") + "'s",
+        fact(f, "traceback_own_log").empty() ? "" : "the rank's log ", fact(f, "traceback_file"),
+        fact(f, "traceback_line")));
+  else if (!error.empty())
     f.fixes.push_back(
         fmt::format("the error above is the worker's own{}; its traceback is in "
                     "the rank's log",
@@ -301,13 +322,53 @@ void worker(finding& f, const explain_context& context) {
         fmt::format("its error file {} is not on this host: run muster diagnose on "
                     "{} or copy the file here",
                     file, f.hosts.empty() ? "the rank's node" : *f.hosts.begin()));
-  else
+  else if (context.torchelastic)  // torchrun's job: muster's launcher has no part in it
     f.fixes.push_back(
         "no error file: torchrun writes one only when the entry point is wrapped with "
         "@record (torch.distributed.elastic.multiprocessing.errors.record); read the rank's "
         "log for its last lines (muster's engine always writes one)");
+  else
+    f.fixes.push_back(fmt::format(
+        "no error file and no Python traceback: read the rank's log for its last lines (a run "
+        "of muster keeps them in logs/rank-{}.log of its run directory)",
+        f.ranks.size() == 1 ? std::to_string(*f.ranks.begin()) : "N"));
   if (!fact(f, "traceback").empty() && error.empty())
     f.fixes.push_back(fmt::format("torchelastic's traceback line: {}", fact(f, "traceback")));
+}
+
+// muster's launchers that did not meet within launch.timeout_rendezvous (log_signal.cpp): node
+// 0's view names the nodes that did not arrive; another node's, the store it did not find.
+void launchers_rendezvous(finding& f) {
+  const auto node0 = fact(f, "node0").empty() ? "node 0" : fact(f, "node0");
+  const auto timeout = fact(f, "timeout_s").empty() ? "" : " (" + fact(f, "timeout_s") + " s now)";
+  const std::string late =
+      "a node that starts late (container pull, slow file system): raise "
+      "launch.timeout_rendezvous" +
+      timeout;
+  if (!fact(f, "missing").empty()) {
+    f.summary = fmt::format(
+        "muster's launchers did not meet: {} nodes reached the rendezvous within {} s; missing: {}",
+        fact(f, "reached"), fact(f, "timeout_s"), fact(f, "missing"));
+    f.fixes = {
+        "check that srun started `muster launch` on every node of the step (srun "
+        "--ntasks-per-node=1), and read the missing nodes' launcher lines in the job's "
+        "output (their slurmd log when there are none)",
+        fmt::format("the missing nodes must resolve and reach {} (node 0): else set "
+                    "launch.master_addr to an address of node 0 they can reach",
+                    node0),
+        late};
+    return;
+  }
+  f.summary =
+      fmt::format("muster's launcher on {} found no rendezvous store of node 0 ({}) within {} s",
+                  fact(f, "from"), node0, fact(f, "timeout_s"));
+  f.fixes = {fmt::format("check that node 0's launcher ({}) started and runs: its lines in the "
+                         "job's output",
+                         node0),
+             fmt::format("{} must resolve and be reachable from {}: else set launch.master_addr "
+                         "to an address of node 0 it can reach",
+                         fact(f, "address").empty() ? node0 : fact(f, "address"), fact(f, "from")),
+             late};
 }
 
 void setup(finding& f) {
@@ -348,6 +409,8 @@ void setup(finding& f) {
         "resumes from the newest step-N under checkpoint.dir",
         "a checkpoint saved under another TP/PP/EP layout must be converted (Megatron "
         "dist-ckpt, or an HF export); muster's are layout-free"};
+  } else if (f.category == "rendezvous_timeout" && fact(f, "source") == "muster") {
+    launchers_rendezvous(f);
   } else if (f.category == "rendezvous_timeout" && !fact(f, "unresolved").empty()) {
     f.summary = fmt::format(
         "the ranks cannot resolve the rendezvous host {}{}, so they never "

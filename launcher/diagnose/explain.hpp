@@ -15,6 +15,7 @@ struct explain_context {
   int world_size = 0;                // 0: unknown
   std::set<int> timed_out;           // the ranks that reported a collective timeout
   std::set<std::string> categories;  // of every finding
+  bool torchelastic = false;         // torchrun's agent's lines were read: not muster's run
 };
 
 // Fills f.summary and f.fixes from f.category and f.facts. A timeout names the ranks of the

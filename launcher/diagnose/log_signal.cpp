@@ -212,6 +212,35 @@ bool unresolved_host(std::string_view line) {
           has(line, "Temporary failure in name resolution"));
 }
 
+// muster's launchers that did not meet within launch.timeout_rendezvous, after the launcher's
+// "muster: " (launcher/rendezvous/node_group.cpp and launcher/slurm_launch.cpp write them):
+//   "rendezvous: 2 of 3 nodes reached the rendezvous within 60 s. Arrived: gpu-a01 (node 0),
+//    gpu-a03 (node 2). Missing: gpu-a02 (node 1). Check that ... can resolve and reach gpu-a01
+//    (node 0; else set launch.master_addr ...) ..."
+//   "rendezvous: no rendezvous store of job 42 step 0 found within 60 s: ... Check that node 0's
+//    launcher (gpu-a01) is running (its output), that 10.0.0.1 resolves and is reachable from
+//    gpu-a02 (or set launch.master_addr), or raise launch.timeout_rendezvous"
+// Not their other barriers ("... nodes reached the barrier 'end' within ...").
+bool launchers_rendezvous_line(std::string_view line) {
+  return has(line, "rendezvous: ") &&
+         (has(line, " nodes reached the rendezvous within ") ||
+          (has(line, "rendezvous: no rendezvous store of ") && has(line, " found within ")));
+}
+
+void launchers_rendezvous(log_signal& s, std::string_view line) {
+  s.facts["source"] = "muster";
+  put(s, "timeout_s", between(line, " within ", {" s. ", " s:"}));
+  put(s, "reached", between(line, "rendezvous: ", {" nodes reached"}));
+  put(s, "arrived", between(line, ". Arrived: ", {". Missing: "}));
+  put(s, "missing", between(line, ". Missing: ", {". Check"}));
+  put(s, "node0", between(line, "resolve and reach ", {" (node 0"}));
+  if (!has(line, "no rendezvous store of ")) return;
+  s.facts.erase("reached");
+  put(s, "node0", between(line, "node 0's launcher (", {")"}));
+  put(s, "address", between(line, "), that ", {" resolves"}));
+  put(s, "from", between(line, "reachable from ", {" ("}));
+}
+
 // c10d's TCPStore and the elastic rendezvous not coming together:
 //   "The client socket has timed out after 600000ms while trying to connect to (10.0.0.1, 29500)"
 //   "torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients. 1/2
@@ -225,6 +254,10 @@ bool unresolved_host(std::string_view line) {
 //    or service not known)."
 log_signal rendezvous_timeout(std::string_view line) {
   auto s = signal_of("rendezvous_timeout");
+  if (launchers_rendezvous_line(line)) {
+    launchers_rendezvous(s, line);
+    return s;
+  }
   if (unresolved_host(line)) {
     put(s, "unresolved", between(line, "addresses of (", {",", ")"}));
     put(s, "address", between(line, "addresses of (", {")"}));
@@ -428,6 +461,8 @@ std::span<const std::string_view> signal_keywords() {
       "store based barrier",
       "connect() timed out",
       "the rendezvous store at",
+      " nodes reached the rendezvous within ",
+      "rendezvous: no rendezvous store of ",
       "RayChannelTimeoutError",
       "failed (exitcode: ",
       "srun: error: ",
@@ -469,6 +504,41 @@ std::string_view srun_label(std::string_view line) {
 std::string_view unlabelled(std::string_view line) {
   const auto label = srun_label(line);
   return label.empty() ? line : line.substr(label.data() - line.data() + label.size() + 2);
+}
+
+std::string_view rank_text(std::string_view line) {
+  while (line.starts_with(' ')) line.remove_prefix(1);
+  line = unlabelled(line);
+  for (bool more = true; more;) {
+    more = false;
+    for (std::string_view prefix : {"[rank", "[default"}) {
+      const auto close = line.find(']');
+      if (!line.starts_with(prefix) || close == std::string_view::npos) continue;
+      auto number = line.substr(prefix.size(), close - prefix.size());
+      if (number.starts_with(' ')) number.remove_prefix(1);
+      if (number.empty() || number.find_first_not_of("0123456789") != std::string_view::npos)
+        continue;  // "[rank 1/4 group world]": the engine's, not a prefix
+      line.remove_prefix(close + 1);
+      if (line.starts_with(':')) line.remove_prefix(1);
+      if (line.starts_with(' ')) line.remove_prefix(1);
+      more = true;
+    }
+  }
+  return line;
+}
+
+bool traceback_start(std::string_view text) {
+  return text.starts_with("Traceback (most recent call last):");
+}
+
+bool exception_line(std::string_view text) {
+  const auto name = text.substr(0, std::min(text.find(':'), text.size()));
+  if (name.empty() || std::isdigit(static_cast<unsigned char>(name.front())) || name.front() == '.')
+    return false;
+  for (const char c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.') return false;
+  if (!name.ends_with("Error") && !name.ends_with("Exception")) return false;
+  return name.size() == text.size() || text.substr(name.size()).starts_with(": ");
 }
 
 std::optional<log_signal> match_log_line(std::string_view line) {
@@ -528,7 +598,7 @@ std::optional<log_signal> match_log_line(std::string_view line) {
              has(line, "RendezvousTimeoutError") ||
              (has(line, "store based barrier") && has(line, "Timed out")) ||
              has(line, "connect() timed out") || has(line, "the rendezvous store at") ||
-             unresolved_host(line)) {
+             unresolved_host(line) || launchers_rendezvous_line(line)) {
     s = rendezvous_timeout(line);
   } else if (has(line, "RayChannelTimeoutError")) {
     s = ray_channel_timeout(line);
@@ -544,7 +614,8 @@ std::optional<log_signal> match_log_line(std::string_view line) {
              has(line, "checkpoint is of another model")) {
     s = checkpoint_mismatch(line);
   }
-  if (s && !s->rank) s->rank = rank_of_line(line);
+  // muster's launcher's own line: its srun -l label is its node's task, never a rank
+  if (s && !s->rank && !unlabelled(line).starts_with("muster: ")) s->rank = rank_of_line(line);
   return s;
 }
 

@@ -54,4 +54,17 @@ std::string_view srun_label(std::string_view line);
 // `line` without its srun -l label.
 std::string_view unlabelled(std::string_view line);
 
+// `line` without the prefixes a launcher put before a rank's own text: the spaces muster's
+// launcher indents a failed rank's last lines with, srun -l's "3: ", then torchrun's "[rank3]:"
+// and "[default3]:" and muster's "[rank 3] ", one or several ("[default3]:[rank3]: ").
+std::string_view rank_text(std::string_view line);
+
+// Python's traceback, in a rank's text (rank_text): its first line, "Traceback (most recent call
+// last):", and the exception line that ends it: a name ending in Error or Exception, dotted or
+// not, at the start of the text, then ": message" or nothing ("RuntimeError: boom",
+// "torch.distributed.DistBackendError: ...", "AssertionError"). An indented source line that
+// names one ("    raise RuntimeError(...)") is neither.
+bool traceback_start(std::string_view text);
+bool exception_line(std::string_view text);
+
 }  // namespace muster::launcher::diagnose

@@ -14,6 +14,9 @@
 #include "launcher/diagnose/diagnosis.hpp"
 #include "launcher/diagnose/log_signal.hpp"
 #include "launcher/launcher_lines.hpp"
+#include "launcher/rendezvous/kv_store.hpp"
+#include "launcher/rendezvous/node_group.hpp"
+#include "tests/support/expect_error.hpp"
 #include "tests/support/temp_dir.hpp"
 
 using namespace muster::launcher::diagnose;
@@ -538,6 +541,43 @@ TEST_CASE("a rank a signal ended is named with the signal, and told where its st
   CHECK_THAT(root_of(bus.finish()).fixes.at(0), Catch::Contains("/dev/shm"));
 }
 
+TEST_CASE("a failed rank quotes the last exception of its traceback, @record only for torchrun",
+          "[diagnose]") {
+  const std::string exited = "srun: error: gpu-a08: task 5: Exited with exit code 1";
+  auto d = diagnose_lines({"[rank5]: Traceback (most recent call last):",
+                           "[rank5]:     raise ValueError(\"bad token id 99999\")",
+                           "[rank5]: ValueError: bad token id 99999", exited});
+  auto root = root_of(d);
+  CHECK(root.summary ==
+        "rank 5 on gpu-a08 failed with exit code 1: ValueError: bad token id 99999");
+  REQUIRE(root.evidence.size() == 2);
+  CHECK(root.evidence[0].line == 3);
+  CHECK(root.count == 2);
+  REQUIRE(root.fixes.size() == 1);
+  CHECK_THAT(root.fixes[0], Catch::Contains("the whole traceback is in job.log, from line 1"));
+  // chained exceptions: the last is quoted; another rank's, and an error word that no
+  // traceback ends, are not
+  d = diagnose_lines({"[rank5]: Traceback (most recent call last):", "[rank5]: KeyError: 'x'",
+                      "[rank5]: During handling of the above exception, another exception "
+                      "occurred:",
+                      "[rank5]: Traceback (most recent call last):",
+                      "[rank5]: torch.distributed.DistBackendError: boom",
+                      "[rank4]: Traceback (most recent call last):", "[rank4]: OSError: other",
+                      "[rank5]: ValueError: logged, not raised", exited});
+  CHECK_THAT(root_of(d).summary,
+             Catch::EndsWith("exit code 1: torch.distributed.DistBackendError: boom"));
+  CHECK(root_of(d).evidence[0].line == 5);
+  // without a traceback: no quote, and no torchrun advice for a job that did not run torchrun
+  root = root_of(diagnose_lines({"[rank5]: ValueError: logged, not raised", exited}));
+  CHECK(root.summary == "rank 5 on gpu-a08 failed with exit code 1");
+  CHECK_THAT(root.fixes.at(0), Catch::Contains("logs/rank-5.log") && !Catch::Contains("@record"));
+  // torchrun's agent: its error file needs @record
+  root = root_of(diagnose_lines(
+      {"E1122 03:12:50.123 2211 torch/distributed/elastic/multiprocessing/api.py:826] failed "
+       "(exitcode: 1) local_rank: 0 (pid: 280966) of binary: /usr/bin/python3"}));
+  CHECK_THAT(root.fixes.at(0), Catch::Contains("@record"));
+}
+
 TEST_CASE("a host allocation the worker saw fail is host_memory_error, not a GPU OOM",
           "[diagnose]") {
   auto s = one("[rank1]: MemoryError");
@@ -620,6 +660,50 @@ TEST_CASE("srun's tasks in muster's own jobs are its launchers, one per node, no
   // a stop asked explains them as it does ranks
   CHECK_FALSE(launchers({"slurmstepd: error: *** JOB 9 ON n1 CANCELLED AT 2026-11-27T09:40:01 ***",
                          "srun: error: n1: task 0: Exited with exit code 143"})
+                  .failed());
+}
+
+TEST_CASE("a node's launcher killed first is the root, and srun's end of the step no stop asked",
+          "[diagnose]") {
+  const auto launchers = [](const std::vector<std::string>& lines) {
+    diagnoser d(2);
+    d.set_srun_tasks(diagnoser::srun_tasks::launchers);
+    std::int64_t n = 0;
+    for (const auto& line : lines) d.add_line("slurm.out", ++n, line);
+    return d.finish();
+  };
+  // as srun --kill-on-bad-exit=1 wrote them on a loopback Slurm when gpu-a02's launcher got
+  // SIGKILL: srun ended the step (its STEP line is srun's doing, no scancel), and gpu-a01's
+  // launcher, whose ranks were stopped, exited 1
+  const std::string killed = "srun: error: gpu-a02: task 1: Killed";
+  const std::string ends_step = "srun: launch/slurm: _step_signal: Terminating StepId=4242.0";
+  const std::string step_cancel =
+      "slurmstepd-gpu-a01: error: *** STEP 4242.0 ON gpu-a01 CANCELLED AT 2026-11-27T16:23:13 ***";
+  auto d = launchers(
+      {killed, ends_step, step_cancel, "srun: error: gpu-a01: task 0: Exited with exit code 1"});
+  CHECK_FALSE(d.stopped_as_asked);
+  REQUIRE(d.findings.size() == 2);
+  CHECK(root_of(d).category == "worker_killed_sigkill");
+  CHECK(root_of(d).hosts == std::set<std::string>{"gpu-a02"});
+  CHECK_THAT(root_of(d).summary,
+             Catch::StartsWith("muster's launcher on gpu-a02 (srun task 1) ended: SIGKILL"));
+  CHECK(d.findings[1].category == "worker_failed_see_error_file");
+  CHECK(d.findings[1].hosts == std::set<std::string>{"gpu-a01"});
+  CHECK_FALSE(d.findings[1].root);
+  // srun's SIGKILL of the other launcher is its own knock-on, not one finding with the first
+  d = launchers({killed, ends_step, step_cancel, "srun: error: gpu-a01: task 0: Killed",
+                 "srun: Force Terminated StepId=4242.0"});
+  REQUIRE(d.findings.size() == 2);
+  CHECK(root_of(d).hosts == std::set<std::string>{"gpu-a02"});
+  CHECK(d.findings[1].hosts == std::set<std::string>{"gpu-a01"});
+  CHECK_THAT(d.findings[1].summary, Catch::Contains("after srun ended the step"));
+  // ranks too: the first read is the root, a SIGKILL as well as an exit code
+  d = diagnose_lines(
+      {"srun: error: n1: task 3: Killed", "srun: error: n1: task 5: Exited with exit code 1"});
+  CHECK(root_of(d).ranks == std::set<int>{3});
+  // a step cancelled before srun ended it was asked (scancel of the step or of an srun job)
+  CHECK_FALSE(launchers({step_cancel, "srun: error: gpu-a01: task 0: Exited with exit code 143",
+                         ends_step, "srun: error: gpu-a02: task 1: Killed"})
                   .failed());
 }
 
@@ -756,6 +840,56 @@ TEST_CASE("a rendezvous host name that does not resolve is named, with launch.ma
                     .failed());
 }
 
+TEST_CASE("muster's launchers that did not meet are rendezvous_timeout, naming the nodes",
+          "[diagnose]") {
+  // node_group's own message (node 2 of 3 arrived, node 1 did not), as the CLI prints it
+  auto store = std::make_shared<muster::launcher::rendezvous::memory_store>();
+  store->set("node/2", R"({"host": "gpu-a03", "local_ranks": 4, "pid": 1})");
+  const auto line =
+      "muster: " + muster::test::expect_error(muster::errc::environment, [&] {
+        muster::launcher::rendezvous::node_group(store, 0, {"gpu-a01", "gpu-a02", "gpu-a03"})
+            .join({0, "gpu-a01", 4, 2}, std::chrono::milliseconds(300), nullptr);
+      });
+  const auto start = node_start_line(0, 3, "gpu-a01", 0, 4, 12, "/runs/r");
+  const std::string exited = "srun: error: gpu-a01: task 0: Exited with exit code 1";
+  // logs alone, plain and under srun -l (whose label is the launcher's task, not a rank)
+  for (const auto& lines : std::vector<std::vector<std::string>>{
+           {start, line, exited}, {"0: " + start, "0: " + line, exited}, {"0: " + line}}) {
+    INFO(lines.front());
+    const auto d = diagnose_lines(lines, 12);
+    const auto& root = root_of(d);
+    CHECK(root.category == "rendezvous_timeout");
+    CHECK(root.ranks.empty());
+    CHECK(root.facts.at("missing") == "gpu-a02 (node 1)");
+    CHECK(root.facts.at("arrived") == "gpu-a01 (node 0), gpu-a03 (node 2)");
+    CHECK(root.summary ==
+          "muster's launchers did not meet: 2 of 3 nodes reached the rendezvous within 1 s; "
+          "missing: gpu-a02 (node 1)");
+    REQUIRE(root.fixes.size() == 3);
+    CHECK_THAT(root.fixes[1],
+               Catch::Contains("reach gpu-a01") && Catch::Contains("launch.master_addr"));
+    CHECK_THAT(root.fixes[2], Catch::Contains("launch.timeout_rendezvous (1 s now)"));
+    // the launcher's end is its knock-on, and does not quote the line again
+    for (const auto& f : d.findings) CHECK((f.category == "rendezvous_timeout" || !f.root));
+    for (const auto& f : d.findings) CHECK_THAT(f.summary, !Catch::Contains("its last line"));
+  }
+  // node 1's side: it found no store of node 0
+  const auto d = diagnose_lines(
+      {"muster: rendezvous: no rendezvous store of job 42 step 0 found within 60 s: no address "
+       "file /runs/r/rendezvous-step0.addr and no answer on 10.0.0.1 ports 29400-29415. Check "
+       "that node 0's launcher (gpu-a01) is running (its output), that 10.0.0.1 resolves and is "
+       "reachable from gpu-a02 (or set launch.master_addr), or raise launch.timeout_rendezvous"});
+  CHECK(root_of(d).category == "rendezvous_timeout");
+  CHECK(root_of(d).summary ==
+        "muster's launcher on gpu-a02 found no rendezvous store of node 0 (gpu-a01) within 60 s");
+  CHECK_THAT(root_of(d).fixes.at(1),
+             Catch::Contains("10.0.0.1") && Catch::Contains("launch.master_addr"));
+  // another barrier of the launchers is not the rendezvous
+  CHECK_FALSE(
+      match_log_line("muster: rendezvous: 1 of 2 nodes reached the barrier 'end' within "
+                     "1 s. Arrived: gpu-a01 (node 0). Missing: gpu-a02 (node 1)."));
+}
+
 TEST_CASE("a job stopped as asked is no failure: scancel, a requeue, a signal passed on",
           "[diagnose]") {
   const std::string cancel =
@@ -802,6 +936,33 @@ TEST_CASE("a job stopped as asked is no failure: scancel, a requeue, a signal pa
     CHECK(d.failed());
     CHECK_FALSE(d.stopped_as_asked);
   }
+  // the stop's own lines and the ends it explains are no suspicious lines either: a scancel
+  // of a muster-sbatch job as a loopback Slurm wrote it
+  const std::vector<std::string> scancel = {
+      "slurmstepd-gpu-a01: error: *** JOB 4242 ON gpu-a01 CANCELLED AT 2026-11-27T16:23:23 ***",
+      "muster: rank 1 failed first (signal 15 (SIGTERM)); 0 other rank(s) stopped. Log: "
+      "/runs/r/logs/rank-1.log",
+      "muster: rank 1 on gpu-a02 failed first: signal 15 (SIGTERM); 1 rank(s) of this node "
+      "stopped. Logs: /runs/r/logs",
+      "slurmstepd-gpu-a01: error: *** STEP 4242.0 ON gpu-a01 CANCELLED AT 2026-11-27T16:23:23 ***",
+      "srun: error: gpu-a01: task 0: Exited with exit code 143",
+      "srun: launch/slurm: _step_signal: Terminating StepId=4242.0",
+      "srun: error: gpu-a02: task 1: Exited with exit code 143",
+      "srun: error: gpu-a02: tasks 2-3: Terminated"};
+  d = diagnose_lines(scancel);
+  CHECK_FALSE(d.failed());
+  REQUIRE(d.stopped_as_asked);
+  CHECK(d.stopped_as_asked->line == 1);
+  CHECK(d.suspicious.empty());
+  // a line the stop does not explain still is one; without a stop, the same lines are
+  auto more = scancel;
+  more.push_back("[rank0]: ValueError: bad shape (4096, 1024) for the router");
+  d = diagnose_lines(more);
+  REQUIRE(d.suspicious.size() == 1);
+  CHECK(d.suspicious[0].line == 9);
+  d = diagnose_lines({scancel[1], scancel[7]});
+  CHECK_FALSE(d.stopped_as_asked);
+  CHECK(d.suspicious.size() == 2);
   // the time limit is no stop asked: it is a finding of its own
   d = diagnose_lines(
       {"slurmstepd: error: *** JOB 5 ON n1 CANCELLED AT 2026-11-27T09:42:00 DUE TO TIME LIMIT ***",

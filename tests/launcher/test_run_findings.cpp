@@ -266,3 +266,41 @@ TEST_CASE("a lost run's gone ranks died with their launcher", "[diagnose]") {
   CHECK(f.evidence.front().text == "rank 0 on node-a recorded running; no process has pid 1000");
   CHECK_THAT(f.fixes.front(), Catch::Contains("killed the launcher"));
 }
+
+TEST_CASE("a rank that raised quotes its exception, and its fix names the rank's log",
+          "[diagnose]") {
+  launcher::status::run_status run;
+  run.dir = "/runs/r5";
+  run.ranks = {rank_of(0, store::rank_state::killed),
+               rank_of(1, store::rank_state::failed, std::nullopt, 1)};
+  diagnoser d(2);
+  d.set_srun_tasks(diagnoser::srun_tasks::launchers);
+  add_store_findings(d, run, {});
+  // as a run of `python3 train.py` under muster launch leaves them (the lines the reader keeps):
+  // the rank's own log, then Slurm's output, where the launcher repeats the rank's last lines
+  const std::string log = "/runs/r5/logs/rank-1.log";
+  d.add_line(log, 2, "Traceback (most recent call last):", 1);
+  d.add_line(log, 4, "    raise RuntimeError(\"boom\")", 1);
+  d.add_line(log, 5, "RuntimeError: boom", 1);
+  std::int64_t n = 0;
+  for (const char* line :
+       {"muster: rank 1 failed first (exit code 1); 0 other rank(s) stopped. Log: "
+        "/runs/r5/logs/rank-1.log",
+        "  [rank 1] Traceback (most recent call last):", "  [rank 1] RuntimeError: boom",
+        "srun: error: node-a: task 0: Exited with exit code 1",
+        "srun: error: node-b: task 1: Exited with exit code 1"})
+    d.add_line("/runs/r5/slurm.out", ++n, line);
+  const auto result = d.finish();
+  REQUIRE(result.failed());
+  const auto& root = result.findings.front();
+  CHECK(root.category == "worker_failed_see_error_file");
+  CHECK(root.ranks == std::set<int>{1});
+  CHECK(root.summary == "rank 1 on node-a failed with exit code 1: RuntimeError: boom");
+  CHECK(root.facts.at("error") == "RuntimeError: boom");
+  REQUIRE_FALSE(root.evidence.empty());
+  CHECK(root.evidence.front().file == log);  // the rank's own log, not Slurm's copy
+  CHECK(root.evidence.front().line == 5);
+  REQUIRE_FALSE(root.fixes.empty());
+  CHECK_THAT(root.fixes.front(), Catch::Contains(log + ", from line 2"));
+  for (const auto& fix : root.fixes) CHECK_THAT(fix, !Catch::Contains("@record"));
+}
