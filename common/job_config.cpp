@@ -460,7 +460,7 @@ std::optional<std::int64_t> slurm_time_seconds(std::string_view text) {
   std::string upper(text);
   std::transform(upper.begin(), upper.end(), upper.begin(),
                  [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
-  if (upper == "UNLIMITED" || upper == "INFINITE") return 0;
+  if (upper == "UNLIMITED" || upper == "INFINITE" || upper == "-1") return 0;
   std::optional<std::int64_t> days;
   if (const auto dash = text.find('-'); dash != std::string_view::npos) {
     days = time_field(text.substr(0, dash));

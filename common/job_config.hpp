@@ -159,7 +159,7 @@ struct slurm_section {
 
 // Slurm's time limit `text` (--time) in seconds: minutes ("90"), MM:SS, HH:MM:SS, D-HH,
 // D-HH:MM or D-HH:MM:SS, each field digits and none bounded, as Slurm reads them ("90:00" is 90
-// minutes); "0", "UNLIMITED" and "INFINITE" (any case) are no limit: 0. std::nullopt for text
+// minutes); "0", "-1", "UNLIMITED" and "INFINITE" (any case) are no limit: 0. std::nullopt for text
 // that is none of these (sbatch would refuse it).
 std::optional<std::int64_t> slurm_time_seconds(std::string_view text);
 

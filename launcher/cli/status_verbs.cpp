@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -68,6 +69,10 @@ bool show_job(const status_options& o) {
     fmt::print("{}", o.json ? st::job_json(*job) : st::job_text(*job, o.runs_dir));
     return true;
   }
+  // a run directory of it without a store (its launchers did not meet): find_run's word stands
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(o.runs_dir, ec))
+    if (e.path().filename().string().ends_with("-" + o.run)) return false;
   MUSTER_THROW(errc::invalid_input,
                "{}: no run directory for Slurm job {} in {}, and squeue --me no longer has it: "
                "its launchers never started (a job cancelled while it was pending, or one whose "
@@ -99,10 +104,18 @@ int show(const status_options& o) {
     if (show_job(o)) return kExitOk;
     throw;
   }
+  std::optional<st::slurm_job_state> slurm;  // asked again at most every 30 s under --watch
+  store::epoch_ms asked = 0;
   for (;;) {
     const auto now = store::now_ms();
     auto s = st::read_run_status(dir, now);
-    st::check_with_slurm(s, std::chrono::seconds(10));
+    if (st::asks_slurm(s)) {
+      if (!slurm || now - asked > 30000) {
+        slurm = st::ask_job_state(*s.run->slurm_job_id, std::chrono::seconds(5));
+        asked = now;
+      }
+      st::apply_job_state(s, *slurm);
+    }
     if (o.watch > 0 && !o.json) fmt::print("\x1b[H\x1b[2J");  // clear the terminal
     fmt::print("{}", o.json ? st::status_json(s, now) : st::status_text(s, now));
     if (o.watch <= 0 || ended(s)) return kExitOk;

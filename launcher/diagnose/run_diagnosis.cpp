@@ -74,7 +74,7 @@ run_diagnosis diagnose_run(const fs::path& run_dir, const std::vector<fs::path>&
   if (!run_dir.empty()) {
     if (!store::run_paths(run_dir).node_dbs().empty()) {
       out.run = status::read_run_status(run_dir, store::now_ms());
-      status::check_with_slurm(*out.run, std::chrono::seconds(10));
+      status::check_with_slurm(*out.run, std::chrono::seconds(5));
       out.events = store::run_reader(run_dir).events();
       if (world_size == 0 && out.run->run) world_size = static_cast<int>(out.run->run->world_size);
     }

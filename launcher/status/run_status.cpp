@@ -88,6 +88,7 @@ run_status read_run_status(const fs::path& dir, store::epoch_ms now) {
     if (e.kind == "restart" || e.kind == "requeue") ++s.restarts;
     if (e.kind == "restart" || e.kind == "resumed") attempt = std::max(attempt, e.time_ms);
     if (e.kind == "first_failure" && !s.first_failure) s.first_failure = e;
+    if (e.kind == "exec") s.one_task_per_rank = true;
   }
   // Progress is the latest attempt's, once it has a step: an attempt without a checkpoint starts
   // again from step 0, below the steps the one before it reached.
@@ -97,8 +98,12 @@ run_status read_run_status(const fs::path& dir, store::epoch_ms now) {
   const auto current = [&](const store::step_record& r) { return r.time_ms >= attempt; };
   // Each rank's newest step (history is ordered by step).
   std::map<std::int64_t, store::step_record> last;
+  std::int64_t first = -1;  // the attempt's first step: where a rank with none of it is
   for (const auto& step : s.history)
-    if (current(step)) last[step.rank] = step;
+    if (current(step)) {
+      last[step.rank] = step;
+      first = first < 0 ? step.step : std::min(first, step.step);
+    }
   std::int64_t newest = -1, complete = -1;
   for (const auto& [rank, step] : last) {
     newest = std::max(newest, step.step);
@@ -128,7 +133,7 @@ run_status read_run_status(const fs::path& dir, store::epoch_ms now) {
     rank_status r{rank, std::nullopt, age_of(paths.rank_heartbeat_file(rank.rank), now), false};
     if (auto it = last.find(rank.rank); it != last.end()) r.last = it->second;
     if (rank.state == store::rank_state::running) {
-      const auto behind = newest - (r.last ? r.last->step : -1);
+      const auto behind = newest - (r.last ? r.last->step : first - 1);
       r.laggard = (newest >= 0 && behind >= kBehindSteps) ||
                   (r.heartbeat_age_s && *r.heartbeat_age_s > stale_s);
     }
@@ -149,7 +154,8 @@ run_status read_run_status(const fs::path& dir, store::epoch_ms now) {
     running = true;
     // its pid on this host, and its heartbeat as stale as a laggard's: a pid alone misleads in
     // another PID namespace of the same host name, or while the launcher records a rank's end
-    r.gone = r.rank.host == here && r.rank.pid && !process_exists(*r.rank.pid) &&
+    r.alive_here = r.rank.host == here && r.rank.pid && process_exists(*r.rank.pid);
+    r.gone = r.rank.host == here && r.rank.pid && !r.alive_here &&
              (!r.heartbeat_age_s || *r.heartbeat_age_s > stale_s);
     s.lost = s.lost && r.gone;
   }

@@ -20,6 +20,7 @@ struct rank_status {
   bool laggard = false;                    // running, and behind the others (see read_run_status)
   bool gone = false;  // recorded running on this host, no process has its pid any more, and
                       // its heartbeat is stale (as a laggard's) or missing
+  bool alive_here = false;  // recorded running on this host, and a process has its pid
 };
 
 struct run_status {
@@ -42,6 +43,9 @@ struct run_status {
   // Recorded running, and every rank recorded running is gone: the launcher ended without
   // recording it (SIGKILL, or the node went down), and nothing will record the end.
   bool lost = false;
+  // Slurm started each rank as its own task (`exec` events): it supervises them, and no launcher
+  // records their ends.
+  bool one_task_per_rank = false;
   std::string lost_why;  // who says so, where it is not this host's pids: "Slurm says job 15
                          // is over (FAILED)" (slurm_job_state.hpp)
 };

@@ -54,6 +54,11 @@ void apply_job_state(run_status& s, const slurm_job_state& said) {
   if (said.is != slurm_job_state::kind::ended || !s.run ||
       s.run->state != store::run_state::running)
     return;
+  // a process of it here says otherwise (squeue of another cluster, a job id used again)
+  if (std::any_of(s.ranks.begin(), s.ranks.end(), [](const rank_status& r) {
+        return r.rank.state == store::rank_state::running && r.alive_here;
+      }))
+    return;
   bool running = false;
   for (auto& r : s.ranks)
     if (r.rank.state == store::rank_state::running) r.gone = running = true;
@@ -64,11 +69,13 @@ void apply_job_state(run_status& s, const slurm_job_state& said) {
       said.state == "no longer known to Slurm" ? said.state : "over (" + said.state + ")");
 }
 
+bool asks_slurm(const run_status& s) {
+  return !s.lost && !s.one_task_per_rank && s.run && s.run->state == store::run_state::running &&
+         s.run->slurm_job_id && !s.run->slurm_job_id->empty();
+}
+
 void check_with_slurm(run_status& s, std::chrono::milliseconds timeout) {
-  if (s.lost || !s.run || s.run->state != store::run_state::running || !s.run->slurm_job_id ||
-      s.run->slurm_job_id->empty())
-    return;
-  apply_job_state(s, ask_job_state(*s.run->slurm_job_id, timeout));
+  if (asks_slurm(s)) apply_job_state(s, ask_job_state(*s.run->slurm_job_id, timeout));
 }
 
 }  // namespace muster::launcher::status

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -147,7 +148,8 @@ std::string place_or_default(const muster::loaded_job_config& loaded, const std:
 
 // The job's time limit: what sets it, for messages ("sbatch option -t 30", or "slurm.time =
 // \"0:30:00\", <its place>"), and its text. An sbatch option (--time=T, --time T, -t T, -tT;
-// the last wins, as in sbatch) wins over slurm.time. Nothing when neither sets one.
+// the last wins, as in sbatch) wins over SBATCH_TIMELIMIT, which wins over slurm.time. Nothing
+// when none sets one.
 std::optional<std::pair<std::string, std::string>> time_limit(
     const muster::loaded_job_config& loaded, const std::vector<std::string>& sbatch_options) {
   std::optional<std::pair<std::string, std::string>> found;
@@ -160,6 +162,9 @@ std::optional<std::pair<std::string, std::string>> time_limit(
     else if (o.starts_with("-t") && o.size() > 2)
       found.emplace("sbatch option " + o, o.substr(2));
   }
+  // sbatch's input environment comes between its options and the script's #SBATCH lines
+  if (const char* env = std::getenv("SBATCH_TIMELIMIT"); !found && env && *env)
+    found.emplace(fmt::format("SBATCH_TIMELIMIT={} in the environment", env), env);
   if (found || loaded.config.slurm.time.empty()) return found;
   return std::pair{fmt::format("slurm.time = \"{}\", {}", loaded.config.slurm.time,
                                place_or_default(loaded, "slurm.time")),
@@ -218,7 +223,9 @@ int submit(const arguments& a) {
   const auto& config = loaded.config;
   check_plan(loaded, a.sbatch_options);
   check_lead(loaded, a.sbatch_options);
-  if (!config.slurm.time.empty() && config.slurm.checkpoint_lead == 0)
+  if (const auto limit = time_limit(loaded, a.sbatch_options);
+      limit && muster::slurm_time_seconds(limit->second).value_or(0) > 0 &&
+      config.slurm.checkpoint_lead == 0)
     fmt::print(stderr,
                "muster-sbatch: warning: slurm.checkpoint_lead = 0 ({}): nothing saves at the "
                "time limit (srun turns Slurm's SIGTERM into SIGKILL for its tasks); only the "

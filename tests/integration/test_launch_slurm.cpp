@@ -526,6 +526,15 @@ TEST_CASE("muster status lists the user's Slurm jobs beside the runs, each with 
                       ", and squeue --me no longer has it: its launchers never started") &&
           Catch::Contains("prolog failed: sinfo -R names the node it drained") &&
           Catch::Contains("sacct -j 999999 gives the job's state"));
+  // one whose launchers did not meet has a run directory, without a store: that is said instead
+  fs::create_directories(runs / "gone-999998");
+  muster::test::write_file(runs / "gone-999998" / "slurm.out", "muster: rendezvous: ...\n");
+  const auto storeless = muster::test::run_process(
+      {kMuster, "status", "--runs-dir", runs.path().string(), "999998"}, env);
+  CHECK(storeless.exit_code == 2);
+  CHECK_THAT(storeless.err, Catch::Contains("holds no run store (node-*.db): its launchers "
+                                            "stopped before any rank started") &&
+                                !Catch::Contains("never started"));
 
   // a controller that does not answer: one line that says so, the runs still listed
   env.set["SLURM_CONF"] = (runs / "missing.conf").string();

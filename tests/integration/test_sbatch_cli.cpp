@@ -114,6 +114,15 @@ TEST_CASE("muster-sbatch refuses a checkpoint_lead not less than the time limit,
   CHECK_THAT(past.err, Catch::Contains("time limit of 120 s (slurm.time = \"0:02:00\", command "
                                        "line 'slurm.time=0:02:00'): Slurm would send USR1 as the "
                                        "job starts; set slurm.checkpoint_lead to 60 or less"));
+  // within Slurm's 60 s of the limit: a warning that it may come at once (tests use that)
+  CHECK_THAT(sbatch({"slurm.checkpoint_lead=240"}).err,
+             Catch::Contains("Slurm may send it up to 60 s early"));
+  // SBATCH_TIMELIMIT, which sbatch takes over the script's --time
+  const auto env = muster::test::run_process({kSbatch, job, "slurm.time=1:00:00", "--dry-run"},
+                                             {{{"SBATCH_TIMELIMIT", "4"}}, {}});
+  CHECK(env.exit_code == 2);
+  CHECK_THAT(env.err,
+             Catch::Contains("time limit of 240 s (SBATCH_TIMELIMIT=4 in the environment)"));
   // sbatch's own --time wins over slurm.time, so it is the limit then
   const auto option = sbatch({"slurm.time=1:00:00", "-t", "4"});
   CHECK(option.exit_code == 2);
@@ -136,13 +145,18 @@ TEST_CASE("muster-sbatch refuses a checkpoint_lead not less than the time limit,
        std::vector<std::vector<std::string>>{{"slurm.time=0:10:00"},
                                              {"slurm.checkpoint_lead=60"},
                                              {"slurm.time=UNLIMITED"},
+                                             {"slurm.time=-1"},
                                              {"slurm.checkpoint_lead=0", "slurm.time=0"},
+                                             {"slurm.checkpoint_lead=0", "slurm.time=UNLIMITED"},
                                              {"--signal=B:USR1@30"}}) {
     const auto r = sbatch(fine);
     INFO(fine.front() << ": " << r.err);
     CHECK(r.exit_code == 0);
-    CHECK_THAT(r.err, !Catch::Contains("checkpoint_lead = 300"));
+    CHECK_THAT(r.err, !Catch::Contains("warning: slurm.checkpoint_lead"));
   }
+  // no USR1 under a limit: nothing saves at the limit, and it says so
+  CHECK_THAT(sbatch({"slurm.checkpoint_lead=0"}).err,
+             Catch::Contains("warning: slurm.checkpoint_lead = 0"));
 }
 
 TEST_CASE("what sbatch refuses is named with the [slurm] keys and their places", "[sbatch]") {

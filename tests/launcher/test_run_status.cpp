@@ -93,7 +93,15 @@ TEST_CASE("a run whose launcher died unrecorded is lost: its running ranks' proc
   s = read_run_status(paths.dir(), now);
   CHECK_FALSE(s.ranks[1].gone);
   CHECK_FALSE(s.lost);
-  // unless Slurm says the run's job is over: then no rank of it runs anywhere
+  // unless Slurm says the run's job is over: then no rank of it runs anywhere, unless one runs
+  // here (squeue of another cluster, or an id used again)
+  put(0, here, ::getpid());
+  auto alive = read_run_status(paths.dir(), now);
+  alive.run->slurm_job_id = "4242";
+  CHECK(asks_slurm(alive));
+  apply_job_state(alive, parse_job_state(0, "FAILED\n"));
+  CHECK_FALSE(alive.lost);
+  put(0, here, dead_pid());
   apply_job_state(s, parse_job_state(0, "RUNNING\n"));
   CHECK_FALSE(s.lost);
   s.run->slurm_job_id = "4242";
@@ -212,6 +220,28 @@ TEST_CASE("after a restart without a checkpoint, progress is the new attempt's",
   REQUIRE(s.loss);
   CHECK(*s.loss == Approx(1.8));
   CHECK(s.restarts == 1);
+
+  // a requeue resumed at step 100 from a checkpoint: a rank with no step of it yet is not
+  // 100 steps behind
+  {
+    store::node_writer db(paths.node_db("node-a"));
+    db.put_rank({1, "node-a", 1, 101, store::rank_state::running, std::nullopt, std::nullopt, now});
+    db.add_event({9000, std::nullopt, store::severity::warn, "resumed", "start 2 of this run"});
+    db.add_step(at(step(0, 100, 1.0), 9500));
+  }
+  s = read_run_status(paths.dir(), now);
+  CHECK(s.steps_done == 101);
+  REQUIRE(s.ranks.size() == 2);
+  CHECK_FALSE(s.ranks[1].laggard);
+  // a job of one task per rank records no end: Slurm's COMPLETED is no loss
+  {
+    store::node_writer db(paths.node_db("node-a"));
+    db.add_event({9600, 0, store::severity::info, "exec", "rank 0 on node-a execs x"});
+  }
+  s = read_run_status(paths.dir(), now);
+  s.run->slurm_job_id = "4242";
+  CHECK(s.one_task_per_rank);
+  CHECK_FALSE(asks_slurm(s));
 }
 
 TEST_CASE("a run directory without a run store is named, with what to read instead", "[status]") {
