@@ -254,8 +254,8 @@ TEST_CASE(
       muster::test::run_process({kMuster, "diagnose", "--log", srun_out.string(), "--json"});
   INFO("diagnose --log alone: " << alone.out << alone.err);
   CHECK(alone.exit_code == 1);
-  for (const auto& f : nlohmann::json::parse(alone.out)["findings"])
-    CHECK(f["ranks"] != nlohmann::json::array({1}));
+  const auto alone_doc = nlohmann::json::parse(alone.out);
+  for (const auto& f : alone_doc["findings"]) CHECK(f["ranks"] != nlohmann::json::array({1}));
 }
 
 TEST_CASE("srun -N2 --ntasks-per-node=2: each task execs its worker as one rank", "[slurm]") {
