@@ -70,9 +70,7 @@ bool show_job(const status_options& o) {
     return true;
   }
   // a run directory of it without a store (its launchers did not meet): find_run's word stands
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(o.runs_dir, ec))
-    if (e.path().filename().string().ends_with("-" + o.run)) return false;
+  if (st::slurm_job_run(o.run, o.runs_dir)) return false;
   MUSTER_THROW(errc::invalid_input,
                "{}: no run directory for Slurm job {} in {}, and squeue --me no longer has it: "
                "its launchers never started (a job cancelled while it was pending, or one whose "

@@ -195,6 +195,16 @@ std::vector<fs::path> storeless_runs(const fs::path& runs_dir) {
   return out;
 }
 
+std::optional<fs::path> slurm_job_run(const std::string& job_id, const fs::path& runs_dir) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(runs_dir, ec)) {
+    const auto name = e.path().filename().string();
+    if (e.is_directory() && name.size() > job_id.size() + 1 && name.ends_with("-" + job_id))
+      return e.path();
+  }
+  return std::nullopt;
+}
+
 std::vector<fs::path> array_task_runs(const std::string& job_id, const fs::path& runs_dir) {
   std::vector<std::pair<std::uint64_t, fs::path>> tasks;
   if (job_id.empty() || job_id.size() > 12 ||
@@ -260,11 +270,7 @@ fs::path find_run(const std::string& what, const fs::path& runs_dir, bool storel
                  matches.size(), runs_dir.string(), matches.front().filename().string());
   }
   // Under Slurm a run directory is <job.name>-<job id>: one without a store is still found
-  for (const auto& e : fs::directory_iterator(runs_dir, ec)) {
-    const auto name = e.path().filename().string();
-    if (e.is_directory() && name.size() > what.size() + 1 && name.ends_with("-" + what))
-      return without_store(e.path());
-  }
+  if (const auto dir = slurm_job_run(what, runs_dir)) return without_store(*dir);
   // an array job: its tasks' runs are <job.name>-<job id>_<task id>
   const auto tasks = array_task_runs(what, runs_dir);
   if (tasks.size() == 1)

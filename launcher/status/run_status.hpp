@@ -73,6 +73,11 @@ std::vector<run_entry> list_runs(const std::filesystem::path& runs_dir);
 // (slurm.out): jobs whose launchers stopped before any rank started. By name.
 std::vector<std::filesystem::path> storeless_runs(const std::filesystem::path& runs_dir);
 
+// The run directory under `runs_dir` of Slurm job `job_id`, <job.name>-<job_id>, with a run
+// store or without; nothing when there is none.
+std::optional<std::filesystem::path> slurm_job_run(const std::string& job_id,
+                                                   const std::filesystem::path& runs_dir);
+
 // The run directories under `runs_dir` of Slurm array job `job_id`'s tasks,
 // <job.name>-<job_id>_<task id>, with a run store or without, by task id. Empty unless `job_id`
 // is a job id alone (digits).
