@@ -6,7 +6,8 @@
 #   make demo       deps + build + the embedded demo
 #   make bench      deps + build + the benchmarks under bench/
 #   make package    deps + build + the Debian packages (build/packages/*.deb)
-#   make test-package  the packages installed on this machine, checked and purged (root)
+#   make test-package  the packages installed on this machine, checked and purged (root);
+#                   TEST_INSTALL_ARGS=--replace purges a muster installed before (CI)
 BUILD      ?= build
 BUILD_ASAN ?= build-asan
 JOBS       ?= $(shell nproc)
@@ -45,4 +46,4 @@ package: build
 	cmake --build $(BUILD) --target package
 
 test-package: package
-	packaging/test-install.sh $(BUILD)/packages
+	packaging/test-install.sh $(TEST_INSTALL_ARGS) $(BUILD)/packages

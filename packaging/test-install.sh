@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# test-install.sh PACKAGE_DIR: installs the three Debian packages on this machine with apt-get,
-# checks that every file lands where docs/install.md says (and nothing lands elsewhere), that
-# the unit verifies, the configuration loads, the binaries run and the installed daemon answers,
-# then purges them and checks nothing is left. Needs root. `make test-package` runs it; CI too.
+# test-install.sh [--replace] PACKAGE_DIR: installs the three Debian packages on this machine with
+# apt-get, checks that every file lands where docs/install.md says (and nothing lands elsewhere),
+# that the unit verifies, the configuration loads, the binaries run and the installed daemon
+# answers, then purges them and checks nothing is left. Needs root. `make test-package` runs it;
+# CI too, with --replace: a muster already installed is purged first instead of refused (CI's
+# machines are throwaway; on yours, purge it yourself or keep it).
 set -euo pipefail
-dir=$(cd "${1:?usage: test-install.sh PACKAGE_DIR (build/packages)}" && pwd)
+replace=0
+if [[ ${1:-} == --replace ]]; then replace=1; shift; fi
+dir=$(cd "${1:?usage: test-install.sh [--replace] PACKAGE_DIR (build/packages)}" && pwd)
 repo=$(cd "$(dirname "$0")/.." && pwd)
 doc="$repo/docs/install.md"
 packages=(muster musterd muster-slurm)
@@ -35,15 +39,23 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# a leftover install (an earlier run that died) would hide what these packages do
+# a leftover install (an earlier run that died, or a machine image that had muster) would hide
+# what these packages do
+leftover=()
 for p in "${packages[@]}"; do
-  if [[ $(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true) != "" &&
-        $(dpkg-query -W -f='${db:Status-Status}' "$p") != "not-installed" ]]; then
-    echo "test-install: $p is installed already; purge it first (apt-get purge $p)" >&2
+  status=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
+  [[ -n "$status" && "$status" != "not-installed" ]] && leftover+=("$p")
+done
+if [[ ${#leftover[@]} -gt 0 ]]; then
+  if [[ $replace -eq 0 ]]; then
+    echo "test-install: ${leftover[*]} installed already; purge first (apt-get purge ${leftover[*]})" \
+      "or run with --replace" >&2
     trap - EXIT
     exit 1
   fi
-done
+  step "apt-get purge ${leftover[*]} (installed before this run; --replace)"
+  "${apt[@]}" purge "${leftover[@]}" >/dev/null
+fi
 
 step "apt-get install ${debs[*]##*/}"
 install_log=$(mktemp)
