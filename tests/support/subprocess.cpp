@@ -5,13 +5,16 @@
 #include <poll.h>
 #include <pty.h>
 #include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <stdexcept>
@@ -137,14 +140,72 @@ child_process spawn_process(const std::vector<std::string>& argv, const env_chan
   return child;
 }
 
+namespace {
+
+// argv[0] as execve needs it: itself when it names a path, else its first match on PATH.
+std::string program_path(const std::string& name) {
+  if (name.find('/') != std::string::npos) return name;
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/bin:/bin";
+  for (std::size_t start = 0; start <= dirs.size();) {
+    const std::size_t end = std::min(dirs.find(':', start), dirs.size());
+    const std::string candidate = dirs.substr(start, end - start) + "/" + name;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+    start = end + 1;
+  }
+  throw std::runtime_error("spawn " + name + ": not found on PATH");
+}
+
+}  // namespace
+
+// fork + execve rather than posix_spawn, for PR_SET_PDEATHSIG: a test process that dies without
+// running its destructors (an ASan abort, a crash, ctest's timeout) takes its daemons with it
+// (SIGKILL from the kernel), where they used to outlive it: a loopback slurmctld, slurmd and
+// munged per test, holding their ports. Between fork and exec only async-signal-safe calls.
 pid_t spawn_logged(const std::vector<std::string>& argv, const env_change& env,
                    const std::filesystem::path& log) {
+  if (argv.empty()) throw std::runtime_error("spawn: empty argv");
   unique_fd null_in(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   unique_fd out(::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
   if (null_in.get() < 0 || out.get() < 0)
     throw std::runtime_error("spawn " + argv.at(0) + ": cannot open " + log.string() + ": " +
                              strerror(errno));
-  return spawn_with(argv, env, null_in.get(), out.get(), out.get());
+  const std::string path = program_path(argv[0]);
+  std::vector<std::string> args = argv;
+  std::vector<std::string> environment = child_environment(env);
+  auto c_args = c_strings(args);
+  auto c_env = c_strings(environment);
+  pipe_fds exec_error = make_pipe();  // CLOEXEC: closes unread when the exec succeeds
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error("spawn " + argv[0] + ": fork: " + strerror(errno));
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);  // the parent died before prctl took effect
+    struct sigaction dfl = {};
+    dfl.sa_handler = SIG_DFL;
+    sigaction(SIGPIPE, &dfl, nullptr);  // the test process ignores it (see run_process)
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    if (dup2(null_in.get(), STDIN_FILENO) < 0 || dup2(out.get(), STDOUT_FILENO) < 0 ||
+        dup2(out.get(), STDERR_FILENO) < 0)
+      _exit(127);
+    execve(path.c_str(), c_args.data(), c_env.data());
+    const int error = errno;
+    (void)!write(exec_error.write_end.get(), &error, sizeof error);
+    _exit(127);
+  }
+  exec_error.write_end.reset();
+  int error = 0;
+  ssize_t got;
+  while ((got = read(exec_error.read_end.get(), &error, sizeof error)) < 0 && errno == EINTR) {
+  }
+  if (got == static_cast<ssize_t>(sizeof error)) {
+    wait_process(pid);
+    throw std::runtime_error("spawn " + argv[0] + ": " + strerror(error));
+  }
+  return pid;
 }
 
 std::optional<process_result> try_wait_process(pid_t pid) {
