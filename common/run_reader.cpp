@@ -23,16 +23,20 @@ constexpr int kBusyTimeoutMs = 5000;
 
 constexpr std::string_view kRunSql =
     "SELECT run_id, name, state, created_ms, updated_ms, world_size, num_nodes, slurm_job_id, "
-    "config_path, config_text FROM runs ORDER BY updated_ms";
+    "config_path, config_text, slurm_cluster FROM runs ORDER BY updated_ms";
 constexpr std::string_view kRanksSql =
     "SELECT rank, host, local_rank, pid, state, exit_code, signal, updated_ms FROM ranks "
     "ORDER BY rank";
 constexpr std::string_view kStepColumns =
     "s.rank, s.step, s.loss, s.tokens, s.step_time_s, s.mem_bytes, s.time_ms, s.aux_loss, "
     "s.z_loss, s.grad_norm, s.lr, s.tokens_per_s, s.mfu, s.peak_mem_bytes, s.comm_wait_s";
-// Version 2 files (before comm_wait_s) are read too, with the column as NULL.
+// Files of versions 2 and 3 are read too, the columns they do not have yet as NULL.
 constexpr int kOldestReadable = 2;
-constexpr std::string_view kNewInVersion3 = "s.comm_wait_s";
+struct added_column {
+  int version;  // the first version that has it
+  std::string_view column;
+};
+constexpr added_column kAddedColumns[] = {{3, "s.comm_wait_s"}, {4, "slurm_cluster"}};
 constexpr std::string_view kStepsWhere =
     "WHERE s.step BETWEEN ?1 AND ?2 AND (?3 IS NULL OR s.rank = ?3) ORDER BY s.step, s.rank";
 // One index seek per rank, thanks to the (rank, step) primary key.
@@ -125,10 +129,10 @@ struct node_file {
   // `sql` as this file's version reads it: the columns it does not have yet are NULL.
   std::string sql_for(std::string_view sql) const {
     std::string out(sql);
-    if (version < 3)
-      for (auto at = out.find(kNewInVersion3); at != std::string::npos;
-           at = out.find(kNewInVersion3, at))
-        out.replace(at, kNewInVersion3.size(), "NULL");
+    for (const auto& [since, column] : kAddedColumns)
+      if (version < since)
+        for (auto at = out.find(column); at != std::string::npos; at = out.find(column, at))
+          out.replace(at, column.size(), "NULL");
     return out;
   }
 
@@ -192,6 +196,7 @@ run_record read_run(const node_file& node, const sqlite_stmt& s) {
   if (!s.column_is_null(7)) run.slurm_job_id = s.column_text(7);
   run.config_path = s.column_text(8);
   run.config_text = s.column_text(9);
+  if (!s.column_is_null(10)) run.slurm_cluster = s.column_text(10);
   return run;
 }
 

@@ -47,6 +47,7 @@ struct run_record {
   std::optional<std::string> slurm_job_id;  // text: array jobs read "1234_7"; none outside Slurm
   std::string config_path;                  // the resolved config, usually <run_dir>/job.toml
   std::string config_text;                  // its contents, or empty when only the path is kept
+  std::optional<std::string> slurm_cluster;  // SLURM_CLUSTER_NAME of the job; none outside Slurm
   bool operator==(const run_record&) const = default;
 };
 

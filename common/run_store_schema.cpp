@@ -98,10 +98,17 @@ constexpr std::string_view kVersion3 = R"sql(
 ALTER TABLE steps ADD COLUMN comm_wait_s REAL;
 )sql";
 
+// v4: the Slurm cluster of a run's job (SLURM_CLUSTER_NAME), so `muster status` asks that
+// cluster's squeue (`--clusters`) where one login node sees several clusters' run directories.
+constexpr std::string_view kVersion4 = R"sql(
+ALTER TABLE runs ADD COLUMN slurm_cluster TEXT;
+)sql";
+
 constexpr std::array kMigrations{
     sqlite_migration{1, kVersion1},
     sqlite_migration{2, kVersion2},
     sqlite_migration{3, kVersion3},
+    sqlite_migration{4, kVersion4},
 };
 static_assert(kMigrations.back().to_version == kCurrentVersion,
               "the last migration must produce kCurrentVersion");

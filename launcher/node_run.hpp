@@ -31,6 +31,7 @@ struct node_run_plan {
   std::string master_addr = "127.0.0.1";
   int master_port = 0;
   std::optional<std::string> slurm_job_id;
+  std::optional<std::string> slurm_cluster;  // SLURM_CLUSTER_NAME, recorded with the run
   std::vector<std::string> argv;    // resolved (find_executable) by the caller
   env_map base_env;                 // the launcher's environment
   int num_gpus = 0;                 // GPUs this node has (local_gpus.hpp)

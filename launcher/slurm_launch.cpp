@@ -200,7 +200,7 @@ meeting meet(const job_config& config, const slurm_step& step, int member,
     if (step.local_id == 0) {
       db.put_run({paths.run_id(), config.job.name, store::run_state::running, store::now_ms(),
                   store::now_ms(), step.num_tasks, step.num_nodes, slurm_job_text(step),
-                  paths.job_config().string(), ""});
+                  paths.job_config().string(), "", step.cluster_name});
       for (const auto& d : policy)
         db.add_event(
             {store::now_ms(), std::nullopt, store::severity::info, "gpu_policy", describe(d)});
@@ -311,6 +311,7 @@ int run_slurm_launch(const job_request& request) {
   plan.master_addr = master_addr;
   plan.master_port = std::stoi(m.store->get("master_port", milliseconds(0)));
   plan.slurm_job_id = slurm_job_text(step);
+  plan.slurm_cluster = step.cluster_name;
   plan.argv = argv;
   plan.base_env = env;
   plan.num_gpus = num_gpus;

@@ -231,6 +231,8 @@ void read_gpus(const env_reader& env, slurm_step& step) {
 void read_job_metadata(const env_reader& env, slurm_step& step) {
   step.cpus_on_node = env.optional_int<int>(env.get("SLURM_CPUS_ON_NODE"), 1);
   if (variable dir = env.get("SLURM_SUBMIT_DIR")) step.submit_dir = *dir.value;
+  if (variable cluster = env.get("SLURM_CLUSTER_NAME"); cluster && !cluster.value->empty())
+    step.cluster_name = *cluster.value;
   step.restart_count = env.optional_int<int>(env.get("SLURM_RESTART_COUNT"), 0).value_or(0);
   variable array_job = env.get("SLURM_ARRAY_JOB_ID");
   variable array_task = env.get("SLURM_ARRAY_TASK_ID");

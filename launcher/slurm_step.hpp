@@ -58,6 +58,7 @@ struct slurm_step {
   int restart_count = 0;                       // SLURM_RESTART_COUNT; unset until a requeue: 0
   std::optional<std::uint32_t> array_job_id;   // SLURM_ARRAY_JOB_ID, with array_task_id
   std::optional<std::uint32_t> array_task_id;  // SLURM_ARRAY_TASK_ID
+  std::optional<std::string> cluster_name;     // SLURM_CLUSTER_NAME (ClusterName in slurm.conf)
 
   // True inside an srun step; false in the batch script, salloc's shell and the interactive
   // and extern steps.

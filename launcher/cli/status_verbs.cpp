@@ -109,7 +109,8 @@ int show(const status_options& o) {
     auto s = st::read_run_status(dir, now);
     if (st::asks_slurm(s)) {
       if (!slurm || now - asked > 30000) {
-        slurm = st::ask_job_state(*s.run->slurm_job_id, std::chrono::seconds(5));
+        slurm =
+            st::ask_job_state(*s.run->slurm_job_id, s.run->slurm_cluster, std::chrono::seconds(5));
         asked = now;
       }
       st::apply_job_state(s, *slurm);

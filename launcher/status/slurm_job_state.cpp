@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "common/run_program.hpp"
 
@@ -33,7 +34,7 @@ slurm_job_state parse_job_state(int exit_code, std::string_view output) {
     output.remove_prefix(std::min(output.size(), line.size() + 1));
     while (!line.empty() && (line.back() == ' ' || line.back() == '\r')) line.remove_suffix(1);
     while (!line.empty() && line.front() == ' ') line.remove_prefix(1);
-    if (line.empty()) continue;
+    if (line.empty() || line.starts_with("CLUSTER: ")) continue;
     if (!ended_state(line)) return {slurm_job_state::kind::alive, std::string(line)};
     if (!any) first = line;
     any = true;
@@ -42,12 +43,32 @@ slurm_job_state parse_job_state(int exit_code, std::string_view output) {
   return {slurm_job_state::kind::ended, first};
 }
 
-slurm_job_state ask_job_state(const std::string& id, std::chrono::milliseconds timeout) {
-  const auto r =
-      run_program({"squeue", "--jobs=" + id, "--states=all", "--noheader", "--format=%T"}, timeout);
-  if (!r.started) return {slurm_job_state::kind::unknown, r.why_not};
-  if (r.timed_out) return {slurm_job_state::kind::unknown, "squeue did not answer in time"};
-  return parse_job_state(r.exit_code, r.output);
+std::optional<slurm_job_state> parse_cluster_job_state(int exit_code, std::string_view output) {
+  if (exit_code != 0 && output.find("Problem talking to database") != std::string_view::npos)
+    return std::nullopt;
+  return parse_job_state(exit_code, output);
+}
+
+slurm_job_state ask_job_state(const std::string& id, const std::optional<std::string>& cluster,
+                              std::chrono::milliseconds timeout) {
+  std::vector<std::string> argv = {"squeue", "--jobs=" + id, "--states=all", "--noheader",
+                                   "--format=%T"};
+  const auto ask = [&](const std::vector<std::string>& args,
+                       auto parse) -> std::optional<slurm_job_state> {
+    const auto r = run_program(args, timeout);
+    if (!r.started) return slurm_job_state{slurm_job_state::kind::unknown, r.why_not};
+    if (r.timed_out)
+      return slurm_job_state{slurm_job_state::kind::unknown, "squeue did not answer in time"};
+    return parse(r.exit_code, r.output);
+  };
+  if (cluster) {
+    auto on_cluster = argv;
+    on_cluster.push_back("--clusters=" + *cluster);
+    if (auto said = ask(on_cluster, parse_cluster_job_state)) return *said;
+  }
+  return *ask(argv, [](int exit_code, std::string_view output) {
+    return std::optional(parse_job_state(exit_code, output));
+  });
 }
 
 void apply_job_state(run_status& s, const slurm_job_state& said) {
@@ -75,7 +96,8 @@ bool asks_slurm(const run_status& s) {
 }
 
 void check_with_slurm(run_status& s, std::chrono::milliseconds timeout) {
-  if (asks_slurm(s)) apply_job_state(s, ask_job_state(*s.run->slurm_job_id, timeout));
+  if (asks_slurm(s))
+    apply_job_state(s, ask_job_state(*s.run->slurm_job_id, s.run->slurm_cluster, timeout));
 }
 
 }  // namespace muster::launcher::status

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -20,11 +21,20 @@ struct slurm_job_state {
 
 // `squeue --jobs=<id> --states=all --noheader --format=%T`'s answer: a state word a line (an
 // array job has one per task: ended when every one is); a job Slurm no longer knows ("Invalid
-// job id specified", after MinJobAge) is ended too.
+// job id specified", after MinJobAge) is ended too. squeue --clusters's "CLUSTER: <name>" line
+// is skipped.
 slurm_job_state parse_job_state(int exit_code, std::string_view output);
 
-// Asks squeue of job `id` ("4242", "4242_3"), waiting at most `timeout`.
-slurm_job_state ask_job_state(const std::string& id, std::chrono::milliseconds timeout);
+// The same, of `squeue --clusters=<name>`: nullopt where it could not ask because it needs
+// slurmdbd ("Problem talking to database"), which a site of one cluster may not run; there the
+// plain squeue asks the only cluster it can reach. A cluster squeue cannot reach with the
+// database up is unknown, never ended: the local cluster's word would be about another job.
+std::optional<slurm_job_state> parse_cluster_job_state(int exit_code, std::string_view output);
+
+// Asks squeue of job `id` ("4242", "4242_3") on `cluster` (the run's SLURM_CLUSTER_NAME; unset:
+// this host's cluster), waiting at most `timeout` a question.
+slurm_job_state ask_job_state(const std::string& id, const std::optional<std::string>& cluster,
+                              std::chrono::milliseconds timeout);
 
 // A run the store says is running, whose Slurm job `said` is over: lost, its running ranks
 // gone, and `lost_why` says what Slurm said. Anything else leaves `s` as it is, and so does a

@@ -29,8 +29,8 @@ using namespace muster::store;
 namespace {
 
 run_record sample_run(const std::string& id = "job-20261122-143005-9f3a") {
-  return run_record{id, "job", run_state::running, 1000,          2000,
-                    4,  2,     "7781_3",           "/r/job.toml", "[train]\nsteps = 10\n"};
+  return run_record{id,       "job",         run_state::running,      1000,   2000, 4, 2,
+                    "7781_3", "/r/job.toml", "[train]\nsteps = 10\n", "gpu-b"};
 }
 
 rank_record sample_rank(std::int64_t rank, const std::string& host) {
@@ -85,6 +85,7 @@ TEST_CASE("every record type round-trips through a node file", "[run_store]") {
   run_record bare = sample_run();
   bare.slurm_job_id.reset();
   bare.config_text.clear();
+  bare.slurm_cluster.reset();
   rank_record ended{3, "gpu-b", 1, 77, rank_state::killed, 137, 9, 555};
   rank_record waiting{4,  "gpu-b", 2, std::nullopt, rank_state::pending, std::nullopt, std::nullopt,
                       556};
@@ -169,7 +170,8 @@ TEST_CASE("a version 1 node file is migrated, keeping its steps", "[run_store]")
         "ALTER TABLE steps DROP COLUMN z_loss; ALTER TABLE steps DROP COLUMN grad_norm; "
         "ALTER TABLE steps DROP COLUMN lr; ALTER TABLE steps DROP COLUMN tokens_per_s; "
         "ALTER TABLE steps DROP COLUMN mfu; ALTER TABLE steps DROP COLUMN peak_mem_bytes; "
-        "ALTER TABLE steps DROP COLUMN comm_wait_s; PRAGMA user_version = 1",
+        "ALTER TABLE steps DROP COLUMN comm_wait_s; ALTER TABLE runs DROP COLUMN slurm_cluster; "
+        "PRAGMA user_version = 1",
         "test: make a version 1 file");
   }
   {
@@ -196,8 +198,10 @@ TEST_CASE("a version 2 node file is read as it is, its steps without waits", "[r
   CHECK(run_reader(fx.paths.dir()).steps() == std::vector{step});  // today's file: the wait kept
   {
     sqlite_db db(file, open_mode::read_write);
-    db.exec("ALTER TABLE steps DROP COLUMN comm_wait_s; PRAGMA user_version = 2",
-            "test: make a version 2 file");
+    db.exec(
+        "ALTER TABLE steps DROP COLUMN comm_wait_s; ALTER TABLE runs DROP COLUMN "
+        "slurm_cluster; PRAGMA user_version = 2",
+        "test: make a version 2 file");
   }
   // a reader reads version 2 without migrating it (readers never write)
   run_reader reader(fx.paths.dir());
@@ -208,6 +212,23 @@ TEST_CASE("a version 2 node file is read as it is, its steps without waits", "[r
   CHECK(steps[0] == step);
   CHECK(reader.last_steps() == std::vector{step});
   CHECK(schema::user_version(sqlite_db(file, open_mode::read_only)) == 2);
+}
+
+TEST_CASE("a version 3 node file is read as it is, its run without a cluster", "[run_store]") {
+  run_fixture fx;
+  const fs::path file = fx.paths.node_db("a");
+  run_record run = sample_run();
+  fx.writer("a").put_run(run);
+  CHECK(run_reader(fx.paths.dir()).runs() == std::vector{run});
+  sqlite_db(file, open_mode::read_write)
+      .exec("ALTER TABLE runs DROP COLUMN slurm_cluster; PRAGMA user_version = 3",
+            "test: make a version 3 file");
+  run.slurm_cluster.reset();
+  CHECK(run_reader(fx.paths.dir()).runs() == std::vector{run});
+  CHECK(schema::user_version(sqlite_db(file, open_mode::read_only)) == 3);
+  fx.writer("a");  // a writer migrates it
+  CHECK(schema::user_version(sqlite_db(file, open_mode::read_only)) == kSchemaVersion);
+  CHECK(run_reader(fx.paths.dir()).runs() == std::vector{run});
 }
 
 TEST_CASE("putting a rank again replaces the earlier record", "[run_store]") {

@@ -656,7 +656,11 @@ TEST_CASE(
   const auto state = [&] { return cluster.job_field(std::stoul(job_id), "JobState"); };
   if (!wait_for([&] { return slurm_cluster::finished(state()); }, 30s))
     FAIL("the job did not end within 30 s: " << state() << "\n" << cluster.log_tail());
-  CHECK(muster::store::run_reader(run_dir).run()->state == muster::store::run_state::running);
+  const auto recorded = muster::store::run_reader(run_dir).run();
+  CHECK(recorded->state == muster::store::run_state::running);
+  // status asks this cluster (squeue --clusters, which fails without slurmdbd here, so the plain
+  // squeue answers)
+  CHECK(recorded->slurm_cluster == "mustertest");
 
   auto env = launch_env(cluster);
   const auto status =

@@ -56,7 +56,7 @@ TEST_CASE("a run whose launcher died unrecorded is lost: its running ranks' proc
   {
     store::node_writer db(paths.node_db("node-a"));
     db.put_run({paths.run_id(), "job", store::run_state::running, now - 60000, now - 1000, 3, 1,
-                std::nullopt, paths.job_config().string(), ""});
+                std::nullopt, paths.job_config().string(), "", std::nullopt});
   }
   const auto gone = dead_pid();
   put(0, here, gone);
@@ -135,6 +135,35 @@ TEST_CASE("squeue's word on one job: running, over, forgotten, or not known", "[
   CHECK(parse_job_state(0, "").is == k::unknown);
 }
 
+TEST_CASE(
+    "squeue --clusters: the run's own cluster is asked, the plain squeue where no slurmdbd "
+    "answers",
+    "[status]") {
+  using k = slurm_job_state::kind;
+  // squeue -M heads its answer with the cluster's name, even with --noheader
+  auto said = parse_cluster_job_state(0, "CLUSTER: gpu-b\nFAILED\n");
+  REQUIRE(said);
+  CHECK(said->is == k::ended);
+  CHECK(said->state == "FAILED");
+  CHECK(parse_cluster_job_state(0, "CLUSTER: gpu-b\nRUNNING\n")->is == k::alive);
+  said =
+      parse_cluster_job_state(1, "CLUSTER: gpu-b\nslurm_load_jobs error: Invalid job id specified");
+  REQUIRE(said);
+  CHECK(said->is == k::ended);
+  // without slurmdbd (Slurm 22.05's words): ask the plain squeue instead
+  CHECK_FALSE(parse_cluster_job_state(
+      1,
+      "squeue: error: Problem talking to database\nsqueue: error: 'gpu-b' can't be reached now, "
+      "or it is an invalid entry for --cluster.  Use 'sacctmgr list clusters' to see available "
+      "clusters.\n"));
+  // the database answers but the cluster does not: unknown, not this cluster's word
+  said = parse_cluster_job_state(1,
+                                 "squeue: error: 'gpu-b' can't be reached now, or it is an "
+                                 "invalid entry for --cluster.\n");
+  REQUIRE(said);
+  CHECK(said->is == k::unknown);
+}
+
 TEST_CASE("a rank two steps behind the others is a laggard, progress is the newest complete step",
           "[status]") {
   test::temp_dir tmp;
@@ -144,7 +173,7 @@ TEST_CASE("a rank two steps behind the others is a laggard, progress is the newe
   {
     store::node_writer db(paths.node_db("node-a"));
     db.put_run({paths.run_id(), "job", store::run_state::running, now - 60000, now - 1000, 3, 1,
-                "4242", paths.job_config().string(), ""});
+                "4242", paths.job_config().string(), "", std::nullopt});
     for (int r = 0; r < 3; ++r)
       db.put_rank(
           {r, "node-a", r, 100 + r, store::rank_state::running, std::nullopt, std::nullopt, now});
@@ -204,7 +233,7 @@ TEST_CASE("after a restart without a checkpoint, progress is the new attempt's",
   {
     store::node_writer db(paths.node_db("node-a"));
     db.put_run({paths.run_id(), "job", store::run_state::running, now - 60000, now - 1000, 1, 1,
-                std::nullopt, paths.job_config().string(), ""});
+                std::nullopt, paths.job_config().string(), "", std::nullopt});
     db.put_rank({0, "node-a", 0, 100, store::rank_state::running, std::nullopt, std::nullopt, now});
     for (int n = 0; n < 8; ++n) db.add_step(at(step(0, n, 3.0 - 0.1 * n), 1000 + n));
     db.add_event({5000, std::nullopt, store::severity::warn, "restart", "restart 1 of 2"});
@@ -288,7 +317,7 @@ TEST_CASE("an array job's id finds its one task run, and names them all when it 
     paths.create();
     store::node_writer db(paths.node_db("gpu-a01"));
     db.put_run({paths.run_id(), "arr", store::run_state::succeeded, now, now, 1, 1, id,
-                paths.job_config().string(), ""});
+                paths.job_config().string(), "", std::nullopt});
     return paths.dir();
   };
   const auto first = task_run("18_0");
@@ -358,7 +387,7 @@ TEST_CASE("the first failure shows the end of the rank's last output on a line o
   {
     store::node_writer db(paths.node_db("node-a"));
     db.put_run({paths.run_id(), "job", store::run_state::failed, now - 60000, now - 1000, 2, 1,
-                std::nullopt, paths.job_config().string(), ""});
+                std::nullopt, paths.job_config().string(), "", std::nullopt});
     db.add_event({now - 2000, 1, store::severity::error, "first_failure",
                   "rank 1 on node-a (pid 42) failed first: exit code 1; last output: " + output});
   }

@@ -129,6 +129,7 @@ TEST_CASE("slurm step reads a batch script's environment as the job's", "[slurm_
   CHECK(step.restart_count == 0);
   CHECK_FALSE(step.array_job_id);
   CHECK_FALSE(step.array_task_id);
+  CHECK(step.cluster_name == "hpc");
 }
 
 TEST_CASE("slurm step prefers the step's variables inside srun", "[slurm_step]") {

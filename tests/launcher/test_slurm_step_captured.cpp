@@ -42,6 +42,7 @@ TEST_CASE("captured srun -N2 --ntasks-per-node=2 gives 4 tasks, 2 per node", "[s
   CHECK((first.proc_id == 0 && first.local_id == 0 && first.node_id == 0));
   CHECK(first.this_node() == "gpu-a01");
   CHECK(first.restart_count == 0);
+  CHECK(first.cluster_name == "mustertest");  // ClusterName of slurm.conf
   CHECK_FALSE(first.visible_devices.has_value());
   slurm_step last = read_slurm_step(captured("srun-N2-ntasks-per-node2.task3"));
   CHECK((last.proc_id == 3 && last.local_id == 1 && last.node_id == 1));
