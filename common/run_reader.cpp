@@ -23,7 +23,7 @@ constexpr int kBusyTimeoutMs = 5000;
 
 constexpr std::string_view kRunSql =
     "SELECT run_id, name, state, created_ms, updated_ms, world_size, num_nodes, slurm_job_id, "
-    "config_path, config_text, slurm_cluster FROM runs ORDER BY updated_ms";
+    "config_path, config_text, slurm_cluster, slurm_task_job_id FROM runs ORDER BY updated_ms";
 constexpr std::string_view kRanksSql =
     "SELECT rank, host, local_rank, pid, state, exit_code, signal, updated_ms FROM ranks "
     "ORDER BY rank";
@@ -36,7 +36,8 @@ struct added_column {
   int version;  // the first version that has it
   std::string_view column;
 };
-constexpr added_column kAddedColumns[] = {{3, "s.comm_wait_s"}, {4, "slurm_cluster"}};
+constexpr added_column kAddedColumns[] = {
+    {3, "s.comm_wait_s"}, {4, "slurm_cluster"}, {4, "slurm_task_job_id"}};
 constexpr std::string_view kStepsWhere =
     "WHERE s.step BETWEEN ?1 AND ?2 AND (?3 IS NULL OR s.rank = ?3) ORDER BY s.step, s.rank";
 // One index seek per rank, thanks to the (rank, step) primary key.
@@ -197,6 +198,7 @@ run_record read_run(const node_file& node, const sqlite_stmt& s) {
   run.config_path = s.column_text(8);
   run.config_text = s.column_text(9);
   if (!s.column_is_null(10)) run.slurm_cluster = s.column_text(10);
+  if (!s.column_is_null(11)) run.slurm_task_job_id = s.column_text(11);
   return run;
 }
 

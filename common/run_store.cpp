@@ -22,14 +22,14 @@ constexpr std::string_view kOtherRunSql = "SELECT run_id FROM runs WHERE run_id 
 
 constexpr std::string_view kPutRunSql = R"sql(
 INSERT INTO runs (run_id, name, state, created_ms, updated_ms, world_size, num_nodes,
-                  slurm_job_id, config_path, config_text, slurm_cluster)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+                  slurm_job_id, config_path, config_text, slurm_cluster, slurm_task_job_id)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
 ON CONFLICT (run_id) DO UPDATE SET
   name = excluded.name, state = excluded.state, created_ms = excluded.created_ms,
   updated_ms = excluded.updated_ms, world_size = excluded.world_size,
   num_nodes = excluded.num_nodes, slurm_job_id = excluded.slurm_job_id,
   config_path = excluded.config_path, config_text = excluded.config_text,
-  slurm_cluster = excluded.slurm_cluster)sql";
+  slurm_cluster = excluded.slurm_cluster, slurm_task_job_id = excluded.slurm_task_job_id)sql";
 
 constexpr std::string_view kSetRunStateSql =
     "UPDATE runs SET state = ?2, updated_ms = ?3 WHERE run_id = ?1 RETURNING run_id";
@@ -175,6 +175,7 @@ void node_writer::put_run(const run_record& run) {
   s.bind(9, run.config_path);
   s.bind(10, run.config_text);
   s.bind(11, run.slurm_cluster);
+  s.bind(12, run.slurm_task_job_id);
   s.execute(fmt::format("put run {}", run.run_id));
   transaction.commit();
 }

@@ -48,6 +48,8 @@ struct run_record {
   std::string config_path;                  // the resolved config, usually <run_dir>/job.toml
   std::string config_text;                  // its contents, or empty when only the path is kept
   std::optional<std::string> slurm_cluster;  // SLURM_CLUSTER_NAME of the job; none outside Slurm
+  // an array task's own SLURM_JOB_ID ("1241" where slurm_job_id reads "1234_7"); none elsewhere
+  std::optional<std::string> slurm_task_job_id;
   bool operator==(const run_record&) const = default;
 };
 

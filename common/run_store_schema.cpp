@@ -99,9 +99,12 @@ ALTER TABLE steps ADD COLUMN comm_wait_s REAL;
 )sql";
 
 // v4: the Slurm cluster of a run's job (SLURM_CLUSTER_NAME), so `muster status` asks that
-// cluster's squeue (`--clusters`) where one login node sees several clusters' run directories.
+// cluster's squeue (`--clusters`) where one login node sees several clusters' run directories;
+// and an array task's own job id (SLURM_JOB_ID: 1241 where slurm_job_id reads 1234_7), which
+// `%j` puts in output file names, so `muster status 1241` finds the run.
 constexpr std::string_view kVersion4 = R"sql(
 ALTER TABLE runs ADD COLUMN slurm_cluster TEXT;
+ALTER TABLE runs ADD COLUMN slurm_task_job_id TEXT;
 )sql";
 
 constexpr std::array kMigrations{

@@ -112,7 +112,7 @@ node_run_result run_node(const node_run_plan& plan, const store::run_paths& path
   store::node_writer db(paths.node_db(plan.host));
   db.put_run({paths.run_id(), config.job.name, store::run_state::running, store::now_ms(),
               store::now_ms(), plan.world_size, plan.num_nodes, plan.slurm_job_id,
-              paths.job_config().string(), "", plan.slurm_cluster});
+              paths.job_config().string(), "", plan.slurm_cluster, plan.slurm_task_job_id});
   run_recorder recorder(db, paths, plan.host, plan.first_rank);
   if (plan.restart_base > 0)
     recorder.event(std::nullopt, store::severity::warn, "resumed",

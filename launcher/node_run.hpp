@@ -32,6 +32,7 @@ struct node_run_plan {
   int master_port = 0;
   std::optional<std::string> slurm_job_id;
   std::optional<std::string> slurm_cluster;  // SLURM_CLUSTER_NAME, recorded with the run
+  std::optional<std::string> slurm_task_job_id;  // an array task's own SLURM_JOB_ID
   std::vector<std::string> argv;    // resolved (find_executable) by the caller
   env_map base_env;                 // the launcher's environment
   int num_gpus = 0;                 // GPUs this node has (local_gpus.hpp)

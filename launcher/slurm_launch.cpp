@@ -68,6 +68,12 @@ std::string slurm_job_text(const slurm_step& step) {
   return std::to_string(step.job_id);
 }
 
+// An array task's own job id (SLURM_JOB_ID), which slurm_job_text does not show.
+std::optional<std::string> task_job_text(const slurm_step& step) {
+  if (!step.array_job_id) return std::nullopt;
+  return std::to_string(step.job_id);
+}
+
 // GPUs the node's launcher may use: Slurm's CUDA_VISIBLE_DEVICES when set, else its
 // SLURM_GPUS_ON_NODE, else the device nodes.
 int gpus_here(const slurm_step& step) {
@@ -200,7 +206,7 @@ meeting meet(const job_config& config, const slurm_step& step, int member,
     if (step.local_id == 0) {
       db.put_run({paths.run_id(), config.job.name, store::run_state::running, store::now_ms(),
                   store::now_ms(), step.num_tasks, step.num_nodes, slurm_job_text(step),
-                  paths.job_config().string(), "", step.cluster_name});
+                  paths.job_config().string(), "", step.cluster_name, task_job_text(step)});
       for (const auto& d : policy)
         db.add_event(
             {store::now_ms(), std::nullopt, store::severity::info, "gpu_policy", describe(d)});
@@ -312,6 +318,7 @@ int run_slurm_launch(const job_request& request) {
   plan.master_port = std::stoi(m.store->get("master_port", milliseconds(0)));
   plan.slurm_job_id = slurm_job_text(step);
   plan.slurm_cluster = step.cluster_name;
+  plan.slurm_task_job_id = task_job_text(step);
   plan.argv = argv;
   plan.base_env = env;
   plan.num_gpus = num_gpus;

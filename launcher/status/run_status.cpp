@@ -244,6 +244,17 @@ std::vector<fs::path> array_task_runs(const std::string& job_id, const fs::path&
                    : fmt::format("muster diagnose {} reads {}", what, fmt::join(read, " and ")));
 }
 
+namespace {
+
+// Whether `id` is the array task's own job id of `run`. Slurm gives the array's id to one of its
+// tasks as its own: that id names the array, whose task runs the caller lists.
+bool own_job_id(const store::run_record& run, const std::string& id) {
+  return run.slurm_task_job_id == id &&
+         !(run.slurm_job_id && run.slurm_job_id->starts_with(id + "_"));
+}
+
+}  // namespace
+
 fs::path find_run(const std::string& what, const fs::path& runs_dir, bool storeless) {
   std::error_code ec;
   const auto without_store = [&](const fs::path& dir) {
@@ -262,7 +273,7 @@ fs::path find_run(const std::string& what, const fs::path& runs_dir, bool storel
     const auto runs = list_runs(runs_dir);
     std::vector<fs::path> matches;
     for (const auto& r : runs)
-      if (r.run.run_id.rfind(what, 0) == 0 || (r.run.slurm_job_id && *r.run.slurm_job_id == what))
+      if (r.run.run_id.rfind(what, 0) == 0 || r.run.slurm_job_id == what || own_job_id(r.run, what))
         matches.push_back(r.dir);
     if (matches.size() == 1) return matches[0];
     MUSTER_CHECK(matches.size() < 2, errc::invalid_input,

@@ -28,9 +28,13 @@ using namespace muster::store;
 
 namespace {
 
+// SQL that takes a file's runs table back to before version 4.
+constexpr std::string_view kDropVersion4 =
+    "ALTER TABLE runs DROP COLUMN slurm_cluster; ALTER TABLE runs DROP COLUMN slurm_task_job_id; ";
+
 run_record sample_run(const std::string& id = "job-20261122-143005-9f3a") {
-  return run_record{id,       "job",         run_state::running,      1000,   2000, 4, 2,
-                    "7781_3", "/r/job.toml", "[train]\nsteps = 10\n", "gpu-b"};
+  return run_record{id,       "job",         run_state::running,      1000,    2000,  4, 2,
+                    "7781_3", "/r/job.toml", "[train]\nsteps = 10\n", "gpu-b", "7790"};
 }
 
 rank_record sample_rank(std::int64_t rank, const std::string& host) {
@@ -86,6 +90,7 @@ TEST_CASE("every record type round-trips through a node file", "[run_store]") {
   bare.slurm_job_id.reset();
   bare.config_text.clear();
   bare.slurm_cluster.reset();
+  bare.slurm_task_job_id.reset();
   rank_record ended{3, "gpu-b", 1, 77, rank_state::killed, 137, 9, 555};
   rank_record waiting{4,  "gpu-b", 2, std::nullopt, rank_state::pending, std::nullopt, std::nullopt,
                       556};
@@ -170,8 +175,8 @@ TEST_CASE("a version 1 node file is migrated, keeping its steps", "[run_store]")
         "ALTER TABLE steps DROP COLUMN z_loss; ALTER TABLE steps DROP COLUMN grad_norm; "
         "ALTER TABLE steps DROP COLUMN lr; ALTER TABLE steps DROP COLUMN tokens_per_s; "
         "ALTER TABLE steps DROP COLUMN mfu; ALTER TABLE steps DROP COLUMN peak_mem_bytes; "
-        "ALTER TABLE steps DROP COLUMN comm_wait_s; ALTER TABLE runs DROP COLUMN slurm_cluster; "
-        "PRAGMA user_version = 1",
+        "ALTER TABLE steps DROP COLUMN comm_wait_s; " +
+            std::string(kDropVersion4) + "PRAGMA user_version = 1",
         "test: make a version 1 file");
   }
   {
@@ -198,10 +203,9 @@ TEST_CASE("a version 2 node file is read as it is, its steps without waits", "[r
   CHECK(run_reader(fx.paths.dir()).steps() == std::vector{step});  // today's file: the wait kept
   {
     sqlite_db db(file, open_mode::read_write);
-    db.exec(
-        "ALTER TABLE steps DROP COLUMN comm_wait_s; ALTER TABLE runs DROP COLUMN "
-        "slurm_cluster; PRAGMA user_version = 2",
-        "test: make a version 2 file");
+    db.exec("ALTER TABLE steps DROP COLUMN comm_wait_s; " + std::string(kDropVersion4) +
+                "PRAGMA user_version = 2",
+            "test: make a version 2 file");
   }
   // a reader reads version 2 without migrating it (readers never write)
   run_reader reader(fx.paths.dir());
@@ -221,9 +225,9 @@ TEST_CASE("a version 3 node file is read as it is, its run without a cluster", "
   fx.writer("a").put_run(run);
   CHECK(run_reader(fx.paths.dir()).runs() == std::vector{run});
   sqlite_db(file, open_mode::read_write)
-      .exec("ALTER TABLE runs DROP COLUMN slurm_cluster; PRAGMA user_version = 3",
-            "test: make a version 3 file");
+      .exec(std::string(kDropVersion4) + "PRAGMA user_version = 3", "test: make a version 3 file");
   run.slurm_cluster.reset();
+  run.slurm_task_job_id.reset();
   CHECK(run_reader(fx.paths.dir()).runs() == std::vector{run});
   CHECK(schema::user_version(sqlite_db(file, open_mode::read_only)) == 3);
   fx.writer("a");  // a writer migrates it

@@ -28,7 +28,7 @@ void report(char what, long long value) {
 
 void prepare(muster::store::node_writer& writer) {
   writer.put_run({"sigkill", "sigkill", muster::store::run_state::running, 1, 1, kNumRanks, 1,
-                  std::nullopt, "", "", std::nullopt});
+                  std::nullopt, "", "", std::nullopt, std::nullopt});
   for (int rank = 0; rank < kNumRanks; ++rank) {
     writer.put_rank({rank, "victim", rank, 1, muster::store::rank_state::running, std::nullopt,
                      std::nullopt, 1});

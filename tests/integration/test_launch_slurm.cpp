@@ -732,6 +732,24 @@ TEST_CASE(
       muster::test::run_process({kMuster, "status", "--runs-dir", runs.string(), id + "_1"}, env);
   CHECK(one.exit_code == 0);
   CHECK_THAT(one.out, Catch::StartsWith("run       arr-" + id + "_1 "));
+  // and by the task's own job id (SLURM_JOB_ID), which names its Slurm output file; Slurm gives
+  // the array's own id to one task, and that id keeps naming the array
+  int by_own_ids = 0;
+  for (int t = 0; t < 2; ++t) {
+    const auto task = muster::store::run_reader(tasks[t]).run();
+    REQUIRE(task->slurm_task_job_id);
+    const std::string own_id = *task->slurm_task_job_id;
+    CHECK(fs::exists(runs / ("slurm-" + own_id + ".out")));
+    if (own_id == id) continue;
+    const auto by_own =
+        muster::test::run_process({kMuster, "status", "--runs-dir", runs.string(), own_id}, env);
+    INFO("muster status " << own_id << ": " << by_own.out << by_own.err);
+    CHECK(by_own.exit_code == 0);
+    CHECK_THAT(by_own.out,
+               Catch::StartsWith("run       arr-" + id + "_" + std::to_string(t) + " "));
+    ++by_own_ids;
+  }
+  CHECK(by_own_ids >= 1);
   // diagnose reads one run: it asks which
   const auto diagnosed =
       muster::test::run_process({kMuster, "diagnose", "--runs-dir", runs.string(), id}, env);

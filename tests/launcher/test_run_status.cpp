@@ -56,7 +56,7 @@ TEST_CASE("a run whose launcher died unrecorded is lost: its running ranks' proc
   {
     store::node_writer db(paths.node_db("node-a"));
     db.put_run({paths.run_id(), "job", store::run_state::running, now - 60000, now - 1000, 3, 1,
-                std::nullopt, paths.job_config().string(), "", std::nullopt});
+                std::nullopt, paths.job_config().string(), "", std::nullopt, std::nullopt});
   }
   const auto gone = dead_pid();
   put(0, here, gone);
@@ -173,7 +173,7 @@ TEST_CASE("a rank two steps behind the others is a laggard, progress is the newe
   {
     store::node_writer db(paths.node_db("node-a"));
     db.put_run({paths.run_id(), "job", store::run_state::running, now - 60000, now - 1000, 3, 1,
-                "4242", paths.job_config().string(), "", std::nullopt});
+                "4242", paths.job_config().string(), "", std::nullopt, std::nullopt});
     for (int r = 0; r < 3; ++r)
       db.put_rank(
           {r, "node-a", r, 100 + r, store::rank_state::running, std::nullopt, std::nullopt, now});
@@ -233,7 +233,7 @@ TEST_CASE("after a restart without a checkpoint, progress is the new attempt's",
   {
     store::node_writer db(paths.node_db("node-a"));
     db.put_run({paths.run_id(), "job", store::run_state::running, now - 60000, now - 1000, 1, 1,
-                std::nullopt, paths.job_config().string(), "", std::nullopt});
+                std::nullopt, paths.job_config().string(), "", std::nullopt, std::nullopt});
     db.put_rank({0, "node-a", 0, 100, store::rank_state::running, std::nullopt, std::nullopt, now});
     for (int n = 0; n < 8; ++n) db.add_step(at(step(0, n, 3.0 - 0.1 * n), 1000 + n));
     db.add_event({5000, std::nullopt, store::severity::warn, "restart", "restart 1 of 2"});
@@ -317,7 +317,7 @@ TEST_CASE("an array job's id finds its one task run, and names them all when it 
     paths.create();
     store::node_writer db(paths.node_db("gpu-a01"));
     db.put_run({paths.run_id(), "arr", store::run_state::succeeded, now, now, 1, 1, id,
-                paths.job_config().string(), "", std::nullopt});
+                paths.job_config().string(), "", std::nullopt, std::nullopt});
     return paths.dir();
   };
   const auto first = task_run("18_0");
@@ -387,7 +387,7 @@ TEST_CASE("the first failure shows the end of the rank's last output on a line o
   {
     store::node_writer db(paths.node_db("node-a"));
     db.put_run({paths.run_id(), "job", store::run_state::failed, now - 60000, now - 1000, 2, 1,
-                std::nullopt, paths.job_config().string(), "", std::nullopt});
+                std::nullopt, paths.job_config().string(), "", std::nullopt, std::nullopt});
     db.add_event({now - 2000, 1, store::severity::error, "first_failure",
                   "rank 1 on node-a (pid 42) failed first: exit code 1; last output: " + output});
   }
