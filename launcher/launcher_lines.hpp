@@ -16,6 +16,12 @@ namespace muster::launcher {
 // The "program" event's message, before the program's path: "the ranks run /usr/bin/muster-train".
 inline constexpr std::string_view kProgramSaid = "the ranks run ";
 
+// How the launcher names the rank whose end stopped the others: on stderr ("muster: rank 1 on
+// gpu-a07 failed first (signal 9 (SIGKILL)); ..."), in its first_failure event ("rank 1 on
+// gpu-a07 (pid 4242) failed first: exit code 1; ...") and in a node's failure told to the other
+// nodes. diagnose reads what follows it: " (" or ": ", then "signal N (NAME)" or "exit code N".
+inline constexpr std::string_view kFailedFirst = " failed first";
+
 // Whether a run's "program" events say its ranks ran muster-train; nullopt without one (a muster
 // before 2026-11-27).
 std::optional<bool> ran_builtin_engine(const std::vector<store::event_record>& events);

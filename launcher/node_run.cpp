@@ -80,7 +80,7 @@ rendezvous::group_failure local_failure(const node_run_plan& plan, const supervi
   if (result.first_failure) {
     const auto& x = result.exits[static_cast<std::size_t>(*result.first_failure)];
     f.rank = x.rank;
-    f.what = fmt::format("rank {} on {} failed first: {}", x.rank, plan.host, x.describe());
+    f.what = fmt::format("rank {} on {}{}: {}", x.rank, plan.host, kFailedFirst, x.describe());
     if (const auto& error = recorder.first_error()) f.what += "; error file: " + *error;
   } else {
     f.no_restart = result.launcher_signal.has_value();

@@ -8,6 +8,7 @@
 
 #include "common/error.hpp"
 #include "common/worker_error.hpp"
+#include "launcher/launcher_lines.hpp"
 
 namespace muster::launcher {
 
@@ -118,8 +119,8 @@ void run_recorder::on_exit(const rank_exit& x) {
                              ? fmt::format(" (in {} of step {})", error->phase, *error->step + 1)
                              : fmt::format(" (in {})", error->phase);
     }
-    std::string text =
-        fmt::format("rank {} on {} (pid {}) failed first: {}", x.rank, host_, x.pid, x.describe());
+    std::string text = fmt::format("rank {} on {} (pid {}){}: {}", x.rank, host_, x.pid,
+                                   kFailedFirst, x.describe());
     if (first_error_) text += fmt::format("; error file: {}", *first_error_);
     if (!x.last_lines.empty())
       text += fmt::format("{}{}", kLastOutput, fmt::join(x.last_lines, " | "));
@@ -160,9 +161,9 @@ void print_summary(const supervise_result& result, const store::run_paths& paths
   }
   const auto& x = result.exits[static_cast<std::size_t>(*result.first_failure)];
   fmt::print(stderr,
-             "muster: rank {} on {} failed first ({}); {} other rank(s) of this node stopped. "
-             "Log: {}\n",
-             x.rank, recorder.host(), x.describe(), stopped, paths.rank_log(x.rank).string());
+             "muster: rank {} on {}{} ({}); {} other rank(s) of this node stopped. Log: {}\n",
+             x.rank, recorder.host(), kFailedFirst, x.describe(), stopped,
+             paths.rank_log(x.rank).string());
   if (const auto& error = recorder.first_error())
     fmt::print(stderr, "muster: rank {} error file: {}\n", x.rank, *error);
   for (const auto& line : x.last_lines) fmt::print(stderr, "  [rank {}] {}\n", x.rank, line);

@@ -99,9 +99,9 @@ bool stop_end(const log_signal& s) {
 // as a worker's end; nullopt for any other line.
 std::optional<log_signal> launcher_first_failure(std::string_view line) {
   line = unlabelled(line);
-  const auto at = line.find(" failed first");
+  const auto at = line.find(kFailedFirst);
   if (!line.starts_with(kLauncherWord) || at == std::string_view::npos) return std::nullopt;
-  auto how = line.substr(at + 13);
+  auto how = line.substr(at + kFailedFirst.size());
   how.remove_prefix(std::min<std::size_t>(2, how.size()));  // " (" or ": "
   log_signal s{"worker_failed_see_error_file", std::nullopt, {}};
   if (how.starts_with("signal ")) {

@@ -11,6 +11,7 @@
 
 #include "common/run_dir.hpp"
 #include "launcher/diagnose/line_fields.hpp"
+#include "launcher/launcher_lines.hpp"
 
 namespace muster::launcher::diagnose {
 namespace {
@@ -164,7 +165,7 @@ void add_store_findings(diagnoser& d, const status::run_status& run,
              std::to_string(*r.rank.pid) == pid;
     });
     if (shown) continue;
-    const auto how = between(e.message, "failed first: ", {";"});
+    const auto how = between(e.message, std::string(kFailedFirst) + ": ", {";"});
     const auto signal = how.starts_with("signal ") ? number_at(how.substr(7)) : std::nullopt;
     if (signal != 9 && with_error.contains(*e.rank)) continue;  // its error file said why
     const auto code = number_at(between(how, "exit code ", {" "}));
