@@ -378,6 +378,7 @@ void diagnoser::add_now(log_signal signal, evidence_line evidence, std::int64_t 
       it->facts[key] = v->second;
   if (auto host = signal.facts.find("host"); host != signal.facts.end())
     it->hosts.insert(host->second);
+  it->hosts.insert(signal.hosts.begin(), signal.hosts.end());
   if (it->evidence.size() < kMaxEvidence) {
     evidence.text.resize(std::min(evidence.text.size(), kMaxEvidenceText));
     it->evidence.push_back(std::move(evidence));

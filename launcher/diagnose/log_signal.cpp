@@ -227,6 +227,18 @@ bool launchers_rendezvous_line(std::string_view line) {
           (has(line, "rendezvous: no rendezvous store of ") && has(line, " found within ")));
 }
 
+// The host names of node_group's list: "gpu-a02 (node 1), gpu-a04 (node 3) and 5 more".
+std::vector<std::string> listed_nodes(std::string_view list) {
+  std::vector<std::string> hosts;
+  for (auto at = list.find(" (node "); at != std::string_view::npos; at = list.find(" (node ")) {
+    hosts.emplace_back(list.substr(0, at));
+    const auto next = list.find("), ", at);
+    if (next == std::string_view::npos) break;
+    list.remove_prefix(next + 3);
+  }
+  return hosts;
+}
+
 void launchers_rendezvous(log_signal& s, std::string_view line) {
   s.facts["source"] = "muster";
   put(s, "timeout_s", between(line, " within ", {" s. ", " s:"}));
@@ -234,11 +246,15 @@ void launchers_rendezvous(log_signal& s, std::string_view line) {
   put(s, "arrived", between(line, ". Arrived: ", {". Missing: "}));
   put(s, "missing", between(line, ". Missing: ", {". Check"}));
   put(s, "node0", between(line, "resolve and reach ", {" (node 0"}));
-  if (!has(line, "no rendezvous store of ")) return;
+  if (!has(line, "no rendezvous store of ")) {
+    s.hosts = listed_nodes(between(line, ". Missing: ", {". Check"}));  // the nodes to look at
+    return;
+  }
   s.facts.erase("reached");
   put(s, "node0", between(line, "node 0's launcher (", {")"}));
   put(s, "address", between(line, "), that ", {" resolves"}));
   put(s, "from", between(line, "reachable from ", {" ("}));
+  if (const auto from = s.facts.find("from"); from != s.facts.end()) s.hosts = {from->second};
 }
 
 // c10d's TCPStore and the elastic rendezvous not coming together:

@@ -25,6 +25,7 @@ struct log_signal {
   std::optional<int> rank;
   std::map<std::string, std::string> facts;  // what the line says: "tried_to_allocate", ...
   std::vector<int> more_ranks{};             // a line about several ("tasks 0-7: Killed")
+  std::vector<std::string> hosts{};          // the nodes it is about, where it names no rank
 };
 
 // The signal in `line`, or nullopt for a line that says nothing about a failure. A bare

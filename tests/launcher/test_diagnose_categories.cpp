@@ -861,6 +861,7 @@ TEST_CASE("muster's launchers that did not meet are rendezvous_timeout, naming t
     CHECK(root.category == "rendezvous_timeout");
     CHECK(root.ranks.empty());
     CHECK(root.facts.at("missing") == "gpu-a02 (node 1)");
+    CHECK(root.hosts == std::set<std::string>{"gpu-a02"});  // the node to look at
     CHECK(root.facts.at("arrived") == "gpu-a01 (node 0), gpu-a03 (node 2)");
     CHECK(root.summary ==
           "muster's launchers did not meet: 2 of 3 nodes reached the rendezvous within 1 s; "
@@ -884,6 +885,12 @@ TEST_CASE("muster's launchers that did not meet are rendezvous_timeout, naming t
         "muster's launcher on gpu-a02 found no rendezvous store of node 0 (gpu-a01) within 60 s");
   CHECK_THAT(root_of(d).fixes.at(1),
              Catch::Contains("10.0.0.1") && Catch::Contains("launch.master_addr"));
+  CHECK(root_of(d).hosts == std::set<std::string>{"gpu-a02"});
+  // several missing, and more than the line lists
+  CHECK(root_of(diagnose_lines({"muster: rendezvous: 1 of 20 nodes reached the rendezvous within "
+                                "60 s. Arrived: gpu-a01 (node 0). Missing: gpu-a02 (node 1), "
+                                "gpu-b07 (node 2) and 17 more. Check that srun started"}))
+            .hosts == std::set<std::string>{"gpu-a02", "gpu-b07"});
   // another barrier of the launchers is not the rendezvous
   CHECK_FALSE(
       match_log_line("muster: rendezvous: 1 of 2 nodes reached the barrier 'end' within "
