@@ -220,7 +220,8 @@ bool unresolved_host(std::string_view line) {
 //   "rendezvous: no rendezvous store of job 42 step 0 found within 60 s: ... Check that node 0's
 //    launcher (gpu-a01) is running (its output), that 10.0.0.1 resolves and is reachable from
 //    gpu-a02 (or set launch.master_addr), or raise launch.timeout_rendezvous"
-// Not their other barriers ("... nodes reached the barrier 'end' within ...").
+// Not the end of a start ("... nodes reached the end of start 0 within ..."): a node that does
+// not end its ranks after a failure, whose own lines or Slurm's say why.
 bool launchers_rendezvous_line(std::string_view line) {
   return has(line, "rendezvous: ") &&
          (has(line, " nodes reached the rendezvous within ") ||

@@ -64,7 +64,8 @@ std::string node_group::list_nodes(const std::vector<std::string>& keys, bool se
 }
 
 void node_group::wait_all(const std::vector<std::string>& keys, milliseconds timeout,
-                          const std::function<bool()>& stop, const std::string& what) {
+                          const std::function<bool()>& stop, const std::string& what,
+                          std::string_view advice) {
   const auto deadline = clock::now() + timeout;
   for (;;) {
     auto left = std::chrono::duration_cast<milliseconds>(deadline - clock::now());
@@ -82,13 +83,10 @@ void node_group::wait_all(const std::vector<std::string>& keys, milliseconds tim
     int arrived = 0;
     for (const auto& k : keys) arrived += store_->check({k}) ? 1 : 0;
     MUSTER_THROW(errc::environment,
-                 "rendezvous: {} of {} nodes reached {} within {} s. Arrived: {}. Missing: {}. "
-                 "Check that srun started `muster launch` on every node of the step (srun "
-                 "--ntasks-per-node=1), that the missing nodes can resolve and reach {} (node "
-                 "0; else set launch.master_addr to an address of node 0 they can reach), and "
-                 "their logs; or raise launch.timeout_rendezvous",
+                 "rendezvous: {} of {} nodes reached {} within {} s. Arrived: {}. Missing: {}. {}",
                  arrived, keys.size(), what, (timeout.count() + 999) / 1000, list_nodes(keys, true),
-                 list_nodes(keys, false), hosts_.front());
+                 list_nodes(keys, false),
+                 fmt::format(fmt::runtime(advice), fmt::arg("node0", hosts_.front())));
   }
 }
 
@@ -98,7 +96,11 @@ std::vector<node_facts> node_group::join(const node_facts& me, milliseconds time
       fmt::format("node/{}", node_),
       nlohmann::json{{"host", me.host}, {"local_ranks", me.local_ranks}, {"pid", me.pid}}.dump());
   auto keys = node_keys("node");
-  wait_all(keys, timeout, stop, "the rendezvous");
+  wait_all(keys, timeout, stop, "the rendezvous",
+           "Check that srun started `muster launch` on every node of the step (srun "
+           "--ntasks-per-node=1), that the missing nodes can resolve and reach {node0} (node 0; "
+           "else set launch.master_addr to an address of node 0 they can reach), and their logs; "
+           "or raise launch.timeout_rendezvous");
   std::vector<node_facts> all;
   for (std::size_t i = 0; i < keys.size(); ++i) {
     auto j = nlohmann::json::parse(store_->get(keys[i], milliseconds(0)));
@@ -106,11 +108,6 @@ std::vector<node_facts> node_group::join(const node_facts& me, milliseconds time
                    j.at("local_ranks").get<int>(), j.at("pid").get<pid_t>()});
   }
   return all;
-}
-
-void node_group::barrier(const std::string& name, milliseconds timeout) {
-  store_->set(fmt::format("{}/{}", name, node_), "1");
-  wait_all(node_keys(name), timeout, nullptr, fmt::format("the barrier '{}'", name));
 }
 
 group_failure node_group::publish_failure(int round, const group_failure& f) {
@@ -135,7 +132,11 @@ void node_group::end_round(int round, int exit_code, std::optional<milliseconds>
   store_->set(round_key(round, fmt::format("end/{}", node_)), std::to_string(exit_code));
   auto keys = node_keys(round_key(round, "end"));
   if (timeout) {
-    wait_all(keys, *timeout, nullptr, fmt::format("the end of start {}", round));
+    wait_all(keys, *timeout, nullptr, fmt::format("the end of start {}", round),
+             "Their launchers did not stop their ranks within launch.kill_grace + 30 s: a rank "
+             "that ignores SIGKILL (state D in ps: stuck in the GPU driver or a file system) or "
+             "a node that is gone. Read their lines in the job's output, `sinfo -R` and the "
+             "node's kernel log; Slurm ends their step when the job ends");
     return;
   }
   for (;;) {

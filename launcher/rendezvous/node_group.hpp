@@ -7,7 +7,6 @@
 //   r<k>/failed         the first failure of round k, JSON; set once (compare_set), globally
 //   r<k>/end/<i>        how node i's ranks ended in round k (its local exit code)
 //   requeue             set when any node forwarded SIGUSR1/SIGUSR2 (launch.requeue_on_signal)
-//   <name>/<i>          barrier(name) arrivals
 //   left/<i>            node i is done with the store (leave)
 // Not here: finding the store (store_address.hpp), stopping workers (supervisor.hpp).
 #pragma once
@@ -19,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -54,9 +54,6 @@ class node_group {
   // said to give up.
   std::vector<node_facts> join(const node_facts& me, milliseconds timeout,
                                const std::function<bool()>& stop);
-  // Every node calls barrier(name) once; returns when all have, or throws as join does.
-  void barrier(const std::string& name, milliseconds timeout);
-
   // Records `f` as round `round`'s first failure unless another node's came first; returns
   // the one that stands.
   group_failure publish_failure(int round, const group_failure& f);
@@ -69,7 +66,8 @@ class node_group {
   // Round `round`'s first failure, when one was published.
   std::optional<group_failure> failure(int round);
   // This node's end of round `round`; then waits for every node's, up to `timeout` (unbounded
-  // when nullopt). Throws errc::environment naming the nodes that never reported.
+  // when nullopt). Throws errc::environment naming the nodes that never reported and why a
+  // launcher does not end (a rank that ignores SIGKILL, its node gone).
   void end_round(int round, int exit_code, std::optional<milliseconds> timeout);
 
   // Says this node is done with the store (left/<i>). The host of the store (`host`) then
@@ -83,8 +81,11 @@ class node_group {
   std::vector<std::string> node_keys(const std::string& prefix) const;
   // "gpu-a01 (node 0), gpu-a02 (node 1)" of the keys set (or not set) now.
   std::string list_nodes(const std::vector<std::string>& keys, bool set);
+  // Waits for every key; after `timeout`, throws "rendezvous: N of M nodes reached <what> within
+  // T s. Arrived: ... Missing: .... <advice>" (advice may name {node0}, node 0's host).
   void wait_all(const std::vector<std::string>& keys, milliseconds timeout,
-                const std::function<bool()>& stop, const std::string& what);
+                const std::function<bool()>& stop, const std::string& what,
+                std::string_view advice);
 
   std::shared_ptr<kv_store> store_;
   int node_;

@@ -891,10 +891,11 @@ TEST_CASE("muster's launchers that did not meet are rendezvous_timeout, naming t
                                 "60 s. Arrived: gpu-a01 (node 0). Missing: gpu-a02 (node 1), "
                                 "gpu-b07 (node 2) and 17 more. Check that srun started"}))
             .hosts == std::set<std::string>{"gpu-a02", "gpu-b07"});
-  // another barrier of the launchers is not the rendezvous
+  // the launchers' end of a start is not the rendezvous
   CHECK_FALSE(
-      match_log_line("muster: rendezvous: 1 of 2 nodes reached the barrier 'end' within "
-                     "1 s. Arrived: gpu-a01 (node 0). Missing: gpu-a02 (node 1)."));
+      match_log_line("muster: rendezvous: 1 of 2 nodes reached the end of start 0 within "
+                     "40 s. Arrived: gpu-a01 (node 0). Missing: gpu-a02 (node 1). Their "
+                     "launchers did not stop their ranks within launch.kill_grace + 30 s"));
 }
 
 TEST_CASE("a job stopped as asked is no failure: scancel, a requeue, a signal passed on",

@@ -108,7 +108,10 @@ TEST_CASE("end_round waits for every node, a node that never ends is named", "[r
   auto text = expect_error(muster::errc::environment, [&] {
     node_group(store, 0, {"gpu-a01", "gpu-a02"}).end_round(1, 3, 200ms);
   });
-  CHECK_THAT(text, Catch::Contains("Missing: gpu-a02 (node 1)"));
+  CHECK_THAT(text, Catch::Contains("1 of 2 nodes reached the end of start 1 within 1 s") &&
+                       Catch::Contains("Missing: gpu-a02 (node 1). Their launchers did not "
+                                       "stop their ranks within launch.kill_grace + 30 s") &&
+                       !Catch::Contains("timeout_rendezvous"));
 }
 
 TEST_CASE("failure_watch: readable once the round's failure is published, quiet otherwise",
