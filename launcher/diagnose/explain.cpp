@@ -242,6 +242,14 @@ std::string crash_advice(const std::string& number) {
       return "a crash in native code (an integer division by zero, or an instruction this CPU "
              "lacks: a binary built for another CPU), which writes no error file: " +
              where;
+    case SIGUSR1:
+    case SIGUSR2:
+      return "the program has no handler for it, so its default action ended the rank: Slurm's "
+             "warning before the time limit (sbatch --signal=" +
+             std::string(n == SIGUSR1 ? "USR1" : "USR2") +
+             "@<seconds>, muster-sbatch's slurm.checkpoint_lead) or scancel -s; handle it (save a "
+             "checkpoint, then exit) as muster-train and Megatron's --exit-signal-handler do, or "
+             "drop --signal";
     default:
       return "a signal ends a worker without an error file, even under @record: what sent it "
              "(the launcher's hang detection, a person, the kernel) is in the lines around it";

@@ -2,8 +2,9 @@
 #include "launcher/diagnose/log_signal.hpp"
 
 #include <algorithm>
-
 #include <cctype>
+#include <csignal>
+#include <cstring>
 
 #include "launcher/diagnose/line_fields.hpp"
 
@@ -300,6 +301,15 @@ bool hardware_xid(std::string_view line) {
   return false;
 }
 
+// The number of the signal srun names a task's end by: strsignal(3)'s English words ("User
+// defined signal 1", "Segmentation fault (core dumped)"); nullopt for other words.
+std::optional<int> signal_of_words(std::string_view words) {
+  if (words.ends_with(" (core dumped)")) words.remove_suffix(14);
+  for (int n = 1; n < NSIG; ++n)
+    if (const char* d = ::sigdescr_np(n); d && words == d) return n;
+  return std::nullopt;
+}
+
 // torchelastic's agent on a worker that failed:
 //   "torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 0 (pid:
 //    280966) of binary: /usr/bin/python3"
@@ -329,14 +339,16 @@ std::optional<log_signal> worker_exit(std::string_view line) {
     while (!status.empty() && status.back() == ' ') status.remove_suffix(1);
     if (status == "Terminated" || status.ends_with("exit code 0")) return std::nullopt;  // stopped
     const bool killed = status == "Killed";
-    if (!killed && !status.starts_with("Exited with exit code") &&
+    if (!killed && !status.starts_with("Exited with exit code") && !signal_of_words(status) &&
         status.find_first_of("0123456789") != std::string_view::npos)
       return std::nullopt;  // not a task's end
     auto s = signal_of(killed ? "worker_killed_sigkill" : "worker_failed_see_error_file");
     if (killed)
       s.facts["signal"] = "9";
-    else if (!status.starts_with("Exited"))
+    else if (!status.starts_with("Exited")) {
       s.facts["signal_name"] = std::string(status);
+      if (const auto n = signal_of_words(status)) s.facts["signal"] = std::to_string(*n);
+    }
     put(s, "exit_code", after(status, "exit code ", " "));
     put(s, "host", between(line, "srun: error: ", {": task"}));
     s.facts["srun_tasks"] = std::string(tasks);  // ranks, or launchers (diagnoser::srun_tasks)

@@ -747,6 +747,21 @@ TEST_CASE("srun's task ranges and padded labels give every rank", "[diagnose]") 
   s = one("srun: error: gpu-a07: task 5: Segmentation fault (core dumped)");
   CHECK(s.category == "worker_failed_see_error_file");
   CHECK(s.facts.at("signal_name") == "Segmentation fault (core dumped)");
+  CHECK(s.facts.at("signal") == "11");  // strsignal's words, as a number
+  CHECK(one("srun: error: gpu-a07: task 2: User defined signal 1").facts.at("signal") == "10");
+  CHECK_FALSE(one("srun: error: gpu-a07: task 2: Something else").facts.contains("signal"));
+  // a task a SIGUSR1 ended that nothing asked to stop: Slurm's warning the program did not handle
+  auto usr1 = root_of(diagnose_lines({"srun: error: gpu-a07: task 2: User defined signal 1"}));
+  CHECK(usr1.ranks == std::set<int>{2});
+  CHECK_THAT(usr1.summary, Catch::Contains("failed: User defined signal 1"));
+  REQUIRE_FALSE(usr1.fixes.empty());
+  CHECK_THAT(usr1.fixes[0],
+             Catch::Contains("no handler") && Catch::Contains("--signal=USR1@<seconds>"));
+  // a segfault gets the crash's advice
+  CHECK_THAT(root_of(diagnose_lines({"srun: error: gpu-a07: task 5: Segmentation fault (core "
+                                     "dumped)"}))
+                 .fixes.at(0),
+             Catch::Contains("a crash in native code"));
   CHECK_FALSE(match_log_line("srun: error: gpu-a07: tasks 0-7: Terminated"));  // stopped by srun
   CHECK(one(" 3: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.").rank ==
         3);
