@@ -100,7 +100,7 @@ std::string batch_script(const job_config& config, const batch_request& request)
   line("run_dir={}/{}-${{id:-$SLURM_JOB_ID}}", shell_quote(request.runs_dir.string()),
        config.job.name);
   line("mkdir -p \"$run_dir\" && ln -sfn \"../slurm-$SLURM_JOB_ID.out\" \"$run_dir/slurm.out\"");
-  std::string srun = "srun --ntasks-per-node=1 --kill-on-bad-exit=1";
+  std::string srun = "srun --ntasks-per-node=1 --kill-on-bad-exit=1 --label";
   for (const auto& arg : launch_args(config, request)) srun += " " + shell_quote(arg);
   line("{} &", srun);
   line("step=$!");

@@ -62,7 +62,7 @@ TEST_CASE("the batch script, line by line", "[sbatch]") {
       "id=${SLURM_ARRAY_JOB_ID:+${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}}",
       "run_dir='/shared/runs'/moe-a-${id:-$SLURM_JOB_ID}",
       "mkdir -p \"$run_dir\" && ln -sfn \"../slurm-$SLURM_JOB_ID.out\" \"$run_dir/slurm.out\"",
-      "srun --ntasks-per-node=1 --kill-on-bad-exit=1 '/opt/muster/bin/muster' 'launch' '" +
+      "srun --ntasks-per-node=1 --kill-on-bad-exit=1 --label '/opt/muster/bin/muster' 'launch' '" +
           (dir / "job.toml").string() +
           "' 'launch.runs_dir=/shared/runs' 'launch.requeue_on_signal=true' 'train.steps=100' "
           "'job.name=moe-a' &",
