@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <ctime>
 #include <limits>
@@ -130,10 +131,18 @@ struct node_file {
   // `sql` as this file's version reads it: the columns it does not have yet are NULL.
   std::string sql_for(std::string_view sql) const {
     std::string out(sql);
-    for (const auto& [since, column] : kAddedColumns)
-      if (version < since)
-        for (auto at = out.find(column); at != std::string::npos; at = out.find(column, at))
-          out.replace(at, column.size(), "NULL");
+    const auto name_char = [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
+    };
+    for (const auto& [since, column] : kAddedColumns) {
+      if (version >= since) continue;
+      for (auto at = out.find(column); at != std::string::npos; at = out.find(column, at + 1)) {
+        const auto end = at + column.size();
+        if ((at > 0 && name_char(out[at - 1])) || (end < out.size() && name_char(out[end])))
+          continue;  // part of a longer name
+        out.replace(at, column.size(), "NULL");
+      }
+    }
     return out;
   }
 

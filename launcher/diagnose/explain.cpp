@@ -244,12 +244,13 @@ std::string crash_advice(const std::string& number) {
              where;
     case SIGUSR1:
     case SIGUSR2:
-      return "the program has no handler for it, so its default action ended the rank: Slurm's "
-             "warning before the time limit (sbatch --signal=" +
-             std::string(n == SIGUSR1 ? "USR1" : "USR2") +
-             "@<seconds>, muster-sbatch's slurm.checkpoint_lead) or scancel -s; handle it (save a "
-             "checkpoint, then exit) as muster-train and Megatron's --exit-signal-handler do, or "
-             "drop --signal";
+      return fmt::format(
+          "the program has no handler for {0}, so its default action ended the rank: Slurm's "
+          "warning before the time limit (sbatch --signal=B:{1}@<seconds>, which muster-sbatch "
+          "writes from slurm.checkpoint_lead) or scancel -s {1}; install a {0} handler that saves "
+          "a checkpoint and exits with {2} (muster-train does; Megatron's --exit-signal-handler "
+          "saves on SIGTERM only), or set slurm.checkpoint_lead = 0 (drop --signal)",
+          n == SIGUSR1 ? "SIGUSR1" : "SIGUSR2", n == SIGUSR1 ? "USR1" : "USR2", 128 + n);
     default:
       return "a signal ends a worker without an error file, even under @record: what sent it "
              "(the launcher's hang detection, a person, the kernel) is in the lines around it";

@@ -134,9 +134,10 @@ void node_group::end_round(int round, int exit_code, std::optional<milliseconds>
   if (timeout) {
     wait_all(keys, *timeout, nullptr, fmt::format("the end of start {}", round),
              "Their launchers did not stop their ranks within launch.kill_grace + 30 s: a rank "
-             "that ignores SIGKILL (state D in ps: stuck in the GPU driver or a file system) or "
-             "a node that is gone. Read their lines in the job's output, `sinfo -R` and the "
-             "node's kernel log; Slurm ends their step when the job ends");
+             "that ignores SIGKILL (state D in ps: stuck in the GPU driver or a file system), a "
+             "node that is gone, or one that lost node 0's store and never heard of the failure. "
+             "Read their lines in the job's output, `sinfo -R` and the node's kernel log; Slurm "
+             "ends their step when the job ends");
     return;
   }
   for (;;) {

@@ -228,6 +228,20 @@ std::vector<fs::path> array_task_runs(const std::string& job_id, const fs::path&
   return out;
 }
 
+// The run directory whose slurm.out links to `slurm-<job_id>.out` (muster-sbatch's batch script
+// links it so, by the job's own id: an array task's too), or none.
+std::optional<fs::path> slurm_output_run(const std::string& job_id, const fs::path& runs_dir) {
+  if (job_id.empty() || job_id.find_first_not_of("0123456789") != std::string::npos)
+    return std::nullopt;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(runs_dir, ec)) {
+    if (!e.is_directory(ec)) continue;
+    const auto target = fs::read_symlink(e.path() / "slurm.out", ec);
+    if (!ec && target.filename() == "slurm-" + job_id + ".out") return e.path();
+  }
+  return std::nullopt;
+}
+
 // A run directory whose launchers stopped before any rank started (a failed rendezvous) has
 // a job.toml and slurm.out, maybe logs, but no run store: say so, and what there is to read.
 [[noreturn]] void throw_storeless(const std::string& what, const fs::path& dir) {
@@ -291,11 +305,14 @@ fs::path find_run(const std::string& what, const fs::path& runs_dir, bool storel
     for (const auto& t : tasks) names.push_back(t.filename().string());
     const auto first = names.front();
     MUSTER_THROW(errc::invalid_input,
-                 "{}: Slurm array job {} has {} task runs in {}: {}; give one, by its task's job "
-                 "id ({}) or its directory",
+                 "{}: Slurm array job {} has {} task runs in {}: {}; give one as <array job "
+                 "id>_<task id> ({}) or by its directory",
                  what, what, tasks.size(), runs_dir.string(), fmt::join(names, ", "),
                  first.substr(first.rfind('-') + 1));
   }
+  // an array task by its own job id, before its launchers wrote a store
+  if (const auto dir = slurm_output_run(what, runs_dir))
+    return has_node_files(*dir) ? *dir : without_store(*dir);
   MUSTER_THROW(errc::invalid_input,
                "{}: no run directory, run id or Slurm job id of that name in {}; `muster "
                "status --runs-dir DIR` lists the runs of DIR (launch.runs_dir)",

@@ -43,32 +43,44 @@ slurm_job_state parse_job_state(int exit_code, std::string_view output) {
   return {slurm_job_state::kind::ended, first};
 }
 
-std::optional<slurm_job_state> parse_cluster_job_state(int exit_code, std::string_view output) {
-  if (exit_code != 0 && output.find("Problem talking to database") != std::string_view::npos)
-    return std::nullopt;
-  return parse_job_state(exit_code, output);
+std::string parse_cluster_name(std::string_view config) {
+  while (!config.empty()) {
+    auto line = config.substr(0, config.find('\n'));
+    config.remove_prefix(std::min(config.size(), line.size() + 1));
+    if (!line.starts_with("ClusterName ") && !line.starts_with("ClusterName=")) continue;
+    line.remove_prefix(line.find('=') + 1);
+    while (!line.empty() && line.front() == ' ') line.remove_prefix(1);
+    while (!line.empty() && (line.back() == ' ' || line.back() == '\r')) line.remove_suffix(1);
+    return std::string(line);
+  }
+  return "";
 }
 
 slurm_job_state ask_job_state(const std::string& id, const std::optional<std::string>& cluster,
                               std::chrono::milliseconds timeout) {
   std::vector<std::string> argv = {"squeue", "--jobs=" + id, "--states=all", "--noheader",
                                    "--format=%T"};
-  const auto ask = [&](const std::vector<std::string>& args,
-                       auto parse) -> std::optional<slurm_job_state> {
-    const auto r = run_program(args, timeout);
-    if (!r.started) return slurm_job_state{slurm_job_state::kind::unknown, r.why_not};
-    if (r.timed_out)
-      return slurm_job_state{slurm_job_state::kind::unknown, "squeue did not answer in time"};
-    return parse(r.exit_code, r.output);
-  };
   if (cluster) {
     auto on_cluster = argv;
     on_cluster.push_back("--clusters=" + *cluster);
-    if (auto said = ask(on_cluster, parse_cluster_job_state)) return *said;
+    const auto r = run_program(on_cluster, timeout);
+    if (!r.started) return {slurm_job_state::kind::unknown, r.why_not};
+    if (r.timed_out) return {slurm_job_state::kind::unknown, "squeue did not answer in time"};
+    auto said = parse_job_state(r.exit_code, r.output);
+    if (said.is != slurm_job_state::kind::unknown) return said;
+    const auto config = run_program({"scontrol", "show", "config"}, timeout);
+    const auto here = config.started && !config.timed_out && config.exit_code == 0
+                          ? parse_cluster_name(config.output)
+                          : std::string();
+    if (here != *cluster)
+      return {slurm_job_state::kind::unknown,
+              fmt::format("job {} ran on cluster {}, which squeue here cannot ask: {}", id,
+                          *cluster, said.state)};
   }
-  return *ask(argv, [](int exit_code, std::string_view output) {
-    return std::optional(parse_job_state(exit_code, output));
-  });
+  const auto r = run_program(argv, timeout);
+  if (!r.started) return {slurm_job_state::kind::unknown, r.why_not};
+  if (r.timed_out) return {slurm_job_state::kind::unknown, "squeue did not answer in time"};
+  return parse_job_state(r.exit_code, r.output);
 }
 
 void apply_job_state(run_status& s, const slurm_job_state& said) {

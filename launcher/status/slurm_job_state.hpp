@@ -25,14 +25,14 @@ struct slurm_job_state {
 // is skipped.
 slurm_job_state parse_job_state(int exit_code, std::string_view output);
 
-// The same, of `squeue --clusters=<name>`: nullopt where it could not ask because it needs
-// slurmdbd ("Problem talking to database"), which a site of one cluster may not run; there the
-// plain squeue asks the only cluster it can reach. A cluster squeue cannot reach with the
-// database up is unknown, never ended: the local cluster's word would be about another job.
-std::optional<slurm_job_state> parse_cluster_job_state(int exit_code, std::string_view output);
+// The ClusterName of `scontrol show config`'s output ("ClusterName = gpu-b"); "" without one.
+std::string parse_cluster_name(std::string_view config);
 
 // Asks squeue of job `id` ("4242", "4242_3") on `cluster` (the run's SLURM_CLUSTER_NAME; unset:
-// this host's cluster), waiting at most `timeout` a question.
+// this host's cluster), waiting at most `timeout` a question. `squeue --clusters` needs slurmdbd,
+// which a site of one cluster may not run: where it cannot answer, the plain squeue asks, but
+// only when this host's cluster (scontrol show config) is the run's; else the state is unknown,
+// never another cluster's word about a job of the same id.
 slurm_job_state ask_job_state(const std::string& id, const std::optional<std::string>& cluster,
                               std::chrono::milliseconds timeout);
 

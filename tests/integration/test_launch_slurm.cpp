@@ -757,5 +757,5 @@ TEST_CASE(
   CHECK_THAT(diagnosed.err,
              Catch::Contains(id + ": Slurm array job " + id + " has 2 task runs in " +
                              runs.string() + ": arr-" + id + "_0, arr-" + id +
-                             "_1; give one, by its task's job id (" + id + "_0)"));
+                             "_1; give one as <array job id>_<task id> (" + id + "_0)"));
 }

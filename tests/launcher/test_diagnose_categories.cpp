@@ -755,8 +755,10 @@ TEST_CASE("srun's task ranges and padded labels give every rank", "[diagnose]") 
   CHECK(usr1.ranks == std::set<int>{2});
   CHECK_THAT(usr1.summary, Catch::Contains("failed: User defined signal 1"));
   REQUIRE_FALSE(usr1.fixes.empty());
-  CHECK_THAT(usr1.fixes[0],
-             Catch::Contains("no handler") && Catch::Contains("--signal=USR1@<seconds>"));
+  CHECK_THAT(usr1.fixes[0], Catch::Contains("no handler for SIGUSR1") &&
+                                Catch::Contains("--signal=B:USR1@<seconds>") &&
+                                Catch::Contains("exits with 138") &&
+                                Catch::Contains("slurm.checkpoint_lead = 0"));
   // a segfault gets the crash's advice
   CHECK_THAT(root_of(diagnose_lines({"srun: error: gpu-a07: task 5: Segmentation fault (core "
                                      "dumped)"}))

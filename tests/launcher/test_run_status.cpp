@@ -135,33 +135,28 @@ TEST_CASE("squeue's word on one job: running, over, forgotten, or not known", "[
   CHECK(parse_job_state(0, "").is == k::unknown);
 }
 
-TEST_CASE(
-    "squeue --clusters: the run's own cluster is asked, the plain squeue where no slurmdbd "
-    "answers",
-    "[status]") {
+TEST_CASE("squeue --clusters: its cluster line is skipped, and this host's cluster is read",
+          "[status]") {
   using k = slurm_job_state::kind;
   // squeue -M heads its answer with the cluster's name, even with --noheader
-  auto said = parse_cluster_job_state(0, "CLUSTER: gpu-b\nFAILED\n");
-  REQUIRE(said);
-  CHECK(said->is == k::ended);
-  CHECK(said->state == "FAILED");
-  CHECK(parse_cluster_job_state(0, "CLUSTER: gpu-b\nRUNNING\n")->is == k::alive);
-  said =
-      parse_cluster_job_state(1, "CLUSTER: gpu-b\nslurm_load_jobs error: Invalid job id specified");
-  REQUIRE(said);
-  CHECK(said->is == k::ended);
-  // without slurmdbd (Slurm 22.05's words): ask the plain squeue instead
-  CHECK_FALSE(parse_cluster_job_state(
-      1,
-      "squeue: error: Problem talking to database\nsqueue: error: 'gpu-b' can't be reached now, "
-      "or it is an invalid entry for --cluster.  Use 'sacctmgr list clusters' to see available "
-      "clusters.\n"));
-  // the database answers but the cluster does not: unknown, not this cluster's word
-  said = parse_cluster_job_state(1,
-                                 "squeue: error: 'gpu-b' can't be reached now, or it is an "
-                                 "invalid entry for --cluster.\n");
-  REQUIRE(said);
-  CHECK(said->is == k::unknown);
+  auto said = parse_job_state(0, "CLUSTER: gpu-b\nFAILED\n");
+  CHECK(said.is == k::ended);
+  CHECK(said.state == "FAILED");
+  CHECK(parse_job_state(0, "CLUSTER: gpu-b\nRUNNING\n").is == k::alive);
+  CHECK(parse_job_state(1, "CLUSTER: gpu-b\nslurm_load_jobs error: Invalid job id specified").is ==
+        k::ended);
+  // without slurmdbd (Slurm 22.05's words): unknown, and the plain squeue asks where this
+  // host's cluster is the run's
+  CHECK(parse_job_state(1,
+                        "squeue: error: Problem talking to database\nsqueue: error: 'gpu-b' "
+                        "can't be reached now, or it is an invalid entry for --cluster.\n")
+            .is == k::unknown);
+  CHECK(parse_cluster_name("Configuration data as of 2026-11-27T10:00:00\nAccountingStorageType "
+                           "  = accounting_storage/none\nClusterName             = gpu-b\n"
+                           "CompleteWait = 0 sec\n") == "gpu-b");
+  CHECK(parse_cluster_name("ClusterName=mustertest\n") == "mustertest");
+  CHECK(parse_cluster_name("ClusterNameX = no\n").empty());
+  CHECK(parse_cluster_name("").empty());
 }
 
 TEST_CASE("a rank two steps behind the others is a laggard, progress is the newest complete step",
@@ -334,12 +329,24 @@ TEST_CASE("an array job's id finds its one task run, and names them all when it 
   for (const bool storeless : {false, true})
     CHECK_THROWS_WITH(find_run("18", tmp.path(), storeless),
                       "18: Slurm array job 18 has 3 task runs in " + tmp.path().string() +
-                          ": arr-18_0, arr-18_2, arr-18_10; give one, by its task's job id "
-                          "(18_0) or its directory");
+                          ": arr-18_0, arr-18_2, arr-18_10; give one as <array job id>_<task "
+                          "id> (18_0) or by its directory");
   CHECK(array_task_runs("18_0", tmp.path()).empty());  // a task's id is no array's
   CHECK(array_task_runs("", tmp.path()).empty());
   CHECK_THROWS_WITH(find_run("19", tmp.path()),
                     Catch::StartsWith("19: no run directory, run id or Slurm job id"));
+  // a task by its own job id, which its slurm.out's link names, before it has a store (its
+  // launchers never met): the directory, and what there is to read
+  std::ofstream(tmp / "slurm-31.out") << "muster: rendezvous: ...\n";
+  std::filesystem::create_symlink("../slurm-31.out", tmp / "arr-18_10" / "slurm.out");
+  CHECK(std::filesystem::equivalent(find_run("31", tmp.path(), true), tmp / "arr-18_10"));
+  CHECK_THROWS_WITH(find_run("31", tmp.path()),
+                    Catch::StartsWith("31: the run directory " + (tmp / "arr-18_10").string() +
+                                      " holds no run store") &&
+                        Catch::EndsWith("muster diagnose 31 reads " +
+                                        (tmp / "arr-18_10" / "slurm.out").string()));
+  CHECK_THROWS_WITH(find_run("32", tmp.path()),
+                    Catch::StartsWith("32: no run directory, run id or Slurm job id"));
 }
 
 TEST_CASE("squeue's lines are read with the job name last, and odd lines skipped", "[status]") {

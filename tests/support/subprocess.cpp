@@ -149,7 +149,8 @@ std::string program_path(const std::string& name) {
   std::string dirs = path ? path : "/usr/bin:/bin";
   for (std::size_t start = 0; start <= dirs.size();) {
     const std::size_t end = std::min(dirs.find(':', start), dirs.size());
-    const std::string candidate = dirs.substr(start, end - start) + "/" + name;
+    const std::string dir = dirs.substr(start, end - start);
+    const std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
     if (access(candidate.c_str(), X_OK) == 0) return candidate;
     start = end + 1;
   }
@@ -188,13 +189,20 @@ pid_t spawn_logged(const std::vector<std::string>& argv, const env_change& env,
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
-    if (dup2(null_in.get(), STDIN_FILENO) < 0 || dup2(out.get(), STDOUT_FILENO) < 0 ||
-        dup2(out.get(), STDERR_FILENO) < 0)
+    const auto fail = [&] {
+      const int error = errno;
+      (void)!write(exec_error.write_end.get(), &error, sizeof error);
       _exit(127);
+    };
+    // dup2 onto itself keeps FD_CLOEXEC (an fd opened where the test had closed its stdio)
+    const auto onto = [&](int fd, int target) {
+      if (fd == target ? fcntl(fd, F_SETFD, 0) < 0 : dup2(fd, target) < 0) fail();
+    };
+    onto(null_in.get(), STDIN_FILENO);
+    onto(out.get(), STDOUT_FILENO);
+    onto(out.get(), STDERR_FILENO);
     execve(path.c_str(), c_args.data(), c_env.data());
-    const int error = errno;
-    (void)!write(exec_error.write_end.get(), &error, sizeof error);
-    _exit(127);
+    fail();
   }
   exec_error.write_end.reset();
   int error = 0;

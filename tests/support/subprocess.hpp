@@ -51,8 +51,10 @@ process_result wait_process(pid_t pid);
 // Starts argv in the background with stdin from /dev/null and stdout and stderr appended to
 // `log` (created when missing): a daemon, or a command whose output is read afterwards. The
 // caller waits for the pid (wait_process / try_wait_process). It is killed (SIGKILL) when the
-// thread that started it ends, so start it from the test's main thread; a test process that
-// aborts leaves nothing running. Throws when it cannot be started or `log` cannot be opened.
+// thread that started it ends, so start it from the test's main thread: a test process that
+// aborts takes its daemons with it (what they started themselves, such as slurmstepd and a
+// job's processes, is not their child and ends on its own). Throws when it cannot be started or
+// `log` cannot be opened.
 pid_t spawn_logged(const std::vector<std::string>& argv, const env_change& env,
                    const std::filesystem::path& log);
 
