@@ -94,9 +94,9 @@ bool stop_end(const log_signal& s) {
   return false;
 }
 
-// The end muster's launcher's line of the rank that failed first says ("muster: rank 1 failed
-// first (signal 15 (SIGTERM)); ...", "muster: rank 1 on n2 failed first: exit code 143; ..."),
-// as a worker's end; nullopt for any other line.
+// The end muster's launcher's line of the rank that failed first says ("muster: rank 1 on n1
+// failed first (signal 15 (SIGTERM)); ...", "muster: rank 1 on n2 failed first: exit code 143;
+// ..."), as that rank's end on that host; nullopt for any other line.
 std::optional<log_signal> launcher_first_failure(std::string_view line) {
   line = unlabelled(line);
   const auto at = line.find(kFailedFirst);
@@ -104,6 +104,12 @@ std::optional<log_signal> launcher_first_failure(std::string_view line) {
   auto how = line.substr(at + kFailedFirst.size());
   how.remove_prefix(std::min<std::size_t>(2, how.size()));  // " (" or ": "
   log_signal s{"worker_failed_see_error_file", std::nullopt, {}};
+  auto who = line.substr(kLauncherWord.size(), at - kLauncherWord.size());  // "rank 1 on n2"
+  if (who.starts_with("rank ")) {
+    s.rank = number_at(who.substr(5));
+    if (const auto on = who.find(" on "); on != std::string_view::npos)
+      s.facts["host"] = std::string(who.substr(on + 4, who.find(' ', on + 4) - on - 4));
+  }
   if (how.starts_with("signal ")) {
     const auto n = number_at(how.substr(7));
     if (!n) return std::nullopt;
@@ -250,6 +256,8 @@ void diagnoser::add_line(const std::string& file, std::int64_t number, std::stri
   if (line.find("failed (exitcode: ") != std::string_view::npos) torchelastic_ = true;
   // in launchers' output srun -l's label is the node's task, not a rank: "1: [rank 9] ..."
   auto signal = match_log_line(launchers ? unlabelled(line) : line);
+  // the launcher's word on which rank failed first, what a log without the run has of it
+  if (!signal) signal = launcher_first_failure(line);
   if (launcher_line(line) && !node_start &&
       line.find("restarting the ranks") == std::string_view::npos) {
     // its last line says why it ended, unless that line is a finding of its own (a rendezvous

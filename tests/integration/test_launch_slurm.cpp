@@ -202,14 +202,20 @@ TEST_CASE(
     "within seconds, the first failure recorded on both nodes",
     "[slurm]") {
   MUSTER_SKIP_WITHOUT_SLURM();
+  std::vector<std::string> srun_options = {"-N2", "--ntasks-per-node=1", "--kill-on-bad-exit=1"};
+  bool labelled = false;
+  SECTION("srun without --label") {}
+  SECTION("srun --label, as muster-sbatch writes it") {
+    srun_options.push_back("--label");
+    labelled = true;
+  }
   slurm_cluster cluster;
   muster::test::temp_dir runs("muster-runs");
   const auto start = clock_type::now();
-  auto r = muster::test::run_process(
-      srun_launch(
-          {"-N2", "--ntasks-per-node=1", "--kill-on-bad-exit=1"}, runs.path(), {"launch.nproc=2"},
-          {"--only-rank", "3", "--exit-code", "3", "--after-ms", "300", "--sleep-ms", "60000"}),
-      launch_env(cluster));
+  auto r = muster::test::run_process(srun_launch(srun_options, runs.path(), {"launch.nproc=2"},
+                                                 {"--only-rank", "3", "--exit-code", "3",
+                                                  "--after-ms", "300", "--sleep-ms", "60000"}),
+                                     launch_env(cluster));
   const auto elapsed = clock_type::now() - start;
   INFO("srun stdout: " << r.out << "\nsrun stderr: " << r.err << "\n" << cluster.log_tail());
   CHECK(r.exit_code == 3);
@@ -256,6 +262,16 @@ TEST_CASE(
   CHECK(alone.exit_code == 1);
   const auto alone_doc = nlohmann::json::parse(alone.out);
   for (const auto& f : alone_doc["findings"]) CHECK(f["ranks"] != nlohmann::json::array({1}));
+  // the launchers' word on the rank that failed first makes it the root, and their ends its
+  // knock-on
+  const auto& alone_root = alone_doc["findings"].at(0);
+  CHECK(alone_root["root"].get<bool>());
+  CHECK(alone_root["ranks"] == nlohmann::json::array({3}));
+  CHECK(alone_root["hosts"] == nlohmann::json::array({"gpu-a02"}));
+  CHECK_THAT(alone_root["summary"].get<std::string>(),
+             Catch::StartsWith("rank 3 on gpu-a02 failed with exit code 3"));
+  if (labelled)  // each launcher's lines carry its task
+    CHECK_THAT(r.err, Catch::Contains("\n1: muster: rank 3 on gpu-a02 failed first (exit code 3)"));
 }
 
 TEST_CASE("srun -N2 --ntasks-per-node=2: each task execs its worker as one rank", "[slurm]") {
