@@ -668,7 +668,10 @@ TEST_CASE(
     REQUIRE(launcher > 1);
     launchers.push_back(launcher);
   }
-  for (const pid_t launcher : launchers) ::kill(launcher, SIGKILL);  // before srun ends the other
+  // stopped first, so srun's SIGTERM to the other after the first one's death (kill-on-bad-exit)
+  // stays pending until the SIGKILL: a loaded machine let the other record its end
+  for (const pid_t launcher : launchers) ::kill(launcher, SIGSTOP);
+  for (const pid_t launcher : launchers) ::kill(launcher, SIGKILL);
   const auto state = [&] { return cluster.job_field(std::stoul(job_id), "JobState"); };
   if (!wait_for([&] { return slurm_cluster::finished(state()); }, 30s))
     FAIL("the job did not end within 30 s: " << state() << "\n" << cluster.log_tail());
