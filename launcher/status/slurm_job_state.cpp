@@ -60,13 +60,16 @@ slurm_job_state ask_job_state(const std::string& id, const std::optional<std::st
                               std::chrono::milliseconds timeout) {
   std::vector<std::string> argv = {"squeue", "--jobs=" + id, "--states=all", "--noheader",
                                    "--format=%T"};
+  const auto squeue_said = [&](const std::vector<std::string>& args) -> slurm_job_state {
+    const auto r = run_program(args, timeout);
+    if (!r.started) return {slurm_job_state::kind::unknown, r.why_not};
+    if (r.timed_out) return {slurm_job_state::kind::unknown, "squeue did not answer in time"};
+    return parse_job_state(r.exit_code, r.output);
+  };
   if (cluster) {
     auto on_cluster = argv;
     on_cluster.push_back("--clusters=" + *cluster);
-    const auto r = run_program(on_cluster, timeout);
-    if (!r.started) return {slurm_job_state::kind::unknown, r.why_not};
-    if (r.timed_out) return {slurm_job_state::kind::unknown, "squeue did not answer in time"};
-    auto said = parse_job_state(r.exit_code, r.output);
+    const auto said = squeue_said(on_cluster);
     if (said.is != slurm_job_state::kind::unknown) return said;
     const auto config = run_program({"scontrol", "show", "config"}, timeout);
     const auto here = config.started && !config.timed_out && config.exit_code == 0
@@ -77,10 +80,7 @@ slurm_job_state ask_job_state(const std::string& id, const std::optional<std::st
               fmt::format("job {} ran on cluster {}, which squeue here cannot ask: {}", id,
                           *cluster, said.state)};
   }
-  const auto r = run_program(argv, timeout);
-  if (!r.started) return {slurm_job_state::kind::unknown, r.why_not};
-  if (r.timed_out) return {slurm_job_state::kind::unknown, "squeue did not answer in time"};
-  return parse_job_state(r.exit_code, r.output);
+  return squeue_said(argv);
 }
 
 void apply_job_state(run_status& s, const slurm_job_state& said) {
