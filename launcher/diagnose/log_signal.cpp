@@ -249,7 +249,8 @@ void launchers_rendezvous(log_signal& s, std::string_view line) {
   put(s, "missing", between(line, ". Missing: ", {". Check"}));
   put(s, "node0", between(line, "resolve and reach ", {" (node 0"}));
   if (!has(line, "no rendezvous store of ")) {
-    s.hosts = listed_nodes(between(line, ". Missing: ", {". Check"}));  // the nodes to look at
+    if (const auto missing = s.facts.find("missing"); missing != s.facts.end())
+      s.hosts = listed_nodes(missing->second);  // the nodes to look at
     return;
   }
   s.facts.erase("reached");
@@ -339,7 +340,8 @@ std::optional<log_signal> worker_exit(std::string_view line) {
     while (!status.empty() && status.back() == ' ') status.remove_suffix(1);
     if (status == "Terminated" || status.ends_with("exit code 0")) return std::nullopt;  // stopped
     const bool killed = status == "Killed";
-    if (!killed && !status.starts_with("Exited with exit code") && !signal_of_words(status) &&
+    const auto signal_number = signal_of_words(status);
+    if (!killed && !status.starts_with("Exited with exit code") && !signal_number &&
         status.find_first_of("0123456789") != std::string_view::npos)
       return std::nullopt;  // not a task's end
     auto s = signal_of(killed ? "worker_killed_sigkill" : "worker_failed_see_error_file");
@@ -347,7 +349,7 @@ std::optional<log_signal> worker_exit(std::string_view line) {
       s.facts["signal"] = "9";
     else if (!status.starts_with("Exited")) {
       s.facts["signal_name"] = std::string(status);
-      if (const auto n = signal_of_words(status)) s.facts["signal"] = std::to_string(*n);
+      if (signal_number) s.facts["signal"] = std::to_string(*signal_number);
     }
     put(s, "exit_code", after(status, "exit code ", " "));
     put(s, "host", between(line, "srun: error: ", {": task"}));
