@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "tests/engine/count_handed.hpp"
+
 namespace muster::test {
 
 struct expert_layout {
@@ -35,7 +37,7 @@ struct expert_layout {
       for (std::int64_t p = 0; p < 2; ++p) {
         auto w = flat.narrow(0, at(e, p), out * in).view({out, in}).detach().requires_grad_(true);
         if (grads.defined()) w.mutable_grad() = grads.narrow(0, at(e, p), out * in).view({out, in});
-        w.register_hook([&handed](const torch::Tensor&) { ++handed; });
+        count_handed(w, handed);
         ws.push_back(w);
       }
     return ws;

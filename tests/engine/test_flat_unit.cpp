@@ -17,6 +17,7 @@
 #include "engine/ops/stacked_view.hpp"
 #include "engine/parallel/flat_adamw.hpp"
 #include "engine/parallel/flat_unit.hpp"
+#include "tests/engine/count_handed.hpp"
 #include "tests/engine/model_fixtures.hpp"
 #include "tests/engine/relative_error.hpp"
 
@@ -199,7 +200,7 @@ TEST_CASE("an experts' unit runs each expert's gate and up as one product, as ap
   REQUIRE(ops::projections_end_to_end(gate_up(flat), 2));
   REQUIRE_FALSE(ops::projections_end_to_end(gate_up(apart), 2));
   int handed = 0;  // gradients autograd handed to the unit's gate and up (none: added in place)
-  for (auto& w : gate_up(flat)) w.register_hook([&handed](const torch::Tensor&) { ++handed; });
+  for (auto& w : gate_up(flat)) muster::test::count_handed(w, handed);
   torch::manual_seed(3);
   const auto x0 = torch::randn({12, c.hidden_size});
   const auto g = torch::randn({12, c.hidden_size});
@@ -245,7 +246,7 @@ TEST_CASE("a layer's unit runs q, k and v, and gate and up, each as one product,
                                       l.mlp->up_proj->weight};
   };
   int handed = 0;  // gradients autograd handed to them (none: added in place)
-  for (auto& w : joined(flat)) w.register_hook([&handed](const torch::Tensor&) { ++handed; });
+  for (auto& w : joined(flat)) muster::test::count_handed(w, handed);
   torch::manual_seed(4);
   const auto tokens = torch::randint(0, c.vocab_size, {2, 9});
   const auto positions = torch::arange(9).unsqueeze(0).repeat({2, 1});

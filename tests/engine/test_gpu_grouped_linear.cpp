@@ -13,6 +13,7 @@
 
 #include "engine/model/autocast_scope.hpp"
 #include "engine/ops/grouped_linear_op.hpp"
+#include "tests/engine/count_handed.hpp"
 #include "tests/engine/expert_layout.hpp"
 #include "tests/engine/relative_error.hpp"
 
@@ -69,7 +70,7 @@ TEST_CASE("grouped_linear on the GPU casts once and adds its wgrad in place, as 
       for (std::int64_t e = 0; e < experts; ++e) {
         auto p = flat.narrow(0, e * step, out * in).view({out, in}).detach().requires_grad_(true);
         p.mutable_grad() = grads.narrow(0, e * step, out * in).view({out, in});
-        p.register_hook([&handed](const torch::Tensor&) { ++handed; });
+        muster::test::count_handed(p, handed);
         w.push_back(p);
       }
       auto x = x0.to(cuda).requires_grad_(true);

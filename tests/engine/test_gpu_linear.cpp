@@ -13,6 +13,7 @@
 
 #include "engine/model/autocast_scope.hpp"
 #include "engine/ops/linear_op.hpp"
+#include "tests/engine/count_handed.hpp"
 #include "tests/engine/relative_error.hpp"
 
 using muster::test::relative_error;
@@ -58,7 +59,7 @@ TEST_CASE("joined_linear on the GPU: one product for q, k and v, as fp64 says",
         layer->to(torch::kCUDA);
         layer->weight.set_data(flat.narrow(0, at, out * in).view({out, in}));
         if (buffer) layer->weight.mutable_grad() = grads.narrow(0, at, out * in).view({out, in});
-        layer->weight.register_hook([&handed](const torch::Tensor&) { ++handed; });
+        muster::test::count_handed(layer->weight, handed);
         layers.push_back(layer);
         at += out * in;
       }

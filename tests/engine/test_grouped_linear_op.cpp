@@ -13,6 +13,7 @@
 #include "engine/ops/grouped_linear_op.hpp"
 #include "engine/ops/stacked_view.hpp"
 #include "engine/ops/wgrad_operands.hpp"
+#include "tests/engine/count_handed.hpp"
 #include "tests/engine/expert_layout.hpp"
 
 namespace ops = muster::engine::ops;
@@ -163,7 +164,7 @@ TEST_CASE("grouped_linear adds the wgrad to gradients already there, once", "[gr
       if (flat) {
         auto p = params.narrow(0, at, out * in).view({out, in}).detach().requires_grad_(true);
         p.mutable_grad() = grads.narrow(0, at, out * in).view({out, in});
-        p.register_hook([&handed](const torch::Tensor&) { ++handed; });
+        muster::test::count_handed(p, handed);
         w.push_back(p);
       } else {  // separate leaves of fp64, no gradient yet: the per-expert path
         w.push_back(params.narrow(0, at, out * in)

@@ -11,6 +11,7 @@
 
 #include "engine/ops/autocast_query.hpp"
 #include "engine/ops/linear_op.hpp"
+#include "tests/engine/count_handed.hpp"
 
 using muster::engine::ops::joined_linear;
 using muster::engine::ops::set_autocast;
@@ -48,7 +49,7 @@ laid_out lay_out(grads_at where) {
       const auto grad = l.grads.narrow(0, at, out * kIn).view({out, kIn});
       layer->weight.mutable_grad() = where == grads_at::apart ? grad.clone() : grad;
     }
-    layer->weight.register_hook([&handed = l.handed](const torch::Tensor&) { ++handed; });
+    muster::test::count_handed(layer->weight, l.handed);
     auto w = layer->weight.detach().clone().requires_grad_(true);
     if (with_grads) w.mutable_grad() = layer->weight.grad().clone();
     l.apart.push_back(w);
