@@ -1,9 +1,10 @@
 // gpu_kernels_bench: each CUDA kernel of kernels/ on the GPU, side by side with the PyTorch ops
 // it replaces, in one run on one device:
 //   - memory-bound ops (router forward and backward, permutation index + gather, weighted
-//     combine, SwiGLU, RMSNorm; fp32, and bf16 where the engine's bf16 autocast sends bf16 through
-//     them): the bytes each must move / time, as a share of the device's peak memory bandwidth
-//     (from its memory clock and bus width) and of a device-to-device copy measured here;
+//     combine, SwiGLU, RMSNorm, the wgrad's gathered dy^T; fp32, and bf16 where the engine's bf16
+//     autocast sends bf16 through them): the bytes each must move / time, as a share of the
+//     device's peak memory bandwidth (from its memory clock and bus width) and of a
+//     device-to-device copy measured here;
 //   - the grouped GEMM (bf16, one group per expert, uneven rows), by each method: TFLOP/s against
 //     one dense cuBLAS product of the same FLOPs (torch::mm over all rows at once), and the
 //     host's time a call when the experts' counts change at every call, as in training;
@@ -28,6 +29,7 @@
 #include "engine/ops/linear_op.hpp"
 #include "engine/ops/wgrad_operands.hpp"
 
+#include "muster/kernels/gather_transpose.hpp"
 #include "muster/kernels/grouped_gemm.hpp"
 #include "muster/kernels/optimizer.hpp"
 #include "muster/kernels/permute.hpp"
@@ -515,6 +517,51 @@ int main() {
       auto gx = r * (gn - x * r.square() * (gn * x).mean(-1, true));
     });
     row("rms_norm bwd 16384x4096 fp32", double(n * 12), ours_back, theirs_back, p);
+  }
+
+  // dy^T for the experts' wgrad (engine/ops/wgrad_operands): the ~1B bench's stacked gate and
+  // up gradient, 32768 rows of 1280 bf16 from 32 experts of 768..1279 rows, each expert's
+  // columns padded to a common 1280 (common_reduction), against torch's zero fill, row scatter
+  // and transposing copy (what padded_by_expert ran before); and with no padding, against
+  // dy.t().contiguous(). Bytes: dy read once, dy^T written once.
+  {
+    const std::int64_t experts = 32, cols = 1280, common = 1280;
+    std::vector<std::int64_t> counts;
+    std::int64_t total = 0;
+    for (std::int64_t e = 0; e < experts; ++e) {
+      counts.push_back(768 + (e * 397) % 512);
+      total += counts.back();
+    }
+    const std::int64_t padded = experts * common;
+    auto host_map = torch::full({padded}, -1, torch::kInt32);
+    auto* m = host_map.data_ptr<std::int32_t>();
+    std::int32_t r = 0;
+    for (std::int64_t e = 0; e < experts; ++e)
+      for (std::int64_t i = 0; i < counts[std::size_t(e)]; ++i) m[e * common + i] = r++;
+    const auto map = host_map.to(torch::kCUDA);
+    const auto slots =
+        torch::arange(padded, torch::TensorOptions().dtype(torch::kLong).device(torch::kCUDA))
+            .masked_select(map >= 0);
+    auto dy = torch::randn({total, cols}, f32).to(torch::kBFloat16);
+    auto dy_t = torch::empty({cols, padded}, dy.options());
+    k::gather_transpose_shape shape{total, cols, padded, 2};
+    const double ours = time_ms([&] {
+      k::cuda::gather_transpose(dy.data_ptr(), map.data_ptr<std::int32_t>(), shape, dy_t.data_ptr(),
+                                nullptr);
+    });
+    const double theirs = time_ms([&] {
+      auto t =
+          torch::zeros({padded, cols}, dy.options()).index_copy_(0, slots, dy).t().contiguous();
+    });
+    row("dy^T padded 32768x1280 bf16", double(total * cols * 2 + padded * cols * 2), ours, theirs,
+        p);
+    auto plain_t = torch::empty({cols, total}, dy.options());
+    const k::gather_transpose_shape plain{total, cols, total, 2};
+    const double ours_plain = time_ms([&] {
+      k::cuda::gather_transpose(dy.data_ptr(), nullptr, plain, plain_t.data_ptr(), nullptr);
+    });
+    const double theirs_plain = time_ms([&] { auto t = dy.t().contiguous(); });
+    row("dy^T 32768x1280 bf16", double(total * cols * 2 * 2), ours_plain, theirs_plain, p);
   }
 
   // The optimizer over a flat buffer of 64M fp32 parameters with a decay mask: AdamW against

@@ -4,24 +4,42 @@
 #include <algorithm>
 
 #include "common/error.hpp"
+#include "engine/ops/kernel_tensors.hpp"
+#include "muster/kernels/gather_transpose.hpp"
 
 namespace muster::engine::ops {
 namespace {
 
-// dy^T with each expert's columns from first[e] and zeros after them
+// dy^T with each expert's columns from first[e] and zeros after them, in one pass (kernels/
+// gather_transpose); the map of its columns to dy's rows built here, sent to a GPU from pinned
+// memory without waiting for it
 torch::Tensor padded_transpose(const torch::Tensor& dy, const std::vector<std::int64_t>& counts,
                                const std::vector<std::int64_t>& first, std::int64_t padded) {
-  const auto total = dy.size(0);
-  if (padded == total) return dy.t().contiguous();  // every count aligned (or no rows)
-  // row i of expert e goes to row first[e] + i of the padded order
-  auto options = torch::TensorOptions().dtype(torch::kLong);
-  if (dy.is_cuda()) options = options.pinned_memory(true);
-  auto to = torch::empty({total}, options);
-  auto* at = to.data_ptr<std::int64_t>();
-  for (std::size_t e = 0; e < counts.size(); ++e)
-    for (std::int64_t i = 0; i < counts[e]; ++i) *at++ = first[e] + i;
-  if (dy.is_cuda()) to = to.to(dy.device(), /*non_blocking=*/true);
-  return torch::zeros({padded, dy.size(1)}, dy.options()).index_copy_(0, to, dy).t().contiguous();
+  const auto total = dy.size(0), width = dy.size(1);
+  const kernels::gather_transpose_shape shape{total, width, padded,
+                                              static_cast<int>(dy.element_size())};
+  torch::Tensor map;  // none: column j is row j (every count aligned, or no rows)
+  if (padded != total) {
+    auto options = torch::TensorOptions().dtype(torch::kInt32);
+    if (dy.is_cuda()) options = options.pinned_memory(true);
+    map = torch::full({padded}, -1, options);
+    auto* to = map.data_ptr<std::int32_t>();
+    std::int32_t row = 0;
+    for (std::size_t e = 0; e < counts.size(); ++e)
+      for (std::int64_t i = 0; i < counts[e]; ++i) to[first[e] + i] = row++;
+    if (dy.is_cuda()) map = map.to(dy.device(), /*non_blocking=*/true);
+  }
+  const auto* m = map.defined() ? map.data_ptr<std::int32_t>() : nullptr;
+  auto dy_t = torch::empty({width, padded}, dy.options());
+  if (dy.is_cuda()) {
+#ifdef MUSTER_WITH_CUDA
+    const auto device = on_device_of(dy);
+    kernels::cuda::gather_transpose(dy.data_ptr(), m, shape, dy_t.data_ptr(), kernel_stream(dy));
+#endif
+  } else {
+    kernels::cpu::gather_transpose(dy.data_ptr(), m, shape, dy_t.data_ptr());
+  }
+  return dy_t;
 }
 
 }  // namespace
@@ -48,6 +66,10 @@ wgrad_operands padded_by_expert(const torch::Tensor& dy, const torch::Tensor& x,
                errc::internal,
                "padded_by_expert: dy and x must be contiguous matrices of one device and dtype "
                "with one row each per assignment");
+  MUSTER_CHECK(!dy.is_cuda() || have_cuda_kernels(), errc::internal,
+               "padded_by_expert: a CUDA tensor, and muster_kernels was built without CUDA");
+  MUSTER_CHECK(dy.element_size() == 2 || dy.element_size() == 4, errc::internal,
+               "padded_by_expert: {}-byte elements (fp32 or bf16 are taken)", dy.element_size());
   wgrad_operands out;
   std::int64_t padded = 0, total = 0;
   for (const auto c : counts) {

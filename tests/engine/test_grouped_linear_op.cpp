@@ -222,6 +222,10 @@ TEST_CASE("padded_by_expert starts every expert's columns on a multiple of 8, ze
       const auto ops_in = ops::padded_by_expert(dy, x, counts, common == 0 ? 0 : k_of(largest));
       REQUIRE(ops_in.dy_t.sizes() == torch::IntArrayRef({out, padded}));
       REQUIRE(ops_in.dy_t.is_contiguous());
+      // bf16 rows are moved as they are: the same places, the same zeros
+      const auto ops16 = ops::padded_by_expert(dy.to(torch::kBFloat16), x.to(torch::kBFloat16),
+                                               counts, common == 0 ? 0 : k_of(largest));
+      CHECK(torch::equal(ops16.dy_t, ops_in.dy_t.to(torch::kBFloat16)));
       REQUIRE(ops_in.first.size() == counts.size());
       REQUIRE(ops_in.k.size() == counts.size());
       REQUIRE(ops_in.x_rows.size() == counts.size());

@@ -1,0 +1,74 @@
+// gather_transpose's CUDA kernel against the CPU's, bit for bit: 2- and 4-byte elements, the
+// identity and padded maps, sizes below, at and past a 32 x 32 tile, and the ~1B bench's
+// stacked gate and up gradient (32 experts, 32768 rows of 1280). Without a CUDA device:
+// "SKIPPED: no CUDA device".
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <tuple>
+#include <vector>
+
+#include "muster/kernels/gather_transpose.hpp"
+#include "tests/kernels/cuda_test_support.hpp"
+#include "tests/kernels/gather_transpose_cases.hpp"
+
+using namespace muster::kernels;
+using muster::test::device_buffer;
+using muster::test::padded_map;
+
+namespace {
+
+template <class T>
+void check(const std::vector<std::int64_t>& counts, std::int64_t cols, std::int64_t common,
+           bool identity) {
+  std::int64_t rows = 0;
+  for (auto c : counts) rows += c;
+  const auto map = identity ? std::vector<std::int32_t>{} : padded_map(counts, 8, common);
+  std::vector<T> src(std::size_t(rows * cols));
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = T(i * 7 + 1);
+  const auto dst_cols = identity ? rows : std::int64_t(map.size());
+  const gather_transpose_shape shape{rows, cols, dst_cols, int(sizeof(T))};
+  std::vector<T> want(std::size_t(cols * dst_cols));
+  cpu::gather_transpose(src.data(), identity ? nullptr : map.data(), shape, want.data());
+  device_buffer<T> d_src(src), d_dst(std::vector<T>(want.size(), T(0xAB)));
+  device_buffer<std::int32_t> d_map(map);
+  cuda::gather_transpose(d_src.ptr, identity ? nullptr : d_map.ptr, shape, d_dst.ptr, nullptr);
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  const auto got = d_dst.host();
+  std::size_t wrong = 0, first = 0;
+  for (std::size_t i = 0; i < want.size(); ++i)
+    if (got[i] != want[i] && wrong++ == 0) first = i;
+  INFO(wrong << " of " << want.size() << " elements differ; the first at " << first << " (row "
+             << (dst_cols ? first / std::size_t(dst_cols) : 0) << "): cuda "
+             << (wrong ? got[first] : 0) << " cpu " << (wrong ? want[first] : 0));
+  CHECK(wrong == 0);
+}
+
+}  // namespace
+
+TEST_CASE("the gather_transpose CUDA kernel matches the CPU's",
+          "[kernels][gather_transpose][gpu]") {
+  if (!muster::test::have_device()) {
+    WARN("SKIPPED: no CUDA device");
+    return;
+  }
+  std::vector<std::int64_t> experts;  // the ~1B bench's: 32 experts of 768..1279 rows
+  for (std::int64_t e = 0; e < 32; ++e) experts.push_back(768 + (e * 397) % 512);
+  for (const auto& [counts, cols] :
+       std::vector<std::tuple<std::vector<std::int64_t>, std::int64_t>>{{std::vector<std::int64_t>{}, 5},
+                                                                        {{0, 0}, 3},
+                                                                        {{1}, 1},
+                                                                        {{7}, 33},
+                                                                        {{0, 3, 8, 1, 13, 0}, 5},
+                                                                        {{40, 0, 31, 64, 1}, 32},
+                                                                        {{100, 57, 3}, 70},
+                                                                        {experts, 1280}})
+    for (const std::int64_t common : {std::int64_t{0}, std::int64_t{1280}})
+      for (const bool identity : {false, true}) {
+        INFO(counts.size() << " groups, cols " << cols << ", common " << common
+                           << (identity ? ", no map" : ", padded"));
+        if (identity && common > 0) continue;
+        check<std::uint16_t>(counts, cols, common, identity);
+        check<std::uint32_t>(counts, cols, common, identity);
+      }
+}

@@ -1,0 +1,71 @@
+// gather_transpose on the CPU against the plain reference: 2- and 4-byte elements, with the
+// identity and with padded maps of the experts' wgrad, sizes below, at and past a 32-element
+// tile; and its refusals.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <stdexcept>
+#include <tuple>
+#include <vector>
+
+#include "muster/kernels/gather_transpose.hpp"
+#include "tests/kernels/gather_transpose_cases.hpp"
+
+using namespace muster::kernels;
+using muster::test::gathered_transpose;
+using muster::test::padded_map;
+
+namespace {
+
+template <class T>
+void check(const std::vector<std::int64_t>& counts, std::int64_t cols, std::int64_t common,
+           bool identity) {
+  std::int64_t rows = 0;
+  for (auto c : counts) rows += c;
+  const auto map = identity ? std::vector<std::int32_t>{} : padded_map(counts, 8, common);
+  std::vector<T> src(std::size_t(rows * cols));
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = T(i * 7 + 1);  // no zero: padding shows
+  const auto dst_cols = identity ? rows : std::int64_t(map.size());
+  std::vector<T> dst(std::size_t(cols * dst_cols), T(0xAB));  // overwritten everywhere
+  cpu::gather_transpose(src.data(), identity ? nullptr : map.data(),
+                        {rows, cols, dst_cols, int(sizeof(T))}, dst.data());
+  CHECK(dst == gathered_transpose(src, rows, cols, map));
+}
+
+}  // namespace
+
+TEST_CASE("gather_transpose moves rows to padded columns as the reference does",
+          "[kernels][gather_transpose]") {
+  for (const auto& [counts, cols] :
+       std::vector<std::tuple<std::vector<std::int64_t>, std::int64_t>>{{std::vector<std::int64_t>{}, 5},
+                                                                        {{0, 0}, 3},
+                                                                        {{1}, 1},
+                                                                        {{7}, 33},
+                                                                        {{0, 3, 8, 1, 13, 0}, 5},
+                                                                        {{40, 0, 31, 64, 1}, 32},
+                                                                        {{100, 57, 3}, 70}})
+    for (const std::int64_t common : {std::int64_t{0}, std::int64_t{128}})
+      for (const bool identity : {false, true}) {
+        INFO(counts.size() << " groups, cols " << cols << ", common " << common
+                           << (identity ? ", no map" : ", padded"));
+        if (identity && common > 0) continue;
+        check<std::uint16_t>(counts, cols, common, identity);
+        check<std::uint32_t>(counts, cols, common, identity);
+      }
+}
+
+TEST_CASE("gather_transpose refuses what it cannot move", "[kernels][gather_transpose]") {
+  std::vector<std::uint32_t> src(12), dst(24);
+  const std::vector<std::int32_t> map{0, 1, 2, 3, -1, 5};
+  // no map, but more columns than rows
+  CHECK_THROWS_AS(cpu::gather_transpose(src.data(), nullptr, {4, 3, 6, 4}, dst.data()),
+                  std::invalid_argument);
+  // 8-byte elements
+  CHECK_THROWS_AS(cpu::gather_transpose(src.data(), map.data(), {4, 3, 6, 8}, dst.data()),
+                  std::invalid_argument);
+  // a map entry past the rows (5 of 4)
+  CHECK_THROWS_WITH(cpu::gather_transpose(src.data(), map.data(), {4, 3, 6, 4}, dst.data()),
+                    Catch::Contains("map[5] = 5"));
+  CHECK_THROWS_AS(cpu::gather_transpose(src.data(), map.data(), {-1, 3, 6, 4}, dst.data()),
+                  std::invalid_argument);
+}
