@@ -2,6 +2,9 @@
 #include "engine/ops/wgrad_operands.hpp"
 
 #include <algorithm>
+#include <cstdint>
+
+#include <ATen/Parallel.h>
 
 #include "common/error.hpp"
 #include "engine/ops/kernel_tensors.hpp"
@@ -10,16 +13,21 @@
 namespace muster::engine::ops {
 namespace {
 
+// Columns of dy^T a CPU task builds.
+constexpr std::int64_t kColumnGrain = 256;
+
 // dy^T with each expert's columns from first[e] and zeros after them, in one pass (kernels/
-// gather_transpose); the map of its columns to dy's rows built here, sent to a GPU from pinned
-// memory without waiting for it
+// gather_transpose). The map of its columns to dy's rows is built here: on a GPU only where
+// there is padding, sent from pinned memory without waiting for it; on the CPU always, so that
+// threads can each take a range of columns.
 torch::Tensor padded_transpose(const torch::Tensor& dy, const std::vector<std::int64_t>& counts,
                                const std::vector<std::int64_t>& first, std::int64_t padded) {
   const auto total = dy.size(0), width = dy.size(1);
   const kernels::gather_transpose_shape shape{total, width, padded,
                                               static_cast<int>(dy.element_size())};
+  auto dy_t = torch::empty({width, padded}, dy.options());
   torch::Tensor map;  // none: column j is row j (every count aligned, or no rows)
-  if (padded != total) {
+  if (padded != total || !dy.is_cuda()) {
     auto options = torch::TensorOptions().dtype(torch::kInt32);
     if (dy.is_cuda()) options = options.pinned_memory(true);
     map = torch::full({padded}, -1, options);
@@ -27,18 +35,26 @@ torch::Tensor padded_transpose(const torch::Tensor& dy, const std::vector<std::i
     std::int32_t row = 0;
     for (std::size_t e = 0; e < counts.size(); ++e)
       for (std::int64_t i = 0; i < counts[e]; ++i) to[first[e] + i] = row++;
-    if (dy.is_cuda()) map = map.to(dy.device(), /*non_blocking=*/true);
   }
-  const auto* m = map.defined() ? map.data_ptr<std::int32_t>() : nullptr;
-  auto dy_t = torch::empty({width, padded}, dy.options());
-  if (dy.is_cuda()) {
+  if (!dy.is_cuda()) {
+    const auto* src = dy.data_ptr();
+    const auto* m = map.data_ptr<std::int32_t>();
+    auto* dst = static_cast<char*>(dy_t.data_ptr());
+    at::parallel_for(0, padded, kColumnGrain, [&](std::int64_t begin, std::int64_t end) {
+      auto part = shape;
+      part.dst_cols = end - begin;
+      part.dst_ld = padded;
+      kernels::cpu::gather_transpose(src, m + begin, part, dst + begin * dy.element_size());
+    });
+    return dy_t;
+  }
 #ifdef MUSTER_WITH_CUDA
-    const auto device = on_device_of(dy);
-    kernels::cuda::gather_transpose(dy.data_ptr(), m, shape, dy_t.data_ptr(), kernel_stream(dy));
+  if (map.defined()) map = map.to(dy.device(), /*non_blocking=*/true);
+  const auto device = on_device_of(dy);
+  kernels::cuda::gather_transpose(dy.data_ptr(),
+                                  map.defined() ? map.data_ptr<std::int32_t>() : nullptr, shape,
+                                  dy_t.data_ptr(), kernel_stream(dy));
 #endif
-  } else {
-    kernels::cpu::gather_transpose(dy.data_ptr(), m, shape, dy_t.data_ptr());
-  }
   return dy_t;
 }
 
@@ -70,6 +86,8 @@ wgrad_operands padded_by_expert(const torch::Tensor& dy, const torch::Tensor& x,
                "padded_by_expert: a CUDA tensor, and muster_kernels was built without CUDA");
   MUSTER_CHECK(dy.element_size() == 2 || dy.element_size() == 4, errc::internal,
                "padded_by_expert: {}-byte elements (fp32 or bf16 are taken)", dy.element_size());
+  MUSTER_CHECK(dy.size(0) <= INT32_MAX, errc::internal,
+               "padded_by_expert: {} rows, past the column map's int32", dy.size(0));
   wgrad_operands out;
   std::int64_t padded = 0, total = 0;
   for (const auto c : counts) {

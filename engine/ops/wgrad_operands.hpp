@@ -48,10 +48,10 @@ struct wgrad_operands {
 // their row blocks the experts' in order (`counts` rows each). dy^T is one pass over dy
 // (kernels/gather_transpose), each row to its padded column, zeros between; the map of columns
 // to rows is built on the host and sent to a GPU from pinned memory without waiting for it. (On
-// the H200, torch's zero fill, row scatter and transposing copy took 256 us a call in the ~1B
-// bench, the copy at about a quarter of a copy's bandwidth.) x must outlive the products. common >
-// 0: the reduction of every expert with rows is `common` (a multiple of kColumnAlign, no count
-// above it), so their products have one shape.
+// the H200 in the ~1B bench, torch's transposing copy took 256 us a call, at about a fifth of a
+// device copy's bandwidth, and its row scatter 116 us, besides the zero fill.) x must outlive the
+// products. common > 0: the reduction of every expert with rows is `common` (a multiple of
+// kColumnAlign, no count above it), so their products have one shape.
 wgrad_operands padded_by_expert(const torch::Tensor& dy, const torch::Tensor& x,
                                 const std::vector<std::int64_t>& counts, std::int64_t common = 0);
 

@@ -22,6 +22,8 @@ void check_gather_transpose(const gather_transpose_shape& s, const std::int32_t*
     bad("no map, and dst_cols " + std::to_string(s.dst_cols) + " is not rows " +
         std::to_string(s.rows));
   if (s.rows > INT32_MAX) bad("rows " + std::to_string(s.rows) + " beyond the map's int32");
+  if (s.dst_ld != 0 && s.dst_ld < s.dst_cols)
+    bad("dst_ld " + std::to_string(s.dst_ld) + " under dst_cols " + std::to_string(s.dst_cols));
 }
 
 namespace {
@@ -31,6 +33,7 @@ constexpr std::int64_t kTile = 32;
 template <class T>
 void transpose_tiles(const T* src, const std::int32_t* map, const gather_transpose_shape& s,
                      T* dst) {
+  const auto ld = s.dst_ld ? s.dst_ld : s.dst_cols;
   for (std::int64_t j0 = 0; j0 < s.dst_cols; j0 += kTile) {
     const auto j1 = std::min(j0 + kTile, s.dst_cols);
     for (std::int64_t c0 = 0; c0 < s.cols; c0 += kTile) {
@@ -39,11 +42,11 @@ void transpose_tiles(const T* src, const std::int32_t* map, const gather_transpo
         const std::int64_t r = map ? map[j] : j;
         T* column = dst + j;
         if (r < 0) {
-          for (std::int64_t c = c0; c < c1; ++c) column[c * s.dst_cols] = T{0};
+          for (std::int64_t c = c0; c < c1; ++c) column[c * ld] = T{0};
           continue;
         }
         const T* row = src + r * s.cols;
-        for (std::int64_t c = c0; c < c1; ++c) column[c * s.dst_cols] = row[c];
+        for (std::int64_t c = c0; c < c1; ++c) column[c * ld] = row[c];
       }
     }
   }

@@ -20,7 +20,7 @@ constexpr std::int64_t kMaxGridY = 65535;
 
 template <class T>
 __global__ void gather_transpose_kernel(const T* src, const std::int32_t* map, std::int64_t cols,
-                                        std::int64_t dst_cols, T* dst) {
+                                        std::int64_t dst_cols, std::int64_t dst_ld, T* dst) {
   constexpr int kStride = kTile + 4 / static_cast<int>(sizeof(T));
   __shared__ T tile[kTile * kStride];
   const std::int64_t j0 = static_cast<std::int64_t>(blockIdx.x) * kTile;  // dst's columns
@@ -38,7 +38,7 @@ __global__ void gather_transpose_kernel(const T* src, const std::int32_t* map, s
   __syncthreads();
   for (int i = ty; i < kTile; i += kPasses) {
     const std::int64_t c = c0 + i, j = j0 + tx;
-    if (c < cols && j < dst_cols) dst[c * dst_cols + j] = tile[tx * kStride + i];
+    if (c < cols && j < dst_cols) dst[c * dst_ld + j] = tile[tx * kStride + i];
   }
 }
 
@@ -56,13 +56,14 @@ void gather_transpose(const void* src, const std::int32_t* map, const gather_tra
   const dim3 grid(static_cast<unsigned>(grid_x), static_cast<unsigned>(grid_y)),
       block(kTile, kPasses);
   const auto st = static_cast<cudaStream_t>(stream);
+  const auto ld = s.dst_ld ? s.dst_ld : s.dst_cols;
   if (s.elem_bytes == 2)
     gather_transpose_kernel<<<grid, block, 0, st>>>(static_cast<const std::uint16_t*>(src), map,
-                                                    s.cols, s.dst_cols,
+                                                    s.cols, s.dst_cols, ld,
                                                     static_cast<std::uint16_t*>(dst));
   else
     gather_transpose_kernel<<<grid, block, 0, st>>>(static_cast<const std::uint32_t*>(src), map,
-                                                    s.cols, s.dst_cols,
+                                                    s.cols, s.dst_cols, ld,
                                                     static_cast<std::uint32_t*>(dst));
   MUSTER_CUDA_CHECK(cudaGetLastError());
 }

@@ -20,6 +20,15 @@ inline std::vector<std::int32_t> padded_map(const std::vector<std::int64_t>& cou
   return map;
 }
 
+// Element i of a source: bits that differ from their neighbours' and rows' (no pattern a row
+// apart), never zero, so a padding zero or a misplaced row shows.
+template <class T>
+T hashed(std::size_t i) {
+  const auto h = static_cast<std::uint32_t>((i + 1) * 2654435761u);
+  const auto v = static_cast<T>(sizeof(T) == 2 ? h >> 16 : h);
+  return v == T{0} ? T{1} : v;
+}
+
 // dst[c][j] = src[map[j]][c], or zero bits; map empty: the identity.
 template <class T>
 std::vector<T> gathered_transpose(const std::vector<T>& src, std::int64_t rows, std::int64_t cols,

@@ -1,6 +1,6 @@
 // gather_transpose's CUDA kernel against the CPU's, bit for bit: 2- and 4-byte elements, the
 // identity and padded maps, sizes below, at and past a 32 x 32 tile, and the ~1B bench's
-// stacked gate and up gradient (32 experts, 32768 rows of 1280). Without a CUDA device:
+// stacked gate and up gradient (32 experts, 32560 rows of 1280). Without a CUDA device:
 // "SKIPPED: no CUDA device".
 #include <catch2/catch.hpp>
 
@@ -25,10 +25,11 @@ void check(const std::vector<std::int64_t>& counts, std::int64_t cols, std::int6
   for (auto c : counts) rows += c;
   const auto map = identity ? std::vector<std::int32_t>{} : padded_map(counts, 8, common);
   std::vector<T> src(std::size_t(rows * cols));
-  for (std::size_t i = 0; i < src.size(); ++i) src[i] = T(i * 7 + 1);
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = muster::test::hashed<T>(i);
   const auto dst_cols = identity ? rows : std::int64_t(map.size());
-  const gather_transpose_shape shape{rows, cols, dst_cols, int(sizeof(T))};
-  std::vector<T> want(std::size_t(cols * dst_cols));
+  // dst's rows 3 apart from its last column, which stay as they were
+  const gather_transpose_shape shape{rows, cols, dst_cols, int(sizeof(T)), dst_cols + 3};
+  std::vector<T> want(std::size_t(cols * (dst_cols + 3)), T(0xAB));
   cpu::gather_transpose(src.data(), identity ? nullptr : map.data(), shape, want.data());
   device_buffer<T> d_src(src), d_dst(std::vector<T>(want.size(), T(0xAB)));
   device_buffer<std::int32_t> d_map(map);
@@ -39,8 +40,8 @@ void check(const std::vector<std::int64_t>& counts, std::int64_t cols, std::int6
   for (std::size_t i = 0; i < want.size(); ++i)
     if (got[i] != want[i] && wrong++ == 0) first = i;
   INFO(wrong << " of " << want.size() << " elements differ; the first at " << first << " (row "
-             << (dst_cols ? first / std::size_t(dst_cols) : 0) << "): cuda "
-             << (wrong ? got[first] : 0) << " cpu " << (wrong ? want[first] : 0));
+             << first / std::size_t(dst_cols + 3) << "): cuda " << (wrong ? got[first] : 0)
+             << " cpu " << (wrong ? want[first] : 0));
   CHECK(wrong == 0);
 }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "muster/kernels/gather_transpose.hpp"
@@ -24,7 +25,7 @@ void check(const std::vector<std::int64_t>& counts, std::int64_t cols, std::int6
   for (auto c : counts) rows += c;
   const auto map = identity ? std::vector<std::int32_t>{} : padded_map(counts, 8, common);
   std::vector<T> src(std::size_t(rows * cols));
-  for (std::size_t i = 0; i < src.size(); ++i) src[i] = T(i * 7 + 1);  // no zero: padding shows
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = muster::test::hashed<T>(i);
   const auto dst_cols = identity ? rows : std::int64_t(map.size());
   std::vector<T> dst(std::size_t(cols * dst_cols), T(0xAB));  // overwritten everywhere
   cpu::gather_transpose(src.data(), identity ? nullptr : map.data(),
@@ -54,11 +55,37 @@ TEST_CASE("gather_transpose moves rows to padded columns as the reference does",
       }
 }
 
+TEST_CASE("gather_transpose writes ranges of columns into a wider dst, as threads split it",
+          "[kernels][gather_transpose]") {
+  const std::vector<std::int64_t> counts{13, 0, 40, 7};
+  const std::int64_t rows = 60, cols = 37;
+  const auto map = padded_map(counts, 8);
+  const auto dst_cols = std::int64_t(map.size()), ld = dst_cols + 5;
+  std::vector<std::uint16_t> src(std::size_t(rows * cols));
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = muster::test::hashed<std::uint16_t>(i);
+  std::vector<std::uint16_t> dst(std::size_t(cols * ld), 0xAB);
+  for (const auto& [begin, end] :
+       std::vector<std::pair<std::int64_t, std::int64_t>>{{0, 17}, {17, 40}, {40, dst_cols}}) {
+    const gather_transpose_shape part{rows, cols, end - begin, 2, ld};
+    cpu::gather_transpose(src.data(), map.data() + begin, part, dst.data() + begin);
+  }
+  const auto want = gathered_transpose(src, rows, cols, map);
+  for (std::int64_t c = 0; c < cols; ++c) {
+    INFO("row " << c);
+    for (std::int64_t j = 0; j < dst_cols; ++j)
+      REQUIRE(dst[std::size_t(c * ld + j)] == want[std::size_t(c * dst_cols + j)]);
+    for (std::int64_t j = dst_cols; j < ld; ++j) REQUIRE(dst[std::size_t(c * ld + j)] == 0xAB);
+  }
+}
+
 TEST_CASE("gather_transpose refuses what it cannot move", "[kernels][gather_transpose]") {
   std::vector<std::uint32_t> src(12), dst(24);
   const std::vector<std::int32_t> map{0, 1, 2, 3, -1, 5};
   // no map, but more columns than rows
   CHECK_THROWS_AS(cpu::gather_transpose(src.data(), nullptr, {4, 3, 6, 4}, dst.data()),
+                  std::invalid_argument);
+  // dst's rows closer than its columns
+  CHECK_THROWS_AS(cpu::gather_transpose(src.data(), map.data(), {6, 2, 6, 4, 5}, dst.data()),
                   std::invalid_argument);
   // 8-byte elements
   CHECK_THROWS_AS(cpu::gather_transpose(src.data(), map.data(), {4, 3, 6, 8}, dst.data()),
