@@ -5,7 +5,9 @@
 # a full LibTorch with CUDA), NCCL's header from PyTorch's nvidia-nccl or /usr/local/cuda, and
 # their tests and GPU benchmarks (MUSTER_PARTS=engine: no launcher, daemon or Slurm parts).
 # Our other dev libraries come as Debian packages in .gpu-deps/debs (tools/gpu/fetch-deps.sh,
-# run where apt works), unpacked into .gpu-deps/root. Then:
+# run where apt works), unpacked into BUILD_DIR/deps (not .gpu-deps/root: the device tool's
+# carry of .gpu-deps replaces that folder at each call, and the binaries' libraries with it;
+# the build folder stays between calls). Then:
 #   ctest --test-dir BUILD_DIR -L gpu --output-on-failure     the GPU tests
 #   BUILD_DIR/bench/gpu_kernels_bench                          the kernels against PyTorch's ops
 # CMAKE_ARGS go to the configure step (e.g. -DMUSTER_WERROR=OFF for a first build against a new
@@ -15,19 +17,20 @@
 # target that can be built past a failed one, as make -k: for a one-shot lease).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-build=${1:-$root/build-gpu}
+build=$(realpath -m "${1:-$root/build-gpu}")
 shift $(($# > 0 ? 1 : 0))
 python=${PYTHON:-python3}
 deps=$root/.gpu-deps
-prefix=$deps/root/usr
+unpacked=$build/deps
+prefix=$unpacked/usr
 
 if [[ -d $deps/debs ]] && compgen -G "$deps/debs/*.deb" > /dev/null; then
-  if [[ ! -e $deps/root/.unpacked ]]; then
-    mkdir -p "$deps/root"
-    for deb in "$deps"/debs/*.deb; do dpkg-deb -x "$deb" "$deps/root"; done
+  if [[ ! -e $unpacked/.unpacked ]]; then
+    mkdir -p "$unpacked"
+    for deb in "$deps"/debs/*.deb; do dpkg-deb -x "$deb" "$unpacked"; done
     # what Debian's alternatives would link at install
     ln -sf cblas-netlib.h "$prefix/include/x86_64-linux-gnu/cblas.h"
-    touch "$deps/root/.unpacked"
+    touch "$unpacked/.unpacked"
   fi
 else
   echo "tools/gpu/build.sh: no packages in $deps/debs; using the system's libraries" \
