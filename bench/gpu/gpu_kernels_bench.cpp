@@ -518,6 +518,43 @@ int main() {
     });
     row("rms_norm bwd 16384x4096 fp32", double(n * 12), ours_back, theirs_back, p);
   }
+  // The same over bf16 rows of 64 with an fp32 weight: the ~1B bench's q (8192 tokens of 16
+  // heads) under bf16 autocast, against rms_norm_op's function over torch's ops, which such rows
+  // took before. Bytes: x (bf16) and y (fp32) forward; x, grad_y (fp32) and grad_x (bf16) back.
+  {
+    const std::int64_t rows = 8192 * 16, dim = 64, n = rows * dim;
+    auto x = torch::randn({rows, dim}, f32).to(torch::kBFloat16), w = torch::randn({dim}, f32);
+    auto y = torch::empty({rows, dim}, f32), rstd = torch::empty({rows}, f32);
+    auto g = torch::randn({rows, dim}, f32), dx = torch::empty_like(x);
+    auto dw = torch::zeros({dim}, f32);
+    auto partials = torch::empty({k::cuda::rms_norm_backward_partials(rows, dim)}, f32);
+    const auto* xb = reinterpret_cast<const k::bf16*>(x.data_ptr<at::BFloat16>());
+    const double ours = time_ms([&] {
+      k::cuda::rms_norm_forward(xb, w.data_ptr<float>(), 1e-6f, rows, dim, y.data_ptr<float>(),
+                                rstd.data_ptr<float>(), nullptr);
+    });
+    const double theirs = time_ms([&] {
+      auto x32 = x.to(torch::kFloat32);
+      auto r = torch::rsqrt(x32.square().mean(-1, true) + 1e-6);
+      auto out = w * (x32 * r).to(torch::kBFloat16);
+    });
+    row("rms_norm fwd 131072x64 bf16 rows", double(n * 6), ours, theirs, p);
+    const double ours_back = time_ms([&] {
+      k::cuda::rms_norm_backward(xb, w.data_ptr<float>(), rstd.data_ptr<float>(),
+                                 g.data_ptr<float>(), rows, dim,
+                                 reinterpret_cast<k::bf16*>(dx.data_ptr<at::BFloat16>()),
+                                 dw.data_ptr<float>(), partials.data_ptr<float>(), nullptr);
+    });
+    const auto r = rstd.unsqueeze(1);
+    const auto normed = (x.to(torch::kFloat32) * r).to(torch::kBFloat16);
+    const double theirs_back = time_ms([&] {  // rms_norm_ops_function's backward
+      auto gw = (g * normed).sum(0);
+      auto gn = g * w;
+      auto x32 = x.to(torch::kFloat32);
+      auto gx = (r * (gn - x32 * r.square() * (gn * x32).mean(-1, true))).to(torch::kBFloat16);
+    });
+    row("rms_norm bwd 131072x64 bf16 rows", double(n * 8), ours_back, theirs_back, p);
+  }
 
   // dy^T for the experts' wgrad (engine/ops/wgrad_operands): the ~1B bench's stacked gate and
   // up gradient, 32560 rows of 1280 bf16 from 32 experts of 768..1269 rows, each expert's

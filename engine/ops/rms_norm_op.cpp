@@ -16,24 +16,30 @@ using torch::autograd::variable_list;
 // (the same bits whatever the number of threads).
 constexpr std::int64_t kRowBlock = 256;
 
+// x fp32 or bf16 (the attention's q and k under bf16 autocast), the weight fp32: y and the
+// weight's gradient fp32, x's gradient in x's dtype (muster/kernels/rms_norm.hpp).
 struct rms_norm_function : torch::autograd::Function<rms_norm_function> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x,
                                const torch::Tensor& weight, double eps) {
     const auto dim = x.size(-1), rows = x.numel() / dim;
-    auto y = torch::empty_like(x);
-    auto rstd = torch::empty({rows}, x.options());
-    const float *px = x.data_ptr<float>(), *pw = weight.data_ptr<float>();
+    auto y = torch::empty_like(x, x.options().dtype(torch::kFloat32));
+    auto rstd = torch::empty({rows}, y.options());
+    const float* pw = weight.data_ptr<float>();
     float *py = y.data_ptr<float>(), *pr = rstd.data_ptr<float>();
     ctx->save_for_backward({x, weight, rstd});
-    if (x.is_cuda()) {
+    with_element_type(x, [&](auto type) {
+      using T = decltype(type);
+      const T* px = elements<T>(x);
+      if (x.is_cuda()) {
 #ifdef MUSTER_WITH_CUDA
-      kernels::cuda::rms_norm_forward(px, pw, float(eps), rows, dim, py, pr, kernel_stream(x));
+        kernels::cuda::rms_norm_forward(px, pw, float(eps), rows, dim, py, pr, kernel_stream(x));
 #endif
-      return y;
-    }
-    at::parallel_for(0, rows, kRowBlock, [&](std::int64_t begin, std::int64_t end) {
-      kernels::cpu::rms_norm_forward(px + begin * dim, pw, float(eps), end - begin, dim,
-                                     py + begin * dim, pr + begin);
+        return;
+      }
+      at::parallel_for(0, rows, kRowBlock, [&](std::int64_t begin, std::int64_t end) {
+        kernels::cpu::rms_norm_forward(px + begin * dim, pw, float(eps), end - begin, dim,
+                                       py + begin * dim, pr + begin);
+      });
     });
     return y;
   }
@@ -45,35 +51,43 @@ struct rms_norm_function : torch::autograd::Function<rms_norm_function> {
     const auto grad_y = grads[0].to(torch::kFloat32).contiguous();
     const auto dim = x.size(-1), rows = x.numel() / dim;
     auto grad_x = torch::empty_like(x);
+    const float *pw = weight.data_ptr<float>(), *pr = rstd.data_ptr<float>(),
+                *pg = grad_y.data_ptr<float>();
     if (x.is_cuda()) {
-#ifdef MUSTER_WITH_CUDA
       auto grad_w = torch::zeros_like(weight);
+#ifdef MUSTER_WITH_CUDA
       auto partials = torch::empty({kernels::cuda::rms_norm_backward_partials(rows, dim)},
                                    weight.options());
-      kernels::cuda::rms_norm_backward(
-          x.data_ptr<float>(), weight.data_ptr<float>(), rstd.data_ptr<float>(),
-          grad_y.data_ptr<float>(), rows, dim, grad_x.data_ptr<float>(), grad_w.data_ptr<float>(),
-          partials.data_ptr<float>(), kernel_stream(x));
-      return {grad_x, grad_w, torch::Tensor()};
+      with_element_type(x, [&](auto type) {
+        using T = decltype(type);
+        kernels::cuda::rms_norm_backward(elements<T>(x), pw, pr, pg, rows, dim, elements<T>(grad_x),
+                                         grad_w.data_ptr<float>(), partials.data_ptr<float>(),
+                                         kernel_stream(x));
+      });
 #endif
+      return {grad_x, grad_w, torch::Tensor()};
     }
     const auto blocks = (rows + kRowBlock - 1) / kRowBlock;
     auto partial_w = torch::zeros({blocks, dim}, weight.options());
-    const float *px = x.data_ptr<float>(), *pw = weight.data_ptr<float>(),
-                *pr = rstd.data_ptr<float>(), *pg = grad_y.data_ptr<float>();
-    float *pdx = grad_x.data_ptr<float>(), *pdw = partial_w.data_ptr<float>();
-    at::parallel_for(0, blocks, 1, [&](std::int64_t first, std::int64_t last) {
-      for (auto b = first; b < last; ++b) {
-        const auto begin = b * kRowBlock, n = std::min(kRowBlock, rows - begin);
-        kernels::cpu::rms_norm_backward(px + begin * dim, pw, pr + begin, pg + begin * dim, n, dim,
-                                        pdx + begin * dim, pdw + b * dim);
-      }
+    float* pdw = partial_w.data_ptr<float>();
+    with_element_type(x, [&](auto type) {
+      using T = decltype(type);
+      const T* px = elements<T>(x);
+      T* pdx = elements<T>(grad_x);
+      at::parallel_for(0, blocks, 1, [&](std::int64_t first, std::int64_t last) {
+        for (auto b = first; b < last; ++b) {
+          const auto begin = b * kRowBlock, n = std::min(kRowBlock, rows - begin);
+          kernels::cpu::rms_norm_backward(px + begin * dim, pw, pr + begin, pg + begin * dim, n,
+                                          dim, pdx + begin * dim, pdw + b * dim);
+        }
+      });
     });
     return {grad_x, blocks == 1 ? partial_w[0] : partial_w.sum(0), torch::Tensor()};
   }
 };
 
-// The same over torch's ops, for what the kernels do not take (bf16): one autograd node
+// The same over torch's ops, for what the kernels do not take (fp64, a bf16 weight): one
+// autograd node
 // instead of the eight of the formula's ops (casts, pow, mean, add, rsqrt, two products), whose
 // creation and evaluation were most of a norm's host time on a GPU, where the step waits for
 // the host. The values are the formula's: x in fp32, normed cast back to x's dtype, times the
@@ -106,8 +120,8 @@ struct rms_norm_ops_function : torch::autograd::Function<rms_norm_ops_function> 
 };
 
 bool rms_norm_kernel_takes(const torch::Tensor& x, const torch::Tensor& weight) {
-  const bool on_device = (cpu_kernel_takes(x) && cpu_kernel_takes(weight)) ||
-                         (cuda_kernel_takes(x) && cuda_kernel_takes(weight));
+  const bool on_device = (cpu_kernel_takes(x, kFp32AndBf16) && cpu_kernel_takes(weight)) ||
+                         (cuda_kernel_takes(x, kFp32AndBf16) && cuda_kernel_takes(weight));
   return on_device && x.device() == weight.device() && x.dim() >= 1 &&
          x.size(-1) == weight.numel() && x.numel() > 0;
 }

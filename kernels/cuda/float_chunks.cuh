@@ -1,7 +1,10 @@
 // What the CUDA kernels that give a warp a row share (router.cu, rms_norm.cu): a warp's sum,
-// rows moved in chunks of up to 4 consecutive floats (16 bytes) a lane in one access, and the
-// test of whether rows at given pointers can be.
+// rows moved in chunks of up to 4 consecutive floats (16 bytes) a lane in one access, or 4 bf16
+// (8 bytes) read as floats and written rounded to nearest even, and the test of whether rows at
+// given pointers can be.
 #pragma once
+
+#include <cuda_bf16.h>
 
 #include <cstdint>
 #include <initializer_list>
@@ -37,6 +40,37 @@ __device__ __forceinline__ void store_chunk(float* p, const float* v) {
     *reinterpret_cast<float2*>(p) = make_float2(v[0], v[1]);
   else
     *p = v[0];
+}
+
+// kWidth (1, 2 or 4) consecutive bf16 from or to `p` as floats, in one access (p is aligned
+// to kWidth bf16).
+template <int kWidth>
+__device__ __forceinline__ void load_chunk(const __nv_bfloat16* p, float* v) {
+  if constexpr (kWidth == 4) {
+    const uint2 c = *reinterpret_cast<const uint2*>(p);
+    const __nv_bfloat162 a = *reinterpret_cast<const __nv_bfloat162*>(&c.x);
+    const __nv_bfloat162 b = *reinterpret_cast<const __nv_bfloat162*>(&c.y);
+    v[0] = __low2float(a), v[1] = __high2float(a), v[2] = __low2float(b), v[3] = __high2float(b);
+  } else if constexpr (kWidth == 2) {
+    const __nv_bfloat162 a = *reinterpret_cast<const __nv_bfloat162*>(p);
+    v[0] = __low2float(a), v[1] = __high2float(a);
+  } else {
+    v[0] = __bfloat162float(*p);
+  }
+}
+
+template <int kWidth>
+__device__ __forceinline__ void store_chunk(__nv_bfloat16* p, const float* v) {
+  if constexpr (kWidth == 4) {
+    const __nv_bfloat162 a = __floats2bfloat162_rn(v[0], v[1]);
+    const __nv_bfloat162 b = __floats2bfloat162_rn(v[2], v[3]);
+    *reinterpret_cast<uint2*>(p) = make_uint2(*reinterpret_cast<const unsigned*>(&a),
+                                              *reinterpret_cast<const unsigned*>(&b));
+  } else if constexpr (kWidth == 2) {
+    *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(v[0], v[1]);
+  } else {
+    *p = __float2bfloat16_rn(v[0]);
+  }
 }
 
 // Whether rows of `cols` floats at these pointers (null: none) move in chunks of `width`

@@ -5,11 +5,16 @@
 // The weight's gradient takes two more kernels: sums over blocks of rows, a thread a column
 // (a warp reads 32 consecutive floats of a row), then those sums added in block order into
 // grad_w, so its bits do not depend on the order blocks run in. The arithmetic is the CPU's
-// (kernels/cpu/rms_norm.cpp), summed in another order.
+// (kernels/cpu/rms_norm.cpp), summed in another order. Each kernel is built for fp32 rows and
+// for bf16 rows (x, grad_x; 8 bytes a lane) with an fp32 weight, where the normalised row is
+// rounded to bf16 before the weight (rounded_as).
 #include <algorithm>
 #include <cstdint>
 
+#include <type_traits>
+
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/element_access.cuh"
 #include "kernels/cuda/float_chunks.cuh"
 #include "muster/kernels/rms_norm.hpp"
 
@@ -33,12 +38,19 @@ __device__ void each_row(std::int64_t rows, const Row& row) {
     row(r);
 }
 
-template <int kWidth>
-__global__ void forward_kernel(const float* x, const float* w, float eps, std::int64_t rows,
+// v as x's element type holds it: v itself for fp32, v rounded to nearest even for bf16
+template <class TX>
+__device__ __forceinline__ float rounded_as(float v) {
+  if constexpr (std::is_same_v<TX, __nv_bfloat16>) return __bfloat162float(__float2bfloat16_rn(v));
+  return v;
+}
+
+template <int kWidth, class TX>
+__global__ void forward_kernel(const TX* x, const float* w, float eps, std::int64_t rows,
                                std::int64_t dim, float* y, float* rstd) {
   const int lane = static_cast<int>(threadIdx.x % kWarp);
   each_row(rows, [&](std::int64_t r) {
-    const float* xr = x + r * dim;
+    const TX* xr = x + r * dim;
     float squares = 0;
     for (std::int64_t j = std::int64_t{lane} * kWidth; j < dim; j += kWarp * kWidth) {
       float xv[kWidth];
@@ -54,20 +66,21 @@ __global__ void forward_kernel(const float* x, const float* w, float eps, std::i
       load_chunk<kWidth>(xr + j, xv);
       load_chunk<kWidth>(w + j, wv);
 #pragma unroll
-      for (int i = 0; i < kWidth; ++i) out[i] = wv[i] * (xv[i] * s);
+      for (int i = 0; i < kWidth; ++i) out[i] = wv[i] * rounded_as<TX>(xv[i] * s);
       store_chunk<kWidth>(yr + j, out);
     }
   });
 }
 
 // grad_x = s (g w - x s mean), mean = s sum(g w x) / dim, per row
-template <int kWidth>
-__global__ void grad_x_kernel(const float* x, const float* w, const float* rstd,
+template <int kWidth, class TX>
+__global__ void grad_x_kernel(const TX* x, const float* w, const float* rstd,
                               const float* grad_y, std::int64_t rows, std::int64_t dim,
-                              float* grad_x) {
+                              TX* grad_x) {
   const int lane = static_cast<int>(threadIdx.x % kWarp);
   each_row(rows, [&](std::int64_t r) {
-    const float *xr = x + r * dim, *gr = grad_y + r * dim;
+    const TX* xr = x + r * dim;
+    const float* gr = grad_y + r * dim;
     float dot = 0;
     for (std::int64_t j = std::int64_t{lane} * kWidth; j < dim; j += kWarp * kWidth) {
       float xv[kWidth], wv[kWidth], gv[kWidth];
@@ -79,7 +92,7 @@ __global__ void grad_x_kernel(const float* x, const float* w, const float* rstd,
     }
     const float s = rstd[r];
     const float mean = s * warp_sum(dot) / static_cast<float>(dim);
-    float* dxr = grad_x + r * dim;
+    TX* dxr = grad_x + r * dim;
     for (std::int64_t j = std::int64_t{lane} * kWidth; j < dim; j += kWarp * kWidth) {
       float xv[kWidth], wv[kWidth], gv[kWidth], dx[kWidth];
       load_chunk<kWidth>(xr + j, xv);
@@ -92,8 +105,9 @@ __global__ void grad_x_kernel(const float* x, const float* w, const float* rstd,
   });
 }
 
-// partials[b][j] = the sum over block b's rows of grad_y * x * rstd at column j
-__global__ void grad_w_partials_kernel(const float* x, const float* rstd, const float* grad_y,
+// partials[b][j] = the sum over block b's rows of grad_y * (x * rstd as TX) at column j
+template <class TX>
+__global__ void grad_w_partials_kernel(const TX* x, const float* rstd, const float* grad_y,
                                        std::int64_t rows, std::int64_t dim, std::int64_t block_rows,
                                        float* partials) {
   const std::int64_t j = static_cast<std::int64_t>(blockIdx.x) * kColumnThreads + threadIdx.x;
@@ -103,7 +117,7 @@ __global__ void grad_w_partials_kernel(const float* x, const float* rstd, const 
   float sum = 0;
 #pragma unroll 4
   for (std::int64_t r = begin; r < end; ++r)
-    sum += grad_y[r * dim + j] * (x[r * dim + j] * rstd[r]);
+    sum += grad_y[r * dim + j] * rounded_as<TX>(load(x[r * dim + j]) * rstd[r]);
   partials[static_cast<std::int64_t>(blockIdx.y) * dim + j] = sum;
 }
 
@@ -129,31 +143,38 @@ unsigned column_grid(std::int64_t dim) {
   return static_cast<unsigned>((dim + kColumnThreads - 1) / kColumnThreads);
 }
 
-}  // namespace
+// Whether the rows move 4 elements a lane at once: dim a multiple of 4, the fp32 buffers on 16
+// bytes and x's (and grad_x's) on 4 of its elements.
+template <class TX>
+bool chunked(std::int64_t dim, const TX* x, const TX* grad_x,
+             std::initializer_list<const void*> floats) {
+  const auto on = [](const void* p) {
+    return p == nullptr || reinterpret_cast<std::uintptr_t>(p) % (4 * sizeof(TX)) == 0;
+  };
+  return rows_in_chunks(4, dim, floats) && on(x) && on(grad_x);
+}
 
-void rms_norm_forward(const float* x, const float* w, float eps, std::int64_t rows,
-                      std::int64_t dim, float* y, float* rstd, void* stream) {
+template <class TX>
+void forward(const TX* x, const float* w, float eps, std::int64_t rows, std::int64_t dim, float* y,
+             float* rstd, void* stream) {
   if (rows == 0 || dim == 0) return;
   const auto s = static_cast<cudaStream_t>(stream);
   const unsigned grid = row_grid(rows), block = kWarpsPerBlock * kWarp;
-  if (rows_in_chunks(4, dim, {x, w, y}))
+  if (chunked<TX>(dim, x, nullptr, {w, y}))
     forward_kernel<4><<<grid, block, 0, s>>>(x, w, eps, rows, dim, y, rstd);
   else
     forward_kernel<1><<<grid, block, 0, s>>>(x, w, eps, rows, dim, y, rstd);
   MUSTER_CUDA_CHECK(cudaGetLastError());
 }
 
-std::int64_t rms_norm_backward_partials(std::int64_t rows, std::int64_t dim) {
-  return row_blocks(rows) * dim;
-}
-
-void rms_norm_backward(const float* x, const float* w, const float* rstd, const float* grad_y,
-                       std::int64_t rows, std::int64_t dim, float* grad_x, float* grad_w,
-                       float* partials, void* stream) {
+template <class TX>
+void backward(const TX* x, const float* w, const float* rstd, const float* grad_y,
+              std::int64_t rows, std::int64_t dim, TX* grad_x, float* grad_w, float* partials,
+              void* stream) {
   if (rows == 0 || dim == 0) return;
   const auto s = static_cast<cudaStream_t>(stream);
   const unsigned grid = row_grid(rows), block = kWarpsPerBlock * kWarp;
-  if (rows_in_chunks(4, dim, {x, w, grad_y, grad_x}))
+  if (chunked<TX>(dim, x, grad_x, {w, grad_y}))
     grad_x_kernel<4><<<grid, block, 0, s>>>(x, w, rstd, grad_y, rows, dim, grad_x);
   else
     grad_x_kernel<1><<<grid, block, 0, s>>>(x, w, rstd, grad_y, rows, dim, grad_x);
@@ -165,6 +186,35 @@ void rms_norm_backward(const float* x, const float* w, const float* rstd, const 
   MUSTER_CUDA_CHECK(cudaGetLastError());
   grad_w_sum_kernel<<<column_grid(dim), kColumnThreads, 0, s>>>(partials, blocks, dim, grad_w);
   MUSTER_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+void rms_norm_forward(const float* x, const float* w, float eps, std::int64_t rows,
+                      std::int64_t dim, float* y, float* rstd, void* stream) {
+  forward(x, w, eps, rows, dim, y, rstd, stream);
+}
+
+void rms_norm_forward(const bf16* x, const float* w, float eps, std::int64_t rows,
+                      std::int64_t dim, float* y, float* rstd, void* stream) {
+  forward(device_type(x), w, eps, rows, dim, y, rstd, stream);
+}
+
+std::int64_t rms_norm_backward_partials(std::int64_t rows, std::int64_t dim) {
+  return row_blocks(rows) * dim;
+}
+
+void rms_norm_backward(const float* x, const float* w, const float* rstd, const float* grad_y,
+                       std::int64_t rows, std::int64_t dim, float* grad_x, float* grad_w,
+                       float* partials, void* stream) {
+  backward(x, w, rstd, grad_y, rows, dim, grad_x, grad_w, partials, stream);
+}
+
+void rms_norm_backward(const bf16* x, const float* w, const float* rstd, const float* grad_y,
+                       std::int64_t rows, std::int64_t dim, bf16* grad_x, float* grad_w,
+                       float* partials, void* stream) {
+  backward(device_type(x), w, rstd, grad_y, rows, dim, device_type(grad_x), grad_w, partials,
+           stream);
 }
 
 }  // namespace muster::kernels::cuda

@@ -1,6 +1,6 @@
-// RMSNorm on the GPU (engine/ops/rms_norm_op.hpp): fp32 CUDA rows take the CUDA kernels
-// (one autograd node over kernels/cuda/rms_norm.cu, not torch's ops), with the values and
-// gradients of the fp64 formula on the CPU; bf16 rows still take torch's ops.
+// RMSNorm on the GPU (engine/ops/rms_norm_op.hpp): fp32 and bf16 CUDA rows with an fp32 weight
+// take the CUDA kernels (one autograd node over kernels/cuda/rms_norm.cu, not torch's ops),
+// with the values and gradients of the fp64 formula on the CPU; a bf16 weight takes torch's.
 // Without a CUDA device (or with a LibTorch without CUDA): "SKIPPED: no CUDA device".
 #include <torch/torch.h>  // before Catch (glog's CHECK)
 
@@ -39,8 +39,27 @@ TEST_CASE(
     CHECK(torch::allclose(grads[0].cpu().to(torch::kFloat64), want[0], 1e-4, 1e-5));
     CHECK(torch::allclose(grads[1].cpu().to(torch::kFloat64), want[1], 1e-4, 1e-3));
   }
-  auto xb = torch::randn({8, 64}).to(torch::kBFloat16).cuda().requires_grad_(true);
-  auto yb = muster::engine::ops::rms_norm(xb, torch::ones({64}).cuda(), 1e-6);
+  // bf16 rows of 64 (the ~1B bench's q and k heads), fp32 weight: y fp32 with the normalised
+  // rows rounded to bf16, grad_x bf16; against the fp64 formula on the same bf16 values
+  const auto xb0 = torch::randn({4, 900, 64}).to(torch::kBFloat16), wb0 = torch::randn({64}),
+             gb = torch::randn({4, 900, 64});
+  auto xb = xb0.cuda().requires_grad_(true), wb = wb0.cuda().requires_grad_(true);
+  auto yb = muster::engine::ops::rms_norm(xb, wb, 1e-6);
   REQUIRE(yb.grad_fn() != nullptr);
-  CHECK(yb.grad_fn()->name().find("rms_norm_ops_function") != std::string::npos);
+  CHECK(yb.grad_fn()->name().find("rms_norm_ops_function") == std::string::npos);
+  CHECK(yb.grad_fn()->name().find("rms_norm_function") != std::string::npos);
+  CHECK(yb.scalar_type() == torch::kFloat32);
+  const auto gradsb = torch::autograd::grad({yb}, {xb, wb}, {gb.cuda()});
+  CHECK(gradsb[0].scalar_type() == torch::kBFloat16);
+  auto x64 = xb0.to(torch::kFloat64).requires_grad_(true);
+  auto w64 = wb0.to(torch::kFloat64).requires_grad_(true);
+  auto y64 = w64 * x64 * torch::rsqrt(x64.pow(2).mean(-1, true) + 1e-6);
+  const auto want64 = torch::autograd::grad({y64}, {x64, w64}, {gb.to(torch::kFloat64)});
+  CHECK(torch::allclose(yb.cpu().to(torch::kFloat64), y64, 0.02, 0.02));
+  CHECK(torch::allclose(gradsb[0].cpu().to(torch::kFloat64), want64[0], 0.02, 0.02));
+  CHECK(torch::allclose(gradsb[1].cpu().to(torch::kFloat64), want64[1], 0.02, 0.05));
+  // a bf16 weight: torch's ops
+  auto yh = muster::engine::ops::rms_norm(xb, wb.detach().to(torch::kBFloat16), 1e-6);
+  REQUIRE(yh.grad_fn() != nullptr);
+  CHECK(yh.grad_fn()->name().find("rms_norm_ops_function") != std::string::npos);
 }

@@ -169,8 +169,10 @@ TEST_CASE("linear through the kernels' gemm: values and gradients equal x W^T ov
   CHECK(half.scalar_type() == torch::kBFloat16);
 }
 
-TEST_CASE("RMSNorm through the kernel: values and gradients equal torch's formula, bf16 "
-          "through torch's ops", "[model]") {
+TEST_CASE(
+    "RMSNorm through the kernel: values and gradients equal torch's formula, bf16 rows "
+    "too",
+    "[model]") {
   torch::manual_seed(8);
   auto x = torch::randn({3, 300, 40}).requires_grad_(true);  // two row blocks of the backward
   auto w = torch::randn({40}).requires_grad_(true);
@@ -184,8 +186,23 @@ TEST_CASE("RMSNorm through the kernel: values and gradients equal torch's formul
   CHECK(torch::allclose(y.to(torch::kFloat64), ref, 1e-5, 1e-5));
   CHECK(torch::allclose(grads[0].to(torch::kFloat64), ref_grads[0], 1e-4, 1e-5));
   CHECK(torch::allclose(grads[1].to(torch::kFloat64), ref_grads[1], 1e-4, 1e-4));
-  auto half = muster::engine::ops::rms_norm(x.detach().to(torch::kBFloat16), w.detach(), 1e-6);
+  // bf16 rows, fp32 weight: the kernel, its fp32 output the formula's (the normalised rows
+  // rounded to bf16, then times the weight) to a bf16 step, its rows' gradient bf16
+  auto xh = x.detach().to(torch::kBFloat16).requires_grad_(true);
+  auto half = muster::engine::ops::rms_norm(xh, w, 1e-6);
+  REQUIRE(half.grad_fn() != nullptr);
+  CHECK(half.grad_fn()->name().find("rms_norm_ops_function") == std::string::npos);
+  CHECK(half.grad_fn()->name().find("rms_norm_function") != std::string::npos);
+  CHECK(half.scalar_type() == torch::kFloat32);
+  const auto x32 = xh.detach().to(torch::kFloat32);
+  const auto formula =
+      w.detach() * (x32 * torch::rsqrt(x32.pow(2).mean(-1, true) + 1e-6)).to(torch::kBFloat16);
+  CHECK(torch::allclose(half, formula, 1e-2, 1e-2));
   CHECK(torch::allclose(half.to(torch::kFloat64), ref.detach(), 0.05, 0.05));
+  const auto half_grads = torch::autograd::grad({half}, {xh, w}, {grad_out});
+  CHECK(half_grads[0].scalar_type() == torch::kBFloat16);
+  CHECK(torch::allclose(half_grads[0].to(torch::kFloat64), ref_grads[0], 0.05, 0.05));
+  CHECK(torch::allclose(half_grads[1].to(torch::kFloat64), ref_grads[1], 0.05, 0.05));
 }
 
 TEST_CASE(
@@ -213,12 +230,15 @@ TEST_CASE(
   auto want = torch::autograd::grad({yf}, {xf, wf}, {g});
   CHECK(torch::allclose(grads[0], want[0], 1e-5, 1e-6));
   CHECK(torch::allclose(grads[1], want[1], 1e-5, 1e-6));
-  // bf16 rows, fp32 weight: the same bits forward; the gradient in fp32 (the formula's autograd
-  // rounds dn to bf16 on the way), close to the fp64 gradient of the same values
+  // bf16 rows and weight (the kernel takes an fp32 weight only): the same bits forward; the
+  // gradient in fp32 (the formula's autograd rounds dn to bf16 on the way), close to the fp64
+  // gradient of the same values
   auto xb = torch::randn({300, 40}).to(torch::kBFloat16).requires_grad_(true);
-  auto wb = torch::randn({40}).requires_grad_(true);
+  auto wb = torch::randn({40}).to(torch::kBFloat16).requires_grad_(true);
   auto yb = muster::engine::ops::rms_norm(xb, wb, 1e-6);
-  CHECK(yb.scalar_type() == torch::kFloat32);
+  REQUIRE(yb.grad_fn() != nullptr);
+  CHECK(yb.grad_fn()->name().find("rms_norm_ops_function") != std::string::npos);
+  CHECK(yb.scalar_type() == torch::kBFloat16);
   CHECK(torch::equal(yb, formula(xb.detach(), wb.detach())));
   const auto gb = torch::randn_like(yb);
   auto gradsb = torch::autograd::grad({yb}, {xb, wb}, {gb});

@@ -70,3 +70,40 @@ TEST_CASE("rms_norm_backward matches finite differences and sums the weight's gr
   }
   for (std::int64_t j = 0; j < dim; ++j) CHECK(dw[j] == Approx(want_dw[j]).epsilon(1e-5));
 }
+
+TEST_CASE(
+    "bf16 rows: the normalised row rounded to bf16 before the weight, grad_x the fp32 one "
+    "rounded",
+    "[kernels]") {
+  const std::int64_t rows = 4, dim = 45;
+  const auto xf = draws(rows * dim, 6), w = draws(dim, 7), g = draws(rows * dim, 8);
+  std::vector<bf16> x(xf.size());
+  std::vector<float> xr(xf.size());  // x's bf16 values as fp32
+  for (std::size_t i = 0; i < xf.size(); ++i) {
+    x[i] = to_bf16(xf[i]);
+    xr[i] = to_float(x[i]);
+  }
+  std::vector<float> y(rows * dim), rstd(rows), y32(rows * dim), rstd32(rows);
+  cpu::rms_norm_forward(x.data(), w.data(), 1e-6f, rows, dim, y.data(), rstd.data());
+  cpu::rms_norm_forward(xr.data(), w.data(), 1e-6f, rows, dim, y32.data(), rstd32.data());
+  CHECK(rstd == rstd32);  // the same sums of the same values
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t j = 0; j < dim; ++j) {
+      const auto i = std::size_t(r * dim + j);
+      REQUIRE(y[i] == w[std::size_t(j)] * to_float(to_bf16(xr[i] * rstd[std::size_t(r)])));
+    }
+  std::vector<bf16> dx(rows * dim);
+  std::vector<float> dx32(rows * dim), dw(dim, 0.5f), dw32(dim, 0.5f), want_dw(dim, 0.5f);
+  cpu::rms_norm_backward(x.data(), w.data(), rstd.data(), g.data(), rows, dim, dx.data(),
+                         dw.data());
+  cpu::rms_norm_backward(xr.data(), w.data(), rstd.data(), g.data(), rows, dim, dx32.data(),
+                         dw32.data());
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t j = 0; j < dim; ++j) {
+      const auto i = std::size_t(r * dim + j);
+      INFO("row " << r << " column " << j);
+      REQUIRE(dx[i].bits == to_bf16(dx32[i]).bits);
+      want_dw[std::size_t(j)] += g[i] * to_float(to_bf16(xr[i] * rstd[std::size_t(r)]));
+    }
+  CHECK(dw == want_dw);
+}

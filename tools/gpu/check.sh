@@ -98,9 +98,9 @@ step profile profile
 [[ -n ${EXPERT_GEMMS:-} ]] && step methods methods
 grep -h -A4 '^GPU: ' "$logs/train.log" 2> /dev/null | tee -a "$logs/summary.txt"
 # the figures the targets are read from: the router's bandwidth, the grouped GEMM's share of
-# dense (and its host time a call), the wgrad's dy^T, and how busy the profiled steps kept the
-# GPU
-grep -h -E '^router|^grouped gemm|^dy\^T' "$logs/kernels.log" 2> /dev/null | tee -a "$logs/summary.txt"
+# dense (and its host time a call), the wgrad's dy^T, the norms, and how busy the profiled
+# steps kept the GPU
+grep -h -E '^router|^grouped gemm|^dy\^T|^rms_norm' "$logs/kernels.log" 2> /dev/null | tee -a "$logs/summary.txt"
 grep -h 'GPU busy' "$logs/profile-rank-0.txt" 2> /dev/null | tee -a "$logs/summary.txt"
 [[ -e $logs/methods.log ]] && tee -a "$logs/summary.txt" < "$logs/methods.log"
 exit $failed
