@@ -31,14 +31,8 @@ constexpr std::string_view kRanksSql =
 constexpr std::string_view kStepColumns =
     "s.rank, s.step, s.loss, s.tokens, s.step_time_s, s.mem_bytes, s.time_ms, s.aux_loss, "
     "s.z_loss, s.grad_norm, s.lr, s.tokens_per_s, s.mfu, s.peak_mem_bytes, s.comm_wait_s";
-// Files of versions 2 and 3 are read too, the columns they do not have yet as NULL.
-constexpr int kOldestReadable = 2;
-struct added_column {
-  int version;  // the first version that has it
-  std::string_view column;
-};
-constexpr added_column kAddedColumns[] = {
-    {3, "s.comm_wait_s"}, {4, "slurm_cluster"}, {4, "slurm_task_job_id"}};
+// Files from schema::kOldestReadable on are read too, the columns they do not have yet as NULL
+// (schema::sql_for_version).
 constexpr std::string_view kStepsWhere =
     "WHERE s.step BETWEEN ?1 AND ?2 AND (?3 IS NULL OR s.rank = ?3) ORDER BY s.step, s.rank";
 // One index seek per rank, thanks to the (rank, step) primary key.
@@ -98,7 +92,7 @@ struct node_file {
   std::optional<sqlite_db> db;
   bool immutable = false;   // opened with immutable=1: no writer had the file open then
   bool empty = false;       // no schema yet: holds nothing
-  int version = 0;          // its schema version (kOldestReadable .. kCurrentVersion)
+  int version = 0;          // its schema version (schema::kOldestReadable .. kCurrentVersion)
   file_state opened_state;  // of an immutable connection, when it was opened
   bool racy = false;        // opened_state cannot prove the file unchanged later
 
@@ -122,29 +116,14 @@ struct node_file {
   // the current one (schema::check_readable says why not).
   void check() {
     version = schema::user_version(*db);
-    empty =
-        !schema::check_readable(*db, version >= kOldestReadable && version < schema::kCurrentVersion
-                                         ? version
-                                         : schema::kCurrentVersion);
+    empty = !schema::check_readable(
+        *db, version >= schema::kOldestReadable && version < schema::kCurrentVersion
+                 ? version
+                 : schema::kCurrentVersion);
   }
 
   // `sql` as this file's version reads it: the columns it does not have yet are NULL.
-  std::string sql_for(std::string_view sql) const {
-    std::string out(sql);
-    const auto name_char = [](char c) {
-      return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
-    };
-    for (const auto& [since, column] : kAddedColumns) {
-      if (version >= since) continue;
-      for (auto at = out.find(column); at != std::string::npos; at = out.find(column, at + 1)) {
-        const auto end = at + column.size();
-        if ((at > 0 && name_char(out[at - 1])) || (end < out.size() && name_char(out[end])))
-          continue;  // part of a longer name
-        out.replace(at, column.size(), "NULL");
-      }
-    }
-    return out;
-  }
+  std::string sql_for(std::string_view sql) const { return schema::sql_for_version(sql, version); }
 
   // Whether an immutable connection may no longer match the file (see above).
   bool stale() const { return immutable && (has_wal() || stat_file(file) != opened_state); }

@@ -6,12 +6,21 @@
 #include "common/run_store_schema.hpp"
 
 #include <array>
+#include <cctype>
 #include <string_view>
 
 #include "common/sqlite_schema.hpp"
 
 namespace muster::store::schema {
 namespace {
+
+// The columns readers name that a version added, as they name them.
+struct added_column {
+  int version;  // the first version that has it
+  std::string_view column;
+};
+constexpr added_column kAddedColumns[] = {
+    {3, "s.comm_wait_s"}, {4, "slurm_cluster"}, {4, "slurm_task_job_id"}};
 
 // v1: one file per node and run. Tables are STRICT so a wrong type is an error, not a
 // silent conversion. Enum columns hold the names from run_store_records.hpp as text (readable
@@ -137,6 +146,23 @@ void migrate(sqlite_db& db) {
 
 bool check_readable(const sqlite_db& db, int readable) {
   return store::check_readable(db, run_store_schema(), readable);
+}
+
+std::string sql_for_version(std::string_view sql, int version) {
+  std::string out(sql);
+  const auto name_char = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
+  };
+  for (const auto& [since, column] : kAddedColumns) {
+    if (version >= since) continue;
+    for (auto at = out.find(column); at != std::string::npos; at = out.find(column, at + 1)) {
+      const auto end = at + column.size();
+      if ((at > 0 && name_char(out[at - 1])) || (end < out.size() && name_char(out[end])))
+        continue;  // part of a longer name
+      out.replace(at, column.size(), "NULL");
+    }
+  }
+  return out;
 }
 
 }  // namespace muster::store::schema

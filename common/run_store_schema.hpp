@@ -5,6 +5,9 @@
 // writer; a reader checks the version and never changes a file.
 #pragma once
 
+#include <string>
+#include <string_view>
+
 #include "common/run_store.hpp"
 #include "common/sqlite_db.hpp"
 
@@ -12,6 +15,9 @@ namespace muster::store::schema {
 
 // The version this muster writes and reads (the last migration's).
 inline constexpr int kCurrentVersion = kSchemaVersion;
+
+// The oldest version readers read, the columns it does not have yet as NULL (sql_for_version).
+inline constexpr int kOldestReadable = 2;
 
 // The file's `PRAGMA user_version` (0 for a new or empty file).
 int user_version(const sqlite_db& db);
@@ -31,5 +37,10 @@ void migrate(sqlite_db& db);
 // is never changed. `readable` is a parameter so tests can reach the older-schema refusal
 // while no older version exists; code passes the default.
 bool check_readable(const sqlite_db& db, int readable = kCurrentVersion);
+
+// `sql` as a reader of a file at `version` runs it: each column added after that version
+// (s.comm_wait_s in 3; slurm_cluster and slurm_task_job_id in 4) becomes NULL where it stands
+// as a whole name; a longer name that contains one is left as it is.
+std::string sql_for_version(std::string_view sql, int version);
 
 }  // namespace muster::store::schema

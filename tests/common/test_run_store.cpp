@@ -424,6 +424,22 @@ TEST_CASE("a file with tables but no schema version is refused and left unchange
   CHECK(snapshot(fx.tmp.path()) == before);
 }
 
+TEST_CASE("readers of older files read the columns added since as NULL, by whole name only",
+          "[run_store]") {
+  using muster::store::schema::sql_for_version;
+  const std::string sql =
+      "SELECT s.comm_wait_s, slurm_cluster, slurm_cluster_name, x_slurm_task_job_id, "
+      "slurm_task_job_id FROM runs, steps s";
+  CHECK(sql_for_version(sql, 2) ==
+        "SELECT NULL, NULL, slurm_cluster_name, x_slurm_task_job_id, NULL FROM runs, steps s");
+  CHECK(sql_for_version(sql, 3) ==
+        "SELECT s.comm_wait_s, NULL, slurm_cluster_name, x_slurm_task_job_id, NULL FROM runs, "
+        "steps s");
+  CHECK(sql_for_version(sql, muster::store::schema::kCurrentVersion) == sql);
+  // a name twice, and one that ends the text
+  CHECK(sql_for_version("slurm_cluster = slurm_cluster", 3) == "NULL = NULL");
+}
+
 TEST_CASE("a reader refuses a schema older than the one it reads and never migrates it",
           "[run_store]") {
   // No muster older than schema version 1 exists, so the reader's check is asked to read
