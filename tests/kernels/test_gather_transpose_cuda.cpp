@@ -14,19 +14,15 @@
 
 using namespace muster::kernels;
 using muster::test::device_buffer;
-using muster::test::padded_map;
 
 namespace {
 
 template <class T>
 void check(const std::vector<std::int64_t>& counts, std::int64_t cols, std::int64_t common,
            bool identity) {
-  std::int64_t rows = 0;
-  for (auto c : counts) rows += c;
-  const auto map = identity ? std::vector<std::int32_t>{} : padded_map(counts, 8, common);
-  std::vector<T> src(std::size_t(rows * cols));
-  for (std::size_t i = 0; i < src.size(); ++i) src[i] = muster::test::hashed<T>(i);
-  const auto dst_cols = identity ? rows : std::int64_t(map.size());
+  const auto c = muster::test::make_gather_case<T>(counts, cols, common, identity);
+  const auto &src = c.src, &map = c.map;
+  const auto rows = c.rows, dst_cols = c.dst_cols;
   // dst's rows 3 apart from its last column, which stay as they were
   const gather_transpose_shape shape{rows, cols, dst_cols, int(sizeof(T)), dst_cols + 3};
   std::vector<T> want(std::size_t(cols * (dst_cols + 3)), T(0xAB));
@@ -53,23 +49,10 @@ TEST_CASE("the gather_transpose CUDA kernel matches the CPU's",
     WARN("SKIPPED: no CUDA device");
     return;
   }
-  std::vector<std::int64_t> experts;  // the ~1B bench's: 32 experts of 768..1279 rows
+  std::vector<std::int64_t> experts;  // the ~1B bench's: 32 experts of 768..1269 rows
   for (std::int64_t e = 0; e < 32; ++e) experts.push_back(768 + (e * 397) % 512);
-  for (const auto& [counts, cols] :
-       std::vector<std::tuple<std::vector<std::int64_t>, std::int64_t>>{{std::vector<std::int64_t>{}, 5},
-                                                                        {{0, 0}, 3},
-                                                                        {{1}, 1},
-                                                                        {{7}, 33},
-                                                                        {{0, 3, 8, 1, 13, 0}, 5},
-                                                                        {{40, 0, 31, 64, 1}, 32},
-                                                                        {{100, 57, 3}, 70},
-                                                                        {experts, 1280}})
-    for (const std::int64_t common : {std::int64_t{0}, std::int64_t{1280}})
-      for (const bool identity : {false, true}) {
-        INFO(counts.size() << " groups, cols " << cols << ", common " << common
-                           << (identity ? ", no map" : ", padded"));
-        if (identity && common > 0) continue;
-        check<std::uint16_t>(counts, cols, common, identity);
-        check<std::uint32_t>(counts, cols, common, identity);
-      }
+  muster::test::each_gather_case({{experts, 1280}}, 1280, [](const auto&... args) {
+    check<std::uint16_t>(args...);
+    check<std::uint32_t>(args...);
+  });
 }

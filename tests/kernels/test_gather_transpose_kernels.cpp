@@ -21,38 +21,21 @@ namespace {
 template <class T>
 void check(const std::vector<std::int64_t>& counts, std::int64_t cols, std::int64_t common,
            bool identity) {
-  std::int64_t rows = 0;
-  for (auto c : counts) rows += c;
-  const auto map = identity ? std::vector<std::int32_t>{} : padded_map(counts, 8, common);
-  std::vector<T> src(std::size_t(rows * cols));
-  for (std::size_t i = 0; i < src.size(); ++i) src[i] = muster::test::hashed<T>(i);
-  const auto dst_cols = identity ? rows : std::int64_t(map.size());
-  std::vector<T> dst(std::size_t(cols * dst_cols), T(0xAB));  // overwritten everywhere
-  cpu::gather_transpose(src.data(), identity ? nullptr : map.data(),
-                        {rows, cols, dst_cols, int(sizeof(T))}, dst.data());
-  CHECK(dst == gathered_transpose(src, rows, cols, map));
+  const auto c = muster::test::make_gather_case<T>(counts, cols, common, identity);
+  std::vector<T> dst(std::size_t(cols * c.dst_cols), T(0xAB));  // overwritten everywhere
+  cpu::gather_transpose(c.src.data(), c.map_or_null(), {c.rows, cols, c.dst_cols, int(sizeof(T))},
+                        dst.data());
+  CHECK(dst == gathered_transpose(c.src, c.rows, cols, c.map));
 }
 
 }  // namespace
 
 TEST_CASE("gather_transpose moves rows to padded columns as the reference does",
           "[kernels][gather_transpose]") {
-  for (const auto& [counts, cols] :
-       std::vector<std::tuple<std::vector<std::int64_t>, std::int64_t>>{{std::vector<std::int64_t>{}, 5},
-                                                                        {{0, 0}, 3},
-                                                                        {{1}, 1},
-                                                                        {{7}, 33},
-                                                                        {{0, 3, 8, 1, 13, 0}, 5},
-                                                                        {{40, 0, 31, 64, 1}, 32},
-                                                                        {{100, 57, 3}, 70}})
-    for (const std::int64_t common : {std::int64_t{0}, std::int64_t{128}})
-      for (const bool identity : {false, true}) {
-        INFO(counts.size() << " groups, cols " << cols << ", common " << common
-                           << (identity ? ", no map" : ", padded"));
-        if (identity && common > 0) continue;
-        check<std::uint16_t>(counts, cols, common, identity);
-        check<std::uint32_t>(counts, cols, common, identity);
-      }
+  muster::test::each_gather_case({}, 128, [](const auto&... args) {
+    check<std::uint16_t>(args...);
+    check<std::uint32_t>(args...);
+  });
 }
 
 TEST_CASE("gather_transpose writes ranges of columns into a wider dst, as threads split it",
