@@ -33,6 +33,8 @@ struct rms_norm_function : torch::autograd::Function<rms_norm_function> {
       if (x.is_cuda()) {
 #ifdef MUSTER_WITH_CUDA
         kernels::cuda::rms_norm_forward(px, pw, float(eps), rows, dim, py, pr, kernel_stream(x));
+#else
+        TORCH_INTERNAL_ASSERT(false, "rms_norm: CUDA rows, and muster_kernels has no CUDA");
 #endif
         return;
       }
@@ -64,6 +66,8 @@ struct rms_norm_function : torch::autograd::Function<rms_norm_function> {
                                          grad_w.data_ptr<float>(), partials.data_ptr<float>(),
                                          kernel_stream(x));
       });
+#else
+      TORCH_INTERNAL_ASSERT(false, "rms_norm: CUDA rows, and muster_kernels has no CUDA");
 #endif
       return {grad_x, grad_w, torch::Tensor()};
     }
@@ -86,12 +90,12 @@ struct rms_norm_function : torch::autograd::Function<rms_norm_function> {
   }
 };
 
-// The same over torch's ops, for what the kernels do not take (fp64, a bf16 weight): one
-// autograd node
-// instead of the eight of the formula's ops (casts, pow, mean, add, rsqrt, two products), whose
-// creation and evaluation were most of a norm's host time on a GPU, where the step waits for
-// the host. The values are the formula's: x in fp32, normed cast back to x's dtype, times the
-// weight (so in the weight's dtype where that is wider); the backward is its gradient in fp32.
+// The same over torch's ops, for what the kernels do not take (rows of another dtype or not
+// contiguous, a weight other than fp32): one autograd node instead of the eight of the
+// formula's ops (casts, pow, mean, add, rsqrt, two products), whose creation and evaluation were
+// most of a norm's host time on a GPU, where the step waits for the host. The values are the
+// formula's: x in fp32, normed cast back to x's dtype, times the weight (so in the weight's
+// dtype where that is wider); the backward is its gradient in fp32.
 struct rms_norm_ops_function : torch::autograd::Function<rms_norm_ops_function> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x,
                                const torch::Tensor& weight, double eps) {

@@ -5,7 +5,8 @@
 // forward, and three for the backward: grad_x, the weight's sums over blocks of rows, their
 // sum). bf16 rows are the attention's q and k under bf16 autocast: on the H200 their norms over
 // torch's ops took about 8% of the ~1B step's GPU time and 800 kernels in two steps' backward.
-// Anything else (fp64, a bf16 weight) takes torch's ops inside one autograd function.
+// Anything else (rows of another dtype or not contiguous, a weight other than fp32) takes
+// torch's ops inside one autograd function.
 #pragma once
 
 #include <torch/torch.h>
@@ -13,7 +14,8 @@
 namespace muster::engine::ops {
 
 // x is (..., dim), weight (dim); returns weight * x / sqrt(mean(x^2, -1) + eps), computed in
-// fp32, in the dtype of weight times x (fp32 for a bf16 x with fp32 weights).
+// fp32, the normalised x rounded to x's dtype before the weight, in the dtype of weight times x
+// (fp32 for a bf16 x with fp32 weights).
 torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
 
 }  // namespace muster::engine::ops
