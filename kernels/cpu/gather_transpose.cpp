@@ -33,7 +33,7 @@ constexpr std::int64_t kTile = 32;
 template <class T>
 void transpose_tiles(const T* src, const std::int32_t* map, const gather_transpose_shape& s,
                      T* dst) {
-  const auto ld = s.dst_ld ? s.dst_ld : s.dst_cols;
+  const auto ld = s.row_stride();
   for (std::int64_t j0 = 0; j0 < s.dst_cols; j0 += kTile) {
     const auto j1 = std::min(j0 + kTile, s.dst_cols);
     for (std::int64_t c0 = 0; c0 < s.cols; c0 += kTile) {

@@ -56,14 +56,13 @@ void gather_transpose(const void* src, const std::int32_t* map, const gather_tra
   const dim3 grid(static_cast<unsigned>(grid_x), static_cast<unsigned>(grid_y)),
       block(kTile, kPasses);
   const auto st = static_cast<cudaStream_t>(stream);
-  const auto ld = s.dst_ld ? s.dst_ld : s.dst_cols;
   if (s.elem_bytes == 2)
     gather_transpose_kernel<<<grid, block, 0, st>>>(static_cast<const std::uint16_t*>(src), map,
-                                                    s.cols, s.dst_cols, ld,
+                                                    s.cols, s.dst_cols, s.row_stride(),
                                                     static_cast<std::uint16_t*>(dst));
   else
     gather_transpose_kernel<<<grid, block, 0, st>>>(static_cast<const std::uint32_t*>(src), map,
-                                                    s.cols, s.dst_cols, ld,
+                                                    s.cols, s.dst_cols, s.row_stride(),
                                                     static_cast<std::uint32_t*>(dst));
   MUSTER_CUDA_CHECK(cudaGetLastError());
 }

@@ -19,6 +19,8 @@ struct gather_transpose_shape {
   std::int64_t dst_cols = 0;  // the length of map
   int elem_bytes = 4;
   std::int64_t dst_ld = 0;  // dst's row stride, at least dst_cols; 0: dst_cols
+
+  std::int64_t row_stride() const { return dst_ld ? dst_ld : dst_cols; }
 };
 
 // Throws std::invalid_argument when `shape` is not one of the above (a negative size, an
