@@ -172,7 +172,8 @@ const field<job_config> kSchema[] = {
           "(one cuBLAS grouped call, cuBLAS 12.5 or later), per_expert (one product an expert) or "
           "split (uniform batches of the rows most experts share, then one grouped call for the "
           "rest; the weights' gradients split along the rows too, so under bf16 their sums are "
-          "rounded once more); the CPU has one way"),
+          "rounded once more), or sm90 (muster's own Hopper kernel for the bf16 forward, auto "
+          "for the rest; not yet run on a GPU); the CPU has one way"),
     FIELD(train.steps, "train.steps", "optimizer steps of the run"),
     FIELD(train.lr, "train.lr", "peak learning rate (AdamW)"),
     FIELD(train.min_lr, "train.min_lr", "learning rate at the end of the cosine decay"),
@@ -364,7 +365,7 @@ void validate_train(const train_section& t, const config::sources& where) {
   check_choice(t.device, {"auto", "cuda", "cpu"}, where, "train.device");
   check_choice(t.grad_reduce_dtype, {"fp32", "bf16"}, where, "train.grad_reduce_dtype");
   check_choice(t.recompute, {"none", "selective", "full"}, where, "train.recompute");
-  check_choice(t.expert_gemm, {"auto", "grouped", "per_expert", "split"}, where,
+  check_choice(t.expert_gemm, {"auto", "grouped", "per_expert", "split", "sm90"}, where,
                "train.expert_gemm");
   check_at_least(t.steps, 1, where, "train.steps");
   check_at_least(t.warmup_steps, 0, where, "train.warmup_steps");

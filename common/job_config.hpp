@@ -108,7 +108,7 @@ struct train_section {
   std::string grad_reduce_dtype = "fp32";  // fp32 or bf16
   std::string recompute = "none";          // none, selective (attention core) or full (layer)
   std::string expert_gemm = "auto";        // experts' products on a GPU: auto, grouped,
-                                           // per_expert or split
+                                           // per_expert, split or sm90
   int steps = 100;                         // optimizer steps of the run
   double lr = 3e-4;                        // peak learning rate (AdamW)
   double min_lr = 3e-5;                    // learning rate at the end of the cosine decay

@@ -113,7 +113,7 @@ struct expert_buffers {
   static constexpr std::int64_t kMostCommon = 4096;  // the largest common reduction they hold
   std::int64_t H, F;
   torch::Tensor x, y, y_t;  // rows (total, H), (total, F); y transposed (F, padded)
-  std::vector<torch::Tensor> w;
+  std::vector<torch::Tensor> w;  // (F, H) each, views of one (E, F, H) as the engine stacks them
   expert_buffers(std::int64_t most_rows, std::int64_t experts, std::int64_t h, std::int64_t f)
       : H(h), F(f) {
     const auto bf16 = torch::dtype(torch::kBFloat16).device(torch::kCUDA);
@@ -121,7 +121,8 @@ struct expert_buffers {
     x = torch::randn({most_rows + kMostCommon, H}, bf16);
     y = torch::randn({most_rows, F}, bf16);
     y_t = torch::randn({F, std::max(most_rows + 8 * experts, experts * kMostCommon)}, bf16);
-    for (std::int64_t e = 0; e < experts; ++e) w.push_back(torch::randn({F, H}, bf16));
+    const auto stacked = torch::randn({experts, F, H}, bf16);
+    for (std::int64_t e = 0; e < experts; ++e) w.push_back(stacked[e]);
   }
 
   std::vector<k::gemm_group> groups(const std::vector<std::int64_t>& rows, form f) const {
@@ -161,6 +162,7 @@ k::grouped_gemm_args args_for(form f) {
   args.trans_a = f == form::wgrad_dy_t;
   args.trans_b = f == form::forward;
   args.dtype = k::gemm_dtype::bf16;
+  args.same_storage = true;  // x, y, y^T and the stacked weights: one tensor each
   return args;
 }
 
@@ -217,7 +219,8 @@ void grouped_gemm_row(const char* shape, const std::vector<std::int64_t>& rows, 
                       {method::split_batched, "split any rows", 3, 1},
                       {method::split_batched, "split in 128s", 3, 128},
                       {method::split_batched, "split 1 level", 1, 64},
-                      {method::automatic, "automatic"}};
+                      {method::automatic, "automatic"},
+                      {method::sm90, "sm90 (own)"}};
   int offset = 1000 * int(f);  // each method and form its own counts, unseen by cuBLAS
   for (const auto& w : ways) {
     const auto m = w.m;
@@ -226,6 +229,8 @@ void grouped_gemm_row(const char* shape, const std::vector<std::int64_t>& rows, 
     args.split_levels = w.split_levels;
     args.split_quantum = w.split_quantum;
     if (m == method::grouped_batched && !k::cuda::grouped_batched_available()) continue;
+    // the own kernel runs the forward only (else it is automatic again), on sm_90
+    if (m == method::sm90 && (f != form::forward || !k::cuda::sm90_available())) continue;
     const double dense = dense_ms();
     const double ms = time_ms(
         [&] { k::cuda::grouped_gemm(groups.data(), int(groups.size()), args, nullptr, m); });

@@ -45,6 +45,7 @@ kernels::cuda::grouped_gemm_method expert_gemm_method(const std::string& value) 
   if (value == "grouped") return method::grouped_batched;
   if (value == "per_expert") return method::per_group;
   if (value == "split") return method::split_batched;
+  if (value == "sm90") return method::sm90;
   MUSTER_CHECK(value == "auto", errc::internal, "train.expert_gemm = {} passed validation", value);
   return method::automatic;
 }

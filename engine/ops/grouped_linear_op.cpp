@@ -118,6 +118,9 @@ struct grouped_linear_function : torch::autograd::Function<grouped_linear_functi
     grouped_gemm_args args;
     args.trans_b = true;
     args.dtype = dtype_of(x);
+    // x and y are one tensor each; the weights one where cast stacked or stacked already
+    args.same_storage =
+        used.stacked.defined() || stacked_view(weights.vec(), int(projections)).defined();
     run(groups, args, x, grouped_gemm_method(method));
     std::vector<torch::Tensor> saved{x};
     saved.insert(saved.end(), weights.begin(), weights.end());

@@ -6,15 +6,18 @@
 
 #include <climits>
 #include <cstdint>
-#include <map>
-#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "kernels/cuda/cublas_library.hpp"
 #include "kernels/cuda/cuda_check.hpp"
+#ifdef MUSTER_HAVE_SM90_GEMM
+#include "kernels/cuda/grouped_gemm_sm90.hpp"
+#endif
+#include "kernels/cuda/stream_upload.hpp"
 #include "muster/kernels/grouped_gemm.hpp"
+#include "muster/kernels/grouped_gemm_rows.hpp"
 #include "muster/kernels/grouped_gemm_split.hpp"
 
 namespace muster::kernels::cuda {
@@ -71,45 +74,12 @@ void per_group(const products& work, const grouped_gemm_args& args, cublasHandle
   }
 }
 
-// The pointer arrays' stream-ordered pool on this device: one of our own that keeps the memory
-// it has. The device's default pool gives its memory back at every synchronisation (a MoE
-// layer's copy of its counts to the host is one), so the next allocation would map memory again.
-cudaMemPool_t pointer_pool() {
-  static std::mutex mutex;
-  static std::map<int, cudaMemPool_t> pools;  // never destroyed, as the cuBLAS handles
-  int device = 0;
-  MUSTER_CUDA_CHECK(cudaGetDevice(&device));
-  const std::lock_guard lock(mutex);
-  auto& pool = pools[device];
-  if (pool == nullptr) {
-    cudaMemPoolProps props{};
-    props.allocType = cudaMemAllocationTypePinned;
-    props.location.type = cudaMemLocationTypeDevice;
-    props.location.id = device;
-    MUSTER_CUDA_CHECK(cudaMemPoolCreate(&pool, &props));
-    std::uint64_t keep = UINT64_MAX;
-    MUSTER_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
-  }
-  return pool;
-}
-
-// A batched call's pointer arrays must be in device memory: they travel in one stream-ordered
-// allocation, freed on the stream after the call.
+// A batched call's pointer arrays must be in device memory (stream_upload.hpp).
 template <class Call>
 void with_device_pointers(const std::vector<const void*>& pointers, cudaStream_t stream,
                           const Call& call) {
-  void* device = nullptr;
-  const auto bytes = pointers.size() * sizeof(void*);
-  MUSTER_CUDA_CHECK(cudaMallocFromPoolAsync(&device, bytes, pointer_pool(), stream));
-  try {
-    MUSTER_CUDA_CHECK(
-        cudaMemcpyAsync(device, pointers.data(), bytes, cudaMemcpyHostToDevice, stream));
-    call(static_cast<void* const*>(device));
-  } catch (...) {
-    cudaFreeAsync(device, stream);
-    throw;
-  }
-  MUSTER_CUDA_CHECK(cudaFreeAsync(device, stream));
+  with_uploaded(pointers.data(), pointers.size() * sizeof(void*), stream,
+                [&](const void* d) { call(static_cast<void* const*>(const_cast<void*>(d))); });
 }
 
 // One call for every group (each a batch of one).
@@ -210,10 +180,28 @@ bool grouped_batched_available() {
   return cublas().gemm_grouped_batched_ex != nullptr;
 }
 
+bool sm90_available() {
+#ifdef MUSTER_HAVE_SM90_GEMM
+  return sm90_device();
+#else
+  return false;
+#endif
+}
+
 void grouped_gemm(const gemm_group* groups, int count, const grouped_gemm_args& args,
                   void* stream_handle, grouped_gemm_method method) {
   check_gemm_groups(groups, count, args);
   auto* stream = static_cast<cudaStream_t>(stream_handle);
+  if (method == grouped_gemm_method::sm90) {
+#ifdef MUSTER_HAVE_SM90_GEMM
+    if (sm90_device())
+      if (const auto views = as_row_views(groups, count, args)) {
+        grouped_gemm_sm90(*views, stream);
+        return;
+      }
+#endif
+    method = grouped_gemm_method::automatic;
+  }
   std::vector<gemm_group> work;
   for (int g = 0; g < count; ++g) {
     const auto& x = groups[g];

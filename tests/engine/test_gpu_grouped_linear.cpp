@@ -55,7 +55,9 @@ TEST_CASE("grouped_linear on the GPU casts once and adds its wgrad in place, as 
   (y64 * g.to(torch::kFloat64)).sum().backward();
 
   using method = muster::kernels::cuda::grouped_gemm_method;
-  std::vector<method> methods{method::automatic, method::per_group, method::split_batched};
+  // sm90: the own Hopper kernel for the bf16 forward where the device has it, else automatic
+  std::vector<method> methods{method::automatic, method::per_group, method::split_batched,
+                              method::sm90};
 #ifdef MUSTER_WITH_CUDA
   if (muster::kernels::cuda::grouped_batched_available())
     methods.push_back(method::grouped_batched);
@@ -130,7 +132,9 @@ TEST_CASE("grouped_linear on the GPU stacks each expert's gate and up into one p
       torch::cat({ops::grouped_linear(xw, rows, gate), ops::grouped_linear(xw, rows, up)}, 1);
   (want * g).sum().backward();
   using method = muster::kernels::cuda::grouped_gemm_method;
-  std::vector<method> methods{method::automatic, method::per_group, method::split_batched};
+  // sm90: the own Hopper kernel for the bf16 forward where the device has it, else automatic
+  std::vector<method> methods{method::automatic, method::per_group, method::split_batched,
+                              method::sm90};
 #ifdef MUSTER_WITH_CUDA
   if (muster::kernels::cuda::grouped_batched_available())
     methods.push_back(method::grouped_batched);

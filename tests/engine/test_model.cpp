@@ -336,6 +336,7 @@ TEST_CASE("train.expert_gemm names the grouped GEMM's method", "[model]") {
   CHECK(expert_gemm_method("grouped") == method::grouped_batched);
   CHECK(expert_gemm_method("per_expert") == method::per_group);
   CHECK(expert_gemm_method("split") == method::split_batched);
+  CHECK(expert_gemm_method("sm90") == method::sm90);
   CHECK_THROWS(expert_gemm_method("fast"));  // validate() refuses it first
 }
 

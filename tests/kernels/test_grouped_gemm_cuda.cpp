@@ -1,5 +1,6 @@
-// The grouped GEMM on the GPU (cuBLAS, every method) against products computed plainly in double
-// on the same inputs: fp32 and bf16, every transpose combination, groups of 0 to 4096 rows, k = 0,
+// The grouped GEMM on the GPU (cuBLAS, every method; sm90 here only where it falls back, its own
+// kernel has test_grouped_gemm_sm90_cuda) against products computed plainly in double on the
+// same inputs: fp32 and bf16, every transpose combination, groups of 0 to 4096 rows, k = 0,
 // strides wider than the rows, beta 0 and 1; and groups laid out as the experts' are, which
 // split_batched and automatic run as uniform batches and a rest, also where their row counts put
 // groups off 16-byte boundaries (one cublasGemmEx a group then). Without a CUDA device:
@@ -77,9 +78,10 @@ TEST_CASE("the grouped GEMM on the GPU matches plain products", "[kernels][group
     WARN("SKIPPED: no CUDA device");
     return;
   }
-  std::vector<cuda::grouped_gemm_method> methods{cuda::grouped_gemm_method::per_group,
-                                                 cuda::grouped_gemm_method::automatic,
-                                                 cuda::grouped_gemm_method::split_batched};
+  // sm90 where the groups are not row-grouped (all of these): automatic again
+  std::vector<cuda::grouped_gemm_method> methods{
+      cuda::grouped_gemm_method::per_group, cuda::grouped_gemm_method::automatic,
+      cuda::grouped_gemm_method::split_batched, cuda::grouped_gemm_method::sm90};
   if (cuda::grouped_batched_available())
     methods.push_back(cuda::grouped_gemm_method::grouped_batched);
   else
@@ -140,7 +142,8 @@ TEST_CASE("the grouped GEMM on the GPU splits the experts' groups into batches c
   const std::vector<std::vector<std::int64_t>> size_sets{
       {1024, 960, 0, 1088, 1024, 896, 1152, 1000, 1030}, {1023, 961, 0, 1089, 1, 1000, 1031}};
   std::vector<cuda::grouped_gemm_method> methods{cuda::grouped_gemm_method::split_batched,
-                                                 cuda::grouped_gemm_method::automatic};
+                                                 cuda::grouped_gemm_method::automatic,
+                                                 cuda::grouped_gemm_method::sm90};
   if (cuda::grouped_batched_available())
     methods.push_back(cuda::grouped_gemm_method::grouped_batched);
   int misaligned = 0;

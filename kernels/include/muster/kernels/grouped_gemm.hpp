@@ -34,6 +34,11 @@ struct grouped_gemm_args {
   // quantum off a multiple of 8 leaves a wgrad's reductions (the engine pads them to 8) off it.
   int split_levels = 3;
   std::int64_t split_quantum = 64;
+  // The caller's word that every group's A lies in one allocation, every group's B in one and
+  // every C in one (the experts' rows of one tensor, their weights stacked). The sm90 kernel
+  // reads each through one view from its lowest group to its highest, rows between groups
+  // included, which is safe only then (grouped_gemm_rows.hpp).
+  bool same_storage = false;
 };
 
 // Throws std::invalid_argument naming the group and the size when a size or stride is out of
@@ -65,7 +70,11 @@ namespace cuda {
 // half the FLOPs or more, else grouped_batched where cuBLAS has it
 // (kernels/cuda/grouped_gemm.cpp says what was measured). Groups whose matrices are not all
 // on 16-byte boundaries (pointers_aligned) run one cublasGemmEx a group, whatever the method.
-enum class grouped_gemm_method { automatic, grouped_batched, per_group, split_batched };
+// sm90: muster's own Hopper kernel (TMA and warpgroup MMA, kernels/cuda/grouped_gemm_sm90.hpp)
+// where the groups have the row-grouped form (as_row_views: the experts' forward in bf16), the
+// build has it (architectures with 90) and the device is compute capability 9.0; otherwise as
+// automatic. Not yet picked by automatic: it has not run on a GPU (docs/gpu.md).
+enum class grouped_gemm_method { automatic, grouped_batched, per_group, split_batched, sm90 };
 
 // The same on the GPU: device pointers, enqueued on `stream` (a cudaStream_t), f32 or bf16.
 // A group with k zero takes beta 0 or 1 only here (C cleared or left); others throw.
@@ -76,6 +85,10 @@ void grouped_gemm(const gemm_group* groups, int count, const grouped_gemm_args& 
 
 // Whether the loaded cuBLAS has cublasGemmGroupedBatchedEx (loads cuBLAS).
 bool grouped_batched_available();
+
+// Whether grouped_gemm_method::sm90 can run its own kernel here: built with it, and the current
+// device compute capability 9.0.
+bool sm90_available();
 
 }  // namespace cuda
 }  // namespace muster::kernels

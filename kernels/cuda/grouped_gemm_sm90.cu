@@ -1,0 +1,336 @@
+// muster's own grouped GEMM for Hopper: see kernels/cuda/grouped_gemm_sm90.hpp.
+//
+// A block is three warpgroups. The first is the producer: one thread walks the block's tiles
+// and, for each 64-wide step of k, waits for a free stage, then has TMA copy the tile's A rows
+// (128 x 64) and B rows (BN x 64) into it, 128-byte swizzled, completing on the stage's `full`
+// barrier. The two others are consumers, 64 of the tile's rows each: for each step they wait on
+// `full`, run four wgmma k16 products from the stage into fp32 registers, wait for them and
+// free the stage (`empty`); after the last step they round their (64, BN) block to bf16 and
+// store the rows and columns inside the group. Blocks are persistent (one an SM), taking tiles
+// blockIdx.x, + gridDim.x, ...; tiles run group after group, a group's row blocks in order,
+// each row block's column blocks in order, so the blocks at work at once share their B (one
+// expert's weight) and each A row block in L2.
+//
+// Tiles read past their group's rows (the next group's, or zeros past the view's end) and past
+// n (the next expert's weight rows, or zeros): those rows and columns of the product are never
+// stored. Past k the tensor maps read zeros, so they add nothing.
+#include "kernels/cuda/grouped_gemm_sm90.hpp"
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/stream_upload.hpp"
+#include "kernels/cuda/wgmma_bf16.cuh"
+
+namespace muster::kernels::cuda {
+namespace {
+
+constexpr int kBlockM = 128;   // a tile's rows: two consumer warpgroups of 64
+constexpr int kBlockK = 64;    // k a stage: one 128-byte swizzled row of bf16
+constexpr int kConsumers = 2;  // warpgroups
+constexpr int kThreads = 128 * (1 + kConsumers);
+constexpr int kSmemLimit = 227 * 1024;  // an sm_90 block's dynamic shared memory
+constexpr int kAlign = 1024;            // a 128-byte swizzle pattern's period (8 rows)
+
+// A group as the kernel reads it: its first tile, and where its rows start in each view.
+struct tile_group {
+  int tile_start;
+  int a_row;
+  int b_row;
+  int m;
+  long long c_row;
+};
+
+template <int BN>
+struct tiles {
+  static constexpr int kABytes = kBlockM * kBlockK * 2;
+  static constexpr int kBBytes = BN * kBlockK * 2;
+  static constexpr int kStageBytes = kABytes + kBBytes;
+  static constexpr int kBarrierBytes = 2 * 8;  // a stage's full and empty barriers
+  static constexpr int kStages = (kSmemLimit - kAlign) / (kStageBytes + kBarrierBytes);
+  static constexpr int kSmemBytes = kAlign + kStages * (kStageBytes + kBarrierBytes);
+  static_assert(kABytes % kAlign == 0 && kBBytes % kAlign == 0, "stages keep the alignment");
+  static_assert(kStages >= 3, "at least three stages in flight");
+};
+
+__device__ __forceinline__ std::uint32_t smem_address(const void* p) {
+  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void barrier_init(std::uint64_t* barrier, int arrivals) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_address(barrier)),
+               "r"(arrivals));
+}
+
+// Waits until the barrier's phase of parity `parity` has completed.
+__device__ __forceinline__ void barrier_wait(std::uint64_t* barrier, int parity) {
+  std::uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n"
+        "}\n"
+        : "=r"(done)
+        : "r"(smem_address(barrier)), "r"(parity)
+        : "memory");
+  } while (done == 0);
+}
+
+__device__ __forceinline__ void barrier_arrive(std::uint64_t* barrier) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_address(barrier)) : "memory");
+}
+
+// The producer's arrival, telling the barrier `bytes` more are coming from TMA.
+__device__ __forceinline__ void barrier_expect(std::uint64_t* barrier, int bytes) {
+  asm volatile(
+      "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_address(barrier)),
+      "r"(bytes)
+      : "memory");
+}
+
+// TMA: the box of `map` at (column, row) into shared memory at `dst`, completing on `barrier`.
+__device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, std::uint64_t* barrier,
+                                         int column, int row) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3}], [%4];" ::"r"(smem_address(dst)),
+      "l"(reinterpret_cast<std::uint64_t>(map)), "r"(column), "r"(row), "r"(smem_address(barrier))
+      : "memory");
+}
+
+// A K-major operand's shared memory descriptor, 128-byte swizzle: rows of 128 bytes (64 bf16 of
+// k) in groups of 8 rows (1024 bytes apart). Moving 16 of k is moving the start 32 bytes.
+__device__ __forceinline__ std::uint64_t sw128_descriptor(const void* p) {
+  const std::uint64_t address = smem_address(p);
+  return ((address & 0x3FFFF) >> 4)          // start address
+         | (std::uint64_t(16 >> 4) << 16)    // leading byte offset (unused with the swizzle)
+         | (std::uint64_t(1024 >> 4) << 32)  // stride byte offset: 8 rows
+         | (std::uint64_t(1) << 62);         // 128-byte swizzle
+}
+
+// Keeps the compiler from moving the accumulators' reads and writes across the asynchronous
+// products' fence, commit and wait.
+template <int N>
+__device__ __forceinline__ void fence_accumulators(float (&d)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+template <int BN>
+__global__ void __launch_bounds__(kThreads, 1)
+    grouped_gemm_kernel(const __grid_constant__ CUtensorMap a_map,
+                        const __grid_constant__ CUtensorMap b_map, __nv_bfloat16* c, long long ldc,
+                        int n, int k_steps, int n_tiles, const tile_group* groups, int num_groups,
+                        int num_tiles) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using cfg = tiles<BN>;
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* smem = smem_raw + ((kAlign - smem_address(smem_raw) % kAlign) % kAlign);
+  auto* full = reinterpret_cast<std::uint64_t*>(smem + cfg::kStages * cfg::kStageBytes);
+  auto* empty = full + cfg::kStages;
+  const int warpgroup = threadIdx.x / 128;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < cfg::kStages; ++s) {
+      barrier_init(&full[s], 1);
+      barrier_init(&empty[s], kConsumers);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+
+  // Producer and consumers walk the same tiles and steps, so their stage and phase agree.
+  int stage = 0, phase = 0, g = 0;
+  auto next_stage = [&] {
+    if (++stage == cfg::kStages) {
+      stage = 0;
+      phase ^= 1;
+    }
+  };
+
+  if (warpgroup == 0) {
+    if (threadIdx.x != 0) return;
+    for (int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
+      while (g + 1 < num_groups && groups[g + 1].tile_start <= tile) ++g;
+      const int local = tile - groups[g].tile_start;
+      const int a_row = groups[g].a_row + (local / n_tiles) * kBlockM;
+      const int b_row = groups[g].b_row + (local % n_tiles) * BN;
+      for (int step = 0; step < k_steps; ++step) {
+        // the stage's previous use freed (the first round passes: that phase counts as done)
+        barrier_wait(&empty[stage], phase ^ 1);
+        unsigned char* a_tile = smem + stage * cfg::kStageBytes;
+        barrier_expect(&full[stage], cfg::kStageBytes);
+        tma_load(a_tile, &a_map, &full[stage], step * kBlockK, a_row);
+        tma_load(a_tile + cfg::kABytes, &b_map, &full[stage], step * kBlockK, b_row);
+        next_stage();
+      }
+    }
+    return;
+  }
+
+  const int consumer = warpgroup - 1;
+  const int t = threadIdx.x % 128;
+  float acc[BN / 2];
+  for (int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
+    while (g + 1 < num_groups && groups[g + 1].tile_start <= tile) ++g;
+    const int local = tile - groups[g].tile_start;
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
+    for (int step = 0; step < k_steps; ++step) {
+      barrier_wait(&full[stage], phase);
+      const unsigned char* a_tile = smem + stage * cfg::kStageBytes + consumer * 64 * 128;
+      const unsigned char* b_tile = smem + stage * cfg::kStageBytes + cfg::kABytes;
+      fence_accumulators(acc);
+      asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+      for (int kk = 0; kk < kBlockK / 16; ++kk)
+        sm90::wgmma_bf16<BN, 0, 0>::mma(acc, sw128_descriptor(a_tile + kk * 32),
+                                        sw128_descriptor(b_tile + kk * 32), 1);
+      asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+      asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+      fence_accumulators(acc);
+      if (t == 0) barrier_arrive(&empty[stage]);
+      next_stage();
+    }
+    // This thread's rows 16 * warp + lane / 4 (+ 8) and columns 2 * (lane % 4) (+ 1) of each
+    // 8 (wgmma_bf16.cuh), stored where they fall inside the group and n.
+    const int m = groups[g].m;
+    const long long c_row = groups[g].c_row;
+    const int row = (local / n_tiles) * kBlockM + consumer * 64 + (t / 32) * 16 + (t % 32) / 4;
+    const int column = (local % n_tiles) * BN + 2 * (t % 4);
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+      const int col = column + 8 * j;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int r = row + 8 * half;
+        if (r >= m || col >= n) continue;
+        __nv_bfloat16* out = c + (c_row + r) * ldc + col;
+        const float x = acc[4 * j + 2 * half], y = acc[4 * j + 2 * half + 1];
+        if (col + 1 < n)
+          *reinterpret_cast<__nv_bfloat162*>(out) = __floats2bfloat162_rn(x, y);
+        else
+          *out = __float2bfloat16_rn(x);
+      }
+    }
+  }
+#else
+  (void)a_map, (void)b_map, (void)c, (void)ldc, (void)n, (void)k_steps, (void)n_tiles;
+  (void)groups, (void)num_groups, (void)num_tiles;
+  __trap();
+#endif
+}
+
+PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
+  static const auto fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    MUSTER_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000,
+                                                       cudaEnableDefault, &found));
+    if (found != cudaDriverEntryPointSuccess || f == nullptr)
+      throw std::runtime_error(
+          "grouped gemm (sm90): the CUDA driver has no cuTensorMapEncodeTiled (driver 12.0 or "
+          "later has it)");
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  return fn;
+}
+
+// A 2-D view of `rows` rows of `cols` bf16 at row stride `ld`, read in boxes of 64 columns by
+// `box_rows` rows, 128-byte swizzled; reads outside it give zeros.
+CUtensorMap rows_map(const void* base, std::int64_t rows, std::int64_t cols, std::int64_t ld,
+                     int box_rows, const char* which) {
+  CUtensorMap map{};
+  const cuuint64_t dims[2] = {cuuint64_t(cols), cuuint64_t(rows)};
+  const cuuint64_t strides[1] = {cuuint64_t(ld) * 2};
+  const cuuint32_t box[2] = {cuuint32_t(kBlockK), cuuint32_t(box_rows)};
+  const cuuint32_t element_strides[2] = {1, 1};
+  const CUresult status = encode_tiled()(
+      &map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base), dims, strides, box,
+      element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (status != CUDA_SUCCESS)
+    throw std::runtime_error("grouped gemm (sm90): cuTensorMapEncodeTiled refused " +
+                             std::string(which) + " (" + std::to_string(rows) + " x " +
+                             std::to_string(cols) + ", stride " + std::to_string(ld) +
+                             "): CUresult " + std::to_string(int(status)));
+  return map;
+}
+
+int sm_count() {
+  static std::mutex mutex;
+  static std::map<int, int> counts;
+  int device = 0;
+  MUSTER_CUDA_CHECK(cudaGetDevice(&device));
+  const std::lock_guard lock(mutex);
+  auto& count = counts[device];
+  if (count == 0)
+    MUSTER_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
+  return count;
+}
+
+template <int BN>
+void launch(const row_views& v, cudaStream_t stream) {
+  using cfg = tiles<BN>;
+  static const bool sized = [] {
+    MUSTER_CUDA_CHECK(cudaFuncSetAttribute(
+        grouped_gemm_kernel<BN>, cudaFuncAttributeMaxDynamicSharedMemorySize, cfg::kSmemBytes));
+    return true;
+  }();
+  (void)sized;
+  const int n_tiles = int((v.n + BN - 1) / BN);
+  std::vector<tile_group> table;
+  long long num_tiles = 0;
+  for (const auto& g : v.groups) {
+    table.push_back({int(num_tiles), int(g.a_row), int(g.b_row), int(g.m), g.c_row});
+    num_tiles += (g.m + kBlockM - 1) / kBlockM * n_tiles;
+  }
+  if (num_tiles > INT32_MAX)
+    throw std::runtime_error("grouped gemm (sm90): " + std::to_string(num_tiles) +
+                             " tiles, over the kernel's int range");
+  const auto a_map = rows_map(v.a, v.a_rows, v.k, v.lda, kBlockM, "A");
+  const auto b_map = rows_map(v.b, v.b_rows, v.k, v.ldb, BN, "B");
+  const int blocks = int(std::min<long long>(num_tiles, sm_count()));
+  const int k_steps = int((v.k + kBlockK - 1) / kBlockK);
+  with_uploaded(table.data(), table.size() * sizeof(tile_group), stream, [&](const void* d) {
+    grouped_gemm_kernel<BN><<<blocks, kThreads, cfg::kSmemBytes, stream>>>(
+        a_map, b_map, static_cast<__nv_bfloat16*>(v.c), v.ldc, int(v.n), k_steps, n_tiles,
+        static_cast<const tile_group*>(d), int(table.size()), int(num_tiles));
+    MUSTER_CUDA_CHECK(cudaGetLastError());
+  });
+}
+
+}  // namespace
+
+bool sm90_device() {
+  int device = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return false;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess)
+    return false;
+  return major == 9 && minor == 0;
+}
+
+void grouped_gemm_sm90(const row_views& views, cudaStream_t stream) {
+  if (views.groups.empty()) return;
+  // 256 columns a tile where that covers n with no more columns than 128 would
+  const auto covered = [&](std::int64_t bn) { return (views.n + bn - 1) / bn * bn; };
+  if (covered(256) <= covered(128))
+    launch<256>(views, stream);
+  else
+    launch<128>(views, stream);
+}
+
+}  // namespace muster::kernels::cuda

@@ -1,0 +1,82 @@
+// The row-grouped form of a grouped product: see muster/kernels/grouped_gemm_rows.hpp.
+#include "muster/kernels/grouped_gemm_rows.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+
+namespace muster::kernels {
+namespace {
+
+constexpr std::int64_t kElementBytes = 2;   // bf16
+constexpr std::int64_t kStrideQuantum = 8;  // elements: 16 bytes, the tensor maps' stride unit
+constexpr std::int64_t kMaxRows = std::numeric_limits<std::int32_t>::max();
+
+std::optional<row_views> refuse(std::string* why, std::string reason) {
+  if (why != nullptr) *why = std::move(reason);
+  return std::nullopt;
+}
+
+bool aligned16(const void* p) {
+  return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
+}
+
+// The row of `p` in the view starting at `base` with row stride `ld`, or -1 where p is not a
+// whole number of rows from it.
+std::int64_t row_of(const void* p, const void* base, std::int64_t ld) {
+  const auto bytes = reinterpret_cast<std::uintptr_t>(p) - reinterpret_cast<std::uintptr_t>(base);
+  const auto row_bytes = static_cast<std::uintptr_t>(ld * kElementBytes);
+  return bytes % row_bytes == 0 ? static_cast<std::int64_t>(bytes / row_bytes) : -1;
+}
+
+}  // namespace
+
+std::optional<row_views> as_row_views(const gemm_group* groups, int count,
+                                      const grouped_gemm_args& args, std::string* why) {
+  if (!args.same_storage) return refuse(why, "not said to be in one allocation each");
+  if (args.dtype != gemm_dtype::bf16) return refuse(why, "not bf16");
+  if (args.trans_a || !args.trans_b) return refuse(why, "not C = A B^T");
+  if (args.beta != 0.0f) return refuse(why, "beta is not 0");
+  std::vector<const gemm_group*> used;
+  for (int g = 0; g < count; ++g)
+    if (groups[g].m > 0) used.push_back(&groups[g]);
+  row_views v;
+  if (used.empty()) return v;
+  const auto& first = *used.front();
+  v.n = first.n;
+  v.k = first.k;
+  v.lda = first.lda;
+  v.ldb = first.ldb;
+  v.ldc = first.ldc;
+  if (v.n < 1 || v.k < 1) return refuse(why, "n or k is 0");
+  for (const auto* g : used)
+    if (g->n != v.n || g->k != v.k || g->lda != v.lda || g->ldb != v.ldb || g->ldc != v.ldc)
+      return refuse(why, "the groups differ in n, k or a stride");
+  if (v.lda % kStrideQuantum != 0 || v.ldb % kStrideQuantum != 0 || v.ldc % kStrideQuantum != 0)
+    return refuse(why, "a stride is not a multiple of 8 elements");
+  auto lowest = [&](auto member) {
+    auto p = reinterpret_cast<std::uintptr_t>(used.front()->*member);
+    for (const auto* g : used) p = std::min(p, reinterpret_cast<std::uintptr_t>(g->*member));
+    return reinterpret_cast<void*>(p);
+  };
+  v.a = lowest(&gemm_group::a);
+  v.b = lowest(&gemm_group::b);
+  v.c = lowest(&gemm_group::c);
+  if (!aligned16(v.a) || !aligned16(v.b) || !aligned16(v.c))
+    return refuse(why, "a view does not start on a 16-byte boundary");
+  for (const auto* g : used) {
+    const row_group r{row_of(g->a, v.a, v.lda), row_of(g->b, v.b, v.ldb), row_of(g->c, v.c, v.ldc),
+                      g->m};
+    if (r.a_row < 0 || r.b_row < 0 || r.c_row < 0)
+      return refuse(why, "a group's matrix is not a whole number of rows from its view's start");
+    v.a_rows = std::max(v.a_rows, r.a_row + r.m);
+    v.b_rows = std::max(v.b_rows, r.b_row + v.n);
+    v.c_rows = std::max(v.c_rows, r.c_row + r.m);
+    v.groups.push_back(r);
+  }
+  if (v.a_rows > kMaxRows || v.b_rows > kMaxRows || v.c_rows > kMaxRows)
+    return refuse(why, "a view has 2^31 rows or more");
+  return v;
+}
+
+}  // namespace muster::kernels

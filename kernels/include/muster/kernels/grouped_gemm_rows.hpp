@@ -1,0 +1,47 @@
+// The row-grouped form of a grouped product, as the experts' forward has it: every group's A
+// and C are row blocks of one matrix each (the routed rows of one tensor, in expert order) and
+// its B an (n, k) row block of one matrix (the experts' weights stacked, (E, n, k)). A kernel
+// then reads every group through one 2-D view of each matrix (the GPU's tensor maps) and needs
+// only where each group's rows start. Host-side bookkeeping only, no CUDA: the GPU's own
+// grouped kernel (cuda::grouped_gemm_method::sm90) runs from it, and the CPU tests check it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "muster/kernels/grouped_gemm.hpp"
+
+namespace muster::kernels {
+
+// Where one group's rows start in each view (in rows), and how many it has.
+struct row_group {
+  std::int64_t a_row = 0, b_row = 0, c_row = 0, m = 0;
+};
+
+// One view per matrix: A (a_rows, k) at row stride lda, B (b_rows, k) at ldb, C (.., n) at ldc,
+// each starting at the lowest address a group uses.
+struct row_views {
+  const void* a = nullptr;
+  std::int64_t a_rows = 0, lda = 0;
+  const void* b = nullptr;
+  std::int64_t b_rows = 0, ldb = 0;
+  void* c = nullptr;
+  std::int64_t c_rows = 0, ldc = 0;
+  std::int64_t n = 0, k = 0;
+  std::vector<row_group> groups;  // the groups with m > 0, in their order
+};
+
+// The views, where the groups have that form: args.same_storage (the caller's word that each
+// view is one allocation: a kernel reading rows between two groups must not leave it), bf16,
+// C = A B^T (trans_a false, trans_b true), beta 0, one n and k >= 1 and one lda, ldb and ldc for
+// all, strides multiples of 8 elements (16 bytes), every view starting on a 16-byte boundary, every
+// group's matrices a whole number of rows from its view's start, every view under 2^31 rows.
+// Otherwise none, and `why` (when given) names the first condition that failed. Groups with m zero
+// are left out; none left gives views with no groups. The groups' C blocks must not overlap (as for
+// every method).
+std::optional<row_views> as_row_views(const gemm_group* groups, int count,
+                                      const grouped_gemm_args& args, std::string* why = nullptr);
+
+}  // namespace muster::kernels

@@ -1,0 +1,217 @@
+// muster's own Hopper grouped GEMM (grouped_gemm_method::sm90) over the experts' forward against
+// products computed plainly in double: one tile, tiles at every group edge (1, 127, 128, 129
+// rows), empty groups, n and k off the tile sizes (masked columns, zero-filled k), both tile
+// widths, 256 groups of a few rows, and the ~1B bench's 32 experts of ~1024 rows (rows sampled).
+// The rows between groups and the columns between n and the stride must keep what they held.
+// Where a result is wrong the report says which rows and columns, to read the layout fault
+// from; two patterned cases (A picks one column of B) make a wrong swizzle or fragment mapping
+// show as the index it read. Without a CUDA device: "SKIPPED: no CUDA device"; on a device that
+// is not compute capability 9.0 the method runs cuBLAS, and the test says so.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <sstream>
+#include <vector>
+
+#include "muster/kernels/grouped_gemm.hpp"
+#include "muster/kernels/grouped_gemm_rows.hpp"
+#include "tests/kernels/cuda_test_support.hpp"
+#include "tests/kernels/normal_draws.hpp"
+
+using namespace muster::kernels;
+using muster::test::device_buffer;
+
+namespace {
+
+std::uint16_t to_bf16(float f) {
+  std::uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+float from_bf16(std::uint16_t h) {
+  const std::uint32_t u = std::uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+constexpr std::uint16_t kUntouched = 0x7fc1;  // a NaN no product writes
+constexpr std::int64_t kGap = 3;              // rows between two groups' rows
+
+enum class pattern { random, picks_k, picks_n };
+
+// The forward's layout in bf16: x (rows, k) at lda, the weights (E, n, k) at ldb, y (rows, n)
+// at ldc, groups kGap rows apart. The gap rows of x hold 1e4, so a product that reads them
+// into a kept row is far off.
+struct forward_case {
+  std::vector<std::int64_t> counts;
+  std::int64_t n, k, lda, ldb, ldc;
+  std::vector<std::int64_t> first_row;  // of each group, in x and y
+  std::vector<float> x, w;              // the bf16 values, as floats
+  forward_case(std::vector<std::int64_t> c, std::int64_t n_, std::int64_t k_, pattern p,
+               std::uint32_t seed)
+      : counts(std::move(c)), n(n_), k(k_) {
+    const auto round8 = [](std::int64_t v) { return (v + 7) / 8 * 8; };
+    lda = round8(k) + 8;
+    ldb = round8(k);
+    ldc = round8(n) + 8;
+    std::int64_t rows = 0;
+    for (auto m : counts) {
+      first_row.push_back(rows);
+      rows += m + kGap;
+    }
+    x.assign(std::size_t(rows * lda), 1e4f);
+    w.assign(std::size_t(std::int64_t(counts.size()) * n * ldb), 0.0f);
+    const auto draws = muster::test::normal_draws(x.size() + w.size(), seed);
+    for (std::size_t e = 0; e < counts.size(); ++e)
+      for (std::int64_t i = 0; i < counts[e]; ++i)
+        for (std::int64_t p_ = 0; p_ < k; ++p_) {
+          const auto at = std::size_t((first_row[e] + i) * lda + p_);
+          // picks_k: row i is the unit vector at (i % k), so C's row i is B's column i % k
+          x[at] = p == pattern::random    ? draws[at]
+                  : p == pattern::picks_k ? float(p_ == i % k)
+                                          : float(p_ == 0);
+        }
+    for (std::size_t e = 0; e < counts.size(); ++e)
+      for (std::int64_t j = 0; j < n; ++j)
+        for (std::int64_t p_ = 0; p_ < k; ++p_) {
+          const auto at = std::size_t((std::int64_t(e) * n + j) * ldb + p_);
+          // picks_k: B[j][p] = p (C[i][j] = i % k); picks_n: B[j][0] = j % 256 (C[i][j] = j % 256)
+          w[at] = p == pattern::random    ? draws[x.size() + at]
+                  : p == pattern::picks_k ? float(p_ % 256)
+                                          : (p_ == 0 ? float(j % 256) : 0.0f);
+        }
+    for (auto* v : {&x, &w})
+      for (auto& f : *v) f = from_bf16(to_bf16(f));
+  }
+  std::int64_t rows() const { return std::int64_t(x.size()) / lda; }
+};
+
+std::vector<std::uint16_t> as_bf16(const std::vector<float>& v) {
+  std::vector<std::uint16_t> out(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) out[i] = to_bf16(v[i]);
+  return out;
+}
+
+// Runs the case through `method` and checks every `row_step`-th row of each group (and its
+// last) against double sums, and that nothing outside the groups' rows and n was written.
+void check_case(const forward_case& f, std::int64_t row_step, cuda::grouped_gemm_method method) {
+  device_buffer<std::uint16_t> x(as_bf16(f.x)), w(as_bf16(f.w));
+  device_buffer<std::uint16_t> y(
+      std::vector<std::uint16_t>(std::size_t(f.rows() * f.ldc), kUntouched));
+  std::vector<gemm_group> groups;
+  for (std::size_t e = 0; e < f.counts.size(); ++e)
+    groups.push_back({f.counts[e], f.n, f.k, x.ptr + f.first_row[e] * f.lda, f.lda,
+                      w.ptr + std::int64_t(e) * f.n * f.ldb, f.ldb, y.ptr + f.first_row[e] * f.ldc,
+                      f.ldc});
+  grouped_gemm_args args;
+  args.trans_b = true;
+  args.dtype = gemm_dtype::bf16;
+  args.same_storage = true;  // x, the weights and y: one buffer each
+  std::string why;
+  INFO("row views: " << (as_row_views(groups.data(), int(groups.size()), args, &why).has_value()
+                             ? "yes"
+                             : why));
+  REQUIRE(as_row_views(groups.data(), int(groups.size()), args).has_value());
+  cuda::grouped_gemm(groups.data(), int(groups.size()), args, nullptr, method);
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  const auto got = y.host();
+
+  std::vector<bool> in_group(std::size_t(f.rows()), false);
+  for (std::size_t e = 0; e < f.counts.size(); ++e) {
+    const auto m = f.counts[e];
+    for (std::int64_t i = 0; i < m; ++i) in_group[std::size_t(f.first_row[e] + i)] = true;
+    double scale = 1e-30, worst = 0;
+    std::int64_t wrong = 0;
+    std::ostringstream first;
+    std::vector<std::pair<std::int64_t, double>> checked;  // (index in y, want)
+    for (std::int64_t i = 0; i < m; ++i) {
+      if (i % row_step != 0 && i != m - 1) continue;
+      const auto row = f.first_row[e] + i;
+      for (std::int64_t j = 0; j < f.n; ++j) {
+        double sum = 0;
+        const float* a = &f.x[std::size_t(row * f.lda)];
+        const float* b = &f.w[std::size_t((std::int64_t(e) * f.n + j) * f.ldb)];
+        for (std::int64_t p = 0; p < f.k; ++p) sum += double(a[p]) * double(b[p]);
+        checked.emplace_back(row * f.ldc + j, sum);
+        scale = std::max(scale, std::abs(sum));
+      }
+    }
+    for (const auto& [at, want] : checked) {
+      const double err = std::abs(double(from_bf16(got[std::size_t(at)])) - want) / scale;
+      worst = std::isnan(err) ? INFINITY : std::max(worst, err);
+      if (!(err <= 8e-3) && wrong++ < 8)
+        first << "  row " << at / f.ldc - f.first_row[e] << " col " << at % f.ldc << ": got "
+              << from_bf16(got[std::size_t(at)]) << " want " << want << "\n";
+    }
+    INFO("group " << e << " of " << m << " rows: " << wrong << " of " << checked.size()
+                  << " checked wrong, worst " << worst << "\n"
+                  << first.str());
+    CHECK(wrong == 0);
+  }
+  // untouched: the gap rows, and every row's columns from n to the stride
+  std::int64_t written = 0;
+  std::ostringstream where;
+  for (std::int64_t r = 0; r < f.rows(); ++r)
+    for (std::int64_t j = 0; j < f.ldc; ++j) {
+      if (in_group[std::size_t(r)] && j < f.n) continue;
+      if (got[std::size_t(r * f.ldc + j)] != kUntouched && written++ < 8)
+        where << "  row " << r << " col " << j << "\n";
+    }
+  INFO(written << " elements outside the groups written:\n" << where.str());
+  CHECK(written == 0);
+}
+
+}  // namespace
+
+TEST_CASE("the own Hopper grouped GEMM (sm90) matches plain products over the experts' forward",
+          "[kernels][grouped_gemm][gpu]") {
+  if (!muster::test::have_device()) {
+    WARN("SKIPPED: no CUDA device");
+    return;
+  }
+  if (!cuda::sm90_available())
+    WARN(
+        "not a compute capability 9.0 device, or a build without 90 among its architectures: "
+        "grouped_gemm_method::sm90 runs cuBLAS here, and the own kernel is not tested");
+  const auto sm90 = cuda::grouped_gemm_method::sm90;
+  struct shape {
+    std::vector<std::int64_t> counts;
+    std::int64_t n, k;
+  };
+  const std::vector<shape> shapes{
+      {{128}, 128, 64},                        // one tile, one step
+      {{1, 127, 128, 0, 129, 300}, 128, 256},  // every edge of a 128-row tile
+      {{200, 77}, 256, 128},                   // 256-column tiles
+      {{64, 190}, 640, 1024},                  // the ~1B bench's width: five 128-column tiles
+      {{100, 50}, 1280, 64},                   // gate and up stacked: five 256-column tiles
+      {{33, 70}, 100, 200},                    // n and k off the tiles: masked, zero-filled
+      {{130}, 72, 8},                          // a narrow n and a k of one 16-byte row
+  };
+  std::uint32_t seed = 901;
+  for (const auto p : {pattern::picks_k, pattern::picks_n, pattern::random})
+    for (const auto& s : shapes) {
+      INFO("pattern " << int(p) << " groups " << s.counts.size() << " from " << s.counts[0]
+                      << " rows, n " << s.n << " k " << s.k);
+      check_case(forward_case(s.counts, s.n, s.k, p, seed++), 1, sm90);
+    }
+  // 256 groups of 0 to 40 rows: a tile walk over many groups, empty ones among them
+  std::mt19937 gen(7);
+  std::vector<std::int64_t> small(256);
+  for (auto& m : small) m = std::uniform_int_distribution<std::int64_t>(0, 40)(gen);
+  {
+    INFO("256 small groups");
+    check_case(forward_case(small, 128, 64, pattern::random, seed++), 1, sm90);
+  }
+  // the ~1B bench (bench/gpu/moe-1b.toml): 32 experts of ~1024 rows, 1024 -> 640, and the gate
+  // and up stacked (-> 1280); every 29th row checked
+  std::vector<std::int64_t> experts(32);
+  for (auto& m : experts) m = std::uniform_int_distribution<std::int64_t>(900, 1150)(gen);
+  for (const std::int64_t n : {640, 1280}) {
+    INFO("32 experts of ~1024 rows, n " << n);
+    check_case(forward_case(experts, n, 1024, pattern::random, seed++), 29, sm90);
+  }
+}
