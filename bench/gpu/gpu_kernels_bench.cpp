@@ -209,6 +209,8 @@ void grouped_gemm_row(const char* shape, const std::vector<std::int64_t>& rows, 
     const char* name;
     int split_levels = 3;
     std::int64_t split_quantum = 64;
+    int sm90_tile_n = 0;
+    bool sm90_overlap = true;
   };
   // split_batched as the engine runs it (3 levels in multiples of 64 rows), and others: levels
   // of any size (a new shape for cuBLAS at every new count), in whole 128-row tiles (a larger
@@ -220,7 +222,12 @@ void grouped_gemm_row(const char* shape, const std::vector<std::int64_t>& rows, 
                       {method::split_batched, "split in 128s", 3, 128},
                       {method::split_batched, "split 1 level", 1, 64},
                       {method::automatic, "automatic"},
-                      {method::sm90, "sm90 (own)"}};
+                      // the own Hopper kernel as the engine runs it, then each tile width and
+                      // without overlapped steps
+                      {method::sm90, "sm90 (own)"},
+                      {method::sm90, "sm90 tile 128", 3, 64, 128},
+                      {method::sm90, "sm90 tile 256", 3, 64, 256},
+                      {method::sm90, "sm90 no overlap", 3, 64, 0, false}};
   int offset = 1000 * int(f);  // each method and form its own counts, unseen by cuBLAS
   for (const auto& w : ways) {
     const auto m = w.m;
@@ -228,6 +235,8 @@ void grouped_gemm_row(const char* shape, const std::vector<std::int64_t>& rows, 
     auto args = args_for(f);
     args.split_levels = w.split_levels;
     args.split_quantum = w.split_quantum;
+    args.sm90_tile_n = w.sm90_tile_n;
+    args.sm90_overlap = w.sm90_overlap;
     if (m == method::grouped_batched && !k::cuda::grouped_batched_available()) continue;
     // the own kernel runs the forward only (else it is automatic again), on sm_90
     if (m == method::sm90 && (f != form::forward || !k::cuda::sm90_available())) continue;

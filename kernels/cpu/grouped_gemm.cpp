@@ -33,6 +33,9 @@ void check_gemm_groups(const gemm_group* groups, int count, const grouped_gemm_a
     throw std::invalid_argument("grouped gemm: split_levels " + std::to_string(args.split_levels) +
                                 " and split_quantum " + std::to_string(args.split_quantum) +
                                 " must be 1 or more");
+  if (args.sm90_tile_n != 0 && args.sm90_tile_n != 128 && args.sm90_tile_n != 256)
+    throw std::invalid_argument("grouped gemm: sm90_tile_n " + std::to_string(args.sm90_tile_n) +
+                                ": use 0 (by n), 128 or 256");
   for (int g = 0; g < count; ++g) {
     const auto& x = groups[g];
     if (x.m < 0 || x.n < 0 || x.k < 0)

@@ -196,7 +196,7 @@ void grouped_gemm(const gemm_group* groups, int count, const grouped_gemm_args& 
 #ifdef MUSTER_HAVE_SM90_GEMM
     if (sm90_device())
       if (const auto views = as_row_views(groups, count, args)) {
-        grouped_gemm_sm90(*views, stream);
+        grouped_gemm_sm90(*views, stream, {args.sm90_tile_n, args.sm90_overlap});
         return;
       }
 #endif

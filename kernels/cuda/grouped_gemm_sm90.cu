@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -72,10 +73,30 @@ __device__ __forceinline__ void barrier_init(std::uint64_t* barrier, int arrival
                "r"(arrivals));
 }
 
-// Waits until the barrier's phase of parity `parity` has completed.
+__device__ __forceinline__ std::uint64_t nanoseconds() {
+  std::uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// Waits until the barrier's phase of parity `parity` has completed. A wait of 10 s (no product
+// takes that long: a fault in the pipeline's bookkeeping) says where it was and stops the
+// kernel, which the host sees as a launch failure rather than a hang.
 __device__ __forceinline__ void barrier_wait(std::uint64_t* barrier, int parity) {
-  std::uint32_t done = 0;
+  constexpr std::uint64_t kStuck = 10'000'000'000ull;
+  std::uint32_t done = 0, tries = 0;
+  std::uint64_t since = 0;
   do {
+    if (++tries % 4096 == 0) {
+      const auto now = nanoseconds();
+      if (since == 0) {
+        since = now;
+      } else if (now - since > kStuck) {
+        printf("grouped gemm (sm90): block %d thread %d waited 10 s on barrier %u for parity %d\n",
+               int(blockIdx.x), int(threadIdx.x), smem_address(barrier), parity);
+        __trap();
+      }
+    }
     asm volatile(
         "{\n"
         ".reg .pred p;\n"
@@ -128,7 +149,9 @@ __device__ __forceinline__ void fence_accumulators(float (&d)[N]) {
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-template <int BN>
+// Overlap: a consumer keeps one step's products in flight while it issues the next step's,
+// freeing a stage one step later; else it waits for each step's before the next.
+template <int BN, bool Overlap>
 __global__ void __launch_bounds__(kThreads, 1)
     grouped_gemm_kernel(const __grid_constant__ CUtensorMap a_map,
                         const __grid_constant__ CUtensorMap b_map, __nv_bfloat16* c, long long ldc,
@@ -145,7 +168,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (threadIdx.x == 0) {
     for (int s = 0; s < cfg::kStages; ++s) {
       barrier_init(&full[s], 1);
-      barrier_init(&empty[s], kConsumers);
+      barrier_init(&empty[s], kConsumers * 4);  // each consumer warp's first lane
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
@@ -182,12 +205,14 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   const int consumer = warpgroup - 1;
   const int t = threadIdx.x % 128;
+  const int lane = threadIdx.x % 32;
   float acc[BN / 2];
   for (int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
     while (g + 1 < num_groups && groups[g + 1].tile_start <= tile) ++g;
     const int local = tile - groups[g].tile_start;
 #pragma unroll
     for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
+    int in_flight = -1;  // Overlap: the stage whose products may still be running
     for (int step = 0; step < k_steps; ++step) {
       barrier_wait(&full[stage], phase);
       const unsigned char* a_tile = smem + stage * cfg::kStageBytes + consumer * 64 * 128;
@@ -199,11 +224,20 @@ __global__ void __launch_bounds__(kThreads, 1)
         sm90::wgmma_bf16<BN, 0, 0>::mma(acc, sw128_descriptor(a_tile + kk * 32),
                                         sw128_descriptor(b_tile + kk * 32), 1);
       asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-      asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-      fence_accumulators(acc);
-      if (t == 0) barrier_arrive(&empty[stage]);
+      if constexpr (Overlap) {
+        // the step before has finished reading its stage
+        asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+        if (lane == 0 && in_flight >= 0) barrier_arrive(&empty[in_flight]);
+        in_flight = stage;
+      } else {
+        asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+        if (lane == 0) barrier_arrive(&empty[stage]);
+      }
       next_stage();
     }
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+    fence_accumulators(acc);
+    if (Overlap && lane == 0 && in_flight >= 0) barrier_arrive(&empty[in_flight]);
     // This thread's rows 16 * warp + lane / 4 (+ 8) and columns 2 * (lane % 4) (+ 1) of each
     // 8 (wgmma_bf16.cuh), stored where they fall inside the group and n.
     const int m = groups[g].m;
@@ -281,15 +315,22 @@ int sm_count() {
   return count;
 }
 
-template <int BN>
+template <int BN, bool Overlap>
 void launch(const row_views& v, cudaStream_t stream) {
   using cfg = tiles<BN>;
-  static const bool sized = [] {
-    MUSTER_CUDA_CHECK(cudaFuncSetAttribute(
-        grouped_gemm_kernel<BN>, cudaFuncAttributeMaxDynamicSharedMemorySize, cfg::kSmemBytes));
-    return true;
-  }();
-  (void)sized;
+  {  // the kernel's shared memory over the default 48 KiB: an attribute of each device's
+    static std::mutex mutex;
+    static std::set<int> sized;
+    int device = 0;
+    MUSTER_CUDA_CHECK(cudaGetDevice(&device));
+    const std::lock_guard lock(mutex);
+    if (sized.count(device) == 0) {
+      MUSTER_CUDA_CHECK(cudaFuncSetAttribute(grouped_gemm_kernel<BN, Overlap>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             cfg::kSmemBytes));
+      sized.insert(device);
+    }
+  }
   const int n_tiles = int((v.n + BN - 1) / BN);
   std::vector<tile_group> table;
   long long num_tiles = 0;
@@ -305,7 +346,7 @@ void launch(const row_views& v, cudaStream_t stream) {
   const int blocks = int(std::min<long long>(num_tiles, sm_count()));
   const int k_steps = int((v.k + kBlockK - 1) / kBlockK);
   with_uploaded(table.data(), table.size() * sizeof(tile_group), stream, [&](const void* d) {
-    grouped_gemm_kernel<BN><<<blocks, kThreads, cfg::kSmemBytes, stream>>>(
+    grouped_gemm_kernel<BN, Overlap><<<blocks, kThreads, cfg::kSmemBytes, stream>>>(
         a_map, b_map, static_cast<__nv_bfloat16*>(v.c), v.ldc, int(v.n), k_steps, n_tiles,
         static_cast<const tile_group*>(d), int(table.size()), int(num_tiles));
     MUSTER_CUDA_CHECK(cudaGetLastError());
@@ -323,14 +364,18 @@ bool sm90_device() {
   return major == 9 && minor == 0;
 }
 
-void grouped_gemm_sm90(const row_views& views, cudaStream_t stream) {
+void grouped_gemm_sm90(const row_views& views, cudaStream_t stream, const sm90_options& options) {
   if (views.groups.empty()) return;
+  if (options.tile_n != 0 && options.tile_n != 128 && options.tile_n != 256)
+    throw std::invalid_argument("grouped gemm (sm90): tile_n " + std::to_string(options.tile_n) +
+                                ": use 0 (by n), 128 or 256");
   // 256 columns a tile where that covers n with no more columns than 128 would
   const auto covered = [&](std::int64_t bn) { return (views.n + bn - 1) / bn * bn; };
-  if (covered(256) <= covered(128))
-    launch<256>(views, stream);
+  const bool wide = options.tile_n == 0 ? covered(256) <= covered(128) : options.tile_n == 256;
+  if (wide)
+    options.overlap ? launch<256, true>(views, stream) : launch<256, false>(views, stream);
   else
-    launch<128>(views, stream);
+    options.overlap ? launch<128, true>(views, stream) : launch<128, false>(views, stream);
 }
 
 }  // namespace muster::kernels::cuda

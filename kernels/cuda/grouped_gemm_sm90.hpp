@@ -16,9 +16,15 @@ namespace muster::kernels::cuda {
 // Whether the current device is compute capability 9.0, which the kernel is built for.
 bool sm90_device();
 
-// Enqueues C = A B^T for every group of `views` on `stream`. Tiles of 128 rows by 128 or 256
-// columns (the one that wastes fewer columns of n), 64 of k a stage. Throws
+struct sm90_options {
+  int tile_n = 0;       // columns a tile: 128 or 256; 0: 256 where it covers n in no more
+  bool overlap = true;  // one step's products in flight while the next step's are issued
+};
+
+// Enqueues C = A B^T for every group of `views` on `stream`. Tiles of 128 rows by tile_n
+// columns, 64 of k a stage. Throws std::invalid_argument for a tile_n it has not, and
 // std::runtime_error where the driver refuses a tensor map or the launch fails.
-void grouped_gemm_sm90(const row_views& views, cudaStream_t stream);
+void grouped_gemm_sm90(const row_views& views, cudaStream_t stream,
+                       const sm90_options& options = {});
 
 }  // namespace muster::kernels::cuda

@@ -77,6 +77,11 @@ TEST_CASE("the grouped GEMM's argument check names the group and the size",
   REQUIRE_THROWS_WITH(cpu::grouped_gemm(groups.data(), 2, args),
                       "grouped gemm: split_levels 3 and split_quantum 0 must be 1 or more");
   args.split_quantum = 64;
+  args.sm90_tile_n = 192;
+  REQUIRE_THROWS_WITH(cpu::grouped_gemm(groups.data(), 2, args),
+                      "grouped gemm: sm90_tile_n 192: use 0 (by n), 128 or 256");
+  args.sm90_tile_n = 256;
+  REQUIRE_NOTHROW(cpu::grouped_gemm(groups.data(), 2, args));
   args.dtype = gemm_dtype::bf16;
   REQUIRE_THROWS_WITH(cpu::grouped_gemm(groups.data(), 2, args),
                       "grouped gemm: the CPU takes fp32 only");

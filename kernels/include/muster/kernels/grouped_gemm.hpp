@@ -39,11 +39,17 @@ struct grouped_gemm_args {
   // reads each through one view from its lowest group to its highest, rows between groups
   // included, which is safe only then (grouped_gemm_rows.hpp).
   bool same_storage = false;
+  // The sm90 kernel's tile width (0: 256 where that covers n in no more columns than 128, else
+  // 128; or 128 or 256) and whether its consumers keep one step's products in flight while
+  // issuing the next: for the bench and tests to compare them.
+  int sm90_tile_n = 0;
+  bool sm90_overlap = true;
 };
 
 // Throws std::invalid_argument naming the group and the size when a size or stride is out of
 // range (negative, a stride under the row it holds, a null pointer of a non-empty matrix), or
-// naming the option when split_levels or split_quantum is below 1.
+// naming the option when split_levels or split_quantum is below 1 or sm90_tile_n is not 0, 128
+// or 256.
 void check_gemm_groups(const gemm_group* groups, int count, const grouped_gemm_args& args);
 
 // Whether every matrix the groups read or write starts on a 16-byte boundary (groups with m or
