@@ -35,7 +35,7 @@ std::optional<row_views> as_row_views(const gemm_group* groups, int count,
                                       const grouped_gemm_args& args, std::string* why) {
   if (!args.same_storage) return refuse(why, "not said to be in one allocation each");
   if (args.dtype != gemm_dtype::bf16) return refuse(why, "not bf16");
-  if (args.trans_a || !args.trans_b) return refuse(why, "not C = A B^T");
+  if (args.trans_a) return refuse(why, "A is transposed");
   if (args.beta != 0.0f) return refuse(why, "beta is not 0");
   std::vector<const gemm_group*> used;
   for (int g = 0; g < count; ++g)
@@ -43,6 +43,7 @@ std::optional<row_views> as_row_views(const gemm_group* groups, int count,
   row_views v;
   if (used.empty()) return v;
   const auto& first = *used.front();
+  v.b_k_major = args.trans_b;
   v.n = first.n;
   v.k = first.k;
   v.lda = first.lda;
@@ -70,7 +71,7 @@ std::optional<row_views> as_row_views(const gemm_group* groups, int count,
     if (r.a_row < 0 || r.b_row < 0 || r.c_row < 0)
       return refuse(why, "a group's matrix is not a whole number of rows from its view's start");
     v.a_rows = std::max(v.a_rows, r.a_row + r.m);
-    v.b_rows = std::max(v.b_rows, r.b_row + v.n);
+    v.b_rows = std::max(v.b_rows, r.b_row + (v.b_k_major ? v.n : v.k));
     v.c_rows = std::max(v.c_rows, r.c_row + r.m);
     v.groups.push_back(r);
   }

@@ -95,13 +95,14 @@ void row(const char* what, double bytes, double ms_ours, double ms_torch, const 
 }
 
 // The experts' products, laid out as the engine lays them: the forward (x's row blocks times
-// their weights: m varies), the wgrad as dy_e^T x_e (the reduction varies, A transposed), the
-// wgrad as the engine runs it, dyT_e x_e over dy transposed with each expert's block starting on
-// a multiple of 8 and its reduction padded to one (engine/ops/wgrad_operands.hpp; no operand
-// transposed), the same with each reduction its count (as the engine ran it before), and with
-// one reduction for every expert, the largest count rounded up to 64 (what the engine runs on a
-// GPU where common_reduction takes it: one product shape). FLOP/s count the experts' own rows.
-enum class form { forward, wgrad_dy_t, wgrad_aligned, wgrad_counted_k, wgrad_common };
+// their weights: m varies), the dgrad (dy's row blocks times the weights as stored), the wgrad as
+// dy_e^T x_e (the reduction varies, A transposed), the wgrad as the engine runs it, dyT_e x_e over
+// dy transposed with each expert's block starting on a multiple of 8 and its reduction padded to
+// one (engine/ops/wgrad_operands.hpp; no operand transposed), the same with each reduction its
+// count (as the engine ran it before), and with one reduction for every expert, the largest count
+// rounded up to 64 (what the engine runs on a GPU where common_reduction takes it: one product
+// shape). FLOP/s count the experts' own rows.
+enum class form { forward, dgrad, wgrad_dy_t, wgrad_aligned, wgrad_counted_k, wgrad_common };
 
 // An expert's count rounded up as the engine pads its wgrad's reduction and dy^T's blocks.
 std::int64_t padded_count(std::int64_t rows) {
@@ -112,7 +113,7 @@ std::int64_t padded_count(std::int64_t rows) {
 struct expert_buffers {
   static constexpr std::int64_t kMostCommon = 4096;  // the largest common reduction they hold
   std::int64_t H, F;
-  torch::Tensor x, y, y_t;  // rows (total, H), (total, F); y transposed (F, padded)
+  torch::Tensor x, y, y_t;       // rows (total, H), (total, F); y transposed (F, padded)
   std::vector<torch::Tensor> w;  // (F, H) each, views of one (E, F, H) as the engine stacks them
   expert_buffers(std::int64_t most_rows, std::int64_t experts, std::int64_t h, std::int64_t f)
       : H(h), F(f) {
@@ -144,6 +145,8 @@ struct expert_buffers {
       auto* y_cols = static_cast<char*>(y_t.data_ptr()) + c0 * 2;
       if (f == form::forward)
         out.push_back({rows[e], F, H, x_rows, H, w[e].data_ptr(), H, y_rows, F});
+      else if (f == form::dgrad)  // dx_e (rows, H) = dy_e (rows, F) W_e (F, H), into x
+        out.push_back({rows[e], H, F, y_rows, F, w[e].data_ptr(), H, x_rows, H});
       else if (f == form::wgrad_dy_t)  // dW_e (F, H) = dy_e^T (F, rows) x_e (rows, H)
         out.push_back({F, H, rows[e], y_rows, F, x_rows, H, w[e].data_ptr(), H});
       else if (f == form::wgrad_counted_k)  // dW_e (F, H) = dyT_e (F, rows) x_e (rows, H)
@@ -200,8 +203,9 @@ void grouped_gemm_row(const char* shape, const std::vector<std::int64_t>& rows, 
   // would carry the clock's drift over the run (on the H200 "automatic", which ran the same
   // products as "per group" five rows later, came out 10% slower in two leases)
   const auto dense_ms = [&] {
-    return f == form::forward ? time_ms([&] { auto d = torch::mm(x, dense_w); })
-                              : time_ms([&] { auto d = torch::mm(y.t(), x); });
+    if (f == form::forward) return time_ms([&] { auto d = torch::mm(x, dense_w); });
+    if (f == form::dgrad) return time_ms([&] { auto d = torch::mm(y, dense_w.t()); });
+    return time_ms([&] { auto d = torch::mm(y.t(), x); });
   };
   using method = k::cuda::grouped_gemm_method;
   struct way {
@@ -238,8 +242,10 @@ void grouped_gemm_row(const char* shape, const std::vector<std::int64_t>& rows, 
     args.sm90_tile_n = w.sm90_tile_n;
     args.sm90_overlap = w.sm90_overlap;
     if (m == method::grouped_batched && !k::cuda::grouped_batched_available()) continue;
-    // the own kernel runs the forward only (else it is automatic again), on sm_90
-    if (m == method::sm90 && (f != form::forward || !k::cuda::sm90_available())) continue;
+    // the own kernel runs the forward and dgrad only (else it is automatic again), on sm_90
+    if (m == method::sm90 &&
+        ((f != form::forward && f != form::dgrad) || !k::cuda::sm90_available()))
+      continue;
     const double dense = dense_ms();
     const double ms = time_ms(
         [&] { k::cuda::grouped_gemm(groups.data(), int(groups.size()), args, nullptr, m); });
@@ -655,6 +661,8 @@ int main() {
   grouped_gemm_row("32 x ~1024, 1024->640", rows32, 1024, 640, form::forward);
   // the gate's and the up projection's product as the engine runs it, stacked (FSDP's layout)
   grouped_gemm_row("32 x ~1024, 1024->2x640 gate|up", rows32, 1024, 1280, form::forward);
+  grouped_gemm_row("32 x ~1024, 640->1024 dgrad", rows32, 1024, 640, form::dgrad);
+  grouped_gemm_row("32 x ~1024, 2x640->1024 dgrad gate|up", rows32, 1024, 1280, form::dgrad);
   grouped_gemm_row("32 x ~1024, 1024->640 wgrad dy^T", rows32, 1024, 640, form::wgrad_dy_t);
   grouped_gemm_row("32 x ~1024, 1024->640 wgrad dyT", rows32, 1024, 640, form::wgrad_aligned);
   grouped_gemm_row("32 x ~1024 wgrad dyT common k", rows32, 1024, 640, form::wgrad_common);

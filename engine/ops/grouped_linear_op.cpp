@@ -190,7 +190,10 @@ struct grouped_linear_function : torch::autograd::Function<grouped_linear_functi
     }
     grouped_gemm_args args;
     args.dtype = dtype_of(x);
+    // dy and dx are one tensor each; the weights one where cast stacked or stacked already
+    args.same_storage = used.stacked.defined() || stacked_view(weights, int(projections)).defined();
     run(dgrad, args, x, method);
+    args.same_storage = false;  // x's rows and its tail copy (wgrad_operands) are two
     args.beta = direct ? 1.0f : 0.0f;
     run(wgrad, args, x, method);
     // x's gradient, none for rows, the weights', none for the method

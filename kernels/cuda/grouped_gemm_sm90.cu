@@ -2,8 +2,8 @@
 //
 // A block is three warpgroups. The first is the producer: one thread walks the block's tiles
 // and, for each 64-wide step of k, waits for a free stage, then has TMA copy the tile's A rows
-// (128 x 64) and B rows (BN x 64) into it, 128-byte swizzled, completing on the stage's `full`
-// barrier. The two others are consumers, 64 of the tile's rows each: for each step they wait on
+// (128 x 64) and its B (BN x 64 of B^T as stored, or BN / 64 boxes of 64 rows of k by 64 of n
+// of B as stored) into it, 128-byte swizzled, completing on the stage's `full` barrier. The two others are consumers, 64 of the tile's rows each: for each step they wait on
 // `full`, run four wgmma k16 products from the stage into fp32 registers, wait for them and
 // free the stage (`empty`); after the last step they round their (64, BN) block to bf16 and
 // store the rows and columns inside the group. Blocks are persistent (one an SM), taking tiles
@@ -13,7 +13,8 @@
 //
 // Tiles read past their group's rows (the next group's, or zeros past the view's end) and past
 // n (the next expert's weight rows, or zeros): those rows and columns of the product are never
-// stored. Past k the tensor maps read zeros, so they add nothing.
+// stored. Past k A's tensor map reads zeros, so they add nothing, whatever B holds there (with
+// B stored (k, n), the next expert's first rows: finite weights, times zero).
 #include "kernels/cuda/grouped_gemm_sm90.hpp"
 
 #include <cuda.h>
@@ -141,6 +142,20 @@ __device__ __forceinline__ std::uint64_t sw128_descriptor(const void* p) {
          | (std::uint64_t(1) << 62);         // 128-byte swizzle
 }
 
+// B stored (k, n), MN-major (the dgrad's weight), in chunks of 64 columns: each chunk 64 rows of
+// k by 128 bytes (64 bf16 of n), 128-byte swizzled, kChunkBytes apart. The descriptor's leading
+// byte offset is the step from one chunk of n to the next, its stride byte offset the step from
+// 8 rows of k to the next; moving 16 of k is moving the start 16 rows (2048 bytes).
+constexpr int kChunkBytes = kBlockK * 128;
+
+__device__ __forceinline__ std::uint64_t sw128_mn_descriptor(const void* p) {
+  const std::uint64_t address = smem_address(p);
+  return ((address & 0x3FFFF) >> 4)                 // start address
+         | (std::uint64_t(kChunkBytes >> 4) << 16)  // leading byte offset: 64 of n
+         | (std::uint64_t(1024 >> 4) << 32)         // stride byte offset: 8 rows of k
+         | (std::uint64_t(1) << 62);                // 128-byte swizzle
+}
+
 // Keeps the compiler from moving the accumulators' reads and writes across the asynchronous
 // products' fence, commit and wait.
 template <int N>
@@ -150,8 +165,9 @@ __device__ __forceinline__ void fence_accumulators(float (&d)[N]) {
 }
 
 // Overlap: a consumer keeps one step's products in flight while it issues the next step's,
-// freeing a stage one step later; else it waits for each step's before the next.
-template <int BN, bool Overlap>
+// freeing a stage one step later; else it waits for each step's before the next. BKMajor: B is
+// a group's (n, k) block (the forward's weight, C = A B^T); else its (k, n) block (C = A B).
+template <int BN, bool Overlap, bool BKMajor>
 __global__ void __launch_bounds__(kThreads, 1)
     grouped_gemm_kernel(const __grid_constant__ CUtensorMap a_map,
                         const __grid_constant__ CUtensorMap b_map, __nv_bfloat16* c, long long ldc,
@@ -189,14 +205,23 @@ __global__ void __launch_bounds__(kThreads, 1)
       while (g + 1 < num_groups && groups[g + 1].tile_start <= tile) ++g;
       const int local = tile - groups[g].tile_start;
       const int a_row = groups[g].a_row + (local / n_tiles) * kBlockM;
-      const int b_row = groups[g].b_row + (local % n_tiles) * BN;
+      const int n0 = (local % n_tiles) * BN;
+      const int b_row = groups[g].b_row;
       for (int step = 0; step < k_steps; ++step) {
         // the stage's previous use freed (the first round passes: that phase counts as done)
         barrier_wait(&empty[stage], phase ^ 1);
         unsigned char* a_tile = smem + stage * cfg::kStageBytes;
+        unsigned char* b_tile = a_tile + cfg::kABytes;
         barrier_expect(&full[stage], cfg::kStageBytes);
         tma_load(a_tile, &a_map, &full[stage], step * kBlockK, a_row);
-        tma_load(a_tile + cfg::kABytes, &b_map, &full[stage], step * kBlockK, b_row);
+        if constexpr (BKMajor) {
+          tma_load(b_tile, &b_map, &full[stage], step * kBlockK, b_row + n0);
+        } else {
+#pragma unroll
+          for (int chunk = 0; chunk < BN / 64; ++chunk)
+            tma_load(b_tile + chunk * kChunkBytes, &b_map, &full[stage], n0 + chunk * 64,
+                     b_row + step * kBlockK);
+        }
         next_stage();
       }
     }
@@ -221,8 +246,12 @@ __global__ void __launch_bounds__(kThreads, 1)
       asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #pragma unroll
       for (int kk = 0; kk < kBlockK / 16; ++kk)
-        sm90::wgmma_bf16<BN, 0, 0>::mma(acc, sw128_descriptor(a_tile + kk * 32),
-                                        sw128_descriptor(b_tile + kk * 32), 1);
+        if constexpr (BKMajor)
+          sm90::wgmma_bf16<BN, 0, 0>::mma(acc, sw128_descriptor(a_tile + kk * 32),
+                                          sw128_descriptor(b_tile + kk * 32), 1);
+        else
+          sm90::wgmma_bf16<BN, 0, 1>::mma(acc, sw128_descriptor(a_tile + kk * 32),
+                                          sw128_mn_descriptor(b_tile + kk * 16 * 128), 1);
       asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
       if constexpr (Overlap) {
         // the step before has finished reading its stage
@@ -315,7 +344,7 @@ int sm_count() {
   return count;
 }
 
-template <int BN, bool Overlap>
+template <int BN, bool Overlap, bool BKMajor>
 void launch(const row_views& v, cudaStream_t stream) {
   using cfg = tiles<BN>;
   {  // the kernel's shared memory over the default 48 KiB: an attribute of each device's
@@ -325,7 +354,7 @@ void launch(const row_views& v, cudaStream_t stream) {
     MUSTER_CUDA_CHECK(cudaGetDevice(&device));
     const std::lock_guard lock(mutex);
     if (sized.count(device) == 0) {
-      MUSTER_CUDA_CHECK(cudaFuncSetAttribute(grouped_gemm_kernel<BN, Overlap>,
+      MUSTER_CUDA_CHECK(cudaFuncSetAttribute(grouped_gemm_kernel<BN, Overlap, BKMajor>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              cfg::kSmemBytes));
       sized.insert(device);
@@ -342,11 +371,13 @@ void launch(const row_views& v, cudaStream_t stream) {
     throw std::runtime_error("grouped gemm (sm90): " + std::to_string(num_tiles) +
                              " tiles, over the kernel's int range");
   const auto a_map = rows_map(v.a, v.a_rows, v.k, v.lda, kBlockM, "A");
-  const auto b_map = rows_map(v.b, v.b_rows, v.k, v.ldb, BN, "B");
+  // B: boxes of 64 of k by BN rows of n (B^T stored), or of 64 of n by 64 rows of k (B stored)
+  const auto b_map = BKMajor ? rows_map(v.b, v.b_rows, v.k, v.ldb, BN, "B")
+                             : rows_map(v.b, v.b_rows, v.n, v.ldb, kBlockK, "B");
   const int blocks = int(std::min<long long>(num_tiles, sm_count()));
   const int k_steps = int((v.k + kBlockK - 1) / kBlockK);
   with_uploaded(table.data(), table.size() * sizeof(tile_group), stream, [&](const void* d) {
-    grouped_gemm_kernel<BN, Overlap><<<blocks, kThreads, cfg::kSmemBytes, stream>>>(
+    grouped_gemm_kernel<BN, Overlap, BKMajor><<<blocks, kThreads, cfg::kSmemBytes, stream>>>(
         a_map, b_map, static_cast<__nv_bfloat16*>(v.c), v.ldc, int(v.n), k_steps, n_tiles,
         static_cast<const tile_group*>(d), int(table.size()), int(num_tiles));
     MUSTER_CUDA_CHECK(cudaGetLastError());
@@ -372,10 +403,13 @@ void grouped_gemm_sm90(const row_views& views, cudaStream_t stream, const sm90_o
   // 256 columns a tile where that covers n with no more columns than 128 would
   const auto covered = [&](std::int64_t bn) { return (views.n + bn - 1) / bn * bn; };
   const bool wide = options.tile_n == 0 ? covered(256) <= covered(128) : options.tile_n == 256;
-  if (wide)
-    options.overlap ? launch<256, true>(views, stream) : launch<256, false>(views, stream);
-  else
-    options.overlap ? launch<128, true>(views, stream) : launch<128, false>(views, stream);
+  using run = void (*)(const row_views&, cudaStream_t);
+  // [wide][overlap][B K-major]
+  static constexpr run kRuns[2][2][2] = {{{launch<128, false, false>, launch<128, false, true>},
+                                          {launch<128, true, false>, launch<128, true, true>}},
+                                         {{launch<256, false, false>, launch<256, false, true>},
+                                          {launch<256, true, false>, launch<256, true, true>}}};
+  kRuns[wide][options.overlap][views.b_k_major](views, stream);
 }
 
 }  // namespace muster::kernels::cuda

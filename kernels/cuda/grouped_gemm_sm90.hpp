@@ -1,8 +1,9 @@
 // muster's own grouped GEMM for Hopper (H100/H200, sm_90a): TMA loads into a ring of shared
 // memory stages, warpgroup MMA (wgmma) from there, one producer warpgroup and two consumer
 // warpgroups a block, persistent blocks walking every group's tiles. It runs the row-grouped
-// form (muster/kernels/grouped_gemm_rows.hpp: the experts' forward, C = A B^T in bf16 with
-// fp32 sums), where cuBLAS has only an sm_80 grouped kernel and batches of one shape. Built
+// form (muster/kernels/grouped_gemm_rows.hpp: the experts' forward C = A B^T and dgrad C = A B,
+// in bf16 with fp32 sums), where cuBLAS has only an sm_80 grouped kernel and batches of one
+// shape. Built
 // when CMAKE_CUDA_ARCHITECTURES has 90 (MUSTER_HAVE_SM90_GEMM); cuda::grouped_gemm runs it for
 // grouped_gemm_method::sm90.
 #pragma once

@@ -118,8 +118,7 @@ TEST_CASE("as_row_views refuses groups without the row-grouped form and says why
       {[](forward_layout& f) { f.args.same_storage = false; },
        "not said to be in one allocation each"},
       {[](forward_layout& f) { f.args.dtype = gemm_dtype::f32; }, "not bf16"},
-      {[](forward_layout& f) { f.args.trans_a = true; }, "not C = A B^T"},
-      {[](forward_layout& f) { f.args.trans_b = false; }, "not C = A B^T"},
+      {[](forward_layout& f) { f.args.trans_a = true; }, "A is transposed"},
       {[](forward_layout& f) { f.args.beta = 1.0f; }, "beta is not 0"},
       {[](forward_layout& f) { f.groups[1].n = 16; }, "the groups differ in n, k or a stride"},
       {[](forward_layout& f) { f.groups[2].k = 8; }, "the groups differ in n, k or a stride"},
@@ -152,4 +151,32 @@ TEST_CASE("as_row_views refuses groups without the row-grouped form and says why
     CHECK_FALSE(f.views(&why).has_value());
     CHECK(why == reason);
   }
+}
+
+TEST_CASE("as_row_views takes the dgrad's B as k rows a group, n wide", "[kernels][grouped_gemm]") {
+  // dx_e (m_e, 40) = dy_e (m_e, 24) W_e (24, 40): W stacked (E, 24, 40) at stride 48
+  const std::vector<std::int64_t> counts{7, 0, 16};
+  const std::int64_t k = 24, n = 40, lda = 32, ldb = 48, ldc = 48;
+  std::vector<std::uint16_t> dy(std::size_t(23 * lda)), w(std::size_t(3 * k * ldb)),
+      dx(std::size_t(23 * ldc));
+  std::vector<gemm_group> groups;
+  std::int64_t r = 0;
+  for (std::size_t e = 0; e < counts.size(); ++e) {
+    groups.push_back({counts[e], n, k, dy.data() + r * lda, lda,
+                      w.data() + std::int64_t(e) * k * ldb, ldb, dx.data() + r * ldc, ldc});
+    r += counts[e];
+  }
+  grouped_gemm_args args;
+  args.dtype = gemm_dtype::bf16;
+  args.same_storage = true;
+  std::string why;
+  const auto v = as_row_views(groups.data(), int(groups.size()), args, &why);
+  INFO(why);
+  REQUIRE(v.has_value());
+  CHECK_FALSE(v->b_k_major);
+  REQUIRE(v->groups.size() == 2);
+  CHECK(v->groups[1].b_row == 2 * k);  // the third expert's k rows of W
+  CHECK(v->groups[1].a_row == 7);
+  CHECK(v->b_rows == 3 * k);  // k rows a group, not n
+  CHECK(v->a_rows == 23);
 }

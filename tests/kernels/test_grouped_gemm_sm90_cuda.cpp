@@ -1,9 +1,9 @@
-// muster's own Hopper grouped GEMM (grouped_gemm_method::sm90) over the experts' forward against
-// products computed plainly in double: one tile, tiles at every group edge (1, 127, 128, 129
-// rows), empty groups, n and k off the tile sizes (masked columns, zero-filled k), both tile
-// widths, 256 groups of a few rows, and the ~1B bench's 32 experts of ~1024 rows (rows sampled);
-// each with both tile widths, with and without overlapping steps.
-// The rows between groups and the columns between n and the stride must keep what they held.
+// muster's own Hopper grouped GEMM (grouped_gemm_method::sm90) over the experts' forward (B^T
+// stored) and dgrad (B stored) against products computed plainly in double: one tile, tiles at
+// every group edge (1, 127, 128, 129 rows), empty groups, n and k off the tile sizes (masked
+// columns, zero-filled k), 256 groups of a few rows, and the ~1B bench's 32 experts of ~1024
+// rows (rows sampled); each with both tile widths, with and without overlapping steps. The
+// rows between groups and the columns between n and the stride must keep what they held.
 // Where a result is wrong the report says which rows and columns, to read the layout fault
 // from; two patterned cases (A picks one column of B) make a wrong swizzle or fragment mapping
 // show as the index it read. Without a CUDA device: "SKIPPED: no CUDA device"; on a device that
@@ -44,20 +44,29 @@ constexpr std::int64_t kGap = 3;              // rows between two groups' rows
 
 enum class pattern { random, picks_k, picks_n };
 
-// The forward's layout in bf16: x (rows, k) at lda, the weights (E, n, k) at ldb, y (rows, n)
-// at ldc, groups kGap rows apart. The gap rows of x hold 1e4, so a product that reads them
-// into a kept row is far off.
+// The experts' layout in bf16: x (rows, k) at lda, y (rows, n) at ldc, groups kGap rows apart;
+// the weights stacked at ldb, (E, n, k) for the forward (C = A B^T, b_k_major) or (E, k, n) for
+// the dgrad (C = A B). The gap rows of x hold 1e4, so a product that reads them into a kept row
+// is far off.
 struct forward_case {
   std::vector<std::int64_t> counts;
-  std::int64_t n, k, lda, ldb, ldc;
+  std::int64_t n, k;
+  bool b_k_major;
+  std::int64_t lda, ldb, ldc;
   std::vector<std::int64_t> first_row;  // of each group, in x and y
   std::vector<float> x, w;              // the bf16 values, as floats
-  forward_case(std::vector<std::int64_t> c, std::int64_t n_, std::int64_t k_, pattern p,
+  // where B[j][p] (op(B) is (k, n)) of group e is in w
+  std::size_t b_at(std::size_t e, std::int64_t j, std::int64_t p) const {
+    return b_k_major ? std::size_t((std::int64_t(e) * n + j) * ldb + p)
+                     : std::size_t((std::int64_t(e) * k + p) * ldb + j);
+  }
+  std::int64_t b_rows() const { return b_k_major ? n : k; }  // a group's rows of w
+  forward_case(std::vector<std::int64_t> c, std::int64_t n_, std::int64_t k_, bool b_k, pattern p,
                std::uint32_t seed)
-      : counts(std::move(c)), n(n_), k(k_) {
+      : counts(std::move(c)), n(n_), k(k_), b_k_major(b_k) {
     const auto round8 = [](std::int64_t v) { return (v + 7) / 8 * 8; };
     lda = round8(k) + 8;
-    ldb = round8(k);
+    ldb = b_k_major ? round8(k) : round8(n) + 8;
     ldc = round8(n) + 8;
     std::int64_t rows = 0;
     for (auto m : counts) {
@@ -65,7 +74,7 @@ struct forward_case {
       rows += m + kGap;
     }
     x.assign(std::size_t(rows * lda), 1e4f);
-    w.assign(std::size_t(std::int64_t(counts.size()) * n * ldb), 0.0f);
+    w.assign(std::size_t(std::int64_t(counts.size()) * b_rows() * ldb), 0.0f);
     const auto draws = muster::test::normal_draws(x.size() + w.size(), seed);
     for (std::size_t e = 0; e < counts.size(); ++e)
       for (std::int64_t i = 0; i < counts[e]; ++i)
@@ -79,7 +88,7 @@ struct forward_case {
     for (std::size_t e = 0; e < counts.size(); ++e)
       for (std::int64_t j = 0; j < n; ++j)
         for (std::int64_t p_ = 0; p_ < k; ++p_) {
-          const auto at = std::size_t((std::int64_t(e) * n + j) * ldb + p_);
+          const auto at = b_at(e, j, p_);
           // picks_k: B[j][p] = p (C[i][j] = i % k); picks_n: B[j][0] = j % 256 (C[i][j] = j % 256)
           w[at] = p == pattern::random    ? draws[x.size() + at]
                   : p == pattern::picks_k ? float(p_ % 256)
@@ -107,10 +116,10 @@ void check_case(const forward_case& f, std::int64_t row_step, bool exact) {
   std::vector<gemm_group> groups;
   for (std::size_t e = 0; e < f.counts.size(); ++e)
     groups.push_back({f.counts[e], f.n, f.k, x.ptr + f.first_row[e] * f.lda, f.lda,
-                      w.ptr + std::int64_t(e) * f.n * f.ldb, f.ldb, y.ptr + f.first_row[e] * f.ldc,
-                      f.ldc});
+                      w.ptr + std::int64_t(e) * f.b_rows() * f.ldb, f.ldb,
+                      y.ptr + f.first_row[e] * f.ldc, f.ldc});
   grouped_gemm_args args;
-  args.trans_b = true;
+  args.trans_b = f.b_k_major;
   args.dtype = gemm_dtype::bf16;
   args.same_storage = true;  // x, the weights and y: one buffer each
   std::string why;
@@ -132,8 +141,7 @@ void check_case(const forward_case& f, std::int64_t row_step, bool exact) {
       for (std::int64_t j = 0; j < f.n; ++j) {
         double sum = 0;
         const float* a = &f.x[std::size_t(row * f.lda)];
-        const float* b = &f.w[std::size_t((std::int64_t(e) * f.n + j) * f.ldb)];
-        for (std::int64_t p = 0; p < f.k; ++p) sum += double(a[p]) * double(b[p]);
+        for (std::int64_t p = 0; p < f.k; ++p) sum += double(a[p]) * double(f.w[f.b_at(e, j, p)]);
         want[e].emplace_back(row * f.ldc + j, sum);
         scale[e] = std::max(scale[e], std::abs(sum));
       }
@@ -218,26 +226,30 @@ TEST_CASE("the own Hopper grouped GEMM (sm90) matches plain products over the ex
       {{130}, 72, 8},                          // a narrow n and a k of one 16-byte row
   };
   std::uint32_t seed = 901;
-  for (const auto p : {pattern::picks_k, pattern::picks_n, pattern::random})
-    for (const auto& s : shapes) {
-      INFO("pattern " << int(p) << " groups " << s.counts.size() << " from " << s.counts[0]
-                      << " rows, n " << s.n << " k " << s.k);
-      check_case(forward_case(s.counts, s.n, s.k, p, seed++), 1, p != pattern::random);
-    }
+  for (const bool b_k_major : {true, false})  // the forward's B^T, the dgrad's B
+    for (const auto p : {pattern::picks_k, pattern::picks_n, pattern::random})
+      for (const auto& s : shapes) {
+        INFO((b_k_major ? "C = A B^T" : "C = A B")
+             << ", pattern " << int(p) << ", groups " << s.counts.size() << " from " << s.counts[0]
+             << " rows, n " << s.n << " k " << s.k);
+        check_case(forward_case(s.counts, s.n, s.k, b_k_major, p, seed++), 1, p != pattern::random);
+      }
   // 256 groups of 0 to 40 rows: a tile walk over many groups, empty ones among them
   std::mt19937 gen(7);
   std::vector<std::int64_t> small(256);
   for (auto& m : small) m = std::uniform_int_distribution<std::int64_t>(0, 40)(gen);
-  {
-    INFO("256 small groups");
-    check_case(forward_case(small, 128, 64, pattern::random, seed++), 1, false);
+  for (const bool b_k_major : {true, false}) {
+    INFO("256 small groups, B^T " << b_k_major);
+    check_case(forward_case(small, 128, 64, b_k_major, pattern::random, seed++), 1, false);
   }
-  // the ~1B bench (bench/gpu/moe-1b.toml): 32 experts of ~1024 rows, 1024 -> 640, and the gate
-  // and up stacked (-> 1280); every 29th row checked
+  // the ~1B bench (bench/gpu/moe-1b.toml): 32 experts of ~1024 rows; the forward 1024 -> 640
+  // and the gate and up stacked (-> 1280), and their dgrads back to 1024; every 29th row checked
   std::vector<std::int64_t> experts(32);
   for (auto& m : experts) m = std::uniform_int_distribution<std::int64_t>(900, 1150)(gen);
-  for (const std::int64_t n : {640, 1280}) {
-    INFO("32 experts of ~1024 rows, n " << n);
-    check_case(forward_case(experts, n, 1024, pattern::random, seed++), 29, false);
-  }
+  for (const std::int64_t width : {640, 1280})
+    for (const bool b_k_major : {true, false}) {
+      const auto n = b_k_major ? width : 1024, k = b_k_major ? 1024 : width;
+      INFO("32 experts of ~1024 rows, n " << n << " k " << k << " B^T " << b_k_major);
+      check_case(forward_case(experts, n, k, b_k_major, pattern::random, seed++), 29, false);
+    }
 }

@@ -77,7 +77,8 @@ namespace cuda {
 // (kernels/cuda/grouped_gemm.cpp says what was measured). Groups whose matrices are not all
 // on 16-byte boundaries (pointers_aligned) run one cublasGemmEx a group, whatever the method.
 // sm90: muster's own Hopper kernel (TMA and warpgroup MMA, kernels/cuda/grouped_gemm_sm90.hpp)
-// where the groups have the row-grouped form (as_row_views: the experts' forward in bf16), the
+// where the groups have the row-grouped form (as_row_views: the experts' forward and dgrad in
+// bf16), the
 // build has it (architectures with 90) and the device is compute capability 9.0; otherwise as
 // automatic. Not yet picked by automatic: it has not run on a GPU (docs/gpu.md).
 enum class grouped_gemm_method { automatic, grouped_batched, per_group, split_batched, sm90 };

@@ -1,6 +1,7 @@
-// The row-grouped form of a grouped product, as the experts' forward has it: every group's A
-// and C are row blocks of one matrix each (the routed rows of one tensor, in expert order) and
-// its B an (n, k) row block of one matrix (the experts' weights stacked, (E, n, k)). A kernel
+// The row-grouped form of a grouped product, as the experts' forward and dgrad have it: every
+// group's A and C are row blocks of one matrix each (the routed rows of one tensor, in expert
+// order) and its B a row block of one matrix (the experts' weights stacked): (n, k) for the
+// forward's C = A B^T, (k, n) for the dgrad's C = A B. A kernel
 // then reads every group through one 2-D view of each matrix (the GPU's tensor maps) and needs
 // only where each group's rows start. Host-side bookkeeping only, no CUDA: the GPU's own
 // grouped kernel (cuda::grouped_gemm_method::sm90) runs from it, and the CPU tests check it.
@@ -20,13 +21,15 @@ struct row_group {
   std::int64_t a_row = 0, b_row = 0, c_row = 0, m = 0;
 };
 
-// One view per matrix: A (a_rows, k) at row stride lda, B (b_rows, k) at ldb, C (.., n) at ldc,
-// each starting at the lowest address a group uses.
+// One view per matrix: A (a_rows, k) at row stride lda, B (b_rows, k) at ldb (b_k_major: a
+// group's B^T, n rows) or (b_rows, n) (a group's B, k rows), C (c_rows, n) at ldc, each
+// starting at the lowest address a group uses.
 struct row_views {
   const void* a = nullptr;
   std::int64_t a_rows = 0, lda = 0;
   const void* b = nullptr;
   std::int64_t b_rows = 0, ldb = 0;
+  bool b_k_major = true;  // args.trans_b
   void* c = nullptr;
   std::int64_t c_rows = 0, ldc = 0;
   std::int64_t n = 0, k = 0;
@@ -35,7 +38,7 @@ struct row_views {
 
 // The views, where the groups have that form: args.same_storage (the caller's word that each
 // view is one allocation: a kernel reading rows between two groups must not leave it), bf16,
-// C = A B^T (trans_a false, trans_b true), beta 0, one n and k >= 1 and one lda, ldb and ldc for
+// A not transposed, beta 0, one n and k >= 1 and one lda, ldb and ldc for
 // all, strides multiples of 8 elements (16 bytes), every view starting on a 16-byte boundary, every
 // group's matrices a whole number of rows from its view's start, every view under 2^31 rows.
 // Otherwise none, and `why` (when given) names the first condition that failed. Groups with m zero
