@@ -11,6 +11,7 @@
 #include <cstring>
 #include <vector>
 
+#include "muster/kernels/bf16.hpp"
 #include "muster/kernels/grouped_gemm.hpp"
 #include "tests/kernels/cuda_test_support.hpp"
 #include "tests/kernels/grouped_gemm_cases.hpp"
@@ -22,15 +23,10 @@ namespace {
 
 // bf16 as stored (round to nearest even), and back.
 std::uint16_t to_bf16(float f) {
-  std::uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  return muster::kernels::to_bf16(f).bits;
 }
 float from_bf16(std::uint16_t h) {
-  const std::uint32_t u = std::uint32_t(h) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
+  return muster::kernels::to_float(muster::kernels::bf16{h});
 }
 
 // One host array of matrices on the device, in `dtype` (the host values rounded the same

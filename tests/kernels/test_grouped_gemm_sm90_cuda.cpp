@@ -19,6 +19,7 @@
 
 #include "muster/kernels/grouped_gemm.hpp"
 #include "muster/kernels/grouped_gemm_rows.hpp"
+#include "tests/kernels/bf16_values.hpp"
 #include "tests/kernels/cuda_test_support.hpp"
 #include "tests/kernels/normal_draws.hpp"
 
@@ -27,19 +28,13 @@ using muster::test::device_buffer;
 
 namespace {
 
-std::uint16_t to_bf16(float f) {
-  std::uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-float from_bf16(std::uint16_t h) {
-  const std::uint32_t u = std::uint32_t(h) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
+using muster::kernels::bf16;
+
+float rounded(float f) {
+  return muster::kernels::to_float(muster::kernels::to_bf16(f));
 }
 
-constexpr std::uint16_t kUntouched = 0x7fc1;  // a NaN no product writes
+constexpr std::uint16_t kUntouched = 0x7fc1;  // a NaN no product writes (bits)
 constexpr std::int64_t kGap = 3;              // rows between two groups' rows
 
 enum class pattern { random, picks_k, picks_n };
@@ -95,24 +90,18 @@ struct forward_case {
                                           : (p_ == 0 ? float(j % 256) : 0.0f);
         }
     for (auto* v : {&x, &w})
-      for (auto& f : *v) f = from_bf16(to_bf16(f));
+      for (auto& f : *v) f = rounded(f);
   }
   std::int64_t rows() const { return std::int64_t(x.size()) / lda; }
 };
-
-std::vector<std::uint16_t> as_bf16(const std::vector<float>& v) {
-  std::vector<std::uint16_t> out(v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) out[i] = to_bf16(v[i]);
-  return out;
-}
 
 // Runs the case through sm90 with each tile width and with and without overlapping steps, and
 // checks every `row_step`-th row of each group (and its last) against double sums, and that
 // nothing outside the groups' rows and n was written.
 void check_case(const forward_case& f, std::int64_t row_step, bool exact) {
-  device_buffer<std::uint16_t> x(as_bf16(f.x)), w(as_bf16(f.w));
-  const std::vector<std::uint16_t> untouched(std::size_t(f.rows() * f.ldc), kUntouched);
-  device_buffer<std::uint16_t> y(untouched);
+  device_buffer<bf16> x(muster::test::to_bf16(f.x)), w(muster::test::to_bf16(f.w));
+  const std::vector<bf16> untouched(std::size_t(f.rows() * f.ldc), bf16{kUntouched});
+  device_buffer<bf16> y(untouched);
   std::vector<gemm_group> groups;
   for (std::size_t e = 0; e < f.counts.size(); ++e)
     groups.push_back({f.counts[e], f.n, f.k, x.ptr + f.first_row[e] * f.lda, f.lda,
@@ -166,12 +155,13 @@ void check_case(const forward_case& f, std::int64_t row_step, bool exact) {
         std::int64_t wrong = 0;
         std::ostringstream first;
         for (const auto& [at, value] : want[e]) {
-          const double err = std::abs(double(from_bf16(got[std::size_t(at)])) - value) / scale[e];
+          const double err =
+              std::abs(double(muster::kernels::to_float(got[std::size_t(at)])) - value) / scale[e];
           worst = std::isnan(err) ? INFINITY : std::max(worst, err);
           // the patterns' values are integers up to 255, exact in bf16: any error is a fault
           if (!(err <= (exact ? 0.0 : 8e-3)) && wrong++ < 8)
             first << "  row " << at / f.ldc - f.first_row[e] << " col " << at % f.ldc << ": got "
-                  << from_bf16(got[std::size_t(at)]) << " want " << value << "\n";
+                  << muster::kernels::to_float(got[std::size_t(at)]) << " want " << value << "\n";
         }
         INFO("group " << e << " of " << f.counts[e] << " rows: " << wrong << " of "
                       << want[e].size() << " checked wrong, worst " << worst << "\n"
@@ -184,7 +174,7 @@ void check_case(const forward_case& f, std::int64_t row_step, bool exact) {
       for (std::int64_t r = 0; r < f.rows(); ++r)
         for (std::int64_t j = 0; j < f.ldc; ++j) {
           if (in_group[std::size_t(r)] && j < f.n) continue;
-          if (got[std::size_t(r * f.ldc + j)] != kUntouched && written++ < 8)
+          if (got[std::size_t(r * f.ldc + j)].bits != kUntouched && written++ < 8)
             where << "  row " << r << " col " << j << "\n";
         }
       INFO(written << " elements outside the groups written:\n" << where.str());
