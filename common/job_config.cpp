@@ -172,8 +172,8 @@ const field<job_config> kSchema[] = {
           "(one cuBLAS grouped call, cuBLAS 12.5 or later), per_expert (one product an expert) or "
           "split (uniform batches of the rows most experts share, then one grouped call for the "
           "rest; the weights' gradients split along the rows too, so under bf16 their sums are "
-          "rounded once more), or sm90 (muster's own Hopper kernel for the bf16 forward and "
-          "dgrad, auto for the wgrad; not yet run on a GPU); the CPU has one way"),
+          "rounded once more), or sm90 (muster's own Hopper kernel for the bf16 forward, dgrad "
+          "and wgrad where it takes them, else auto; not yet run on a GPU); the CPU has one way"),
     FIELD(train.steps, "train.steps", "optimizer steps of the run"),
     FIELD(train.lr, "train.lr", "peak learning rate (AdamW)"),
     FIELD(train.min_lr, "train.min_lr", "learning rate at the end of the cosine decay"),

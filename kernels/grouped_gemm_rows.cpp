@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <utility>
 
 namespace muster::kernels {
 namespace {
@@ -11,6 +12,7 @@ namespace {
 constexpr std::int64_t kElementBytes = 2;   // bf16
 constexpr std::int64_t kStrideQuantum = 8;  // elements: 16 bytes, the tensor maps' stride unit
 constexpr std::int64_t kMaxRows = std::numeric_limits<std::int32_t>::max();
+constexpr std::int64_t kStepK = 64;  // the kernel's step of k
 
 std::optional<row_views> refuse(std::string* why, std::string reason) {
   if (why != nullptr) *why = std::move(reason);
@@ -27,6 +29,15 @@ std::int64_t row_of(const void* p, const void* base, std::int64_t ld) {
   const auto bytes = reinterpret_cast<std::uintptr_t>(p) - reinterpret_cast<std::uintptr_t>(base);
   const auto row_bytes = static_cast<std::uintptr_t>(ld * kElementBytes);
   return bytes % row_bytes == 0 ? static_cast<std::int64_t>(bytes / row_bytes) : -1;
+}
+
+// The element of `p` in the view from `base`: its row and column, or row -1 where p is not a
+// whole number of elements from it.
+std::pair<std::int64_t, std::int64_t> element_of(const void* p, const void* base, std::int64_t ld) {
+  const auto bytes = reinterpret_cast<std::uintptr_t>(p) - reinterpret_cast<std::uintptr_t>(base);
+  if (bytes % kElementBytes != 0) return {-1, 0};
+  const auto element = static_cast<std::int64_t>(bytes / kElementBytes);
+  return {element / ld, element % ld};
 }
 
 }  // namespace
@@ -65,16 +76,24 @@ std::optional<row_views> as_row_views(const gemm_group* groups, int count,
   v.c = lowest(&gemm_group::c);
   if (!aligned16(v.a) || !aligned16(v.b) || !aligned16(v.c))
     return refuse(why, "a view does not start on a 16-byte boundary");
+  bool mid_row = false;
   for (const auto* g : used) {
-    const row_group r{row_of(g->a, v.a, v.lda), row_of(g->b, v.b, v.ldb), row_of(g->c, v.c, v.ldc),
-                      g->m};
+    const auto [a_row, a_col] = element_of(g->a, v.a, v.lda);
+    const row_group r{a_row, row_of(g->b, v.b, v.ldb), row_of(g->c, v.c, v.ldc), g->m, a_col};
     if (r.a_row < 0 || r.b_row < 0 || r.c_row < 0)
       return refuse(why, "a group's matrix is not a whole number of rows from its view's start");
+    if (r.a_col + v.k > v.lda) return refuse(why, "a group's A runs past the end of its row");
+    mid_row = mid_row || r.a_col != 0;
     v.a_rows = std::max(v.a_rows, r.a_row + r.m);
+    v.a_cols = std::max(v.a_cols, r.a_col + v.k);
     v.b_rows = std::max(v.b_rows, r.b_row + (v.b_k_major ? v.n : v.k));
     v.c_rows = std::max(v.c_rows, r.c_row + r.m);
     v.groups.push_back(r);
   }
+  if (mid_row && v.k % kStepK != 0)
+    return refuse(why,
+                  "a group's A starts past a row's first column and k is not a multiple of 64");
+  if (args.b_view_rows > 0) v.b_rows = args.b_view_rows;
   if (v.a_rows > kMaxRows || v.b_rows > kMaxRows || v.c_rows > kMaxRows)
     return refuse(why, "a view has 2^31 rows or more");
   return v;

@@ -242,9 +242,10 @@ void grouped_gemm_row(const char* shape, const std::vector<std::int64_t>& rows, 
     args.sm90_tile_n = w.sm90_tile_n;
     args.sm90_overlap = w.sm90_overlap;
     if (m == method::grouped_batched && !k::cuda::grouped_batched_available()) continue;
-    // the own kernel runs the forward and dgrad only (else it is automatic again), on sm_90
-    if (m == method::sm90 &&
-        ((f != form::forward && f != form::dgrad) || !k::cuda::sm90_available()))
+    // the own kernel runs the forward, the dgrad and the wgrad over one common reduction (else
+    // it is automatic again), on sm_90
+    if (m == method::sm90 && ((f != form::forward && f != form::dgrad && f != form::wgrad_common) ||
+                              !k::cuda::sm90_available()))
       continue;
     const double dense = dense_ms();
     const double ms = time_ms(

@@ -12,6 +12,7 @@
 #include "engine/ops/stacked_view.hpp"
 #include "engine/ops/wgrad_operands.hpp"
 #include "muster/kernels/grouped_gemm.hpp"
+#include "muster/kernels/grouped_gemm_rows.hpp"
 
 namespace muster::engine::ops {
 namespace {
@@ -40,6 +41,27 @@ void run(const std::vector<gemm_group>& groups, const grouped_gemm_args& args,
   } else {
     kernels::cpu::grouped_gemm(groups.data(), static_cast<int>(groups.size()), args);
   }
+}
+
+// The wgrad through the sm90 kernel where it takes it: `groups` with each expert's rows of x
+// itself (those past x's end read as zeros by the kernel, where cuBLAS reads them from the tail
+// copy, wgrad_operands) over the padded dy^T's columns (one common reduction, a multiple of the
+// kernel's step). False (nothing run) where it does not.
+bool wgrad_sm90(const std::vector<gemm_group>& groups, grouped_gemm_args args,
+                const torch::Tensor& x, grouped_gemm_method method) {
+#ifdef MUSTER_WITH_CUDA
+  if (method != grouped_gemm_method::sm90 || !x.is_cuda() || groups.empty() ||
+      !kernels::cuda::sm90_available())
+    return false;
+  args.same_storage = true;  // dy^T, x, the gradients' buffer: one tensor each
+  args.b_view_rows = x.size(0);
+  if (!kernels::as_row_views(groups.data(), int(groups.size()), args)) return false;
+  run(groups, args, x, method);
+  return true;
+#else
+  (void)groups, (void)args, (void)x, (void)method;
+  return false;
+#endif
 }
 
 // Pointers as bytes: the groups do not care for the element type.
@@ -172,7 +194,7 @@ struct grouped_linear_function : torch::autograd::Function<grouped_linear_functi
     const auto w_in =
         padded_by_expert(grad_y, x, rows, x.is_cuda() ? common_reduction(rows, out, in) : 0);
     const auto padded = w_in.dy_t.size(1);
-    std::vector<gemm_group> dgrad, wgrad;
+    std::vector<gemm_group> dgrad, wgrad, wgrad_of_x;  // the last: B from x alone (wgrad_sm90)
     std::int64_t r = 0;
     for (std::size_t e = 0; e < rows.size(); ++e) {
       // dx_e (rows, in) = dy_e (rows, out) W_e (out, in)
@@ -187,6 +209,8 @@ struct grouped_linear_function : torch::autograd::Function<grouped_linear_functi
       const auto* dy_t_e =
           static_cast<const char*>(w_in.dy_t.data_ptr()) + w_in.first[e] * w_in.dy_t.element_size();
       wgrad.push_back({out, in, w_in.k[e], dy_t_e, padded, w_in.x_rows[e], in, dw, in});
+      wgrad_of_x.push_back(
+          {out, in, w_in.k[e], dy_t_e, padded, at_row(x, r - rows[e]), in, dw, in});
     }
     grouped_gemm_args args;
     args.dtype = dtype_of(x);
@@ -195,7 +219,7 @@ struct grouped_linear_function : torch::autograd::Function<grouped_linear_functi
     run(dgrad, args, x, method);
     args.same_storage = false;  // x's rows and its tail copy (wgrad_operands) are two
     args.beta = direct ? 1.0f : 0.0f;
-    run(wgrad, args, x, method);
+    if (!wgrad_sm90(wgrad_of_x, args, x, method)) run(wgrad, args, x, method);
     // x's gradient, none for rows, the weights', none for the method
     variable_list result{grad_x, torch::Tensor()};
     if (!in_place) {

@@ -65,6 +65,9 @@ namespace cpu {
 void grouped_gemm(const gemm_group* groups, int count, const grouped_gemm_args& args) {
   if (args.dtype != gemm_dtype::f32)
     throw std::invalid_argument("grouped gemm: the CPU takes fp32 only");
+  if (args.b_view_rows != 0)
+    throw std::invalid_argument(
+        "grouped gemm: b_view_rows (rows past it as zeros) is the GPU's sm90 kernel's alone");
   check_gemm_groups(groups, count, args);
   for (int g = 0; g < count; ++g) {
     const auto& x = groups[g];

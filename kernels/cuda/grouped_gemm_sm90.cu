@@ -3,18 +3,22 @@
 // A block is three warpgroups. The first is the producer: one thread walks the block's tiles
 // and, for each 64-wide step of k, waits for a free stage, then has TMA copy the tile's A rows
 // (128 x 64) and its B (BN x 64 of B^T as stored, or BN / 64 boxes of 64 rows of k by 64 of n
-// of B as stored) into it, 128-byte swizzled, completing on the stage's `full` barrier. The two others are consumers, 64 of the tile's rows each: for each step they wait on
-// `full`, run four wgmma k16 products from the stage into fp32 registers, wait for them and
-// free the stage (`empty`); after the last step they round their (64, BN) block to bf16 and
-// store the rows and columns inside the group. Blocks are persistent (one an SM), taking tiles
-// blockIdx.x, + gridDim.x, ...; tiles run group after group, a group's row blocks in order,
-// each row block's column blocks in order, so the blocks at work at once share their B (one
-// expert's weight) and each A row block in L2.
+// of B as stored) into it, 128-byte swizzled, completing on the stage's `full` barrier. The two
+// others are consumers, 64 of the tile's rows each: for each step they wait on `full`, run four
+// wgmma k16 products from the stage into fp32 registers, wait for them and free the stage
+// (`empty`); after the last step they round their (64, BN) block to bf16 and store the rows and
+// columns inside the group. Blocks are persistent (one an SM), taking tiles blockIdx.x, +
+// gridDim.x, ...; tiles run group after group, a group's row blocks in order, each row block's
+// column blocks in order, so the blocks at work at once share their B (one expert's weight) and
+// each A row block in L2.
 //
 // Tiles read past their group's rows (the next group's, or zeros past the view's end) and past
 // n (the next expert's weight rows, or zeros): those rows and columns of the product are never
 // stored. Past k A's tensor map reads zeros, so they add nothing, whatever B holds there (with
-// B stored (k, n), the next expert's first rows: finite weights, times zero).
+// B stored (k, n), the next expert's first rows: finite weights, times zero); where groups start
+// mid-row in A (the wgrad's blocks of dy^T columns), k is a multiple of the step, so no step
+// reaches the next group's columns (as_row_views), and B's rows past its view (x's end, where
+// the last experts' padded reductions reach) read as zeros.
 #include "kernels/cuda/grouped_gemm_sm90.hpp"
 
 #include <cuda.h>
@@ -48,6 +52,7 @@ constexpr int kAlign = 1024;            // a 128-byte swizzle pattern's period (
 struct tile_group {
   int tile_start;
   int a_row;
+  int a_col;
   int b_row;
   int m;
   long long c_row;
@@ -206,6 +211,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int local = tile - groups[g].tile_start;
       const int a_row = groups[g].a_row + (local / n_tiles) * kBlockM;
       const int n0 = (local % n_tiles) * BN;
+      const int a_col = groups[g].a_col;
       const int b_row = groups[g].b_row;
       for (int step = 0; step < k_steps; ++step) {
         // the stage's previous use freed (the first round passes: that phase counts as done)
@@ -213,7 +219,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         unsigned char* a_tile = smem + stage * cfg::kStageBytes;
         unsigned char* b_tile = a_tile + cfg::kABytes;
         barrier_expect(&full[stage], cfg::kStageBytes);
-        tma_load(a_tile, &a_map, &full[stage], step * kBlockK, a_row);
+        tma_load(a_tile, &a_map, &full[stage], a_col + step * kBlockK, a_row);
         if constexpr (BKMajor) {
           tma_load(b_tile, &b_map, &full[stage], step * kBlockK, b_row + n0);
         } else {
@@ -364,13 +370,13 @@ void launch(const row_views& v, cudaStream_t stream) {
   std::vector<tile_group> table;
   long long num_tiles = 0;
   for (const auto& g : v.groups) {
-    table.push_back({int(num_tiles), int(g.a_row), int(g.b_row), int(g.m), g.c_row});
+    table.push_back({int(num_tiles), int(g.a_row), int(g.a_col), int(g.b_row), int(g.m), g.c_row});
     num_tiles += (g.m + kBlockM - 1) / kBlockM * n_tiles;
   }
   if (num_tiles > INT32_MAX)
     throw std::runtime_error("grouped gemm (sm90): " + std::to_string(num_tiles) +
                              " tiles, over the kernel's int range");
-  const auto a_map = rows_map(v.a, v.a_rows, v.k, v.lda, kBlockM, "A");
+  const auto a_map = rows_map(v.a, v.a_rows, v.a_cols, v.lda, kBlockM, "A");
   // B: boxes of 64 of k by BN rows of n (B^T stored), or of 64 of n by 64 rows of k (B stored)
   const auto b_map = BKMajor ? rows_map(v.b, v.b_rows, v.k, v.ldb, BN, "B")
                              : rows_map(v.b, v.b_rows, v.n, v.ldb, kBlockK, "B");

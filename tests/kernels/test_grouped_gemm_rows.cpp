@@ -2,13 +2,16 @@
 // starts at, and every way a grouped product can fail to have that form.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "muster/kernels/grouped_gemm_rows.hpp"
+#include "tests/kernels/row_views_reference.hpp"
 
 using namespace muster::kernels;
 
@@ -179,4 +182,193 @@ TEST_CASE("as_row_views takes the dgrad's B as k rows a group, n wide", "[kernel
   CHECK(v->groups[1].a_row == 7);
   CHECK(v->b_rows == 3 * k);  // k rows a group, not n
   CHECK(v->a_rows == 23);
+}
+
+TEST_CASE("as_row_views takes the wgrad's blocks of dy^T columns and x's rows past its end",
+          "[kernels][grouped_gemm]") {
+  // dW_e (16, 24) = dyT_e (16, 64) x_e (64, 24): dy^T (16, 3 x 64), expert e's columns from
+  // 64 e; x (100, 24), expert e's 64 rows from its first (the last ones reach past x's end)
+  const std::int64_t out = 16, in = 24, common = 64, padded = 3 * common;
+  const std::vector<std::int64_t> counts{40, 0, 60}, first{0, 64, 64}, start{0, 40, 40};
+  std::vector<std::uint16_t> dy_t(std::size_t(out * padded)), x(std::size_t(100 * in)),
+      dw(std::size_t(3 * out * in));
+  std::vector<gemm_group> groups;
+  for (std::size_t e = 0; e < counts.size(); ++e)
+    if (counts[e] > 0)
+      groups.push_back({out, in, common, dy_t.data() + first[e], padded, x.data() + start[e] * in,
+                        in, dw.data() + std::int64_t(e) * out * in, in});
+  grouped_gemm_args args;
+  args.dtype = gemm_dtype::bf16;
+  args.same_storage = true;
+  std::string why;
+  auto v = as_row_views(groups.data(), int(groups.size()), args, &why);
+  INFO(why);
+  REQUIRE(v.has_value());
+  REQUIRE(v->groups.size() == 2);
+  CHECK(v->groups[0].a_col == 0);
+  CHECK(v->groups[1].a_col == 64);
+  CHECK(v->groups[1].a_row == 0);
+  CHECK(v->groups[1].b_row == 40);
+  CHECK(v->groups[1].c_row == 2 * out);
+  CHECK(v->groups[1].m == out);
+  CHECK(v->a_rows == out);
+  CHECK(v->a_cols == 128);  // the last group's columns end there
+  CHECK(v->b_rows == 104);  // as far as the groups reach: past x's 100 rows
+  args.b_view_rows = 100;   // x's rows: the last group's 4 past them read as zeros
+  v = as_row_views(groups.data(), int(groups.size()), args, &why);
+  REQUIRE(v.has_value());
+  CHECK(v->b_rows == 100);
+
+  // a group starting mid-row whose k does not end on the kernel's step
+  for (auto& g : groups) g.k = 56;
+  CHECK_FALSE(as_row_views(groups.data(), int(groups.size()), args, &why).has_value());
+  CHECK(why == "a group's A starts past a row's first column and k is not a multiple of 64");
+  // and one whose columns run past its row
+  for (auto& g : groups) g.k = 64;
+  groups[1].a = dy_t.data() + 160;
+  CHECK_FALSE(as_row_views(groups.data(), int(groups.size()), args, &why).has_value());
+  CHECK(why == "a group's A runs past the end of its row");
+}
+
+TEST_CASE("b_view_rows is the GPU's sm90 kernel's alone", "[kernels][grouped_gemm]") {
+  std::vector<float> a(4, 1.0f), b(4, 1.0f), c(4, 0.0f);
+  const gemm_group g{2, 2, 2, a.data(), 2, b.data(), 2, c.data(), 2};
+  grouped_gemm_args args;
+  args.b_view_rows = 2;
+  CHECK_THROWS_WITH(cpu::grouped_gemm(&g, 1, args), Catch::Contains("sm90 kernel's alone"));
+}
+
+namespace {
+
+// Random bf16 values as stored, and the floats they stand for.
+struct bf16_matrix {
+  std::vector<muster::kernels::bf16> bits;
+  std::vector<float> values;
+  bf16_matrix(std::size_t n, std::uint32_t seed) {
+    std::mt19937 gen(seed);
+    std::normal_distribution<float> dist;
+    for (std::size_t i = 0; i < n; ++i) {
+      bits.push_back(muster::kernels::to_bf16(dist(gen)));
+      values.push_back(muster::kernels::to_float(bits.back()));
+    }
+  }
+};
+
+// max |got - want| / max |want| over C's rows of each group
+double worst_error(const std::vector<muster::kernels::bf16>& c, const std::vector<double>& want) {
+  double scale = 1e-30, worst = 0;
+  for (auto w : want) scale = std::max(scale, std::abs(w));
+  for (std::size_t i = 0; i < want.size(); ++i)
+    worst = std::max(worst, std::abs(double(muster::kernels::to_float(c[i])) - want[i]) / scale);
+  return worst;
+}
+
+}  // namespace
+
+TEST_CASE("the views give the experts' forward, dgrad and wgrad products, tile by tile",
+          "[kernels][grouped_gemm]") {
+  using muster::kernels::bf16;
+  const std::vector<std::int64_t> counts{1, 127, 0, 129, 5};
+  std::int64_t total = 0;
+  for (auto c : counts) total += c;
+  const auto experts = std::int64_t(counts.size());
+  for (const bool dgrad : {false, true})
+    for (const std::int64_t tile_n : {128, 256}) {
+      INFO((dgrad ? "dgrad" : "forward") << " tile_n " << tile_n);
+      // y (total, n) = x (total, k) op(W_e): W (E, n, k) for the forward, (E, k, n) the dgrad
+      const std::int64_t n = 72, k = 40, lda = 48, ldb = dgrad ? 80 : 40, ldc = 80;
+      const auto w_rows = dgrad ? k : n;
+      bf16_matrix x(std::size_t(total * lda), 1), w(std::size_t(experts * w_rows * ldb), 2);
+      std::vector<bf16> y(std::size_t(total * ldc), bf16{0x7fc1});
+      std::vector<gemm_group> groups;
+      std::vector<double> want(y.size());
+      for (std::size_t i = 0; i < y.size(); ++i) want[i] = muster::kernels::to_float(y[i]);
+      std::int64_t r = 0;
+      for (std::int64_t e = 0; e < experts; ++e) {
+        groups.push_back({counts[std::size_t(e)], n, k, x.bits.data() + r * lda, lda,
+                          w.bits.data() + e * w_rows * ldb, ldb, y.data() + r * ldc, ldc});
+        for (std::int64_t i = r; i < r + counts[std::size_t(e)]; ++i)
+          for (std::int64_t j = 0; j < n; ++j) {
+            double sum = 0;
+            for (std::int64_t p = 0; p < k; ++p)
+              sum +=
+                  double(x.values[std::size_t(i * lda + p)]) *
+                  double(
+                      w.values[std::size_t(dgrad ? (e * k + p) * ldb + j : (e * n + j) * ldb + p)]);
+            want[std::size_t(i * ldc + j)] = sum;
+          }
+        r += counts[std::size_t(e)];
+      }
+      grouped_gemm_args args;
+      args.trans_b = !dgrad;
+      args.dtype = gemm_dtype::bf16;
+      args.same_storage = true;
+      const auto v = as_row_views(groups.data(), int(groups.size()), args);
+      REQUIRE(v.has_value());
+      muster::test::run_row_views(*v, tile_n);
+      // the padding columns keep their NaN in both: compare the products' columns only
+      std::vector<bf16> got;
+      std::vector<double> products;
+      for (std::int64_t i = 0; i < total; ++i)
+        for (std::int64_t j = 0; j < n; ++j) {
+          got.push_back(y[std::size_t(i * ldc + j)]);
+          products.push_back(want[std::size_t(i * ldc + j)]);
+        }
+      CHECK(worst_error(got, products) <= 8e-3);
+      for (std::int64_t i = 0; i < total; ++i)
+        for (std::int64_t j = n; j < ldc; ++j) CHECK(y[std::size_t(i * ldc + j)].bits == 0x7fc1);
+    }
+}
+
+TEST_CASE("the views give the wgrad over the padded dy^T with x's rows past its end as zeros",
+          "[kernels][grouped_gemm]") {
+  using muster::kernels::bf16;
+  // dW_e (24, 40) = dyT_e (24, 64) x_e (64, 40); the last expert's 64 rows run past x's 107
+  const std::vector<std::int64_t> counts{40, 0, 60, 7};
+  const std::int64_t out = 24, in = 40, common = 64, total = 107, padded = 3 * common;
+  bf16_matrix dy(std::size_t(total * out), 3), x(std::size_t(total * in), 4);
+  std::vector<bf16> dy_t(std::size_t(out * padded), bf16{0});
+  std::vector<bf16> dw(std::size_t(4 * out * in), bf16{0x7fc1});
+  std::vector<double> want(dw.size(), 0.0);
+  std::vector<gemm_group> groups;
+  std::int64_t r = 0, col = 0;
+  for (std::size_t e = 0; e < counts.size(); ++e) {
+    const auto m = counts[e];
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t f = 0; f < out; ++f)
+        dy_t[std::size_t(f * padded + col + i)] = dy.bits[std::size_t((r + i) * out + f)];
+    for (std::int64_t f = 0; f < out; ++f)
+      for (std::int64_t h = 0; h < in; ++h) {
+        double sum = 0;
+        for (std::int64_t i = 0; i < m; ++i)
+          sum += double(dy.values[std::size_t((r + i) * out + f)]) *
+                 double(x.values[std::size_t((r + i) * in + h)]);
+        want[e * std::size_t(out * in) + std::size_t(f * in + h)] = sum;
+      }
+    if (m > 0)
+      groups.push_back({out, in, common, dy_t.data() + col, padded, x.bits.data() + r * in, in,
+                        dw.data() + std::int64_t(e) * out * in, in});
+    r += m;
+    col += m > 0 ? common : 0;
+  }
+  grouped_gemm_args args;
+  args.dtype = gemm_dtype::bf16;
+  args.same_storage = true;
+  args.b_view_rows = total;  // x ends there: the views read zeros past it, not past the buffer
+  const auto v = as_row_views(groups.data(), int(groups.size()), args);
+  REQUIRE(v.has_value());
+  muster::test::run_row_views(*v, 128);
+  for (std::size_t e = 0; e < counts.size(); ++e) {
+    INFO("expert " << e);
+    const auto at = e * std::size_t(out * in);
+    if (counts[e] == 0) {  // no group: as it was
+      for (std::size_t i = 0; i < std::size_t(out * in); ++i) CHECK(dw[at + i].bits == 0x7fc1);
+      continue;
+    }
+    const std::vector<bf16> got(dw.begin() + std::ptrdiff_t(at),
+                                dw.begin() + std::ptrdiff_t(at) + out * in);
+    const std::vector<double> products(want.begin() + std::ptrdiff_t(at),
+                                       want.begin() + std::ptrdiff_t(at) + out * in);
+    CHECK(worst_error(got, products) <= 8e-3);
+  }
 }

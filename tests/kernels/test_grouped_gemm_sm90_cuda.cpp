@@ -243,3 +243,128 @@ TEST_CASE("the own Hopper grouped GEMM (sm90) matches plain products over the ex
       check_case(forward_case(experts, n, k, b_k_major, pattern::random, seed++), 29, false);
     }
 }
+
+namespace {
+
+// The wgrad as the engine runs it through sm90 (engine/ops/grouped_linear_op.cpp, wgrad_sm90):
+// dW_e (out, in) = dyT_e (out, common) x_e (common, in) over dy^T with each expert's columns
+// padded with zeros to the common reduction, x's rows from each expert's first, the last
+// experts' reaching past x's end (read as zeros: x's buffer ends there). Experts with no rows
+// have no group and their gradient stays as it was. Every `f_step`-th row of each dW checked.
+void check_wgrad(const std::vector<std::int64_t>& counts, std::int64_t out, std::int64_t in,
+                 std::int64_t f_step, std::uint32_t seed) {
+  std::int64_t total = 0, largest = 0;
+  for (auto c : counts) {
+    total += c;
+    largest = std::max(largest, c);
+  }
+  const std::int64_t common = (largest + 63) / 64 * 64;
+  std::vector<std::int64_t> start, first;
+  std::int64_t padded = 0, r = 0;
+  for (auto c : counts) {
+    start.push_back(r);
+    first.push_back(padded);
+    r += c;
+    padded += c > 0 ? common : 0;
+  }
+  std::vector<float> dy = muster::test::normal_draws(std::size_t(total * out), seed),
+                     x = muster::test::normal_draws(std::size_t(total * in), seed + 1);
+  for (auto* v : {&dy, &x})
+    for (auto& f : *v) f = rounded(f);
+  std::vector<float> dy_t(std::size_t(out * padded), 0.0f);
+  for (std::size_t e = 0; e < counts.size(); ++e)
+    for (std::int64_t i = 0; i < counts[e]; ++i)
+      for (std::int64_t f = 0; f < out; ++f)
+        dy_t[std::size_t(f * padded + first[e] + i)] = dy[std::size_t((start[e] + i) * out + f)];
+  device_buffer<bf16> d_dy_t(muster::test::to_bf16(dy_t)), d_x(muster::test::to_bf16(x));
+  const std::vector<bf16> untouched(counts.size() * std::size_t(out * in), bf16{kUntouched});
+  device_buffer<bf16> d_dw(untouched);
+  std::vector<gemm_group> groups;
+  for (std::size_t e = 0; e < counts.size(); ++e)
+    if (counts[e] > 0)
+      groups.push_back({out, in, common, d_dy_t.ptr + first[e], padded, d_x.ptr + start[e] * in, in,
+                        d_dw.ptr + std::int64_t(e) * out * in, in});
+  grouped_gemm_args args;
+  args.dtype = gemm_dtype::bf16;
+  args.same_storage = true;
+  args.b_view_rows = total;
+  std::string why;
+  INFO("row views: " << (as_row_views(groups.data(), int(groups.size()), args, &why).has_value()
+                             ? "yes"
+                             : why));
+  REQUIRE(as_row_views(groups.data(), int(groups.size()), args).has_value());
+  // the sampled rows of each dW in double: (index in dW, value), and its scale
+  std::vector<std::vector<std::pair<std::int64_t, double>>> want(counts.size());
+  std::vector<double> scale(counts.size(), 1e-30);
+  for (std::size_t e = 0; e < counts.size(); ++e)
+    for (std::int64_t f = 0; f < out && counts[e] > 0; f += f_step)
+      for (std::int64_t h = 0; h < in; ++h) {
+        double sum = 0;
+        for (std::int64_t i = 0; i < counts[e]; ++i)
+          sum += double(dy[std::size_t((start[e] + i) * out + f)]) *
+                 double(x[std::size_t((start[e] + i) * in + h)]);
+        want[e].emplace_back(f * in + h, sum);
+        scale[e] = std::max(scale[e], std::abs(sum));
+      }
+  for (const int tile_n : {128, 256})
+    for (const bool overlap : {false, true}) {
+      INFO("tile_n " << tile_n << " overlap " << overlap);
+      args.sm90_tile_n = tile_n;
+      args.sm90_overlap = overlap;
+      REQUIRE(cudaMemcpy(d_dw.ptr, untouched.data(), untouched.size() * 2,
+                         cudaMemcpyHostToDevice) == cudaSuccess);
+      cuda::grouped_gemm(groups.data(), int(groups.size()), args, nullptr,
+                         cuda::grouped_gemm_method::sm90);
+      const auto synced = cudaDeviceSynchronize();
+      INFO("CUDA: " << cudaGetErrorString(synced));
+      REQUIRE(synced == cudaSuccess);
+      const auto got = d_dw.host();
+      for (std::size_t e = 0; e < counts.size(); ++e) {
+        const auto* dw = &got[e * std::size_t(out * in)];
+        if (counts[e] == 0) {
+          std::int64_t written = 0;
+          for (std::int64_t i = 0; i < out * in; ++i) written += dw[i].bits != kUntouched;
+          INFO("expert " << e << " has no rows");
+          CHECK(written == 0);
+          continue;
+        }
+        std::int64_t wrong = 0;
+        std::ostringstream first_wrong;
+        for (const auto& [at, value] : want[e]) {
+          const double err = std::abs(double(muster::kernels::to_float(dw[at])) - value) / scale[e];
+          if (!(err <= 8e-3) && wrong++ < 8)
+            first_wrong << "  row " << at / in << " col " << at % in << ": got "
+                        << muster::kernels::to_float(dw[at]) << " want " << value << "\n";
+        }
+        INFO("expert " << e << " of " << counts[e] << " rows: " << wrong << " of " << want[e].size()
+                       << " checked wrong\n"
+                       << first_wrong.str());
+        CHECK(wrong == 0);
+      }
+    }
+}
+
+}  // namespace
+
+TEST_CASE("the own Hopper grouped GEMM (sm90) runs the experts' wgrad over the padded dy^T",
+          "[kernels][grouped_gemm][gpu]") {
+  if (!muster::test::have_device()) {
+    WARN("SKIPPED: no CUDA device");
+    return;
+  }
+  if (!cuda::sm90_available()) {
+    WARN("no sm90 kernel on this device or build: the wgrad form (b_view_rows) is its alone");
+    return;
+  }
+  {
+    INFO("4 experts, one empty, 80 x 96");
+    check_wgrad({40, 0, 60, 7}, 80, 96, 1, 1201);
+  }
+  std::mt19937 gen(11);
+  std::vector<std::int64_t> experts(32);
+  for (auto& m : experts) m = std::uniform_int_distribution<std::int64_t>(900, 1150)(gen);
+  for (const std::int64_t out : {640, 1280}) {
+    INFO("32 experts of ~1024 rows, " << out << " x 1024");
+    check_wgrad(experts, out, 1024, 17, 1301);
+  }
+}

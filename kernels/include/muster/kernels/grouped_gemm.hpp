@@ -39,6 +39,11 @@ struct grouped_gemm_args {
   // reads each through one view from its lowest group to its highest, rows between groups
   // included, which is safe only then (grouped_gemm_rows.hpp).
   bool same_storage = false;
+  // With same_storage, the rows B's allocation holds from its lowest group's start (0: as far as
+  // the groups reach). Groups may then reach past it, as the wgrad's last experts' padded rows
+  // do past x's end, and those rows count as zeros: only the sm90 kernel reads so (its tensor
+  // maps), and cuda::grouped_gemm throws std::invalid_argument where it cannot run them.
+  std::int64_t b_view_rows = 0;
   // The sm90 kernel's tile width (0: 256 where that covers n in no more columns than 128, else
   // 128; or 128 or 256) and whether its consumers keep one step's products in flight while
   // issuing the next: for the bench and tests to compare them.
@@ -77,8 +82,8 @@ namespace cuda {
 // (kernels/cuda/grouped_gemm.cpp says what was measured). Groups whose matrices are not all
 // on 16-byte boundaries (pointers_aligned) run one cublasGemmEx a group, whatever the method.
 // sm90: muster's own Hopper kernel (TMA and warpgroup MMA, kernels/cuda/grouped_gemm_sm90.hpp)
-// where the groups have the row-grouped form (as_row_views: the experts' forward and dgrad in
-// bf16), the
+// where the groups have the row-grouped form (as_row_views: the experts' forward, dgrad and
+// wgrad over one common reduction, in bf16), the
 // build has it (architectures with 90) and the device is compute capability 9.0; otherwise as
 // automatic. Not yet picked by automatic: it has not run on a GPU (docs/gpu.md).
 enum class grouped_gemm_method { automatic, grouped_batched, per_group, split_batched, sm90 };

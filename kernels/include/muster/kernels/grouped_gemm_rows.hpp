@@ -1,7 +1,9 @@
-// The row-grouped form of a grouped product, as the experts' forward and dgrad have it: every
-// group's A and C are row blocks of one matrix each (the routed rows of one tensor, in expert
-// order) and its B a row block of one matrix (the experts' weights stacked): (n, k) for the
-// forward's C = A B^T, (k, n) for the dgrad's C = A B. A kernel
+// The row-grouped form of a grouped product, as the experts' products have it: every group's A
+// and C are blocks of one matrix each and its B a row block of one matrix. The forward: A and
+// C the routed rows of one tensor in expert order, B the experts' weights stacked, (n, k) each
+// (C = A B^T). The dgrad: the same with B (k, n) (C = A B). The wgrad over the padded dy^T
+// (engine/ops/wgrad_operands.hpp): A a block of columns of dy^T, B an expert's k rows of x, C
+// its gradient's block (C = A B). A kernel
 // then reads every group through one 2-D view of each matrix (the GPU's tensor maps) and needs
 // only where each group's rows start. Host-side bookkeeping only, no CUDA: the GPU's own
 // grouped kernel (cuda::grouped_gemm_method::sm90) runs from it, and the CPU tests check it.
@@ -16,17 +18,19 @@
 
 namespace muster::kernels {
 
-// Where one group's rows start in each view (in rows), and how many it has.
+// Where one group starts in each view (in rows; A's also in columns), and its rows.
 struct row_group {
   std::int64_t a_row = 0, b_row = 0, c_row = 0, m = 0;
+  std::int64_t a_col = 0;
 };
 
-// One view per matrix: A (a_rows, k) at row stride lda, B (b_rows, k) at ldb (b_k_major: a
+// One view per matrix: A (a_rows, a_cols) at row stride lda, B (b_rows, k) at ldb (b_k_major: a
 // group's B^T, n rows) or (b_rows, n) (a group's B, k rows), C (c_rows, n) at ldc, each
-// starting at the lowest address a group uses.
+// starting at the lowest address a group uses. Reads past a view's rows or columns are zeros
+// (the GPU's tensor maps).
 struct row_views {
   const void* a = nullptr;
-  std::int64_t a_rows = 0, lda = 0;
+  std::int64_t a_rows = 0, a_cols = 0, lda = 0;
   const void* b = nullptr;
   std::int64_t b_rows = 0, ldb = 0;
   bool b_k_major = true;  // args.trans_b
@@ -38,12 +42,15 @@ struct row_views {
 
 // The views, where the groups have that form: args.same_storage (the caller's word that each
 // view is one allocation: a kernel reading rows between two groups must not leave it), bf16,
-// A not transposed, beta 0, one n and k >= 1 and one lda, ldb and ldc for
-// all, strides multiples of 8 elements (16 bytes), every view starting on a 16-byte boundary, every
-// group's matrices a whole number of rows from its view's start, every view under 2^31 rows.
-// Otherwise none, and `why` (when given) names the first condition that failed. Groups with m zero
-// are left out; none left gives views with no groups. The groups' C blocks must not overlap (as for
-// every method).
+// A not transposed, beta 0, one n and k >= 1 and one lda, ldb and ldc for all, strides multiples
+// of 8 elements (16 bytes), every view starting on a 16-byte boundary, B's and C's matrices a
+// whole number of rows from their view's start, A's a row and a column with its k columns inside
+// the row, k a multiple of 64 where a group's A starts past a row's first column (the kernel's
+// steps of k must not reach the next group's columns), every view under 2^31 rows. B's rows are
+// as far as the groups reach, or args.b_view_rows where given (groups may reach past it: those
+// rows read as zeros). Otherwise none, and `why` (when given) names the first condition that
+// failed. Groups with m zero are left out; none left gives views with no groups. The groups' C
+// blocks must not overlap (as for every method).
 std::optional<row_views> as_row_views(const gemm_group* groups, int count,
                                       const grouped_gemm_args& args, std::string* why = nullptr);
 
