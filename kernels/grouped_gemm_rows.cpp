@@ -61,6 +61,9 @@ std::optional<row_views> as_row_views(const gemm_group* groups, int count,
   v.ldb = first.ldb;
   v.ldc = first.ldc;
   if (v.n < 1 || v.k < 1) return refuse(why, "n or k is 0");
+  if (v.lda < v.k || v.ldb < (v.b_k_major ? v.k : v.n) || v.ldc < v.n)
+    return refuse(why, "a stride is under the row it holds");
+  if (args.b_view_rows < 0) return refuse(why, "b_view_rows is negative");
   for (const auto* g : used)
     if (g->n != v.n || g->k != v.k || g->lda != v.lda || g->ldb != v.ldb || g->ldc != v.ldc)
       return refuse(why, "the groups differ in n, k or a stride");
@@ -93,9 +96,13 @@ std::optional<row_views> as_row_views(const gemm_group* groups, int count,
   if (mid_row && v.k % kStepK != 0)
     return refuse(why,
                   "a group's A starts past a row's first column and k is not a multiple of 64");
-  if (args.b_view_rows > 0) v.b_rows = args.b_view_rows;
-  if (v.a_rows > kMaxRows || v.b_rows > kMaxRows || v.c_rows > kMaxRows)
-    return refuse(why, "a view has 2^31 rows or more");
+  if (args.b_view_rows > 0) {
+    for (const auto& r : v.groups)
+      if (r.b_row >= args.b_view_rows) return refuse(why, "a group's B starts past b_view_rows");
+    v.b_rows = args.b_view_rows;
+  }
+  if (v.a_rows > kMaxRows || v.a_cols > kMaxRows || v.b_rows > kMaxRows || v.c_rows > kMaxRows)
+    return refuse(why, "a view has 2^31 rows or columns or more");
   return v;
 }
 

@@ -53,7 +53,7 @@ bool wgrad_sm90(const std::vector<gemm_group>& groups, grouped_gemm_args args,
   if (method != grouped_gemm_method::sm90 || !x.is_cuda() || groups.empty() ||
       !kernels::cuda::sm90_available())
     return false;
-  args.same_storage = true;  // dy^T, x, the gradients' buffer: one tensor each
+  args.same_storage = true;  // dy^T, x, the gradients' buffer (not `direct`): one tensor each
   args.b_view_rows = x.size(0);
   if (!kernels::as_row_views(groups.data(), int(groups.size()), args)) return false;
   run(groups, args, x, method);
@@ -219,7 +219,8 @@ struct grouped_linear_function : torch::autograd::Function<grouped_linear_functi
     run(dgrad, args, x, method);
     args.same_storage = false;  // x's rows and its tail copy (wgrad_operands) are two
     args.beta = direct ? 1.0f : 0.0f;
-    if (!wgrad_sm90(wgrad_of_x, args, x, method)) run(wgrad, args, x, method);
+    // (not `direct`: there C is each weight's own gradient, not one buffer)
+    if (direct || !wgrad_sm90(wgrad_of_x, args, x, method)) run(wgrad, args, x, method);
     // x's gradient, none for rows, the weights', none for the method
     variable_list result{grad_x, torch::Tensor()};
     if (!in_place) {

@@ -22,9 +22,10 @@ struct sm90_options {
   bool overlap = true;  // one step's products in flight while the next step's are issued
 };
 
-// Enqueues C = A B^T for every group of `views` on `stream`. Tiles of 128 rows by tile_n
-// columns, 64 of k a stage. Throws std::invalid_argument for a tile_n it has not, and
-// std::runtime_error where the driver refuses a tensor map or the launch fails.
+// Enqueues C = A op(B) for every group of `views` on `stream` (op(B) = B^T where
+// views.b_k_major, else B). Tiles of 128 rows by tile_n columns, 64 of k a stage. Throws
+// std::invalid_argument for a tile_n it has not, and std::runtime_error where the driver
+// refuses a tensor map or the launch fails.
 void grouped_gemm_sm90(const row_views& views, cudaStream_t stream,
                        const sm90_options& options = {});
 

@@ -134,6 +134,13 @@ TEST_CASE("as_row_views refuses groups without the row-grouped form and says why
          for (auto& g : f.groups) g.lda = 36;
        },
        "a stride is not a multiple of 8 elements"},
+      {[](forward_layout& f) {
+         for (auto& g : f.groups) g.ldc = 16;
+       },
+       "a stride is under the row it holds"},
+      {[](forward_layout& f) { f.args.b_view_rows = -1; }, "b_view_rows is negative"},
+      {[](forward_layout& f) { f.args.b_view_rows = 24; },  // the second expert's from 24
+       "a group's B starts past b_view_rows"},
       // x's view starts one element in: 2 bytes off 16
       {[](forward_layout& f) {
          for (auto& g : f.groups) g.a = static_cast<const std::uint16_t*>(g.a) + 1;

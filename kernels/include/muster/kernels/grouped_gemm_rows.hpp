@@ -43,12 +43,13 @@ struct row_views {
 // The views, where the groups have that form: args.same_storage (the caller's word that each
 // view is one allocation: a kernel reading rows between two groups must not leave it), bf16,
 // A not transposed, beta 0, one n and k >= 1 and one lda, ldb and ldc for all, strides multiples
-// of 8 elements (16 bytes), every view starting on a 16-byte boundary, B's and C's matrices a
+// of 8 elements (16 bytes) and none under the row it holds, every view starting on a 16-byte
+// boundary, B's and C's matrices a
 // whole number of rows from their view's start, A's a row and a column with its k columns inside
 // the row, k a multiple of 64 where a group's A starts past a row's first column (the kernel's
-// steps of k must not reach the next group's columns), every view under 2^31 rows. B's rows are
-// as far as the groups reach, or args.b_view_rows where given (groups may reach past it: those
-// rows read as zeros). Otherwise none, and `why` (when given) names the first condition that
+// steps of k must not reach the next group's columns), every view under 2^31 rows and columns.
+// B's rows are as far as the groups reach, or args.b_view_rows where given (>= 0; groups may
+// reach past it, those rows read as zeros, but none may start there). Otherwise none, and `why` (when given) names the first condition that
 // failed. Groups with m zero are left out; none left gives views with no groups. The groups' C
 // blocks must not overlap (as for every method).
 std::optional<row_views> as_row_views(const gemm_group* groups, int count,
