@@ -23,11 +23,12 @@ bool aligned16(const void* p) {
   return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
 }
 
-// The row of `p` in the view starting at `base` with row stride `ld`, or -1 where p is not a
-// whole number of rows from it.
-std::int64_t row_of(const void* p, const void* base, std::int64_t ld) {
+// The row of `p` in the view starting at `base` with row stride `ld` (of `element_bytes`), or
+// -1 where p is not a whole number of rows from it.
+std::int64_t row_of(const void* p, const void* base, std::int64_t ld,
+                    std::int64_t element_bytes = kElementBytes) {
   const auto bytes = reinterpret_cast<std::uintptr_t>(p) - reinterpret_cast<std::uintptr_t>(base);
-  const auto row_bytes = static_cast<std::uintptr_t>(ld * kElementBytes);
+  const auto row_bytes = static_cast<std::uintptr_t>(ld * element_bytes);
   return bytes % row_bytes == 0 ? static_cast<std::int64_t>(bytes / row_bytes) : -1;
 }
 
@@ -47,7 +48,8 @@ std::optional<row_views> as_row_views(const gemm_group* groups, int count,
   if (!args.same_storage) return refuse(why, "not said to be in one allocation each");
   if (args.dtype != gemm_dtype::bf16) return refuse(why, "not bf16");
   if (args.trans_a) return refuse(why, "A is transposed");
-  if (args.beta != 0.0f) return refuse(why, "beta is not 0");
+  if (args.beta != 0.0f && !(args.c_f32 && args.beta == 1.0f))
+    return refuse(why, "beta is not 0 (or 1 into an fp32 C)");
   std::vector<const gemm_group*> used;
   for (int g = 0; g < count; ++g)
     if (groups[g].m > 0) used.push_back(&groups[g]);
@@ -55,6 +57,8 @@ std::optional<row_views> as_row_views(const gemm_group* groups, int count,
   if (used.empty()) return v;
   const auto& first = *used.front();
   v.b_k_major = args.trans_b;
+  v.c_f32 = args.c_f32;
+  v.c_accumulate = args.beta == 1.0f;
   v.n = first.n;
   v.k = first.k;
   v.lda = first.lda;
@@ -82,7 +86,8 @@ std::optional<row_views> as_row_views(const gemm_group* groups, int count,
   bool mid_row = false;
   for (const auto* g : used) {
     const auto [a_row, a_col] = element_of(g->a, v.a, v.lda);
-    const row_group r{a_row, row_of(g->b, v.b, v.ldb), row_of(g->c, v.c, v.ldc), g->m, a_col};
+    const row_group r{a_row, row_of(g->b, v.b, v.ldb), row_of(g->c, v.c, v.ldc, v.c_f32 ? 4 : 2), g->m,
+                      a_col};
     if (r.a_row < 0 || r.b_row < 0 || r.c_row < 0)
       return refuse(why, "a group's matrix is not a whole number of rows from its view's start");
     if (r.a_col + v.k > v.lda) return refuse(why, "a group's A runs past the end of its row");

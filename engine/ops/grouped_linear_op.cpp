@@ -182,35 +182,34 @@ struct grouped_linear_function : torch::autograd::Function<grouped_linear_functi
     const bool in_place =
         !weight_grads.empty() && (projections == 1 || end_to_end(weight_grads, int(projections)));
     const bool direct = in_place && weights[0].scalar_type() == x.scalar_type();
-    // An expert with no rows has no wgrad product: nothing to add in place, and a zero in the
-    // buffer, cleared at once (an empty product a group cleared its own: a memset each, about
-    // 470 a step in the ~1B bench's steps 5-6 on the H200)
-    const bool any_empty = std::find(rows.begin(), rows.end(), 0) != rows.end();
-    const auto grad_buffer = direct      ? torch::Tensor()
-                             : any_empty ? torch::zeros({experts, out, in}, x.options())
-                                         : torch::empty({experts, out, in}, x.options());
     // the wgrad reads dy transposed, each expert's reduction padded with zeros to an aligned
     // length, on a GPU to one common length where that adds little (wgrad_operands.hpp)
     const auto w_in =
         padded_by_expert(grad_y, x, rows, x.is_cuda() ? common_reduction(rows, out, in) : 0);
     const auto padded = w_in.dy_t.size(1);
-    std::vector<gemm_group> dgrad, wgrad, wgrad_of_x;  // the last: B from x alone (wgrad_sm90)
+    // dW_e (out, in) = dyT_e (out, k_e) x_e (k_e, in) into dw_of(e), for the experts with rows;
+    // of_x: B from x itself, not the tail copy (wgrad_sm90)
+    const auto wgrad_groups = [&](const auto& dw_of, bool of_x) {
+      std::vector<gemm_group> out_groups;
+      std::int64_t start = 0;
+      for (std::size_t e = 0; e < rows.size(); ++e) {
+        if (rows[e] > 0) {
+          const auto* dy_t_e = static_cast<const char*>(w_in.dy_t.data_ptr()) +
+                               w_in.first[e] * w_in.dy_t.element_size();
+          out_groups.push_back({out, in, w_in.k[e], dy_t_e, padded,
+                                of_x ? at_row(x, start) : w_in.x_rows[e], in, dw_of(e), in});
+        }
+        start += rows[e];
+      }
+      return out_groups;
+    };
+    std::vector<gemm_group> dgrad;
     std::int64_t r = 0;
     for (std::size_t e = 0; e < rows.size(); ++e) {
       // dx_e (rows, in) = dy_e (rows, out) W_e (out, in)
       dgrad.push_back(
           {rows[e], in, out, at_row(grad_y, r), out, used.at(e), in, at_row(grad_x, r), in});
-      // dW_e (out, in) = dyT_e (out, k_e) x_e (k_e, in)
       r += rows[e];
-      if (rows[e] == 0) continue;
-      void* dw = direct ? weight_grads[e * std::size_t(projections)].data_ptr()
-                        : static_cast<char*>(grad_buffer.data_ptr()) +
-                              std::int64_t(e) * out * in * grad_buffer.element_size();
-      const auto* dy_t_e =
-          static_cast<const char*>(w_in.dy_t.data_ptr()) + w_in.first[e] * w_in.dy_t.element_size();
-      wgrad.push_back({out, in, w_in.k[e], dy_t_e, padded, w_in.x_rows[e], in, dw, in});
-      wgrad_of_x.push_back(
-          {out, in, w_in.k[e], dy_t_e, padded, at_row(x, r - rows[e]), in, dw, in});
     }
     grouped_gemm_args args;
     args.dtype = dtype_of(x);
@@ -218,9 +217,41 @@ struct grouped_linear_function : torch::autograd::Function<grouped_linear_functi
     args.same_storage = used.stacked.defined() || stacked_view(weights, int(projections)).defined();
     run(dgrad, args, x, method);
     args.same_storage = false;  // x's rows and its tail copy (wgrad_operands) are two
-    args.beta = direct ? 1.0f : 0.0f;
-    // (not `direct`: there C is each weight's own gradient, not one buffer)
-    if (direct || !wgrad_sm90(wgrad_of_x, args, x, method)) run(wgrad, args, x, method);
+    // bf16 rows into fp32 gradients lying at one stride: the sm90 kernel adds its fp32 sums to
+    // them itself (no bf16 buffer, no add, no rounding between)
+    bool added = false;
+    if (in_place && !direct)
+      if (const auto all = stacked_view(weight_grads, int(projections));
+          all.defined() && all.scalar_type() == torch::kFloat32) {
+        auto into = args;
+        into.c_f32 = true;
+        into.beta = 1.0f;
+        added = wgrad_sm90(wgrad_groups(
+                               [&](std::size_t e) -> void* {
+                                 return static_cast<char*>(all.data_ptr()) +
+                                        std::int64_t(e) * all.stride(0) * all.element_size();
+                               },
+                               true),
+                           into, x, method);
+      }
+    // Otherwise: an expert with no rows has no wgrad product, so nothing to add in place, and a
+    // zero in the buffer, cleared at once (an empty product a group cleared its own: a memset
+    // each, about 470 a step in the ~1B bench's steps 5-6 on the H200)
+    const bool any_empty = std::find(rows.begin(), rows.end(), 0) != rows.end();
+    const auto grad_buffer = direct || added ? torch::Tensor()
+                             : any_empty     ? torch::zeros({experts, out, in}, x.options())
+                                             : torch::empty({experts, out, in}, x.options());
+    if (!added) {
+      const auto dw_of = [&](std::size_t e) -> void* {
+        return direct ? weight_grads[e * std::size_t(projections)].data_ptr()
+                      : static_cast<char*>(grad_buffer.data_ptr()) +
+                            std::int64_t(e) * out * in * grad_buffer.element_size();
+      };
+      args.beta = direct ? 1.0f : 0.0f;
+      // (not `direct`: there C is each weight's own gradient, not one buffer)
+      if (direct || !wgrad_sm90(wgrad_groups(dw_of, true), args, x, method))
+        run(wgrad_groups(dw_of, false), args, x, method);
+    }
     // x's gradient, none for rows, the weights', none for the method
     variable_list result{grad_x, torch::Tensor()};
     if (!in_place) {
@@ -230,7 +261,7 @@ struct grouped_linear_function : torch::autograd::Function<grouped_linear_functi
                              .narrow(0, std::int64_t(i) % projections * each, each)
                              .to(weights[i].scalar_type()));
     } else {
-      if (!direct) add_to_grads(weight_grads, projections, grad_buffer);
+      if (!direct && !added) add_to_grads(weight_grads, projections, grad_buffer);
       result.resize(result.size() + weights.size());  // added already: nothing for autograd to add
     }
     result.resize(result.size() + 2);  // none for the method, the projections

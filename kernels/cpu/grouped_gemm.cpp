@@ -65,6 +65,9 @@ namespace cpu {
 void grouped_gemm(const gemm_group* groups, int count, const grouped_gemm_args& args) {
   if (args.dtype != gemm_dtype::f32)
     throw std::invalid_argument("grouped gemm: the CPU takes fp32 only");
+  if (args.c_f32)
+    throw std::invalid_argument("grouped gemm: c_f32 (bf16 A and B, fp32 C) is the GPU's sm90 "
+                                "kernel's alone");
   if (args.b_view_rows != 0)
     throw std::invalid_argument(
         "grouped gemm: b_view_rows (rows past it as zeros) is the GPU's sm90 kernel's alone");

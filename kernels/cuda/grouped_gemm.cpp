@@ -202,10 +202,10 @@ void grouped_gemm(const gemm_group* groups, int count, const grouped_gemm_args& 
 #endif
     method = grouped_gemm_method::automatic;
   }
-  if (args.b_view_rows != 0)
+  if (args.b_view_rows != 0 || args.c_f32)
     throw std::invalid_argument(
-        "grouped gemm: b_view_rows (rows past it as zeros) is the sm90 kernel's alone, and it "
-        "cannot run these groups here (sm90_available, as_row_views)");
+        "grouped gemm: b_view_rows (rows past it as zeros) and c_f32 (an fp32 C) are the sm90 "
+        "kernel's alone, and it cannot run these groups here (sm90_available, as_row_views)");
   std::vector<gemm_group> work;
   for (int g = 0; g < count; ++g) {
     const auto& x = groups[g];

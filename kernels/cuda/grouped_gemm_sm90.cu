@@ -6,8 +6,9 @@
 // of B as stored) into it, 128-byte swizzled, completing on the stage's `full` barrier. The two
 // others are consumers, 64 of the tile's rows each: for each step they wait on `full`, run four
 // wgmma k16 products from the stage into fp32 registers, wait for them and free the stage
-// (`empty`); after the last step they round their (64, BN) block to bf16 and store the rows and
-// columns inside the group. Blocks are persistent (one an SM), taking tiles blockIdx.x, +
+// (`empty`); after the last step they store the rows and columns of their (64, BN) block that
+// fall inside the group: rounded to bf16, or fp32 written or added to C (the wgrad into fp32
+// gradients). Blocks are persistent (one an SM), taking tiles blockIdx.x, +
 // gridDim.x, ...; tiles run group after group, a group's row blocks in order, each row block's
 // column blocks in order, so the blocks at work at once share their B (one expert's weight) and
 // each A row block in L2.
@@ -47,6 +48,9 @@ constexpr int kConsumers = 2;  // warpgroups
 constexpr int kThreads = 128 * (1 + kConsumers);
 constexpr int kSmemLimit = 227 * 1024;  // an sm_90 block's dynamic shared memory
 constexpr int kAlign = 1024;            // a 128-byte swizzle pattern's period (8 rows)
+
+// How the products go to C.
+constexpr int kStoreBf16 = 0, kStoreF32 = 1, kAddF32 = 2;
 
 // A group as the kernel reads it: its first tile, and where its rows start in each view.
 struct tile_group {
@@ -175,9 +179,9 @@ __device__ __forceinline__ void fence_accumulators(float (&d)[N]) {
 template <int BN, bool Overlap, bool BKMajor>
 __global__ void __launch_bounds__(kThreads, 1)
     grouped_gemm_kernel(const __grid_constant__ CUtensorMap a_map,
-                        const __grid_constant__ CUtensorMap b_map, __nv_bfloat16* c, long long ldc,
-                        int n, int k_steps, int n_tiles, const tile_group* groups, int num_groups,
-                        int num_tiles) {
+                        const __grid_constant__ CUtensorMap b_map, void* c, int c_mode,
+                        long long ldc, int n, int k_steps, int n_tiles, const tile_group* groups,
+                        int num_groups, int num_tiles) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using cfg = tiles<BN>;
   extern __shared__ unsigned char smem_raw[];
@@ -286,17 +290,32 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int half = 0; half < 2; ++half) {
         const int r = row + 8 * half;
         if (r >= m || col >= n) continue;
-        __nv_bfloat16* out = c + (c_row + r) * ldc + col;
-        const float x = acc[4 * j + 2 * half], y = acc[4 * j + 2 * half + 1];
-        if (col + 1 < n)
-          *reinterpret_cast<__nv_bfloat162*>(out) = __floats2bfloat162_rn(x, y);
-        else
-          *out = __float2bfloat16_rn(x);
+        const long long at = (c_row + r) * ldc + col;
+        float x = acc[4 * j + 2 * half], y = acc[4 * j + 2 * half + 1];
+        if (c_mode == kStoreBf16) {
+          __nv_bfloat16* out = static_cast<__nv_bfloat16*>(c) + at;
+          if (col + 1 < n)
+            *reinterpret_cast<__nv_bfloat162*>(out) = __floats2bfloat162_rn(x, y);
+          else
+            *out = __float2bfloat16_rn(x);
+        } else {  // fp32: stored, or added to what is there
+          float* out = static_cast<float*>(c) + at;
+          if (col + 1 < n) {
+            if (c_mode == kAddF32) {
+              const float2 was = *reinterpret_cast<const float2*>(out);
+              x += was.x;
+              y += was.y;
+            }
+            *reinterpret_cast<float2*>(out) = make_float2(x, y);
+          } else {
+            *out = c_mode == kAddF32 ? *out + x : x;
+          }
+        }
       }
     }
   }
 #else
-  (void)a_map, (void)b_map, (void)c, (void)ldc, (void)n, (void)k_steps, (void)n_tiles;
+  (void)a_map, (void)b_map, (void)c, (void)c_mode, (void)ldc, (void)n, (void)k_steps, (void)n_tiles;
   (void)groups, (void)num_groups, (void)num_tiles;
   __trap();
 #endif
@@ -384,8 +403,12 @@ void launch(const row_views& v, cudaStream_t stream) {
   const int k_steps = int((v.k + kBlockK - 1) / kBlockK);
   with_uploaded(table.data(), table.size() * sizeof(tile_group), stream, [&](const void* d) {
     grouped_gemm_kernel<BN, Overlap, BKMajor><<<blocks, kThreads, cfg::kSmemBytes, stream>>>(
-        a_map, b_map, static_cast<__nv_bfloat16*>(v.c), v.ldc, int(v.n), k_steps, n_tiles,
-        static_cast<const tile_group*>(d), int(table.size()), int(num_tiles));
+        a_map, b_map, v.c,
+        !v.c_f32         ? kStoreBf16
+        : v.c_accumulate ? kAddF32
+                         : kStoreF32,
+        v.ldc, int(v.n), k_steps, n_tiles, static_cast<const tile_group*>(d), int(table.size()),
+        int(num_tiles));
     MUSTER_CUDA_CHECK(cudaGetLastError());
   });
 }

@@ -1,7 +1,8 @@
 // What the sm90 grouped kernel (kernels/cuda/grouped_gemm_sm90.cu) computes from row_views, on
 // the CPU and plainly: each group's tiles of 128 rows by `tile_n` columns, k in steps of 64,
 // every read through a view (past a view's rows or columns: zero, as its tensor maps give),
-// sums in float, stores of the rows under m and the columns under n only. A spec of the views'
+// sums in float, stores of the rows under m and the columns under n only (bf16, or fp32 written
+// or added to). A spec of the views'
 // meaning for the CPU tests, not the kernel's code.
 #pragma once
 
@@ -19,6 +20,7 @@ inline void run_row_views(const kernels::row_views& v, std::int64_t tile_n = 128
   const auto* a = static_cast<const bf16*>(v.a);
   const auto* b = static_cast<const bf16*>(v.b);
   auto* c = static_cast<bf16*>(v.c);
+  auto* c_f32 = static_cast<float*>(v.c);
   // an element of a view, zero past its rows or columns
   const auto a_at = [&](std::int64_t r, std::int64_t col) {
     return r < v.a_rows && col < v.a_cols ? kernels::to_float(a[r * v.lda + col]) : 0.0f;
@@ -43,9 +45,14 @@ inline void run_row_views(const kernels::row_views& v, std::int64_t tile_n = 128
             acc[std::size_t(i * tile_n + j)] = sum;
           }
         for (std::int64_t i = 0; i < kTileM && m0 + i < g.m; ++i)
-          for (std::int64_t j = 0; j < tile_n && n0 + j < v.n; ++j)
-            c[(g.c_row + m0 + i) * v.ldc + n0 + j] =
-                kernels::to_bf16(acc[std::size_t(i * tile_n + j)]);
+          for (std::int64_t j = 0; j < tile_n && n0 + j < v.n; ++j) {
+            const auto at = (g.c_row + m0 + i) * v.ldc + n0 + j;
+            const float sum = acc[std::size_t(i * tile_n + j)];
+            if (!v.c_f32)
+              c[at] = kernels::to_bf16(sum);
+            else
+              c_f32[at] = v.c_accumulate ? c_f32[at] + sum : sum;
+          }
       }
 }
 

@@ -122,7 +122,7 @@ TEST_CASE("as_row_views refuses groups without the row-grouped form and says why
        "not said to be in one allocation each"},
       {[](forward_layout& f) { f.args.dtype = gemm_dtype::f32; }, "not bf16"},
       {[](forward_layout& f) { f.args.trans_a = true; }, "A is transposed"},
-      {[](forward_layout& f) { f.args.beta = 1.0f; }, "beta is not 0"},
+      {[](forward_layout& f) { f.args.beta = 1.0f; }, "beta is not 0 (or 1 into an fp32 C)"},
       {[](forward_layout& f) { f.groups[1].n = 16; }, "the groups differ in n, k or a stride"},
       {[](forward_layout& f) { f.groups[2].k = 8; }, "the groups differ in n, k or a stride"},
       {[](forward_layout& f) { f.groups[0].ldc = 40; }, "the groups differ in n, k or a stride"},
@@ -378,4 +378,63 @@ TEST_CASE("the views give the wgrad over the padded dy^T with x's rows past its 
                                        want.begin() + std::ptrdiff_t(at) + out * in);
     CHECK(worst_error(got, products) <= 8e-3);
   }
+}
+
+TEST_CASE("the views add the wgrad into fp32 gradients with c_f32 and beta 1",
+          "[kernels][grouped_gemm]") {
+  using muster::kernels::bf16;
+  // dW_e (16, 24) += dyT_e (16, 64) x_e (64, 24) into fp32 gradients holding an earlier sum
+  const std::vector<std::int64_t> counts{50, 64};
+  const std::int64_t out = 16, in = 24, common = 64, total = 114, padded = 2 * common;
+  bf16_matrix dy_t(std::size_t(out * padded), 5), x(std::size_t(total * in), 6);
+  for (std::int64_t f = 0; f < out; ++f)  // the first expert's padding columns are zeros
+    for (std::int64_t i = counts[0]; i < common; ++i) {
+      dy_t.bits[std::size_t(f * padded + i)] = bf16{0};
+      dy_t.values[std::size_t(f * padded + i)] = 0.0f;
+    }
+  std::vector<float> grads(std::size_t(2 * out * in));
+  for (std::size_t i = 0; i < grads.size(); ++i) grads[i] = 0.25f * float(i % 7);
+  const auto earlier = grads;
+  std::vector<gemm_group> groups;
+  for (std::int64_t e = 0; e < 2; ++e)
+    groups.push_back({out, in, common, dy_t.bits.data() + e * common, padded,
+                      x.bits.data() + e * counts[0] * in, in, grads.data() + e * out * in, in});
+  grouped_gemm_args args;
+  args.dtype = gemm_dtype::bf16;
+  args.c_f32 = true;
+  args.beta = 1.0f;
+  args.same_storage = true;
+  std::string why;
+  auto v = as_row_views(groups.data(), 2, args, &why);
+  INFO(why);
+  REQUIRE(v.has_value());
+  CHECK(v->c_f32);
+  CHECK(v->c_accumulate);
+  CHECK(v->groups[1].c_row == out);  // fp32 rows: 4 bytes an element
+  muster::test::run_row_views(*v, 128);
+  double worst = 0, scale = 1e-30;
+  for (std::int64_t e = 0; e < 2; ++e)
+    for (std::int64_t f = 0; f < out; ++f)
+      for (std::int64_t h = 0; h < in; ++h) {
+        double sum = 0;
+        for (std::int64_t i = 0; i < counts[std::size_t(e)]; ++i)
+          sum += double(dy_t.values[std::size_t(f * padded + e * common + i)]) *
+                 double(x.values[std::size_t((e * counts[0] + i) * in + h)]);
+        const auto at = std::size_t((e * out + f) * in + h);
+        scale = std::max(scale, std::abs(sum));
+        worst = std::max(worst, std::abs(double(grads[at]) - (double(earlier[at]) + sum)));
+      }
+  CHECK(worst / scale <= 1e-5);  // fp32 sums, no bf16 rounding between
+
+  args.beta = 0.5f;  // only 0 or 1
+  CHECK_FALSE(as_row_views(groups.data(), 2, args, &why).has_value());
+  CHECK(why == "beta is not 0 (or 1 into an fp32 C)");
+  args.c_f32 = false;
+  args.beta = 1.0f;  // a bf16 C takes no beta
+  CHECK_FALSE(as_row_views(groups.data(), 2, args, &why).has_value());
+  std::vector<float> a(4, 1.0f), b(4, 1.0f), c(4, 0.0f);
+  const gemm_group g{2, 2, 2, a.data(), 2, b.data(), 2, c.data(), 2};
+  grouped_gemm_args fp32;
+  fp32.c_f32 = true;
+  CHECK_THROWS_WITH(cpu::grouped_gemm(&g, 1, fp32), Catch::Contains("sm90"));
 }

@@ -44,6 +44,10 @@ struct grouped_gemm_args {
   // do past x's end, and those rows count as zeros: only the sm90 kernel reads so (its tensor
   // maps), and cuda::grouped_gemm throws std::invalid_argument where it cannot run them.
   std::int64_t b_view_rows = 0;
+  // With dtype bf16: C is fp32, the products (summed in fp32) written into it (beta 0) or added
+  // to it (beta 1), as the wgrad into fp32 gradients wants, with no bf16 rounding between. The
+  // sm90 kernel's alone: cpu and the cuBLAS methods throw std::invalid_argument.
+  bool c_f32 = false;
   // The sm90 kernel's tile width (0: 256 where that covers n in no more columns than 128, else
   // 128; or 128 or 256) and whether its consumers keep one step's products in flight while
   // issuing the next: for the bench and tests to compare them.

@@ -36,13 +36,15 @@ struct row_views {
   bool b_k_major = true;  // args.trans_b
   void* c = nullptr;
   std::int64_t c_rows = 0, ldc = 0;
+  bool c_f32 = false;         // args.c_f32: C fp32, else bf16
+  bool c_accumulate = false;  // C += the products (beta 1, fp32 C only), else C = them
   std::int64_t n = 0, k = 0;
   std::vector<row_group> groups;  // the groups with m > 0, in their order
 };
 
 // The views, where the groups have that form: args.same_storage (the caller's word that each
-// view is one allocation: a kernel reading rows between two groups must not leave it), bf16,
-// A not transposed, beta 0, one n and k >= 1 and one lda, ldb and ldc for all, strides multiples
+// view is one allocation: a kernel reading rows between two groups must not leave it), bf16
+// (C too, or fp32 with args.c_f32), A not transposed, beta 0 (or 1 into an fp32 C), one n and k >= 1 and one lda, ldb and ldc for all, strides multiples
 // of 8 elements (16 bytes) and none under the row it holds, every view starting on a 16-byte
 // boundary, B's and C's matrices a
 // whole number of rows from their view's start, A's a row and a column with its k columns inside
