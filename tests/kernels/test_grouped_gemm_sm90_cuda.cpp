@@ -254,8 +254,10 @@ namespace {
 // padded with zeros to the common reduction, x's rows from each expert's first, the last
 // experts' reaching past x's end (read as zeros: x's buffer ends there). Experts with no rows
 // have no group and their gradient stays as it was. Every `f_step`-th row of each dW checked.
+// into_f32: dW is added to fp32 gradients holding an earlier sum (c_f32, beta 1), as the
+// engine's wgrad under bf16 autocast; else written in bf16.
 void check_wgrad(const std::vector<std::int64_t>& counts, std::int64_t out, std::int64_t in,
-                 std::int64_t f_step, std::uint32_t seed) {
+                 std::int64_t f_step, std::uint32_t seed, bool into_f32) {
   std::int64_t total = 0, largest = 0;
   for (auto c : counts) {
     total += c;
@@ -286,13 +288,20 @@ void check_wgrad(const std::vector<std::int64_t>& counts, std::int64_t out, std:
   device_buffer<bf16> d_dy_t(muster::test::to_bf16(dy_t)), d_x(x_stored);
   const std::vector<bf16> untouched(counts.size() * std::size_t(out * in), bf16{kUntouched});
   device_buffer<bf16> d_dw(untouched);
+  std::vector<float> earlier(untouched.size());
+  for (std::size_t i = 0; i < earlier.size(); ++i) earlier[i] = 0.5f * float(i % 5) - 1.0f;
+  device_buffer<float> d_grads(earlier);
   std::vector<gemm_group> groups;
   for (std::size_t e = 0; e < counts.size(); ++e)
     if (counts[e] > 0)
       groups.push_back({out, in, common, d_dy_t.ptr + first[e], padded, d_x.ptr + start[e] * in, in,
-                        d_dw.ptr + std::int64_t(e) * out * in, in});
+                        into_f32 ? static_cast<void*>(d_grads.ptr + std::int64_t(e) * out * in)
+                                 : static_cast<void*>(d_dw.ptr + std::int64_t(e) * out * in),
+                        in});
   grouped_gemm_args args;
   args.dtype = gemm_dtype::bf16;
+  args.c_f32 = into_f32;
+  args.beta = into_f32 ? 1.0f : 0.0f;
   args.same_storage = true;
   args.b_view_rows = total;  // x's rows, not its buffer's
   std::string why;
@@ -320,28 +329,40 @@ void check_wgrad(const std::vector<std::int64_t>& counts, std::int64_t out, std:
       args.sm90_overlap = overlap;
       REQUIRE(cudaMemcpy(d_dw.ptr, untouched.data(), untouched.size() * 2,
                          cudaMemcpyHostToDevice) == cudaSuccess);
+      REQUIRE(cudaMemcpy(d_grads.ptr, earlier.data(), earlier.size() * 4, cudaMemcpyHostToDevice) ==
+              cudaSuccess);
       cuda::grouped_gemm(groups.data(), int(groups.size()), args, nullptr,
                          cuda::grouped_gemm_method::sm90);
       const auto synced = cudaDeviceSynchronize();
       INFO("CUDA: " << cudaGetErrorString(synced));
       REQUIRE(synced == cudaSuccess);
-      const auto got = d_dw.host();
+      // what each dW holds less what it held (into_f32), as doubles
+      const auto got_bf16 = d_dw.host();
+      const auto got_f32 = d_grads.host();
+      const auto added = [&](std::size_t i) {
+        return into_f32 ? double(got_f32[i]) - double(earlier[i])
+                        : double(muster::kernels::to_float(got_bf16[i]));
+      };
       for (std::size_t e = 0; e < counts.size(); ++e) {
-        const auto* dw = &got[e * std::size_t(out * in)];
+        const auto at0 = e * std::size_t(out * in);
         if (counts[e] == 0) {
           std::int64_t written = 0;
-          for (std::int64_t i = 0; i < out * in; ++i) written += dw[i].bits != kUntouched;
+          for (std::size_t i = at0; i < at0 + std::size_t(out * in); ++i)
+            written += into_f32 ? got_f32[i] != earlier[i] : got_bf16[i].bits != kUntouched;
           INFO("expert " << e << " has no rows");
           CHECK(written == 0);
           continue;
         }
         std::int64_t wrong = 0;
         std::ostringstream first_wrong;
+        // bf16: the output's rounding; fp32: sums of ~1000 products in fp32
+        const double bound = into_f32 ? 1e-4 : 8e-3;
         for (const auto& [at, value] : want[e]) {
-          const double err = std::abs(double(muster::kernels::to_float(dw[at])) - value) / scale[e];
-          if (!(err <= 8e-3) && wrong++ < 8)
-            first_wrong << "  row " << at / in << " col " << at % in << ": got "
-                        << muster::kernels::to_float(dw[at]) << " want " << value << "\n";
+          const double got = added(at0 + std::size_t(at));
+          const double err = std::abs(got - value) / scale[e];
+          if (!(err <= bound) && wrong++ < 8)
+            first_wrong << "  row " << at / in << " col " << at % in << ": got " << got << " want "
+                        << value << "\n";
         }
         INFO("expert " << e << " of " << counts[e] << " rows: " << wrong << " of " << want[e].size()
                        << " checked wrong\n"
@@ -365,13 +386,14 @@ TEST_CASE("the own Hopper grouped GEMM (sm90) runs the experts' wgrad over the p
   }
   {
     INFO("4 experts, one empty, 80 x 96");
-    check_wgrad({40, 0, 60, 7}, 80, 96, 1, 1201);
+    check_wgrad({40, 0, 60, 7}, 80, 96, 1, 1201, false);
+    check_wgrad({40, 0, 60, 7}, 80, 96, 1, 1202, true);
   }
   std::mt19937 gen(11);
   std::vector<std::int64_t> experts(32);
   for (auto& m : experts) m = std::uniform_int_distribution<std::int64_t>(900, 1150)(gen);
   for (const std::int64_t out : {640, 1280}) {
     INFO("32 experts of ~1024 rows, " << out << " x 1024");
-    check_wgrad(experts, out, 1024, 17, 1301);
+    check_wgrad(experts, out, 1024, 17, 1301, out == 1280);  // the stacked gate|up into fp32
   }
 }
