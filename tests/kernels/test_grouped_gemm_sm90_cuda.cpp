@@ -98,6 +98,34 @@ struct forward_case {
   std::int64_t rows() const { return std::int64_t(x.size()) / lda; }
 };
 
+// The groups' views, or the test stops saying why as_row_views refused them.
+void require_views(const std::vector<gemm_group>& groups, const grouped_gemm_args& args) {
+  std::string why;
+  const bool taken = as_row_views(groups.data(), int(groups.size()), args, &why).has_value();
+  INFO("as_row_views refused them: " << why);
+  REQUIRE(taken);
+}
+
+// Runs the groups through sm90 with each tile width, with and without overlapping steps:
+// `reset` before each run, `check` after it.
+template <class Reset, class Check>
+void each_variant(const std::vector<gemm_group>& groups, grouped_gemm_args args, const Reset& reset,
+                  const Check& check) {
+  for (const int tile_n : {128, 256})
+    for (const bool overlap : {false, true}) {
+      INFO("tile_n " << tile_n << " overlap " << overlap);
+      args.sm90_tile_n = tile_n;
+      args.sm90_overlap = overlap;
+      reset();
+      cuda::grouped_gemm(groups.data(), int(groups.size()), args, nullptr,
+                         cuda::grouped_gemm_method::sm90);
+      const auto synced = cudaDeviceSynchronize();
+      INFO("CUDA: " << cudaGetErrorString(synced));
+      REQUIRE(synced == cudaSuccess);
+      check();
+    }
+}
+
 // Runs the case through sm90 with each tile width and with and without overlapping steps, and
 // checks every `row_step`-th row of each group (and its last) against double sums, and that
 // nothing outside the groups' rows and n was written.
@@ -114,11 +142,7 @@ void check_case(const forward_case& f, std::int64_t row_step, bool exact) {
   args.trans_b = f.b_k_major;
   args.dtype = gemm_dtype::bf16;
   args.same_storage = true;  // x, the weights and y: one buffer each
-  std::string why;
-  INFO("row views: " << (as_row_views(groups.data(), int(groups.size()), args, &why).has_value()
-                             ? "yes"
-                             : why));
-  REQUIRE(as_row_views(groups.data(), int(groups.size()), args).has_value());
+  require_views(groups, args);
 
   // the sampled rows' products in double: (index in y, value), a group's scale
   std::vector<std::vector<std::pair<std::int64_t, double>>> want(f.counts.size());
@@ -140,49 +164,42 @@ void check_case(const forward_case& f, std::int64_t row_step, bool exact) {
     }
   }
 
-  for (const int tile_n : {128, 256})
-    for (const bool overlap : {false, true}) {
-      INFO("tile_n " << tile_n << " overlap " << overlap);
-      args.sm90_tile_n = tile_n;
-      args.sm90_overlap = overlap;
-      REQUIRE(cudaMemcpy(y.ptr, untouched.data(), untouched.size() * 2, cudaMemcpyHostToDevice) ==
-              cudaSuccess);
-      cuda::grouped_gemm(groups.data(), int(groups.size()), args, nullptr,
-                         cuda::grouped_gemm_method::sm90);
-      const auto synced = cudaDeviceSynchronize();
-      INFO("CUDA: " << cudaGetErrorString(synced));
-      REQUIRE(synced == cudaSuccess);
-      const auto got = y.host();
-      for (std::size_t e = 0; e < f.counts.size(); ++e) {
-        double worst = 0;
-        std::int64_t wrong = 0;
-        std::ostringstream first;
-        for (const auto& [at, value] : want[e]) {
-          const double err =
-              std::abs(double(muster::kernels::to_float(got[std::size_t(at)])) - value) / scale[e];
-          worst = std::isnan(err) ? INFINITY : std::max(worst, err);
-          // the patterns' values are integers up to 255, exact in bf16: any error is a fault
-          if (!(err <= (exact ? 0.0 : 8e-3)) && wrong++ < 8)
-            first << "  row " << at / f.ldc - f.first_row[e] << " col " << at % f.ldc << ": got "
-                  << muster::kernels::to_float(got[std::size_t(at)]) << " want " << value << "\n";
-        }
-        INFO("group " << e << " of " << f.counts[e] << " rows: " << wrong << " of "
-                      << want[e].size() << " checked wrong, worst " << worst << "\n"
-                      << first.str());
-        CHECK(wrong == 0);
+  const auto reset = [&] {
+    REQUIRE(cudaMemcpy(y.ptr, untouched.data(), untouched.size() * 2, cudaMemcpyHostToDevice) ==
+            cudaSuccess);
+  };
+  each_variant(groups, args, reset, [&] {
+    const auto got = y.host();
+    for (std::size_t e = 0; e < f.counts.size(); ++e) {
+      double worst = 0;
+      std::int64_t wrong = 0;
+      std::ostringstream first;
+      for (const auto& [at, value] : want[e]) {
+        const double err =
+            std::abs(double(muster::kernels::to_float(got[std::size_t(at)])) - value) / scale[e];
+        worst = std::isnan(err) ? INFINITY : std::max(worst, err);
+        // the patterns' values are integers up to 255, exact in bf16: any error is a fault
+        if (!(err <= (exact ? 0.0 : 8e-3)) && wrong++ < 8)
+          first << "  row " << at / f.ldc - f.first_row[e] << " col " << at % f.ldc << ": got "
+                << muster::kernels::to_float(got[std::size_t(at)]) << " want " << value << "\n";
       }
-      // untouched: the gap rows, and every row's columns from n to the stride
-      std::int64_t written = 0;
-      std::ostringstream where;
-      for (std::int64_t r = 0; r < f.rows(); ++r)
-        for (std::int64_t j = 0; j < f.ldc; ++j) {
-          if (in_group[std::size_t(r)] && j < f.n) continue;
-          if (got[std::size_t(r * f.ldc + j)].bits != kUntouched && written++ < 8)
-            where << "  row " << r << " col " << j << "\n";
-        }
-      INFO(written << " elements outside the groups written:\n" << where.str());
-      CHECK(written == 0);
+      INFO("group " << e << " of " << f.counts[e] << " rows: " << wrong << " of " << want[e].size()
+                    << " checked wrong, worst " << worst << "\n"
+                    << first.str());
+      CHECK(wrong == 0);
     }
+    // untouched: the gap rows, and every row's columns from n to the stride
+    std::int64_t written = 0;
+    std::ostringstream where;
+    for (std::int64_t r = 0; r < f.rows(); ++r)
+      for (std::int64_t j = 0; j < f.ldc; ++j) {
+        if (in_group[std::size_t(r)] && j < f.n) continue;
+        if (got[std::size_t(r * f.ldc + j)].bits != kUntouched && written++ < 8)
+          where << "  row " << r << " col " << j << "\n";
+      }
+    INFO(written << " elements outside the groups written:\n" << where.str());
+    CHECK(written == 0);
+  });
 }
 
 }  // namespace
@@ -304,11 +321,7 @@ void check_wgrad(const std::vector<std::int64_t>& counts, std::int64_t out, std:
   args.beta = into_f32 ? 1.0f : 0.0f;
   args.same_storage = true;
   args.b_view_rows = total;  // x's rows, not its buffer's
-  std::string why;
-  INFO("row views: " << (as_row_views(groups.data(), int(groups.size()), args, &why).has_value()
-                             ? "yes"
-                             : why));
-  REQUIRE(as_row_views(groups.data(), int(groups.size()), args).has_value());
+  require_views(groups, args);
   // the sampled rows of each dW in double: (index in dW, value), and its scale
   std::vector<std::vector<std::pair<std::int64_t, double>>> want(counts.size());
   std::vector<double> scale(counts.size(), 1e-30);
@@ -322,54 +335,47 @@ void check_wgrad(const std::vector<std::int64_t>& counts, std::int64_t out, std:
         want[e].emplace_back(f * in + h, sum);
         scale[e] = std::max(scale[e], std::abs(sum));
       }
-  for (const int tile_n : {128, 256})
-    for (const bool overlap : {false, true}) {
-      INFO("tile_n " << tile_n << " overlap " << overlap);
-      args.sm90_tile_n = tile_n;
-      args.sm90_overlap = overlap;
-      REQUIRE(cudaMemcpy(d_dw.ptr, untouched.data(), untouched.size() * 2,
-                         cudaMemcpyHostToDevice) == cudaSuccess);
-      REQUIRE(cudaMemcpy(d_grads.ptr, earlier.data(), earlier.size() * 4, cudaMemcpyHostToDevice) ==
-              cudaSuccess);
-      cuda::grouped_gemm(groups.data(), int(groups.size()), args, nullptr,
-                         cuda::grouped_gemm_method::sm90);
-      const auto synced = cudaDeviceSynchronize();
-      INFO("CUDA: " << cudaGetErrorString(synced));
-      REQUIRE(synced == cudaSuccess);
-      // what each dW holds less what it held (into_f32), as doubles
-      const auto got_bf16 = d_dw.host();
-      const auto got_f32 = d_grads.host();
-      const auto added = [&](std::size_t i) {
-        return into_f32 ? double(got_f32[i]) - double(earlier[i])
-                        : double(muster::kernels::to_float(got_bf16[i]));
-      };
-      for (std::size_t e = 0; e < counts.size(); ++e) {
-        const auto at0 = e * std::size_t(out * in);
-        if (counts[e] == 0) {
-          std::int64_t written = 0;
-          for (std::size_t i = at0; i < at0 + std::size_t(out * in); ++i)
-            written += into_f32 ? got_f32[i] != earlier[i] : got_bf16[i].bits != kUntouched;
-          INFO("expert " << e << " has no rows");
-          CHECK(written == 0);
-          continue;
-        }
-        std::int64_t wrong = 0;
-        std::ostringstream first_wrong;
-        // bf16: the output's rounding; fp32: sums of ~1000 products in fp32
-        const double bound = into_f32 ? 1e-4 : 8e-3;
-        for (const auto& [at, value] : want[e]) {
-          const double got = added(at0 + std::size_t(at));
-          const double err = std::abs(got - value) / scale[e];
-          if (!(err <= bound) && wrong++ < 8)
-            first_wrong << "  row " << at / in << " col " << at % in << ": got " << got << " want "
-                        << value << "\n";
-        }
-        INFO("expert " << e << " of " << counts[e] << " rows: " << wrong << " of " << want[e].size()
-                       << " checked wrong\n"
-                       << first_wrong.str());
-        CHECK(wrong == 0);
+  const auto reset = [&] {
+    REQUIRE(cudaMemcpy(d_dw.ptr, untouched.data(), untouched.size() * 2, cudaMemcpyHostToDevice) ==
+            cudaSuccess);
+    REQUIRE(cudaMemcpy(d_grads.ptr, earlier.data(), earlier.size() * 4, cudaMemcpyHostToDevice) ==
+            cudaSuccess);
+  };
+  each_variant(groups, args, reset, [&] {
+    // what each dW holds less what it held (into_f32), as doubles
+    const auto got_bf16 = d_dw.host();
+    const auto got_f32 = d_grads.host();
+    const auto added = [&](std::size_t i) {
+      return into_f32 ? double(got_f32[i]) - double(earlier[i])
+                      : double(muster::kernels::to_float(got_bf16[i]));
+    };
+    for (std::size_t e = 0; e < counts.size(); ++e) {
+      const auto at0 = e * std::size_t(out * in);
+      if (counts[e] == 0) {
+        std::int64_t written = 0;
+        for (std::size_t i = at0; i < at0 + std::size_t(out * in); ++i)
+          written += into_f32 ? got_f32[i] != earlier[i] : got_bf16[i].bits != kUntouched;
+        INFO("expert " << e << " has no rows");
+        CHECK(written == 0);
+        continue;
       }
+      std::int64_t wrong = 0;
+      std::ostringstream first_wrong;
+      // bf16: the output's rounding; fp32: sums of ~1000 products in fp32
+      const double bound = into_f32 ? 1e-4 : 8e-3;
+      for (const auto& [at, value] : want[e]) {
+        const double got = added(at0 + std::size_t(at));
+        const double err = std::abs(got - value) / scale[e];
+        if (!(err <= bound) && wrong++ < 8)
+          first_wrong << "  row " << at / in << " col " << at % in << ": got " << got << " want "
+                      << value << "\n";
+      }
+      INFO("expert " << e << " of " << counts[e] << " rows: " << wrong << " of " << want[e].size()
+                     << " checked wrong\n"
+                     << first_wrong.str());
+      CHECK(wrong == 0);
     }
+  });
 }
 
 }  // namespace
