@@ -220,7 +220,8 @@ struct grouped_linear_function : torch::autograd::Function<grouped_linear_functi
     // bf16 rows into fp32 gradients lying at one stride: the sm90 kernel adds its fp32 sums to
     // them itself (no bf16 buffer, no add, no rounding between)
     bool added = false;
-    if (in_place && !direct)
+    const bool try_sm90 = method == grouped_gemm_method::sm90 && x.is_cuda();
+    if (try_sm90 && in_place && !direct)
       if (const auto all = stacked_view(weight_grads, int(projections));
           all.defined() && all.scalar_type() == torch::kFloat32) {
         auto into = args;
@@ -249,7 +250,7 @@ struct grouped_linear_function : torch::autograd::Function<grouped_linear_functi
       };
       args.beta = direct ? 1.0f : 0.0f;
       // (not `direct`: there C is each weight's own gradient, not one buffer)
-      if (direct || !wgrad_sm90(wgrad_groups(dw_of, true), args, x, method))
+      if (direct || !try_sm90 || !wgrad_sm90(wgrad_groups(dw_of, true), args, x, method))
         run(wgrad_groups(dw_of, false), args, x, method);
     }
     // x's gradient, none for rows, the weights', none for the method
