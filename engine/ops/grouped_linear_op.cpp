@@ -43,23 +43,22 @@ void run(const std::vector<gemm_group>& groups, const grouped_gemm_args& args,
   }
 }
 
-// The wgrad through the sm90 kernel where it takes it: `groups` with each expert's rows of x
-// itself (those past x's end read as zeros by the kernel, where cuBLAS reads them from the tail
-// copy, wgrad_operands) over the padded dy^T's columns (one common reduction, a multiple of the
-// kernel's step). False (nothing run) where it does not.
+// The wgrad through the sm90 kernel where it takes it (the caller's method is sm90 and x on a
+// GPU): `groups` with each expert's rows of x itself (those past x's end read as zeros by the
+// kernel, where cuBLAS reads them from the tail copy, wgrad_operands) over the padded dy^T's
+// columns (one common reduction, a multiple of the kernel's step). False (nothing run) where it
+// does not.
 bool wgrad_sm90(const std::vector<gemm_group>& groups, grouped_gemm_args args,
-                const torch::Tensor& x, grouped_gemm_method method) {
+                const torch::Tensor& x) {
 #ifdef MUSTER_WITH_CUDA
-  if (method != grouped_gemm_method::sm90 || !x.is_cuda() || groups.empty() ||
-      !kernels::cuda::sm90_available())
-    return false;
+  if (groups.empty() || !kernels::cuda::sm90_available()) return false;
   args.same_storage = true;  // dy^T, x, the gradients' buffer (not `direct`): one tensor each
   args.b_view_rows = x.size(0);
   if (!kernels::as_row_views(groups.data(), int(groups.size()), args)) return false;
-  run(groups, args, x, method);
+  run(groups, args, x, grouped_gemm_method::sm90);
   return true;
 #else
-  (void)groups, (void)args, (void)x, (void)method;
+  (void)groups, (void)args, (void)x;
   return false;
 #endif
 }
@@ -104,6 +103,15 @@ weights_in_dtype in_dtype(const std::vector<torch::Tensor>& weights, std::int64_
   return out;
 }
 
+// grouped_gemm_args::same_storage for the forward and the dgrad, whose rows (x and y, dy and dx)
+// are one tensor each: whether the weights are too (cast stacked, or stacked already). Only the
+// sm90 method reads it, and only it pays for the look.
+bool one_storage_each(grouped_gemm_method method, const weights_in_dtype& used,
+                      const std::vector<torch::Tensor>& weights, std::int64_t projections) {
+  return method == grouped_gemm_method::sm90 &&
+         (used.stacked.defined() || stacked_view(weights, int(projections)).defined());
+}
+
 // Adds `sums` (E, projections * out, in), in any dtype, to the gradients `targets` (each
 // expert's `projections` in turn): one kernel over their stacked view where they have one,
 // else one a gradient.
@@ -140,9 +148,8 @@ struct grouped_linear_function : torch::autograd::Function<grouped_linear_functi
     grouped_gemm_args args;
     args.trans_b = true;
     args.dtype = dtype_of(x);
-    // x and y are one tensor each; the weights one where cast stacked or stacked already
     args.same_storage =
-        used.stacked.defined() || stacked_view(weights.vec(), int(projections)).defined();
+        one_storage_each(grouped_gemm_method(method), used, weights.vec(), projections);
     run(groups, args, x, grouped_gemm_method(method));
     std::vector<torch::Tensor> saved{x};
     saved.insert(saved.end(), weights.begin(), weights.end());
@@ -213,8 +220,7 @@ struct grouped_linear_function : torch::autograd::Function<grouped_linear_functi
     }
     grouped_gemm_args args;
     args.dtype = dtype_of(x);
-    // dy and dx are one tensor each; the weights one where cast stacked or stacked already
-    args.same_storage = used.stacked.defined() || stacked_view(weights, int(projections)).defined();
+    args.same_storage = one_storage_each(method, used, weights, projections);
     run(dgrad, args, x, method);
     args.same_storage = false;  // x's rows and its tail copy (wgrad_operands) are two
     // bf16 rows into fp32 gradients lying at one stride: the sm90 kernel adds its fp32 sums to
@@ -233,7 +239,7 @@ struct grouped_linear_function : torch::autograd::Function<grouped_linear_functi
                                         std::int64_t(e) * all.stride(0) * all.element_size();
                                },
                                true),
-                           into, x, method);
+                           into, x);
       }
     // Otherwise: an expert with no rows has no wgrad product, so nothing to add in place, and a
     // zero in the buffer, cleared at once (an empty product a group cleared its own: a memset
@@ -250,7 +256,7 @@ struct grouped_linear_function : torch::autograd::Function<grouped_linear_functi
       };
       args.beta = direct ? 1.0f : 0.0f;
       // (not `direct`: there C is each weight's own gradient, not one buffer)
-      if (direct || !try_sm90 || !wgrad_sm90(wgrad_groups(dw_of, true), args, x, method))
+      if (direct || !try_sm90 || !wgrad_sm90(wgrad_groups(dw_of, true), args, x))
         run(wgrad_groups(dw_of, false), args, x, method);
     }
     // x's gradient, none for rows, the weights', none for the method

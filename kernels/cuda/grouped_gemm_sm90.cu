@@ -426,9 +426,6 @@ bool sm90_device() {
 
 void grouped_gemm_sm90(const row_views& views, cudaStream_t stream, const sm90_options& options) {
   if (views.groups.empty()) return;
-  if (options.tile_n != 0 && options.tile_n != 128 && options.tile_n != 256)
-    throw std::invalid_argument("grouped gemm (sm90): tile_n " + std::to_string(options.tile_n) +
-                                ": use 0 (by n), 128 or 256");
   // 256 columns a tile where that covers n with no more columns than 128 would
   const auto covered = [&](std::int64_t bn) { return (views.n + bn - 1) / bn * bn; };
   const bool wide = options.tile_n == 0 ? covered(256) <= covered(128) : options.tile_n == 256;

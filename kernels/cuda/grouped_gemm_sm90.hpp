@@ -18,14 +18,15 @@ namespace muster::kernels::cuda {
 bool sm90_device();
 
 struct sm90_options {
-  int tile_n = 0;       // columns a tile: 128 or 256; 0: 256 where it covers n in no more
+  // columns a tile: 128 or 256, or 0: 256 where that covers n in no more columns than 128
+  // would (check_gemm_groups checks grouped_gemm_args::sm90_tile_n, which this is)
+  int tile_n = 0;
   bool overlap = true;  // one step's products in flight while the next step's are issued
 };
 
 // Enqueues C = A op(B) for every group of `views` on `stream` (op(B) = B^T where
 // views.b_k_major, else B). Tiles of 128 rows by tile_n columns, 64 of k a stage. Throws
-// std::invalid_argument for a tile_n it has not, and std::runtime_error where the driver
-// refuses a tensor map or the launch fails.
+// std::runtime_error where the driver refuses a tensor map or the launch fails.
 void grouped_gemm_sm90(const row_views& views, cudaStream_t stream,
                        const sm90_options& options = {});
 
