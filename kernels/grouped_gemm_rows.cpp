@@ -12,7 +12,7 @@ namespace {
 constexpr std::int64_t kElementBytes = 2;   // bf16
 constexpr std::int64_t kStrideQuantum = 8;  // elements: 16 bytes, the tensor maps' stride unit
 constexpr std::int64_t kMaxRows = std::numeric_limits<std::int32_t>::max();
-constexpr std::int64_t kStepK = 64;  // the kernel's step of k
+constexpr std::int64_t kStepK = kRowViewsStepK;
 
 std::optional<row_views> refuse(std::string* why, std::string reason) {
   if (why != nullptr) *why = std::move(reason);
@@ -60,17 +60,25 @@ std::optional<row_views> as_row_views(const gemm_group* groups, int count,
   v.c_f32 = args.c_f32;
   v.c_accumulate = args.beta == 1.0f;
   v.n = first.n;
-  v.k = first.k;
   v.lda = first.lda;
   v.ldb = first.ldb;
   v.ldc = first.ldc;
-  if (v.n < 1 || v.k < 1) return refuse(why, "n or k is 0");
+  bool one_k = true;
+  for (const auto* g : used) {
+    if (g->n != v.n || g->lda != v.lda || g->ldb != v.ldb || g->ldc != v.ldc)
+      return refuse(why, "the groups differ in n or a stride");
+    if (g->k < 1) return refuse(why, "n or k is 0");
+    one_k = one_k && g->k == first.k;
+    v.k = std::max(v.k, g->k);
+  }
+  if (v.n < 1) return refuse(why, "n or k is 0");
+  if (!one_k)
+    for (const auto* g : used)
+      if (g->k % kStepK != 0)
+        return refuse(why, "the groups differ in k and a k is not a multiple of 64");
   if (v.lda < v.k || v.ldb < (v.b_k_major ? v.k : v.n) || v.ldc < v.n)
     return refuse(why, "a stride is under the row it holds");
   if (args.b_view_rows < 0) return refuse(why, "b_view_rows is negative");
-  for (const auto* g : used)
-    if (g->n != v.n || g->k != v.k || g->lda != v.lda || g->ldb != v.ldb || g->ldc != v.ldc)
-      return refuse(why, "the groups differ in n, k or a stride");
   if (v.lda % kStrideQuantum != 0 || v.ldb % kStrideQuantum != 0 || v.ldc % kStrideQuantum != 0)
     return refuse(why, "a stride is not a multiple of 8 elements");
   auto lowest = [&](auto member) {
@@ -86,19 +94,20 @@ std::optional<row_views> as_row_views(const gemm_group* groups, int count,
   bool mid_row = false;
   for (const auto* g : used) {
     const auto [a_row, a_col] = element_of(g->a, v.a, v.lda);
-    const row_group r{a_row, row_of(g->b, v.b, v.ldb), row_of(g->c, v.c, v.ldc, v.c_f32 ? 4 : 2), g->m,
-                      a_col};
+    const row_group r{
+        a_row, row_of(g->b, v.b, v.ldb), row_of(g->c, v.c, v.ldc, v.c_f32 ? 4 : 2), g->m, a_col,
+        g->k};
     if (r.a_row < 0 || r.b_row < 0 || r.c_row < 0)
       return refuse(why, "a group's matrix is not a whole number of rows from its view's start");
-    if (r.a_col + v.k > v.lda) return refuse(why, "a group's A runs past the end of its row");
+    if (r.a_col + r.k > v.lda) return refuse(why, "a group's A runs past the end of its row");
     mid_row = mid_row || r.a_col != 0;
     v.a_rows = std::max(v.a_rows, r.a_row + r.m);
-    v.a_cols = std::max(v.a_cols, r.a_col + v.k);
-    v.b_rows = std::max(v.b_rows, r.b_row + (v.b_k_major ? v.n : v.k));
+    v.a_cols = std::max(v.a_cols, r.a_col + r.k);
+    v.b_rows = std::max(v.b_rows, r.b_row + (v.b_k_major ? v.n : r.k));
     v.c_rows = std::max(v.c_rows, r.c_row + r.m);
     v.groups.push_back(r);
   }
-  if (mid_row && v.k % kStepK != 0)
+  if (mid_row && v.k % kStepK != 0)  // (differing ks are multiples of it already)
     return refuse(why,
                   "a group's A starts past a row's first column and k is not a multiple of 64");
   if (args.b_view_rows > 0) {

@@ -31,6 +31,7 @@
 
 #include "muster/kernels/gather_transpose.hpp"
 #include "muster/kernels/grouped_gemm.hpp"
+#include "muster/kernels/grouped_gemm_rows.hpp"
 #include "muster/kernels/optimizer.hpp"
 #include "muster/kernels/permute.hpp"
 #include "muster/kernels/rms_norm.hpp"
@@ -101,8 +102,17 @@ void row(const char* what, double bytes, double ms_ours, double ms_torch, const 
 // one (engine/ops/wgrad_operands.hpp; no operand transposed), the same with each reduction its
 // count (as the engine ran it before), and with one reduction for every expert, the largest count
 // rounded up to 64 (what the engine runs on a GPU where common_reduction takes it: one product
-// shape). FLOP/s count the experts' own rows.
-enum class form { forward, dgrad, wgrad_dy_t, wgrad_aligned, wgrad_counted_k, wgrad_common };
+// shape), and with each reduction its count rounded up to 64 (what the engine runs for sm90
+// where common_reduction does not take it). FLOP/s count the experts' own rows.
+enum class form {
+  forward,
+  dgrad,
+  wgrad_dy_t,
+  wgrad_aligned,
+  wgrad_counted_k,
+  wgrad_common,
+  wgrad_padded64
+};
 
 // An expert's count rounded up as the engine pads its wgrad's reduction and dy^T's blocks.
 std::int64_t padded_count(std::int64_t rows) {
@@ -134,6 +144,8 @@ struct expert_buffers {
     if (f == form::wgrad_common && common > kMostCommon)
       throw std::runtime_error("expert_buffers: a common reduction over 4096");
     const auto reduction = [&](std::int64_t r) {
+      constexpr auto kStep = k::kRowViewsStepK;
+      if (f == form::wgrad_padded64) return (r + kStep - 1) / kStep * kStep;
       return f == form::wgrad_common && r > 0 ? common : padded_count(r);
     };
     for (auto r : rows) padded += reduction(r);
@@ -151,7 +163,8 @@ struct expert_buffers {
         out.push_back({F, H, rows[e], y_rows, F, x_rows, H, w[e].data_ptr(), H});
       else if (f == form::wgrad_counted_k)  // dW_e (F, H) = dyT_e (F, rows) x_e (rows, H)
         out.push_back({F, H, rows[e], y_cols, padded, x_rows, H, w[e].data_ptr(), H});
-      else  // the same with k padded to a multiple of 8 or the common one, into the next rows
+      else  // the same with k padded to a multiple of 8 or 64 or the common one, into the next
+            // rows
         out.push_back({F, H, reduction(rows[e]), y_cols, padded, x_rows, H, w[e].data_ptr(), H});
       r0 += rows[e];
       c0 += reduction(rows[e]);
@@ -242,11 +255,11 @@ void grouped_gemm_row(const char* shape, const std::vector<std::int64_t>& rows, 
     args.sm90_tile_n = w.sm90_tile_n;
     args.sm90_overlap = w.sm90_overlap;
     if (m == method::grouped_batched && !k::cuda::grouped_batched_available()) continue;
-    // the own kernel runs the forward, the dgrad and the wgrad over one common reduction (else
-    // it is automatic again), on sm_90
-    if (m == method::sm90 && ((f != form::forward && f != form::dgrad && f != form::wgrad_common) ||
-                              !k::cuda::sm90_available()))
-      continue;
+    // the own kernel runs the forward, the dgrad and the wgrad over reductions of whole steps
+    // (else it is automatic again), on sm_90
+    const bool sm90_form = f == form::forward || f == form::dgrad || f == form::wgrad_common ||
+                           f == form::wgrad_padded64;
+    if (m == method::sm90 && (!sm90_form || !k::cuda::sm90_available())) continue;
     const double dense = dense_ms();
     const double ms = time_ms(
         [&] { k::cuda::grouped_gemm(groups.data(), int(groups.size()), args, nullptr, m); });
@@ -667,6 +680,7 @@ int main() {
   grouped_gemm_row("32 x ~1024, 1024->640 wgrad dy^T", rows32, 1024, 640, form::wgrad_dy_t);
   grouped_gemm_row("32 x ~1024, 1024->640 wgrad dyT", rows32, 1024, 640, form::wgrad_aligned);
   grouped_gemm_row("32 x ~1024 wgrad dyT common k", rows32, 1024, 640, form::wgrad_common);
+  grouped_gemm_row("32 x ~1024 wgrad dyT k to 64s", rows32, 1024, 640, form::wgrad_padded64);
   // as a router spreads tokens: counts not multiples of 64, from about half to twice the mean
   for (int e = 0; e < 32; ++e) uneven32.push_back(512 + (e * 797) % 1537);
   grouped_gemm_row("32 x 512..2048, 1024->640", uneven32, 1024, 640, form::forward);
@@ -674,6 +688,7 @@ int main() {
   grouped_gemm_row("32 x 512..2048 wgrad dyT k counted", uneven32, 1024, 640,
                    form::wgrad_counted_k);
   grouped_gemm_row("32 x 512..2048 wgrad dyT common k", uneven32, 1024, 640, form::wgrad_common);
+  grouped_gemm_row("32 x 512..2048 wgrad dyT k to 64s", uneven32, 1024, 640, form::wgrad_padded64);
   joined_qkv_row();
   return 0;
 }

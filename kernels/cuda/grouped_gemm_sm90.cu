@@ -19,7 +19,9 @@
 // B stored (k, n), the next expert's first rows: finite weights, times zero); where groups start
 // mid-row in A (the wgrad's blocks of dy^T columns), k is a multiple of the step, so no step
 // reaches the next group's columns (as_row_views), and B's rows past its view (x's end, where
-// the last experts' padded reductions reach) read as zeros.
+// the last experts' padded reductions reach) read as zeros. Each group runs its own k's steps:
+// where the groups' k differ (the wgrad's reductions padded by expert) each is a multiple of
+// the step, so none reads past its own.
 #include "kernels/cuda/grouped_gemm_sm90.hpp"
 
 #include <cuda.h>
@@ -59,6 +61,7 @@ struct tile_group {
   int a_col;
   int b_row;
   int m;
+  int k_steps;  // the group's reduction in steps of kBlockK
   long long c_row;
 };
 
@@ -180,7 +183,7 @@ template <int BN, bool Overlap, bool BKMajor>
 __global__ void __launch_bounds__(kThreads, 1)
     grouped_gemm_kernel(const __grid_constant__ CUtensorMap a_map,
                         const __grid_constant__ CUtensorMap b_map, void* c, int c_mode,
-                        long long ldc, int n, int k_steps, int n_tiles, const tile_group* groups,
+                        long long ldc, int n, int n_tiles, const tile_group* groups,
                         int num_groups, int num_tiles) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using cfg = tiles<BN>;
@@ -217,6 +220,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int n0 = (local % n_tiles) * BN;
       const int a_col = groups[g].a_col;
       const int b_row = groups[g].b_row;
+      const int k_steps = groups[g].k_steps;
       for (int step = 0; step < k_steps; ++step) {
         // the stage's previous use freed (the first round passes: that phase counts as done)
         barrier_wait(&empty[stage], phase ^ 1);
@@ -248,6 +252,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
     int in_flight = -1;  // Overlap: the stage whose products may still be running
+    const int k_steps = groups[g].k_steps;
     for (int step = 0; step < k_steps; ++step) {
       barrier_wait(&full[stage], phase);
       const unsigned char* a_tile = smem + stage * cfg::kStageBytes + consumer * 64 * 128;
@@ -315,7 +320,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   }
 #else
-  (void)a_map, (void)b_map, (void)c, (void)c_mode, (void)ldc, (void)n, (void)k_steps, (void)n_tiles;
+  (void)a_map, (void)b_map, (void)c, (void)c_mode, (void)ldc, (void)n, (void)n_tiles;
   (void)groups, (void)num_groups, (void)num_tiles;
   __trap();
 #endif
@@ -389,7 +394,8 @@ void launch(const row_views& v, cudaStream_t stream) {
   std::vector<tile_group> table;
   long long num_tiles = 0;
   for (const auto& g : v.groups) {
-    table.push_back({int(num_tiles), int(g.a_row), int(g.a_col), int(g.b_row), int(g.m), g.c_row});
+    table.push_back({int(num_tiles), int(g.a_row), int(g.a_col), int(g.b_row), int(g.m),
+                     int((g.k + kBlockK - 1) / kBlockK), g.c_row});
     num_tiles += (g.m + kBlockM - 1) / kBlockM * n_tiles;
   }
   if (num_tiles > INT32_MAX)
@@ -400,14 +406,13 @@ void launch(const row_views& v, cudaStream_t stream) {
   const auto b_map = BKMajor ? rows_map(v.b, v.b_rows, v.k, v.ldb, BN, "B")
                              : rows_map(v.b, v.b_rows, v.n, v.ldb, kBlockK, "B");
   const int blocks = int(std::min<long long>(num_tiles, sm_count()));
-  const int k_steps = int((v.k + kBlockK - 1) / kBlockK);
   with_uploaded(table.data(), table.size() * sizeof(tile_group), stream, [&](const void* d) {
     grouped_gemm_kernel<BN, Overlap, BKMajor><<<blocks, kThreads, cfg::kSmemBytes, stream>>>(
         a_map, b_map, v.c,
         !v.c_f32         ? kStoreBf16
         : v.c_accumulate ? kAddF32
                          : kStoreF32,
-        v.ldc, int(v.n), k_steps, n_tiles, static_cast<const tile_group*>(d), int(table.size()),
+        v.ldc, int(v.n), n_tiles, static_cast<const tile_group*>(d), int(table.size()),
         int(num_tiles));
     MUSTER_CUDA_CHECK(cudaGetLastError());
   });

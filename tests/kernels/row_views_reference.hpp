@@ -1,5 +1,5 @@
 // What the sm90 grouped kernel (kernels/cuda/grouped_gemm_sm90.cu) computes from row_views, on
-// the CPU and plainly: each group's tiles of 128 rows by `tile_n` columns, k in steps of 64,
+// the CPU and plainly: each group's tiles of 128 rows by `tile_n` columns, its k in steps of 64,
 // every read through a view (past a view's rows or columns: zero, as its tensor maps give),
 // sums in float, stores of the rows under m and the columns under n only (bf16, or fp32 written
 // or added to). A spec of the views'
@@ -29,8 +29,8 @@ inline void run_row_views(const kernels::row_views& v, std::int64_t tile_n = 128
   const auto b_at = [&](std::int64_t r, std::int64_t col) {
     return r < v.b_rows && col < b_cols ? kernels::to_float(b[r * v.ldb + col]) : 0.0f;
   };
-  const auto k_steps = (v.k + kStepK - 1) / kStepK;
-  for (const auto& g : v.groups)
+  for (const auto& g : v.groups) {
+    const auto k_steps = (g.k + kStepK - 1) / kStepK;  // the group's own reduction
     for (std::int64_t m0 = 0; m0 < g.m; m0 += kTileM)
       for (std::int64_t n0 = 0; n0 < v.n; n0 += tile_n) {
         std::vector<float> acc(std::size_t(kTileM * tile_n), 0.0f);
@@ -54,6 +54,7 @@ inline void run_row_views(const kernels::row_views& v, std::int64_t tile_n = 128
               c_f32[at] = v.c_accumulate ? c_f32[at] + sum : sum;
           }
       }
+  }
 }
 
 }  // namespace muster::test

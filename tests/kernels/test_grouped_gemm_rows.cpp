@@ -123,9 +123,10 @@ TEST_CASE("as_row_views refuses groups without the row-grouped form and says why
       {[](forward_layout& f) { f.args.dtype = gemm_dtype::f32; }, "not bf16"},
       {[](forward_layout& f) { f.args.trans_a = true; }, "A is transposed"},
       {[](forward_layout& f) { f.args.beta = 1.0f; }, "beta is not 0 (or 1 into an fp32 C)"},
-      {[](forward_layout& f) { f.groups[1].n = 16; }, "the groups differ in n, k or a stride"},
-      {[](forward_layout& f) { f.groups[2].k = 8; }, "the groups differ in n, k or a stride"},
-      {[](forward_layout& f) { f.groups[0].ldc = 40; }, "the groups differ in n, k or a stride"},
+      {[](forward_layout& f) { f.groups[1].n = 16; }, "the groups differ in n or a stride"},
+      {[](forward_layout& f) { f.groups[2].k = 8; },
+       "the groups differ in k and a k is not a multiple of 64"},
+      {[](forward_layout& f) { f.groups[0].ldc = 40; }, "the groups differ in n or a stride"},
       {[](forward_layout& f) {
          for (auto& g : f.groups) g.k = 0;
        },
@@ -230,6 +231,20 @@ TEST_CASE("as_row_views takes the wgrad's blocks of dy^T columns and x's rows pa
   for (auto& g : groups) g.k = 56;
   CHECK_FALSE(as_row_views(groups.data(), int(groups.size()), args, &why).has_value());
   CHECK(why == "a group's A starts past a row's first column and k is not a multiple of 64");
+  // each its own k (reductions padded by expert), multiples of the step: each group keeps its
+  // own, the views' k is the largest
+  groups[0].k = 64;
+  groups[1].k = 128;
+  v = as_row_views(groups.data(), int(groups.size()), args, &why);
+  INFO(why);
+  REQUIRE(v.has_value());
+  CHECK(v->k == 128);
+  CHECK(v->groups[0].k == 64);
+  CHECK(v->groups[1].k == 128);
+  CHECK(v->a_cols == 192);  // the last group's 128 columns from 64
+  groups[1].k = 72;         // one off the step
+  CHECK_FALSE(as_row_views(groups.data(), int(groups.size()), args, &why).has_value());
+  CHECK(why == "the groups differ in k and a k is not a multiple of 64");
   // and one whose columns run past its row
   for (auto& g : groups) g.k = 64;
   groups[1].a = dy_t.data() + 160;
@@ -330,53 +345,68 @@ TEST_CASE("the views give the experts' forward, dgrad and wgrad products, tile b
 TEST_CASE("the views give the wgrad over the padded dy^T with x's rows past its end as zeros",
           "[kernels][grouped_gemm]") {
   using muster::kernels::bf16;
-  // dW_e (24, 40) = dyT_e (24, 64) x_e (64, 40); the last expert's 64 rows run past x's 107
-  const std::vector<std::int64_t> counts{40, 0, 60, 7};
-  const std::int64_t out = 24, in = 40, common = 64, total = 107, padded = 3 * common;
-  bf16_matrix dy(std::size_t(total * out), 3), x(std::size_t(total * in), 4);
-  std::vector<bf16> dy_t(std::size_t(out * padded), bf16{0});
-  std::vector<bf16> dw(std::size_t(4 * out * in), bf16{0x7fc1});
-  std::vector<double> want(dw.size(), 0.0);
-  std::vector<gemm_group> groups;
-  std::int64_t r = 0, col = 0;
-  for (std::size_t e = 0; e < counts.size(); ++e) {
-    const auto m = counts[e];
-    for (std::int64_t i = 0; i < m; ++i)
+  // dW_e (24, 40) = dyT_e (24, k_e) x_e (k_e, 40), the experts' columns of dy^T one after the
+  // other, each its reduction wide, zeros past its rows; the last expert's k_e rows of x run
+  // past x's 177. The reduction: one common for every expert, or each expert's rows rounded up
+  // to 64 (the groups' k differ: each runs its own steps, none reading past its k)
+  const std::vector<std::int64_t> counts{40, 0, 130, 7};
+  const std::int64_t out = 24, in = 40, total = 177;
+  for (const bool common : {true, false}) {
+    INFO((common ? "one common reduction of 192" : "each expert's reduction padded to 64"));
+    std::vector<std::int64_t> k;
+    for (const auto m : counts) k.push_back(common ? 192 : (m + 63) / 64 * 64);
+    std::int64_t padded = 0;
+    for (std::size_t e = 0; e < counts.size(); ++e) padded += counts[e] > 0 ? k[e] : 0;
+    bf16_matrix dy(std::size_t(total * out), 3), x(std::size_t(total * in), 4);
+    std::vector<bf16> dy_t(std::size_t(out * padded), bf16{0});
+    std::vector<bf16> dw(std::size_t(4 * out * in), bf16{0x7fc1});
+    std::vector<double> want(dw.size(), 0.0);
+    std::vector<gemm_group> groups;
+    std::int64_t r = 0, col = 0;
+    for (std::size_t e = 0; e < counts.size(); ++e) {
+      const auto m = counts[e];
+      for (std::int64_t i = 0; i < m; ++i)
+        for (std::int64_t f = 0; f < out; ++f)
+          dy_t[std::size_t(f * padded + col + i)] = dy.bits[std::size_t((r + i) * out + f)];
       for (std::int64_t f = 0; f < out; ++f)
-        dy_t[std::size_t(f * padded + col + i)] = dy.bits[std::size_t((r + i) * out + f)];
-    for (std::int64_t f = 0; f < out; ++f)
-      for (std::int64_t h = 0; h < in; ++h) {
-        double sum = 0;
-        for (std::int64_t i = 0; i < m; ++i)
-          sum += double(dy.values[std::size_t((r + i) * out + f)]) *
-                 double(x.values[std::size_t((r + i) * in + h)]);
-        want[e * std::size_t(out * in) + std::size_t(f * in + h)] = sum;
-      }
-    if (m > 0)
-      groups.push_back({out, in, common, dy_t.data() + col, padded, x.bits.data() + r * in, in,
-                        dw.data() + std::int64_t(e) * out * in, in});
-    r += m;
-    col += m > 0 ? common : 0;
-  }
-  grouped_gemm_args args;
-  args.dtype = gemm_dtype::bf16;
-  args.same_storage = true;
-  args.b_view_rows = total;  // x ends there: the views read zeros past it, not past the buffer
-  const auto v = as_row_views(groups.data(), int(groups.size()), args);
-  REQUIRE(v.has_value());
-  muster::test::run_row_views(*v, 128);
-  for (std::size_t e = 0; e < counts.size(); ++e) {
-    INFO("expert " << e);
-    const auto at = e * std::size_t(out * in);
-    if (counts[e] == 0) {  // no group: as it was
-      for (std::size_t i = 0; i < std::size_t(out * in); ++i) CHECK(dw[at + i].bits == 0x7fc1);
-      continue;
+        for (std::int64_t h = 0; h < in; ++h) {
+          double sum = 0;
+          for (std::int64_t i = 0; i < m; ++i)
+            sum += double(dy.values[std::size_t((r + i) * out + f)]) *
+                   double(x.values[std::size_t((r + i) * in + h)]);
+          want[e * std::size_t(out * in) + std::size_t(f * in + h)] = sum;
+        }
+      if (m > 0)
+        groups.push_back({out, in, k[e], dy_t.data() + col, padded, x.bits.data() + r * in, in,
+                          dw.data() + std::int64_t(e) * out * in, in});
+      r += m;
+      col += m > 0 ? k[e] : 0;
     }
-    const std::vector<bf16> got(dw.begin() + std::ptrdiff_t(at),
-                                dw.begin() + std::ptrdiff_t(at) + out * in);
-    const std::vector<double> products(want.begin() + std::ptrdiff_t(at),
-                                       want.begin() + std::ptrdiff_t(at) + out * in);
-    CHECK(worst_error(got, products) <= 8e-3);
+    grouped_gemm_args args;
+    args.dtype = gemm_dtype::bf16;
+    args.same_storage = true;
+    args.b_view_rows = total;  // x ends there: the views read zeros past it, not past the buffer
+    std::string why;
+    const auto v = as_row_views(groups.data(), int(groups.size()), args, &why);
+    INFO(why);
+    REQUIRE(v.has_value());
+    CHECK(v->k == 192);
+    CHECK(v->groups[1].k == 192);
+    CHECK(v->groups[2].k == (common ? 192 : 64));
+    muster::test::run_row_views(*v, 128);
+    for (std::size_t e = 0; e < counts.size(); ++e) {
+      INFO("expert " << e);
+      const auto at = e * std::size_t(out * in);
+      if (counts[e] == 0) {  // no group: as it was
+        for (std::size_t i = 0; i < std::size_t(out * in); ++i) CHECK(dw[at + i].bits == 0x7fc1);
+        continue;
+      }
+      const std::vector<bf16> got(dw.begin() + std::ptrdiff_t(at),
+                                  dw.begin() + std::ptrdiff_t(at) + out * in);
+      const std::vector<double> products(want.begin() + std::ptrdiff_t(at),
+                                         want.begin() + std::ptrdiff_t(at) + out * in);
+      CHECK(worst_error(got, products) <= 8e-3);
+    }
   }
 }
 

@@ -267,27 +267,30 @@ TEST_CASE("the own Hopper grouped GEMM (sm90) matches plain products over the ex
 namespace {
 
 // The wgrad as the engine runs it through sm90 (engine/ops/grouped_linear_op.cpp, wgrad_sm90):
-// dW_e (out, in) = dyT_e (out, common) x_e (common, in) over dy^T with each expert's columns
-// padded with zeros to the common reduction, x's rows from each expert's first, the last
-// experts' reaching past x's end (read as zeros: x's buffer ends there). Experts with no rows
-// have no group and their gradient stays as it was. Every `f_step`-th row of each dW checked.
-// into_f32: dW is added to fp32 gradients holding an earlier sum (c_f32, beta 1), as the
-// engine's wgrad under bf16 autocast; else written in bf16.
+// dW_e (out, in) = dyT_e (out, k_e) x_e (k_e, in) over dy^T with each expert's columns padded
+// with zeros to its reduction k_e, x's rows from each expert's first, the last experts'
+// reaching past x's end (read as zeros: x's buffer ends there). k_e: one common reduction (the
+// largest count rounded up to 64), or (per_expert) each expert's count rounded up to 64, the
+// groups' k then differing. Experts with no rows have no group and their gradient stays as it
+// was. Every `f_step`-th row of each dW checked. into_f32: dW is added to fp32 gradients
+// holding an earlier sum (c_f32, beta 1), as the engine's wgrad under bf16 autocast; else
+// written in bf16.
 void check_wgrad(const std::vector<std::int64_t>& counts, std::int64_t out, std::int64_t in,
-                 std::int64_t f_step, std::uint32_t seed, bool into_f32) {
+                 std::int64_t f_step, std::uint32_t seed, bool into_f32, bool per_expert = false) {
   std::int64_t total = 0, largest = 0;
   for (auto c : counts) {
     total += c;
     largest = std::max(largest, c);
   }
-  const std::int64_t common = (largest + 63) / 64 * 64;
-  std::vector<std::int64_t> start, first;
+  const auto up64 = [](std::int64_t c) { return (c + 63) / 64 * 64; };
+  std::vector<std::int64_t> start, first, k;
   std::int64_t padded = 0, r = 0;
   for (auto c : counts) {
     start.push_back(r);
     first.push_back(padded);
+    k.push_back(per_expert ? up64(c) : up64(largest));
     r += c;
-    padded += c > 0 ? common : 0;
+    padded += c > 0 ? k.back() : 0;
   }
   std::vector<float> dy = muster::test::normal_draws(std::size_t(total * out), seed),
                      x = muster::test::normal_draws(std::size_t(total * in), seed + 1);
@@ -311,7 +314,7 @@ void check_wgrad(const std::vector<std::int64_t>& counts, std::int64_t out, std:
   std::vector<gemm_group> groups;
   for (std::size_t e = 0; e < counts.size(); ++e)
     if (counts[e] > 0)
-      groups.push_back({out, in, common, d_dy_t.ptr + first[e], padded, d_x.ptr + start[e] * in, in,
+      groups.push_back({out, in, k[e], d_dy_t.ptr + first[e], padded, d_x.ptr + start[e] * in, in,
                         into_f32 ? static_cast<void*>(d_grads.ptr + std::int64_t(e) * out * in)
                                  : static_cast<void*>(d_dw.ptr + std::int64_t(e) * out * in),
                         in});
@@ -395,11 +398,23 @@ TEST_CASE("the own Hopper grouped GEMM (sm90) runs the experts' wgrad over the p
     check_wgrad({40, 0, 60, 7}, 80, 96, 1, 1201, false);
     check_wgrad({40, 0, 60, 7}, 80, 96, 1, 1202, true);
   }
+  {
+    INFO("4 experts, one empty, each its own reduction (64, 192, 64), 80 x 96");
+    check_wgrad({40, 0, 130, 7}, 80, 96, 1, 1211, false, true);
+    check_wgrad({40, 0, 130, 7}, 80, 96, 1, 1212, true, true);
+  }
   std::mt19937 gen(11);
   std::vector<std::int64_t> experts(32);
   for (auto& m : experts) m = std::uniform_int_distribution<std::int64_t>(900, 1150)(gen);
   for (const std::int64_t out : {640, 1280}) {
     INFO("32 experts of ~1024 rows, " << out << " x 1024");
     check_wgrad(experts, out, 1024, 17, 1301, out == 1280);  // the stacked gate|up into fp32
+  }
+  // routing out of balance, where the engine pads each expert's reduction (common_reduction 0)
+  for (auto& m : experts) m = std::uniform_int_distribution<std::int64_t>(0, 2300)(gen);
+  experts[3] = 0;
+  for (const bool into_f32 : {false, true}) {
+    INFO("32 experts of 0..2300 rows, each its own reduction, 640 x 1024");
+    check_wgrad(experts, 640, 1024, 17, 1311, into_f32, true);
   }
 }

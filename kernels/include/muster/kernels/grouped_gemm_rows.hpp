@@ -18,10 +18,16 @@
 
 namespace muster::kernels {
 
-// Where one group starts in each view (in rows; A's also in columns), and its rows.
+// The sm90 kernel's step of k: where groups start mid-row in A, or differ in k, each k must be
+// a multiple of it (as_row_views).
+inline constexpr std::int64_t kRowViewsStepK = 64;
+
+// Where one group starts in each view (in rows; A's also in columns), its rows and its
+// reduction (k: the views' k, or its own where the groups' differ).
 struct row_group {
   std::int64_t a_row = 0, b_row = 0, c_row = 0, m = 0;
   std::int64_t a_col = 0;
+  std::int64_t k = 0;
 };
 
 // One view per matrix: A (a_rows, a_cols) at row stride lda, B (b_rows, k) at ldb (b_k_major: a
@@ -38,22 +44,24 @@ struct row_views {
   std::int64_t c_rows = 0, ldc = 0;
   bool c_f32 = false;         // args.c_f32: C fp32, else bf16
   bool c_accumulate = false;  // C += the products (beta 1, fp32 C only), else C = them
-  std::int64_t n = 0, k = 0;
+  std::int64_t n = 0, k = 0;  // k: the largest group's
   std::vector<row_group> groups;  // the groups with m > 0, in their order
 };
 
 // The views, where the groups have that form: args.same_storage (the caller's word that each
 // view is one allocation: a kernel reading rows between two groups must not leave it), bf16
-// (C too, or fp32 with args.c_f32), A not transposed, beta 0 (or 1 into an fp32 C), one n and k >= 1 and one lda, ldb and ldc for all, strides multiples
-// of 8 elements (16 bytes) and none under the row it holds, every view starting on a 16-byte
-// boundary, B's and C's matrices a
-// whole number of rows from their view's start, A's a row and a column with its k columns inside
-// the row, k a multiple of 64 where a group's A starts past a row's first column (the kernel's
-// steps of k must not reach the next group's columns), every view under 2^31 rows and columns.
-// B's rows are as far as the groups reach, or args.b_view_rows where given (>= 0; groups may
-// reach past it, those rows read as zeros, but none may start there). Otherwise none, and `why` (when given) names the first condition that
-// failed. Groups with m zero are left out; none left gives views with no groups. The groups' C
-// blocks must not overlap (as for every method).
+// (C too, or fp32 with args.c_f32), A not transposed, beta 0 (or 1 into an fp32 C), one n >= 1
+// and one lda, ldb and ldc for all, k >= 1 and one for all or each a multiple of 64 (the
+// wgrad's reductions padded by expert: no step of the kernel reaches past a group's k, where
+// the view's zeros are not), strides multiples of 8 elements (16 bytes) and none under the row
+// it holds, every view starting on a 16-byte boundary, B's and C's matrices a whole number of
+// rows from their view's start, A's a row and a column with its k columns inside the row, k a
+// multiple of 64 where a group's A starts past a row's first column (the kernel's steps of k
+// must not reach the next group's columns), every view under 2^31 rows and columns. B's rows
+// are as far as the groups reach, or args.b_view_rows where given (>= 0; groups may reach past
+// it, those rows read as zeros, but none may start there). Otherwise none, and `why` (when
+// given) names the first condition that failed. Groups with m zero are left out; none left
+// gives views with no groups. The groups' C blocks must not overlap (as for every method).
 std::optional<row_views> as_row_views(const gemm_group* groups, int count,
                                       const grouped_gemm_args& args, std::string* why = nullptr);
 
