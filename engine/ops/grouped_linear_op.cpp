@@ -43,15 +43,26 @@ void run(const std::vector<gemm_group>& groups, const grouped_gemm_args& args,
   }
 }
 
-// The wgrad through the sm90 kernel where it takes it (the caller's method is sm90 and x on a
-// GPU): `groups` with each expert's rows of x itself (those past x's end read as zeros by the
-// kernel, where cuBLAS reads them from the tail copy, wgrad_operands) over the padded dy^T's
-// columns (one common reduction, a multiple of the kernel's step). False (nothing run) where it
-// does not.
+// Whether the products over `x` go to the sm90 kernel: `method` says so, x is on a GPU that
+// has it and the build has it.
+bool sm90_runs(grouped_gemm_method method, const torch::Tensor& x) {
+#ifdef MUSTER_WITH_CUDA
+  return method == grouped_gemm_method::sm90 && x.is_cuda() && kernels::cuda::sm90_available();
+#else
+  (void)method, (void)x;
+  return false;
+#endif
+}
+
+// The wgrad through the sm90 kernel where it takes it (the caller's sm90_runs): `groups` with
+// each expert's rows of x itself (those past x's end read as zeros by the kernel, where cuBLAS
+// reads them from the tail copy, wgrad_operands) over the padded dy^T's columns (each
+// expert's reduction, or the common one, a multiple of the kernel's step). False (nothing run)
+// where it does not.
 bool wgrad_sm90(const std::vector<gemm_group>& groups, grouped_gemm_args args,
                 const torch::Tensor& x) {
 #ifdef MUSTER_WITH_CUDA
-  if (groups.empty() || !kernels::cuda::sm90_available()) return false;
+  if (groups.empty()) return false;
   args.same_storage = true;  // dy^T, x, the gradients' buffer (not `direct`): one tensor each
   args.b_view_rows = x.size(0);
   if (!kernels::as_row_views(groups.data(), int(groups.size()), args)) return false;
@@ -190,9 +201,12 @@ struct grouped_linear_function : torch::autograd::Function<grouped_linear_functi
         !weight_grads.empty() && (projections == 1 || end_to_end(weight_grads, int(projections)));
     const bool direct = in_place && weights[0].scalar_type() == x.scalar_type();
     // the wgrad reads dy transposed, each expert's reduction padded with zeros to an aligned
-    // length, on a GPU to one common length where that adds little (wgrad_operands.hpp)
+    // length (for sm90 a multiple of its step of k), on a GPU to one common length where that
+    // adds little (wgrad_operands.hpp)
+    const bool try_sm90 = sm90_runs(method, x);
     const auto w_in =
-        padded_by_expert(grad_y, x, rows, x.is_cuda() ? common_reduction(rows, out, in) : 0);
+        padded_by_expert(grad_y, x, rows, x.is_cuda() ? common_reduction(rows, out, in) : 0,
+                         try_sm90 ? kernels::kRowViewsStepK : kColumnAlign);
     const auto padded = w_in.dy_t.size(1);
     // dW_e (out, in) = dyT_e (out, k_e) x_e (k_e, in) into dw_of(e), for the experts with rows;
     // of_x: B from x itself, not the tail copy (wgrad_sm90)
@@ -226,7 +240,6 @@ struct grouped_linear_function : torch::autograd::Function<grouped_linear_functi
     // bf16 rows into fp32 gradients lying at one stride: the sm90 kernel adds its fp32 sums to
     // them itself (no bf16 buffer, no add, no rounding between)
     bool added = false;
-    const bool try_sm90 = method == grouped_gemm_method::sm90 && x.is_cuda();
     if (try_sm90 && in_place && !direct)
       if (const auto all = stacked_view(weight_grads, int(projections));
           all.defined() && all.scalar_type() == torch::kFloat32) {

@@ -75,7 +75,8 @@ std::int64_t common_reduction(const std::vector<std::int64_t>& counts, std::int6
 }
 
 wgrad_operands padded_by_expert(const torch::Tensor& dy, const torch::Tensor& x,
-                                const std::vector<std::int64_t>& counts, std::int64_t common) {
+                                const std::vector<std::int64_t>& counts, std::int64_t common,
+                                std::int64_t align) {
   MUSTER_CHECK(dy.dim() == 2 && x.dim() == 2 && dy.is_contiguous() && x.is_contiguous() &&
                    dy.size(0) == x.size(0) && dy.device() == x.device() &&
                    dy.scalar_type() == x.scalar_type(),
@@ -88,14 +89,17 @@ wgrad_operands padded_by_expert(const torch::Tensor& dy, const torch::Tensor& x,
                "padded_by_expert: {}-byte elements (fp32 or bf16 are taken)", dy.element_size());
   MUSTER_CHECK(dy.size(0) <= INT32_MAX, errc::internal,
                "padded_by_expert: {} rows, past the column map's int32", dy.size(0));
+  MUSTER_CHECK(align > 0 && align % kColumnAlign == 0, errc::internal,
+               "padded_by_expert: reductions aligned to {}, not a multiple of {}", align,
+               kColumnAlign);
   wgrad_operands out;
   std::int64_t padded = 0, total = 0;
   for (const auto c : counts) {
-    MUSTER_CHECK(common == 0 || (common % kColumnAlign == 0 && c <= common), errc::internal,
-                 "padded_by_expert: a common reduction of {} for a count of {}", common, c);
+    MUSTER_CHECK(common == 0 || (common % align == 0 && c <= common), errc::internal,
+                 "padded_by_expert: a common reduction of {} for a count of {} (aligned to {})",
+                 common, c, align);
     out.first.push_back(padded);
-    out.k.push_back(common > 0 && c > 0 ? common
-                                        : (c + kColumnAlign - 1) / kColumnAlign * kColumnAlign);
+    out.k.push_back(common > 0 && c > 0 ? common : (c + align - 1) / align * align);
     padded += out.k.back();
     total += c;
   }

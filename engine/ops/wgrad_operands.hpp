@@ -51,9 +51,12 @@ struct wgrad_operands {
 // the H200 in the ~1B bench, torch's transposing copy took 256 us a call, at about a fifth of a
 // device copy's bandwidth, and its row scatter 116 us, besides the zero fill.) x must outlive the
 // products. common > 0: the reduction of every expert with rows is `common` (a multiple of
-// kColumnAlign, no count above it), so their products have one shape.
+// `align`, no count above it), so their products have one shape. Else each expert's is its count
+// rounded up to `align`: kColumnAlign, or a multiple of it (the sm90 kernel's step of k, so that
+// none of its steps reaches the next expert's columns).
 wgrad_operands padded_by_expert(const torch::Tensor& dy, const torch::Tensor& x,
-                                const std::vector<std::int64_t>& counts, std::int64_t common = 0);
+                                const std::vector<std::int64_t>& counts, std::int64_t common = 0,
+                                std::int64_t align = kColumnAlign);
 
 // The common reduction for the wgrad of experts with these counts, out x in each, on a GPU, or
 // 0 where it would add too much (or fewer than two experts have rows). There a product's shapes

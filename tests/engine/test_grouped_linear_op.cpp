@@ -13,6 +13,7 @@
 #include "engine/ops/grouped_linear_op.hpp"
 #include "engine/ops/stacked_view.hpp"
 #include "engine/ops/wgrad_operands.hpp"
+#include "muster/kernels/grouped_gemm_rows.hpp"
 #include "tests/engine/count_handed.hpp"
 #include "tests/engine/expert_layout.hpp"
 
@@ -198,64 +199,70 @@ TEST_CASE("grouped_linear adds the wgrad to gradients already there, once", "[gr
   }
 }
 
-TEST_CASE("padded_by_expert starts every expert's columns on a multiple of 8, zeros after them",
-          "[grouped_linear_op]") {
+TEST_CASE(
+    "padded_by_expert starts every expert's columns on a multiple of 8 (or of the sm90 "
+    "kernel's step), zeros after them",
+    "[grouped_linear_op]") {
   const std::int64_t out = 5, in = 3;
   for (const auto& counts : std::vector<std::vector<std::int64_t>>{
            {0, 3, 8, 1, 13, 0}, {8, 16, 0, 24}, {0, 0}, {7}, {16, 5, 0}, {3, 1}, {112, 83, 1}})
     // 0: each expert's own reduction; else one for every expert with rows (common_reduction's
-    // multiple of 64, and one of 8 at the largest count)
-    for (const std::int64_t common : {std::int64_t{0}, std::int64_t{64}, std::int64_t{-8}}) {
-      std::int64_t total = 0, padded = 0, largest = 0;
-      for (auto c : counts) largest = std::max(largest, c);
-      const auto k_of = [&](std::int64_t c) {
-        if (common == 0 || c == 0) return (c + 7) / 8 * 8;
-        return common > 0 ? (largest + common - 1) / common * common : (largest + 7) / 8 * 8;
-      };
-      for (auto c : counts) {
-        total += c;
-        padded += k_of(c);
-      }
-      INFO(total << " rows over " << counts.size() << " experts, common " << common);
-      const auto dy = torch::arange(total * out, torch::kFloat32).reshape({total, out}) + 1;
-      const auto x = -torch::arange(total * in, torch::kFloat32).reshape({total, in}) - 1;
-      const auto ops_in = ops::padded_by_expert(dy, x, counts, common == 0 ? 0 : k_of(largest));
-      REQUIRE(ops_in.dy_t.sizes() == torch::IntArrayRef({out, padded}));
-      REQUIRE(ops_in.dy_t.is_contiguous());
-      // bf16 rows are moved as they are: the same places, the same zeros
-      const auto ops16 = ops::padded_by_expert(dy.to(torch::kBFloat16), x.to(torch::kBFloat16),
-                                               counts, common == 0 ? 0 : k_of(largest));
-      CHECK(torch::equal(ops16.dy_t, ops_in.dy_t.to(torch::kBFloat16)));
-      REQUIRE(ops_in.first.size() == counts.size());
-      REQUIRE(ops_in.k.size() == counts.size());
-      REQUIRE(ops_in.x_rows.size() == counts.size());
-      std::int64_t r = 0, next = 0;
-      for (std::size_t e = 0; e < counts.size(); ++e) {
-        INFO("expert " << e << " with " << counts[e] << " rows");
-        CHECK(ops_in.first[e] == next);  // in order, each after the last one's padded block
-        CHECK(ops_in.first[e] % 8 == 0);
-        CHECK(ops_in.k[e] == k_of(counts[e]));
-        next += ops_in.k[e];
-        const auto f = ops_in.first[e], c = counts[e], k = ops_in.k[e];
-        CHECK(torch::equal(ops_in.dy_t.narrow(1, f, c), dy.narrow(0, r, c).t()));
-        CHECK(ops_in.dy_t.narrow(1, f + c, k - c).count_nonzero().item<std::int64_t>() == 0);
-        // its k rows: x's own rows and those after, zeros past x's end
-        const auto* rows = static_cast<const float*>(ops_in.x_rows[e]);
-        const auto read = torch::from_blob(const_cast<float*>(rows), {k, in}, torch::kFloat32);
-        const auto inside = std::min(k, total - r);
-        if (k > 0) {
-          CHECK(torch::equal(read.narrow(0, 0, inside), x.narrow(0, r, inside)));
-          CHECK(read.narrow(0, inside, k - inside).count_nonzero().item<std::int64_t>() == 0);
+    // multiple of 64, and one of 8 at the largest count, not a multiple of the sm90 step)
+    for (const std::int64_t align : {ops::kColumnAlign, muster::kernels::kRowViewsStepK})
+      for (const std::int64_t common : {std::int64_t{0}, std::int64_t{64}, std::int64_t{-8}}) {
+        if (common == -8 && align != 8) continue;
+        std::int64_t total = 0, padded = 0, largest = 0;
+        for (auto c : counts) largest = std::max(largest, c);
+        const auto k_of = [&](std::int64_t c) {
+          if (common == 0 || c == 0) return (c + align - 1) / align * align;
+          return common > 0 ? (largest + common - 1) / common * common : (largest + 7) / 8 * 8;
+        };
+        for (auto c : counts) {
+          total += c;
+          padded += k_of(c);
         }
-        if (k > 0 && r + k <= total)  // where they fit, x is read where it is
-          CHECK(rows == x.data_ptr<float>() + r * in);
-        // the product over the padded reduction is the expert's own
-        if (k > 0)
-          CHECK(torch::equal(torch::mm(ops_in.dy_t.narrow(1, f, k), read),
-                             torch::mm(dy.narrow(0, r, c).t(), x.narrow(0, r, c))));
-        r += c;
+        INFO(total << " rows over " << counts.size() << " experts, common " << common
+                   << ", aligned to " << align);
+        const auto dy = torch::arange(total * out, torch::kFloat32).reshape({total, out}) + 1;
+        const auto x = -torch::arange(total * in, torch::kFloat32).reshape({total, in}) - 1;
+        const auto ops_in =
+            ops::padded_by_expert(dy, x, counts, common == 0 ? 0 : k_of(largest), align);
+        REQUIRE(ops_in.dy_t.sizes() == torch::IntArrayRef({out, padded}));
+        REQUIRE(ops_in.dy_t.is_contiguous());
+        // bf16 rows are moved as they are: the same places, the same zeros
+        const auto ops16 = ops::padded_by_expert(dy.to(torch::kBFloat16), x.to(torch::kBFloat16),
+                                                 counts, common == 0 ? 0 : k_of(largest), align);
+        CHECK(torch::equal(ops16.dy_t, ops_in.dy_t.to(torch::kBFloat16)));
+        REQUIRE(ops_in.first.size() == counts.size());
+        REQUIRE(ops_in.k.size() == counts.size());
+        REQUIRE(ops_in.x_rows.size() == counts.size());
+        std::int64_t r = 0, next = 0;
+        for (std::size_t e = 0; e < counts.size(); ++e) {
+          INFO("expert " << e << " with " << counts[e] << " rows");
+          CHECK(ops_in.first[e] == next);  // in order, each after the last one's padded block
+          CHECK(ops_in.first[e] % align == 0);
+          CHECK(ops_in.k[e] == k_of(counts[e]));
+          next += ops_in.k[e];
+          const auto f = ops_in.first[e], c = counts[e], k = ops_in.k[e];
+          CHECK(torch::equal(ops_in.dy_t.narrow(1, f, c), dy.narrow(0, r, c).t()));
+          CHECK(ops_in.dy_t.narrow(1, f + c, k - c).count_nonzero().item<std::int64_t>() == 0);
+          // its k rows: x's own rows and those after, zeros past x's end
+          const auto* rows = static_cast<const float*>(ops_in.x_rows[e]);
+          const auto read = torch::from_blob(const_cast<float*>(rows), {k, in}, torch::kFloat32);
+          const auto inside = std::min(k, total - r);
+          if (k > 0) {
+            CHECK(torch::equal(read.narrow(0, 0, inside), x.narrow(0, r, inside)));
+            CHECK(read.narrow(0, inside, k - inside).count_nonzero().item<std::int64_t>() == 0);
+          }
+          if (k > 0 && r + k <= total)  // where they fit, x is read where it is
+            CHECK(rows == x.data_ptr<float>() + r * in);
+          // the product over the padded reduction is the expert's own
+          if (k > 0)
+            CHECK(torch::equal(torch::mm(ops_in.dy_t.narrow(1, f, k), read),
+                               torch::mm(dy.narrow(0, r, c).t(), x.narrow(0, r, c))));
+          r += c;
+        }
       }
-    }
 }
 
 TEST_CASE("common_reduction pads the wgrad to one reduction only where that adds little",
