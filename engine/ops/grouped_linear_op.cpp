@@ -43,11 +43,12 @@ void run(const std::vector<gemm_group>& groups, const grouped_gemm_args& args,
   }
 }
 
-// Whether the products over `x` go to the sm90 kernel: `method` says so, x is on a GPU that
-// has it and the build has it.
+// Whether the products over `x` go to the sm90 kernel: `method` says so, x is bf16 (the
+// kernel's one dtype) on a GPU that has it and the build has it.
 bool sm90_runs(grouped_gemm_method method, const torch::Tensor& x) {
 #ifdef MUSTER_WITH_CUDA
-  return method == grouped_gemm_method::sm90 && x.is_cuda() && kernels::cuda::sm90_available();
+  return method == grouped_gemm_method::sm90 && x.is_cuda() &&
+         x.scalar_type() == torch::kBFloat16 && kernels::cuda::sm90_available();
 #else
   (void)method, (void)x;
   return false;
