@@ -201,13 +201,16 @@ struct grouped_linear_function : torch::autograd::Function<grouped_linear_functi
     const bool in_place =
         !weight_grads.empty() && (projections == 1 || end_to_end(weight_grads, int(projections)));
     const bool direct = in_place && weights[0].scalar_type() == x.scalar_type();
+    // the wgrad through sm90: not `direct` (its sums added to each weight's own bf16 gradient:
+    // beta 1 into bf16, which the kernel does not take, and no word of one storage)
+    const bool sm90_wgrad = !direct && sm90_runs(method, x);
     // the wgrad reads dy transposed, each expert's reduction padded with zeros to an aligned
     // length (for sm90 a multiple of its step of k), on a GPU to one common length where that
     // adds little (wgrad_operands.hpp)
-    const bool try_sm90 = sm90_runs(method, x);
+    static_assert(kCommonAlign % kernels::kRowViewsStepK == 0, "a common reduction sm90 takes");
     const auto w_in =
         padded_by_expert(grad_y, x, rows, x.is_cuda() ? common_reduction(rows, out, in) : 0,
-                         try_sm90 ? kernels::kRowViewsStepK : kColumnAlign);
+                         sm90_wgrad ? kernels::kRowViewsStepK : kColumnAlign);
     const auto padded = w_in.dy_t.size(1);
     // dW_e (out, in) = dyT_e (out, k_e) x_e (k_e, in) into dw_of(e), for the experts with rows;
     // of_x: B from x itself, not the tail copy (wgrad_sm90)
@@ -241,7 +244,7 @@ struct grouped_linear_function : torch::autograd::Function<grouped_linear_functi
     // bf16 rows into fp32 gradients lying at one stride: the sm90 kernel adds its fp32 sums to
     // them itself (no bf16 buffer, no add, no rounding between)
     bool added = false;
-    if (try_sm90 && in_place && !direct)
+    if (sm90_wgrad && in_place)
       if (const auto all = stacked_view(weight_grads, int(projections));
           all.defined() && all.scalar_type() == torch::kFloat32) {
         auto into = args;
@@ -269,8 +272,7 @@ struct grouped_linear_function : torch::autograd::Function<grouped_linear_functi
                             std::int64_t(e) * out * in * grad_buffer.element_size();
       };
       args.beta = direct ? 1.0f : 0.0f;
-      // (not `direct`: there C is each weight's own gradient, not one buffer)
-      if (direct || !try_sm90 || !wgrad_sm90(wgrad_groups(dw_of, true), args, x))
+      if (!sm90_wgrad || !wgrad_sm90(wgrad_groups(dw_of, true), args, x))
         run(wgrad_groups(dw_of, false), args, x, method);
     }
     // x's gradient, none for rows, the weights', none for the method

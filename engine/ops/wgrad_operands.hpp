@@ -2,7 +2,8 @@
 // cuBLAS: dy transposed, so that no operand of the products is transposed (cuBLAS ran a grouped
 // product with dy_e^T as one kernel an expert, after a heuristic query each: about 1.3 ms of host
 // time a layer's projection on an H200), each expert's columns starting on a multiple of
-// kColumnAlign, and its reduction k_e its row count rounded up to kColumnAlign. Its pointer-array
+// kColumnAlign, and its reduction k_e its row count rounded up to kColumnAlign (or, for the sm90
+// kernel, to its 64-wide step: padded_by_expert's `align`). Its pointer-array
 // kernels assume every block starts on 16 bytes (8 bf16 elements); and a reduction that is not a
 // multiple of 8 is the contiguous extent of dy^T's blocks, where cuBLAS 13.0 took kernels 30 to
 // 70 times slower than a dense product's (gpu_kernels_bench on an H200: 32 groups of 512..2048
@@ -36,9 +37,9 @@ inline constexpr std::int64_t kCommonRowsRatio = 3;
 
 struct wgrad_operands {
   torch::Tensor dy_t;               // (out, padded): expert e's columns from first[e], zeros after
-  std::vector<std::int64_t> first;  // expert e's first column, a multiple of kColumnAlign
-  std::vector<std::int64_t> k;      // expert e's reduction: its count rounded up to kColumnAlign,
-                                    // or the common reduction
+  std::vector<std::int64_t> first;  // expert e's first column, a multiple of the alignment
+  std::vector<std::int64_t> k;      // expert e's reduction: its count rounded up to the
+                                    // alignment (kColumnAlign, or sm90's step), or the common one
   std::vector<const void*> x_rows;  // expert e's k[e] rows of x's width, contiguous
   torch::Tensor tail;               // x from the first expert that would run past its end, zeros
                                     // after (undefined where none would)
