@@ -13,6 +13,7 @@
 
 #include "engine/model/autocast_scope.hpp"
 #include "engine/ops/grouped_linear_op.hpp"
+#include "engine/ops/wgrad_operands.hpp"
 #include "tests/engine/count_handed.hpp"
 #include "tests/engine/expert_layout.hpp"
 #include "tests/engine/relative_error.hpp"
@@ -28,80 +29,88 @@ TEST_CASE("grouped_linear on the GPU casts once and adds its wgrad in place, as 
   }
   torch::manual_seed(21);
   const std::int64_t in = 96, out = 80, experts = 8;
-  const std::vector<std::int64_t> rows{130, 0, 77, 256, 1, 64, 190, 33};
-  std::int64_t total = 0;
-  for (auto r : rows) total += r;
-  const auto step = 3 * out * in;  // gate, up, down of an expert: the gate's stride
-  const auto params = torch::randn({experts * step}) * 0.1;
-  const auto earlier = torch::randn({experts * step});
-  const auto x0 = torch::randn({total, in}), g = torch::randn({total, out});
+  // counts the wgrad pads to one common reduction, and counts out of balance, where each
+  // expert's reduction is its own (for sm90: its count rounded up to 64)
+  for (const auto& rows : std::vector<std::vector<std::int64_t>>{{130, 0, 77, 256, 1, 64, 190, 33},
+                                                                 {900, 0, 5, 3, 1, 64, 10, 33}}) {
+    const bool common = ops::common_reduction(rows, out, in) > 0;
+    INFO((common ? "one common reduction" : "each expert's own reduction"));
+    CHECK(common == (rows[0] == 130));
+    std::int64_t total = 0;
+    for (auto r : rows) total += r;
+    const auto step = 3 * out * in;  // gate, up, down of an expert: the gate's stride
+    const auto params = torch::randn({experts * step}) * 0.1;
+    const auto earlier = torch::randn({experts * step});
+    const auto x0 = torch::randn({total, in}), g = torch::randn({total, out});
 
-  // fp64 on the CPU: a linear per expert, its weight gradient added to the earlier sum
-  std::vector<torch::Tensor> want_w, want_grad;
-  auto x64 = x0.to(torch::kFloat64).requires_grad_(true);
-  std::vector<torch::Tensor> w64;
-  for (std::int64_t e = 0; e < experts; ++e)
-    w64.push_back(params.narrow(0, e * step, out * in)
-                      .view({out, in})
-                      .to(torch::kFloat64)
-                      .requires_grad_(true));
-  std::vector<torch::Tensor> ys;
-  std::int64_t at = 0;
-  for (std::int64_t e = 0; e < experts; ++e) {
-    ys.push_back(torch::linear(x64.narrow(0, at, rows[std::size_t(e)]), w64[std::size_t(e)]));
-    at += rows[std::size_t(e)];
-  }
-  const auto y64 = torch::cat(ys);
-  (y64 * g.to(torch::kFloat64)).sum().backward();
-
-  using method = muster::kernels::cuda::grouped_gemm_method;
-  // sm90: the own Hopper kernel for the bf16 forward where the device has it, else automatic
-  std::vector<method> methods{method::automatic, method::per_group, method::split_batched,
-                              method::sm90};
-#ifdef MUSTER_WITH_CUDA
-  if (muster::kernels::cuda::grouped_batched_available())
-    methods.push_back(method::grouped_batched);
-#endif
-  for (const auto how : methods)
-    for (const bool bf16 : {false, true}) {
-      INFO((bf16 ? "bf16 autocast" : "fp32") << ", method " << int(how) << " (train.expert_gemm)");
-      const auto cuda = torch::TensorOptions().device(torch::kCUDA);
-      const auto flat = params.to(cuda).clone(), grads = earlier.to(cuda).clone();
-      std::vector<torch::Tensor> w;
-      int handed = 0;  // gradients autograd handed to the weights (hooks): none, added in place
-      for (std::int64_t e = 0; e < experts; ++e) {
-        auto p = flat.narrow(0, e * step, out * in).view({out, in}).detach().requires_grad_(true);
-        p.mutable_grad() = grads.narrow(0, e * step, out * in).view({out, in});
-        muster::test::count_handed(p, handed);
-        w.push_back(p);
-      }
-      auto x = x0.to(cuda).requires_grad_(true);
-      torch::Tensor y;
-      {
-        muster::engine::model::autocast_scope mixed(
-            muster::engine::model::autocast_state::bf16(bf16));
-        y = ops::grouped_linear(x, rows, w, how);
-      }
-      CHECK(y.scalar_type() == (bf16 ? torch::kBFloat16 : torch::kFloat32));
-      (y.to(torch::kFloat32) * g.to(cuda)).sum().backward();
-      torch::cuda::synchronize();
-      // bf16: inputs and outputs rounded to 8 bits, sums in fp32
-      const double tol = bf16 ? 3e-2 : 1e-4;
-      CHECK(handed == 0);
-      CHECK(relative_error(y, y64.detach()) <= tol);
-      CHECK(relative_error(x.grad(), x64.grad()) <= tol);
-      for (std::int64_t e = 0; e < experts; ++e) {
-        INFO("expert " << e << " with " << rows[std::size_t(e)] << " rows");
-        // still the unit's buffer, holding the earlier sum plus this backward's
-        CHECK(w[std::size_t(e)].grad().data_ptr() == grads.narrow(0, e * step, 1).data_ptr());
-        const auto before = earlier.narrow(0, e * step, out * in).view({out, in});
-        const auto added = w[std::size_t(e)].grad() - before.to(cuda);
-        if (rows[std::size_t(e)] == 0)
-          CHECK(added.abs().max().item<double>() == 0.0);
-        else
-          CHECK(relative_error(added, w64[std::size_t(e)].grad()) <= tol);
-      }
+    // fp64 on the CPU: a linear per expert, its weight gradient added to the earlier sum
+    std::vector<torch::Tensor> want_w, want_grad;
+    auto x64 = x0.to(torch::kFloat64).requires_grad_(true);
+    std::vector<torch::Tensor> w64;
+    for (std::int64_t e = 0; e < experts; ++e)
+      w64.push_back(params.narrow(0, e * step, out * in)
+                        .view({out, in})
+                        .to(torch::kFloat64)
+                        .requires_grad_(true));
+    std::vector<torch::Tensor> ys;
+    std::int64_t at = 0;
+    for (std::int64_t e = 0; e < experts; ++e) {
+      ys.push_back(torch::linear(x64.narrow(0, at, rows[std::size_t(e)]), w64[std::size_t(e)]));
+      at += rows[std::size_t(e)];
     }
+    const auto y64 = torch::cat(ys);
+    (y64 * g.to(torch::kFloat64)).sum().backward();
+
+    using method = muster::kernels::cuda::grouped_gemm_method;
+    // sm90: the own Hopper kernel for the bf16 forward where the device has it, else automatic
+    std::vector<method> methods{method::automatic, method::per_group, method::split_batched,
+                                method::sm90};
+#ifdef MUSTER_WITH_CUDA
+    if (muster::kernels::cuda::grouped_batched_available())
+      methods.push_back(method::grouped_batched);
+#endif
+    for (const auto how : methods)
+      for (const bool bf16 : {false, true}) {
+        INFO((bf16 ? "bf16 autocast" : "fp32")
+             << ", method " << int(how) << " (train.expert_gemm)");
+        const auto cuda = torch::TensorOptions().device(torch::kCUDA);
+        const auto flat = params.to(cuda).clone(), grads = earlier.to(cuda).clone();
+        std::vector<torch::Tensor> w;
+        int handed = 0;  // gradients autograd handed to the weights (hooks): none, added in place
+        for (std::int64_t e = 0; e < experts; ++e) {
+          auto p = flat.narrow(0, e * step, out * in).view({out, in}).detach().requires_grad_(true);
+          p.mutable_grad() = grads.narrow(0, e * step, out * in).view({out, in});
+          muster::test::count_handed(p, handed);
+          w.push_back(p);
+        }
+        auto x = x0.to(cuda).requires_grad_(true);
+        torch::Tensor y;
+        {
+          muster::engine::model::autocast_scope mixed(
+              muster::engine::model::autocast_state::bf16(bf16));
+          y = ops::grouped_linear(x, rows, w, how);
+        }
+        CHECK(y.scalar_type() == (bf16 ? torch::kBFloat16 : torch::kFloat32));
+        (y.to(torch::kFloat32) * g.to(cuda)).sum().backward();
+        torch::cuda::synchronize();
+        // bf16: inputs and outputs rounded to 8 bits, sums in fp32
+        const double tol = bf16 ? 3e-2 : 1e-4;
+        CHECK(handed == 0);
+        CHECK(relative_error(y, y64.detach()) <= tol);
+        CHECK(relative_error(x.grad(), x64.grad()) <= tol);
+        for (std::int64_t e = 0; e < experts; ++e) {
+          INFO("expert " << e << " with " << rows[std::size_t(e)] << " rows");
+          // still the unit's buffer, holding the earlier sum plus this backward's
+          CHECK(w[std::size_t(e)].grad().data_ptr() == grads.narrow(0, e * step, 1).data_ptr());
+          const auto before = earlier.narrow(0, e * step, out * in).view({out, in});
+          const auto added = w[std::size_t(e)].grad() - before.to(cuda);
+          if (rows[std::size_t(e)] == 0)
+            CHECK(added.abs().max().item<double>() == 0.0);
+          else
+            CHECK(relative_error(added, w64[std::size_t(e)].grad()) <= tol);
+        }
+      }
+  }
 }
 
 // Each expert's gate and up projections end to end (their FSDP unit's layout): one product with
