@@ -265,6 +265,16 @@ TEST_CASE(
       }
 }
 
+TEST_CASE("padded_by_expert refuses an alignment off 8 and a common reduction off it",
+          "[grouped_linear_op]") {
+  const auto dy = torch::ones({10, 5}), x = torch::ones({10, 3});
+  CHECK_THROWS_WITH(ops::padded_by_expert(dy, x, {4, 6}, 0, 12),
+                    Catch::Contains("reductions aligned to 12, not a multiple of 8"));
+  CHECK_THROWS_WITH(ops::padded_by_expert(dy, x, {4, 6}, 72, 64),
+                    Catch::Contains("a common reduction of 72"));
+  CHECK(ops::padded_by_expert(dy, x, {4, 6}, 64, 64).k == std::vector<std::int64_t>{64, 64});
+}
+
 TEST_CASE("common_reduction pads the wgrad to one reduction only where that adds little",
           "[grouped_linear_op]") {
   // the ~1B bench's 32 experts of about 1024 rows, 1024 -> 640: the largest, 1280
