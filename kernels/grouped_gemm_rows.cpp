@@ -12,7 +12,6 @@ namespace {
 constexpr std::int64_t kElementBytes = 2;   // bf16
 constexpr std::int64_t kStrideQuantum = 8;  // elements: 16 bytes, the tensor maps' stride unit
 constexpr std::int64_t kMaxRows = std::numeric_limits<std::int32_t>::max();
-constexpr std::int64_t kStepK = kRowViewsStepK;
 
 std::optional<row_views> refuse(std::string* why, std::string reason) {
   if (why != nullptr) *why = std::move(reason);
@@ -63,6 +62,7 @@ std::optional<row_views> as_row_views(const gemm_group* groups, int count,
   v.lda = first.lda;
   v.ldb = first.ldb;
   v.ldc = first.ldc;
+  if (v.n < 1) return refuse(why, "n or k is 0");
   bool one_k = true;
   for (const auto* g : used) {
     if (g->n != v.n || g->lda != v.lda || g->ldb != v.ldb || g->ldc != v.ldc)
@@ -71,10 +71,9 @@ std::optional<row_views> as_row_views(const gemm_group* groups, int count,
     one_k = one_k && g->k == first.k;
     v.k = std::max(v.k, g->k);
   }
-  if (v.n < 1) return refuse(why, "n or k is 0");
   if (!one_k)
     for (const auto* g : used)
-      if (g->k % kStepK != 0)
+      if (g->k % kRowViewsStepK != 0)
         return refuse(why, "the groups differ in k and a k is not a multiple of 64");
   if (v.lda < v.k || v.ldb < (v.b_k_major ? v.k : v.n) || v.ldc < v.n)
     return refuse(why, "a stride is under the row it holds");
@@ -107,7 +106,7 @@ std::optional<row_views> as_row_views(const gemm_group* groups, int count,
     v.c_rows = std::max(v.c_rows, r.c_row + r.m);
     v.groups.push_back(r);
   }
-  if (mid_row && v.k % kStepK != 0)  // (differing ks are multiples of it already)
+  if (mid_row && v.k % kRowViewsStepK != 0)  // (differing ks are multiples of it already)
     return refuse(why,
                   "a group's A starts past a row's first column and k is not a multiple of 64");
   if (args.b_view_rows > 0) {
