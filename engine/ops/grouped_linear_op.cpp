@@ -208,9 +208,9 @@ struct grouped_linear_function : torch::autograd::Function<grouped_linear_functi
     // length (for sm90 a multiple of its step of k), on a GPU to one common length where that
     // adds little (wgrad_operands.hpp)
     static_assert(kCommonAlign % kernels::kRowViewsStepK == 0, "a common reduction sm90 takes");
-    const auto w_in =
-        padded_by_expert(grad_y, x, rows, x.is_cuda() ? common_reduction(rows, out, in) : 0,
-                         sm90_wgrad ? kernels::kRowViewsStepK : kColumnAlign);
+    // (x's rows for cuBLAS, and their tail copy, only once sm90 has not taken the wgrad)
+    auto w_in = padded_by_expert(grad_y, x, rows, x.is_cuda() ? common_reduction(rows, out, in) : 0,
+                                 sm90_wgrad ? kernels::kRowViewsStepK : kColumnAlign, !sm90_wgrad);
     const auto padded = w_in.dy_t.size(1);
     // dW_e (out, in) = dyT_e (out, k_e) x_e (k_e, in) into dw_of(e), for the experts with rows;
     // of_x: B from x itself, not the tail copy (wgrad_sm90)
@@ -272,8 +272,10 @@ struct grouped_linear_function : torch::autograd::Function<grouped_linear_functi
                             std::int64_t(e) * out * in * grad_buffer.element_size();
       };
       args.beta = direct ? 1.0f : 0.0f;
-      if (!sm90_wgrad || !wgrad_sm90(wgrad_groups(dw_of, true), args, x))
+      if (!sm90_wgrad || !wgrad_sm90(wgrad_groups(dw_of, true), args, x)) {
+        if (sm90_wgrad) read_x_rows(w_in, x, rows);
         run(wgrad_groups(dw_of, false), args, x, method);
+      }
     }
     // x's gradient, none for rows, the weights', none for the method
     variable_list result{grad_x, torch::Tensor()};

@@ -76,7 +76,7 @@ std::int64_t common_reduction(const std::vector<std::int64_t>& counts, std::int6
 
 wgrad_operands padded_by_expert(const torch::Tensor& dy, const torch::Tensor& x,
                                 const std::vector<std::int64_t>& counts, std::int64_t common,
-                                std::int64_t align) {
+                                std::int64_t align, bool with_x_rows) {
   MUSTER_CHECK(dy.dim() == 2 && x.dim() == 2 && dy.is_contiguous() && x.is_contiguous() &&
                    dy.size(0) == x.size(0) && dy.device() == x.device() &&
                    dy.scalar_type() == x.scalar_type(),
@@ -107,29 +107,38 @@ wgrad_operands padded_by_expert(const torch::Tensor& dy, const torch::Tensor& x,
                "padded_by_expert: {} rows, the experts' counts add up to {}", dy.size(0), total);
   torch::NoGradGuard no_grad;
   out.dy_t = padded_transpose(dy, counts, out.first, padded);
+  if (with_x_rows) read_x_rows(out, x, counts);
+  return out;
+}
+
+void read_x_rows(wgrad_operands& ops, const torch::Tensor& x,
+                 const std::vector<std::int64_t>& counts) {
+  MUSTER_CHECK(ops.x_rows.empty() && ops.k.size() == counts.size(), errc::internal,
+               "read_x_rows: x's rows read already, or operands of other counts");
+  torch::NoGradGuard no_grad;
+  const auto total = x.size(0);
   // Experts from the first whose k rows would run past x's end read a copy of x from its
   // first row on, zero rows after, as far as the farthest reaches (any number of them may:
   // counts {3, 1} run 8 and 4 rows past x's 4).
   std::int64_t from = total, at = 0, reach = total;  // from: total where none runs past
   for (std::size_t e = 0; e < counts.size(); ++e) {
-    if (at + out.k[e] > total && from == total) from = at;
-    reach = std::max(reach, at + out.k[e]);
+    if (at + ops.k[e] > total && from == total) from = at;
+    reach = std::max(reach, at + ops.k[e]);
     at += counts[e];
   }
   if (from < total) {
-    out.tail = torch::zeros({reach - from, x.size(1)}, x.options());
-    out.tail.narrow(0, 0, total - from).copy_(x.narrow(0, from, total - from));
+    ops.tail = torch::zeros({reach - from, x.size(1)}, x.options());
+    ops.tail.narrow(0, 0, total - from).copy_(x.narrow(0, from, total - from));
   }
   const auto row_bytes = x.size(1) * x.element_size();
   std::int64_t start = 0;
   for (std::size_t e = 0; e < counts.size(); ++e) {
-    out.x_rows.push_back(start < from || !out.tail.defined()
+    ops.x_rows.push_back(start < from || !ops.tail.defined()
                              ? static_cast<const char*>(x.data_ptr()) + start * row_bytes
-                             : static_cast<const char*>(out.tail.data_ptr()) +
+                             : static_cast<const char*>(ops.tail.data_ptr()) +
                                    (start - from) * row_bytes);
     start += counts[e];
   }
-  return out;
 }
 
 }  // namespace muster::engine::ops

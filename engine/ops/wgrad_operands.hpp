@@ -40,7 +40,7 @@ struct wgrad_operands {
   std::vector<std::int64_t> first;  // expert e's first column, a multiple of the alignment
   std::vector<std::int64_t> k;      // expert e's reduction: its count rounded up to the
                                     // alignment (kColumnAlign, or sm90's step), or the common one
-  std::vector<const void*> x_rows;  // expert e's k[e] rows of x's width, contiguous
+  std::vector<const void*> x_rows;  // expert e's k[e] rows of x's width, contiguous (read_x_rows)
   torch::Tensor tail;               // x from the first expert that would run past its end, zeros
                                     // after (undefined where none would)
 };
@@ -54,10 +54,16 @@ struct wgrad_operands {
 // products. common > 0: the reduction of every expert with rows is `common` (a multiple of
 // `align`, no count above it), so their products have one shape. Else each expert's is its count
 // rounded up to `align`: kColumnAlign, or a multiple of it (the sm90 kernel's step of k, so that
-// none of its steps reaches the next expert's columns).
+// none of its steps reaches the next expert's columns). with_x_rows: x_rows (and the tail) too,
+// else none until read_x_rows (the sm90 kernel reads x itself, zeros past its end).
 wgrad_operands padded_by_expert(const torch::Tensor& dy, const torch::Tensor& x,
                                 const std::vector<std::int64_t>& counts, std::int64_t common = 0,
-                                std::int64_t align = kColumnAlign);
+                                std::int64_t align = kColumnAlign, bool with_x_rows = true);
+
+// Fills ops.x_rows for x and the counts ops was made for (padded_by_expert without them): x's
+// own rows, and for the experts from the first whose k rows run past x's end, the tail copy.
+void read_x_rows(wgrad_operands& ops, const torch::Tensor& x,
+                 const std::vector<std::int64_t>& counts);
 
 // The common reduction for the wgrad of experts with these counts, out x in each, on a GPU, or
 // 0 where it would add too much (or fewer than two experts have rows). There a product's shapes

@@ -233,6 +233,23 @@ TEST_CASE(
         const auto ops16 = ops::padded_by_expert(dy.to(torch::kBFloat16), x.to(torch::kBFloat16),
                                                  counts, common == 0 ? 0 : k_of(largest), align);
         CHECK(torch::equal(ops16.dy_t, ops_in.dy_t.to(torch::kBFloat16)));
+        // x's rows left for later (sm90 reads x itself), then read as padded_by_expert reads them
+        auto lazy = ops::padded_by_expert(dy, x, counts, common == 0 ? 0 : k_of(largest), align,
+                                          /*with_x_rows=*/false);
+        CHECK(lazy.x_rows.empty());
+        CHECK_FALSE(lazy.tail.defined());
+        CHECK(torch::equal(lazy.dy_t, ops_in.dy_t));
+        ops::read_x_rows(lazy, x, counts);
+        REQUIRE(lazy.x_rows.size() == counts.size());
+        CHECK(lazy.tail.defined() == ops_in.tail.defined());
+        for (std::size_t e = 0; e < counts.size(); ++e) {
+          const auto k = ops_in.k[e];
+          const auto rows_of = [&](const void* p) {
+            return torch::from_blob(const_cast<void*>(p), {k, in}, torch::kFloat32);
+          };
+          if (k > 0) CHECK(torch::equal(rows_of(lazy.x_rows[e]), rows_of(ops_in.x_rows[e])));
+        }
+        CHECK_THROWS_WITH(ops::read_x_rows(lazy, x, counts), Catch::Contains("read already"));
         REQUIRE(ops_in.first.size() == counts.size());
         REQUIRE(ops_in.k.size() == counts.size());
         REQUIRE(ops_in.x_rows.size() == counts.size());
