@@ -30,14 +30,12 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <map>
-#include <mutex>
-#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/per_device.hpp"
 #include "kernels/cuda/stream_upload.hpp"
 #include "kernels/cuda/wgmma_bf16.cuh"
 
@@ -183,8 +181,8 @@ template <int BN, bool Overlap, bool BKMajor>
 __global__ void __launch_bounds__(kThreads, 1)
     grouped_gemm_kernel(const __grid_constant__ CUtensorMap a_map,
                         const __grid_constant__ CUtensorMap b_map, void* c, int c_mode,
-                        long long ldc, int n, int n_tiles, const tile_group* groups,
-                        int num_groups, int num_tiles) {
+                        long long ldc, int n, int n_tiles, const tile_group* groups, int num_groups,
+                        int num_tiles) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using cfg = tiles<BN>;
   extern __shared__ unsigned char smem_raw[];
@@ -363,33 +361,25 @@ CUtensorMap rows_map(const void* base, std::int64_t rows, std::int64_t cols, std
 }
 
 int sm_count() {
-  static std::mutex mutex;
-  static std::map<int, int> counts;
-  int device = 0;
-  MUSTER_CUDA_CHECK(cudaGetDevice(&device));
-  const std::lock_guard lock(mutex);
-  auto& count = counts[device];
-  if (count == 0)
+  static per_device<int> counts;
+  return counts.get([](int device) {
+    int count = 0;
     MUSTER_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
-  return count;
+    return count;
+  });
 }
 
 template <int BN, bool Overlap, bool BKMajor>
 void launch(const row_views& v, cudaStream_t stream) {
   using cfg = tiles<BN>;
-  {  // the kernel's shared memory over the default 48 KiB: an attribute of each device's
-    static std::mutex mutex;
-    static std::set<int> sized;
-    int device = 0;
-    MUSTER_CUDA_CHECK(cudaGetDevice(&device));
-    const std::lock_guard lock(mutex);
-    if (sized.count(device) == 0) {
-      MUSTER_CUDA_CHECK(cudaFuncSetAttribute(grouped_gemm_kernel<BN, Overlap, BKMajor>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             cfg::kSmemBytes));
-      sized.insert(device);
-    }
-  }
+  // the kernel's shared memory over the default 48 KiB: an attribute of each device's
+  static per_device<bool> sized;
+  sized.get([](int) {
+    MUSTER_CUDA_CHECK(cudaFuncSetAttribute(grouped_gemm_kernel<BN, Overlap, BKMajor>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           cfg::kSmemBytes));
+    return true;
+  });
   const int n_tiles = int((v.n + BN - 1) / BN);
   std::vector<tile_group> table;
   long long num_tiles = 0;
