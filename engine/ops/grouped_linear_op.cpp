@@ -115,12 +115,13 @@ weights_in_dtype in_dtype(const std::vector<torch::Tensor>& weights, std::int64_
   return out;
 }
 
-// grouped_gemm_args::same_storage for the forward and the dgrad, whose rows (x and y, dy and dx)
-// are one tensor each: whether the weights are too (cast stacked, or stacked already). Only the
-// sm90 method reads it, and only it pays for the look.
-bool one_storage_each(grouped_gemm_method method, const weights_in_dtype& used,
-                      const std::vector<torch::Tensor>& weights, std::int64_t projections) {
-  return method == grouped_gemm_method::sm90 &&
+// grouped_gemm_args::same_storage for the forward and the dgrad over `x`, whose rows (x and y,
+// dy and dx) are one tensor each: whether the weights are too (cast stacked, or stacked
+// already). Only the sm90 kernel reads it, and only where it runs (sm90_runs) is the look paid.
+bool one_storage_each(grouped_gemm_method method, const torch::Tensor& x,
+                      const weights_in_dtype& used, const std::vector<torch::Tensor>& weights,
+                      std::int64_t projections) {
+  return sm90_runs(method, x) &&
          (used.stacked.defined() || stacked_view(weights, int(projections)).defined());
 }
 
@@ -161,7 +162,7 @@ struct grouped_linear_function : torch::autograd::Function<grouped_linear_functi
     args.trans_b = true;
     args.dtype = dtype_of(x);
     args.same_storage =
-        one_storage_each(grouped_gemm_method(method), used, weights.vec(), projections);
+        one_storage_each(grouped_gemm_method(method), x, used, weights.vec(), projections);
     run(groups, args, x, grouped_gemm_method(method));
     std::vector<torch::Tensor> saved{x};
     saved.insert(saved.end(), weights.begin(), weights.end());
@@ -238,7 +239,7 @@ struct grouped_linear_function : torch::autograd::Function<grouped_linear_functi
     }
     grouped_gemm_args args;
     args.dtype = dtype_of(x);
-    args.same_storage = one_storage_each(method, used, weights, projections);
+    args.same_storage = one_storage_each(method, x, used, weights, projections);
     run(dgrad, args, x, method);
     args.same_storage = false;  // x's rows and its tail copy (wgrad_operands) are two
     // bf16 rows into fp32 gradients lying at one stride: the sm90 kernel adds its fp32 sums to
