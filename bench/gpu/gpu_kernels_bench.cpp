@@ -11,6 +11,8 @@
 //     split_batched also with levels of any size and with one level, to weigh its defaults;
 //   - q, k and v as one joined product (ops::joined_linear) against three torch linears, forward
 //     and backward under bf16 autocast: device and host time a call;
+//   - last, on sm_90, the own Hopper grouped GEMM (sm90) on the same shapes, each way beside its
+//     dense product again: a fault in it, the newest kernel, costs no other row;
 // Targets (issue 9): the memory-bound ops at 70% or more of peak bandwidth, the grouped GEMM at
 // 80% or more of the dense product. Without a device it says "SKIPPED: no CUDA device".
 #include <cuda_runtime.h>
@@ -21,6 +23,7 @@
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <torch/torch.h>
@@ -202,8 +205,16 @@ std::vector<std::int64_t> counts_at(const std::vector<std::int64_t>& base, int c
 // heuristic queries for sizes it has not seen). The host time is the wall time of issuing 40
 // calls; a method whose pointer arrays are copied from pageable memory may wait for the GPU
 // there too, as it would in training.
+// own: the own Hopper kernel's ways (sm90) rather than cuBLAS's. A way that throws (a CUDA
+// error, a refusal) prints FAILED with the reason and the next way runs.
 void grouped_gemm_row(const char* shape, const std::vector<std::int64_t>& rows, std::int64_t H,
-                      std::int64_t F, form f) {
+                      std::int64_t F, form f, bool own) {
+  // the own kernel runs the forward, the dgrad and the wgrad over reductions of whole steps
+  // (else it is automatic again), on sm_90
+  if (own &&
+      (!k::cuda::sm90_available() || !(f == form::forward || f == form::dgrad ||
+                                       f == form::wgrad_common || f == form::wgrad_padded64)))
+    return;
   std::int64_t total = 0;
   for (auto r : rows) total += r;
   constexpr int kHostCalls = 40;
@@ -245,41 +256,42 @@ void grouped_gemm_row(const char* shape, const std::vector<std::int64_t>& rows, 
                       {method::sm90, "sm90 tile 128", 3, 64, 128},
                       {method::sm90, "sm90 tile 256", 3, 64, 256},
                       {method::sm90, "sm90 no overlap", 3, 64, 0, false}};
-  int offset = 1000 * int(f);  // each method and form its own counts, unseen by cuBLAS
+  int offset = 1000 * int(f) + (own ? 500 : 0);  // each method and form its own counts
   for (const auto& w : ways) {
     const auto m = w.m;
     const auto* name = w.name;
+    if ((m == method::sm90) != own) continue;
     auto args = args_for(f);
     args.split_levels = w.split_levels;
     args.split_quantum = w.split_quantum;
     args.sm90_tile_n = w.sm90_tile_n;
     args.sm90_overlap = w.sm90_overlap;
     if (m == method::grouped_batched && !k::cuda::grouped_batched_available()) continue;
-    // the own kernel runs the forward, the dgrad and the wgrad over reductions of whole steps
-    // (else it is automatic again), on sm_90
-    const bool sm90_form = f == form::forward || f == form::dgrad || f == form::wgrad_common ||
-                           f == form::wgrad_padded64;
-    if (m == method::sm90 && (!sm90_form || !k::cuda::sm90_available())) continue;
-    const double dense = dense_ms();
-    const double ms = time_ms(
-        [&] { k::cuda::grouped_gemm(groups.data(), int(groups.size()), args, nullptr, m); });
-    std::vector<std::vector<k::gemm_group>> changing;
-    for (int c = 0; c < kHostCalls; ++c)
-      changing.push_back(buf.groups(counts_at(rows, offset + c), f));
-    offset += kHostCalls;
-    cudaDeviceSynchronize();
-    const auto began = std::chrono::steady_clock::now();
-    for (const auto& g : changing) k::cuda::grouped_gemm(g.data(), int(g.size()), args, nullptr, m);
-    const double host_us =
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - began)
-            .count() /
-        kHostCalls;
-    cudaDeviceSynchronize();
-    std::printf(
-        "grouped gemm %-30s %-16s %9.3f %9.3f %7.2fx %6.0f TFLOP/s (dense %0.0f): %5.1f%% of "
-        "dense; host %6.0f us a call at new counts\n",
-        shape, name, ms, dense, dense / ms, flops / (ms * 1e-3) / 1e12,
-        flops / (dense * 1e-3) / 1e12, 100 * dense / ms, host_us);
+    try {
+      const double dense = dense_ms();
+      const double ms = time_ms(
+          [&] { k::cuda::grouped_gemm(groups.data(), int(groups.size()), args, nullptr, m); });
+      std::vector<std::vector<k::gemm_group>> changing;
+      for (int c = 0; c < kHostCalls; ++c)
+        changing.push_back(buf.groups(counts_at(rows, offset + c), f));
+      offset += kHostCalls;
+      cudaDeviceSynchronize();
+      const auto began = std::chrono::steady_clock::now();
+      for (const auto& g : changing)
+        k::cuda::grouped_gemm(g.data(), int(g.size()), args, nullptr, m);
+      const double host_us =
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - began)
+              .count() /
+          kHostCalls;
+      cudaDeviceSynchronize();
+      std::printf(
+          "grouped gemm %-30s %-16s %9.3f %9.3f %7.2fx %6.0f TFLOP/s (dense %0.0f): %5.1f%% of "
+          "dense; host %6.0f us a call at new counts\n",
+          shape, name, ms, dense, dense / ms, flops / (ms * 1e-3) / 1e12,
+          flops / (dense * 1e-3) / 1e12, 100 * dense / ms, host_us);
+    } catch (const std::exception& e) {
+      std::printf("grouped gemm %-30s %-16s FAILED: %s\n", shape, name, e.what());
+    }
   }
 }
 
@@ -382,6 +394,27 @@ int main() {
       auto w = top / top.sum(-1, true);
     });
     row("router fwd 65536x256 k8", double(T * E * 4 * 2 + T * K * 12), ours, theirs, p);
+    // The same rows with fewer rounds of the top-k, and sigmoid's scores (no warp sums): the
+    // share of the forward's time its top-k rounds and its softmax take, at the same bytes
+    // (to within the (T, k) outputs)
+    for (const auto& [k_of, sigmoid] : {std::pair{1, false}, {2, false}, {4, false}, {8, true}}) {
+      auto variant = s;
+      variant.topk = k_of;
+      variant.score = sigmoid ? k::router_score::sigmoid : k::router_score::softmax;
+      const double ms = time_ms([&] {
+        k::cuda::router_forward(logits.data_ptr<float>(), scores.data_ptr<float>(),
+                                experts.data_ptr<std::int64_t>(), weights.data_ptr<float>(),
+                                variant, nullptr);
+      });
+      const double torch_ms = time_ms([&] {
+        auto sc = sigmoid ? torch::sigmoid(logits) : torch::softmax(logits, -1);
+        auto [top, idx] = sc.topk(k_of, -1);
+        auto w = top / top.sum(-1, true);
+      });
+      const auto name = std::string("router fwd 65536x256 k") + std::to_string(k_of) +
+                        (sigmoid ? " sigmoid" : "");
+      row(name.c_str(), double(T * E * 4 * 2 + T * k_of * 12), ms, torch_ms, p);
+    }
 
     // its backward with the scores' own gradient (an auxiliary loss's): torch's is the same
     // sums written as ops (the renormalisation's, the scatter, the softmax's)
@@ -668,27 +701,39 @@ int main() {
   // The grouped GEMM against one dense product of the same FLOPs, bf16: 8 experts of about
   // 4096 rows, 4096 -> 1536, and the ~1B bench's (bench/compare_train_gpu.sh) 32 experts of
   // about 1024 rows (4 x 2048 tokens, top 4), 1024 -> 640.
+  struct gemm_row {
+    const char* shape;
+    const std::vector<std::int64_t>* rows;
+    std::int64_t H, F;
+    form f;
+  };
   const std::vector<std::int64_t> rows8{3584, 4608, 4096, 2560, 5632, 4096, 3072, 5120};
-  grouped_gemm_row("8 x ~4096, 4096->1536", rows8, 4096, 1536, form::forward);
   std::vector<std::int64_t> rows32, uneven32;
   for (int e = 0; e < 32; ++e) rows32.push_back(1024 + ((e * 37) % 9 - 4) * 64);
-  grouped_gemm_row("32 x ~1024, 1024->640", rows32, 1024, 640, form::forward);
-  // the gate's and the up projection's product as the engine runs it, stacked (FSDP's layout)
-  grouped_gemm_row("32 x ~1024, 1024->2x640 gate|up", rows32, 1024, 1280, form::forward);
-  grouped_gemm_row("32 x ~1024, 640->1024 dgrad", rows32, 1024, 640, form::dgrad);
-  grouped_gemm_row("32 x ~1024, 2x640->1024 dgrad gate|up", rows32, 1024, 1280, form::dgrad);
-  grouped_gemm_row("32 x ~1024, 1024->640 wgrad dy^T", rows32, 1024, 640, form::wgrad_dy_t);
-  grouped_gemm_row("32 x ~1024, 1024->640 wgrad dyT", rows32, 1024, 640, form::wgrad_aligned);
-  grouped_gemm_row("32 x ~1024 wgrad dyT common k", rows32, 1024, 640, form::wgrad_common);
-  grouped_gemm_row("32 x ~1024 wgrad dyT k to 64s", rows32, 1024, 640, form::wgrad_padded64);
   // as a router spreads tokens: counts not multiples of 64, from about half to twice the mean
   for (int e = 0; e < 32; ++e) uneven32.push_back(512 + (e * 797) % 1537);
-  grouped_gemm_row("32 x 512..2048, 1024->640", uneven32, 1024, 640, form::forward);
-  grouped_gemm_row("32 x 512..2048 wgrad dyT", uneven32, 1024, 640, form::wgrad_aligned);
-  grouped_gemm_row("32 x 512..2048 wgrad dyT k counted", uneven32, 1024, 640,
-                   form::wgrad_counted_k);
-  grouped_gemm_row("32 x 512..2048 wgrad dyT common k", uneven32, 1024, 640, form::wgrad_common);
-  grouped_gemm_row("32 x 512..2048 wgrad dyT k to 64s", uneven32, 1024, 640, form::wgrad_padded64);
+  const gemm_row gemm_rows[] = {
+      {"8 x ~4096, 4096->1536", &rows8, 4096, 1536, form::forward},
+      {"32 x ~1024, 1024->640", &rows32, 1024, 640, form::forward},
+      // the gate's and the up projection's product as the engine runs it, stacked (FSDP's
+      // layout)
+      {"32 x ~1024, 1024->2x640 gate|up", &rows32, 1024, 1280, form::forward},
+      {"32 x ~1024, 640->1024 dgrad", &rows32, 1024, 640, form::dgrad},
+      {"32 x ~1024, 2x640->1024 dgrad gate|up", &rows32, 1024, 1280, form::dgrad},
+      {"32 x ~1024, 1024->640 wgrad dy^T", &rows32, 1024, 640, form::wgrad_dy_t},
+      {"32 x ~1024, 1024->640 wgrad dyT", &rows32, 1024, 640, form::wgrad_aligned},
+      {"32 x ~1024 wgrad dyT common k", &rows32, 1024, 640, form::wgrad_common},
+      {"32 x ~1024 wgrad dyT k to 64s", &rows32, 1024, 640, form::wgrad_padded64},
+      {"32 x 512..2048, 1024->640", &uneven32, 1024, 640, form::forward},
+      {"32 x 512..2048 wgrad dyT", &uneven32, 1024, 640, form::wgrad_aligned},
+      {"32 x 512..2048 wgrad dyT k counted", &uneven32, 1024, 640, form::wgrad_counted_k},
+      {"32 x 512..2048 wgrad dyT common k", &uneven32, 1024, 640, form::wgrad_common},
+      {"32 x 512..2048 wgrad dyT k to 64s", &uneven32, 1024, 640, form::wgrad_padded64}};
+  for (const auto& r : gemm_rows) grouped_gemm_row(r.shape, *r.rows, r.H, r.F, r.f, false);
   joined_qkv_row();
+  // The own Hopper kernel last, each shape's dense product timed again beside it: a fault in
+  // a kernel not yet proven (its watchdog stops a stuck pipeline after 10 s, and the CUDA
+  // context with it) then costs no other row.
+  for (const auto& r : gemm_rows) grouped_gemm_row(r.shape, *r.rows, r.H, r.F, r.f, true);
   return 0;
 }

@@ -19,8 +19,10 @@
 # a summary of what passed to LOG_DIR/summary.txt and stdout. A failed step does not stop the
 # ones after it that can run; the exit code is 1 when any failed.
 # Environment: PYTHON, STEPS (training steps, default 20), COMPILE_TIMEOUT (0: no torch.compile
-# run), EXPERT_GEMMS (step 6), TESTS_TIMEOUT (seconds for all the GPU tests, default 600), CMAKE_ARGS (to the configure
-# step, e.g. -DMUSTER_WERROR=OFF), TARGETS (build only these), SKIP (step names to leave out,
+# run), EXPERT_GEMMS (step 6), TESTS_TIMEOUT (seconds for all the GPU tests, default 600),
+# KERNELS_TIMEOUT (seconds for step 3, default 180: a kernel stuck past its own watchdog then
+# leaves the lease's time to the steps after it), CMAKE_ARGS (to the configure step, e.g.
+# -DMUSTER_WERROR=OFF), TARGETS (build only these), SKIP (step names to leave out,
 # e.g. "build" when build-gpu/ is already built).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -91,7 +93,7 @@ step build env KEEP_GOING=1 "$root/tools/gpu/build.sh" "$build" ${CMAKE_ARGS:-}
 # shellcheck disable=SC1091  # written by build.sh before it builds
 [[ -e $build/gpu-env.sh ]] && . "$build/gpu-env.sh"
 step tests timeout "${TESTS_TIMEOUT:-600}" ctest --test-dir "$build" -L gpu --output-on-failure
-step kernels "$build/bench/gpu_kernels_bench"
+step kernels timeout "${KERNELS_TIMEOUT:-180}" "$build/bench/gpu_kernels_bench"
 step train env STEPS="${STEPS:-20}" COMPILE_TIMEOUT="${COMPILE_TIMEOUT:-120}" \
   "$root/bench/compare_train_gpu.sh" "$build"
 step profile profile
