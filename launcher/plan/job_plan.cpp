@@ -81,10 +81,14 @@ void compare_settings(job_plan& plan) {
 
 layout checked_layout(const job_config& config, const config::sources& where,
                       const plan_request& request, std::vector<std::string>& warnings) {
-  layout l = resolve_layout(config.parallel, request.world, where);
-  check_report report = check_plan(config, l, where);
-  for (auto mismatch : {pipeline_groups_mismatch(l), pp_last_order_mismatch(l)})
-    if (mismatch) report.errors.push_back(*mismatch);
+  // the sizes against the world, then the model's split, all listed together
+  std::vector<std::string> mesh_errors;
+  layout l = resolve_layout(config.parallel, request.world, where, mesh_errors);
+  check_report report = check_plan(config, l, where, /*batch=*/mesh_errors.empty());
+  report.errors.insert(report.errors.begin(), mesh_errors.begin(), mesh_errors.end());
+  if (mesh_errors.empty())
+    for (auto mismatch : {pipeline_groups_mismatch(l), pp_last_order_mismatch(l)})
+      if (mismatch) report.errors.push_back(*mismatch);
   throw_if_errors(report);
   warnings = std::move(report.warnings);
   return l;

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <functional>
 #include <tuple>
 
@@ -180,6 +181,14 @@ void check_expert_mesh(const given_sizes& g, const world_size& w, const config::
 
 layout resolve_layout(const parallel_section& p, const std::optional<world_size>& world,
                       const config::sources& where) {
+  check_report report;
+  layout l = resolve_layout(p, world, where, report.errors);
+  throw_if_errors(report);
+  return l;
+}
+
+layout resolve_layout(const parallel_section& p, const std::optional<world_size>& world,
+                      const config::sources& where, std::vector<std::string>& errors) {
   given_sizes g = p.allocation.empty() ? from_keys(p, where) : from_allocation(p, where);
   world_size w = world ? *world
                        : world_size{world_from_sizes(g),
@@ -187,22 +196,23 @@ layout resolve_layout(const parallel_section& p, const std::optional<world_size>
                                                       : "from the parallel sizes"};
   MUSTER_CHECK(w.ranks >= 1, errc::config, "the world size {} ({}) must be at least 1", w.ranks,
                w.source);
-  check_report report;
-  check_attention_mesh(g, w, where, report.errors);
+  const auto had = errors.size();
+  check_attention_mesh(g, w, where, errors);
   // An attention mesh that does not fit usually breaks the expert mesh too (shared PP, ETP
   // defaulting to TP): report the expert mesh only on its own.
-  if (report.errors.empty()) check_expert_mesh(g, w, where, report.errors);
+  if (errors.size() == had) check_expert_mesh(g, w, where, errors);
   if (p.virtual_pipeline > 1 && g.pp == 1)
-    report.errors.push_back(fmt::format(
+    errors.push_back(fmt::format(
         "{}: parallel.virtual_pipeline = {} needs pipeline parallelism; set parallel.pipeline "
         "(or 'p') to 2 or more, or virtual_pipeline = 1",
         config::place_of(where, "parallel.virtual_pipeline"), p.virtual_pipeline));
-  throw_if_errors(report);
 
   layout l;
   l.world = w.ranks;
-  l.attn = mesh{.tp = g.tp, .cp = g.cp, .ep = 1, .dp = w.ranks / (g.tp * g.cp * g.pp), .pp = g.pp};
-  l.expert = mesh{.tp = g.etp, .cp = 1, .ep = g.ep, .dp = w.ranks / (g.etp * g.ep * g.pp), .pp = g.pp};
+  const int dp = std::max(1, w.ranks / (g.tp * g.cp * g.pp));
+  const int edp = std::max(1, w.ranks / (g.etp * g.ep * g.pp));
+  l.attn = mesh{.tp = g.tp, .cp = g.cp, .ep = 1, .dp = dp, .pp = g.pp};
+  l.expert = mesh{.tp = g.etp, .cp = 1, .ep = g.ep, .dp = edp, .pp = g.pp};
   l.vpp = p.virtual_pipeline;
   l.first_stage_layers = p.first_stage_layers;
   l.last_stage_layers = p.last_stage_layers;

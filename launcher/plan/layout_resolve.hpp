@@ -7,6 +7,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/config_schema.hpp"
 #include "common/job_config.hpp"
@@ -26,5 +27,12 @@ struct world_size {
 // that says how to give one. Throws errc::config.
 layout resolve_layout(const parallel_section& parallel, const std::optional<world_size>& world,
                       const config::sources& where);
+
+// The same, adding the sizes' errors against the world to `errors` rather than throwing them
+// (a world that cannot be known still throws): the layout is then the sizes as given, the
+// data-parallel sizes rounded down (at least 1), for checks against the model that do not read
+// them (check_plan without the batch), so that every broken rule is listed at once.
+layout resolve_layout(const parallel_section& parallel, const std::optional<world_size>& world,
+                      const config::sources& where, std::vector<std::string>& errors);
 
 }  // namespace muster::launcher::plan

@@ -18,12 +18,12 @@ class checker {
   checker(const job_config& c, const layout& l, const config::sources& where)
       : c_(c), l_(l), where_(where) {}
 
-  check_report run() {
+  check_report run(bool batch) {
     check_pipeline();
     check_experts();
     check_tensor();
     check_sequence();
-    check_batch();
+    if (batch) check_batch();
     return std::move(report_);
   }
 
@@ -242,8 +242,8 @@ class checker {
 }  // namespace
 
 check_report check_plan(const job_config& config, const layout& layout,
-                        const config::sources& where) {
-  return checker(config, layout, where).run();
+                        const config::sources& where, bool batch) {
+  return checker(config, layout, where).run(batch);
 }
 
 void throw_if_errors(const check_report& report) {

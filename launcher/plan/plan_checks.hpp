@@ -19,9 +19,10 @@ struct check_report {
   std::vector<std::string> warnings;  // it runs, but slower or not as the user likely meant
 };
 
-// Checks `config` against `layout`; messages name the places in `where`.
+// Checks `config` against `layout`; messages name the places in `where`. Without `batch`, not
+// the batch against the data-parallel size (a layout whose sizes do not fit the world).
 check_report check_plan(const job_config& config, const layout& layout,
-                        const config::sources& where);
+                        const config::sources& where, bool batch = true);
 
 // Throws errc::config with every error of `report`, one per line; does nothing without errors.
 void throw_if_errors(const check_report& report);

@@ -115,7 +115,10 @@ TEST_CASE("muster plan --json holds every rank, group and stage", "[plan_cli]") 
   auto e = nlohmann::json::parse(invalid.out);
   CHECK(e["valid"] == false);
   CHECK_THAT(e["error"].get<std::string>(), Catch::Contains("not divisible by tensor"));
-  CHECK(e["problems"].size() == 1);
+  // and beside the world's rule, the model's: a MoE model under tensor parallelism wants
+  // sequence parallelism
+  REQUIRE(e["problems"].size() == 2);
+  CHECK_THAT(e["problems"][1].get<std::string>(), Catch::Contains("needs sequence parallelism"));
   auto many = plan({"--json", "--world", "8", "parallel.pipeline=2", "model.num_layers=5",
                     "model.num_experts=6", "parallel.expert=4", "parallel.expert_tensor=1"});
   auto m = nlohmann::json::parse(many.out);

@@ -95,6 +95,38 @@ TEST_CASE("every rule a plan breaks is reported at once", "[job_plan]") {
                                       "global_batch_size = 6 or 9"));
 }
 
+TEST_CASE("sizes that do not divide the world are listed with the model's broken rules",
+          "[job_plan]") {
+  // world 16 over tensor 3 x pipeline 5: the world's rule, and beside it the model's, which
+  // do not wait for the world to be fixed first; the batch (which needs the data-parallel size)
+  // waits
+  auto message = plan_error(qwen3({"parallel.tensor=3", "parallel.pipeline=5",
+                                   "parallel.expert_tensor=1", "train.global_batch_size=7"}),
+                            16);
+  CHECK_THAT(message, Catch::Contains("the plan has 4 problems"));
+  CHECK_THAT(message, Catch::Contains("the world of 16 ranks (--world) is not divisible by tensor "
+                                      "x context x pipeline = 3 x 1 x 5 = 15"));
+  CHECK_THAT(message,
+             Catch::Contains("48 layers do not split into pipeline x virtual_pipeline = 5"));
+  CHECK_THAT(message, Catch::Contains("parallel.tensor: 3 does not divide the 32 attention heads"));
+  CHECK_THAT(message, Catch::Contains("needs sequence parallelism"));
+  CHECK_THAT(message, !Catch::Contains("global_batch_size"));
+  // the world's rule comes first
+  CHECK(message.find("not divisible by tensor") < message.find("48 layers"));
+  // the expert mesh the same way: pipeline 8 on a world of 8 with expert 2 breaks it alone (48
+  // layers split into 8 stages); with pipeline 7 the layers' rule comes with it
+  CHECK_THAT(
+      plan_error(qwen3({"parallel.pipeline=8", "parallel.expert=2", "parallel.expert_tensor=1"}),
+                 8),
+      Catch::Contains("does not fit the expert mesh") && !Catch::Contains("problems"));
+  CHECK_THAT(
+      plan_error(qwen3({"parallel.pipeline=7", "parallel.expert=2", "parallel.expert_tensor=1"}),
+                 7),
+      Catch::Contains("the plan has 2 problems") &&
+          Catch::Contains("does not fit the expert mesh") &&
+          Catch::Contains("48 layers do not split into pipeline x virtual_pipeline = 7"));
+}
+
 TEST_CASE("model rules each propose values that work", "[job_plan]") {
   CHECK_THAT(plan_error(qwen3({"parallel.context=3"}), 24),
              Catch::Contains("4096 tokens do not split into 2 x context = 6 load-balanced "
