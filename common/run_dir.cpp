@@ -157,6 +157,11 @@ std::filesystem::path run_paths::node_db(std::string_view hostname) const {
   return dir_ / fmt::format("{}{}{}", kNodePrefix, hostname, kNodeSuffix);
 }
 
+std::filesystem::path run_paths::launcher_lock(std::string_view hostname) const {
+  check_file_component("hostname", hostname);
+  return logs_dir() / fmt::format("launcher-{}.lock", hostname);
+}
+
 std::filesystem::path run_paths::job_config() const { return dir_ / "job.toml"; }
 
 std::filesystem::path run_paths::logs_dir() const { return dir_ / "logs"; }

@@ -47,6 +47,9 @@ class run_paths {
   const std::string& run_id() const { return run_id_; }
   // <dir>/node-<hostname>.db. Throws errc::invalid_input for an unsafe hostname.
   std::filesystem::path node_db(std::string_view hostname) const;
+  // <dir>/logs/launcher-<hostname>.lock: held by that node's launchers (common/launcher_lock.hpp).
+  // Throws errc::invalid_input for an unsafe hostname.
+  std::filesystem::path launcher_lock(std::string_view hostname) const;
   // <dir>/job.toml
   std::filesystem::path job_config() const;
   // <dir>/logs

@@ -14,6 +14,7 @@
 
 #include "common/error.hpp"
 #include "common/gpu_policy.hpp"
+#include "common/launcher_lock.hpp"
 #include "common/log.hpp"
 #include "common/run_store.hpp"
 #include "launcher/device_assignment.hpp"
@@ -109,6 +110,8 @@ node_run_result run_node(const node_run_plan& plan, const store::run_paths& path
   const auto& policy = plan.policy;
   apply_gpu_policy(policy, base_env);
 
+  // held until this launcher ends, however it ends: status reads it as "a launcher is alive"
+  const store::launcher_lock alive(paths.launcher_lock(plan.host));
   store::node_writer db(paths.node_db(plan.host));
   db.put_run({paths.run_id(), config.job.name, store::run_state::running, store::now_ms(),
               store::now_ms(), plan.world_size, plan.num_nodes, plan.slurm_job_id,

@@ -198,7 +198,8 @@ void add_diagnose_verbs(CLI::App& app, verb_action& run) {
                   "a run id (or its start), a run directory or a Slurm job id: its store and "
                   "its ranks' logs are read (default: the newest run, unless --log is given)");
   cmd->add_option("--runs-dir", o->runs_dir, "where the runs are (launch.runs_dir)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->envname("MUSTER_RUNS_DIR");
   cmd->add_option("--log", o->logs, "another log: slurm-%j.out, torchrun, Megatron, Ray, dmesg")
       ->take_all();
   cmd->add_option("--world-size", o->world_size,

@@ -76,7 +76,8 @@ void add_report_verbs(CLI::App& app, verb_action& run) {
       ->required();
   cmd->add_option("-o,--output", o->output, "the HTML file to write")->capture_default_str();
   cmd->add_option("--runs-dir", o->runs_dir, "where the runs are (launch.runs_dir)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->envname("MUSTER_RUNS_DIR");
   cmd->add_option("--log", o->logs, "another log for the diagnosis: slurm-%j.out, dmesg, ...")
       ->take_all();
   cmd->callback([o, &run] { run = [o] { return write_report(*o); }; });

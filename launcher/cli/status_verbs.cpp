@@ -1,15 +1,17 @@
-// `muster status [RUN] [--json] [--watch] [--runs-dir DIR]`: the runs of a runs directory, or
-// one run (a run id or the start of one, a run directory, or a Slurm job id): its state,
-// layout, progress, each rank's last step and heartbeat (laggards marked), restarts, the first
-// failure and the ranks' errors. Reads the run store read-only, while the run goes on or after.
-// A Slurm job of the user's with no run yet (pending) gets what squeue says of it; one squeue no
-// longer has, why it has none. An array job's id lists its tasks' runs.
+// `muster status [RUN] [--json] [--watch[=SECONDS]] [--runs-dir DIR]`: the runs of a runs
+// directory, or one run (a run id or the start of one, a run directory, or a Slurm job id): its
+// state, layout, progress, each rank's last step and heartbeat (laggards marked), restarts, the
+// first failure and the ranks' errors. Reads the run store read-only, while the run goes on or
+// after. A Slurm job of the user's with no run yet (pending) gets what squeue says of it; one
+// squeue no longer has, why it has none. An array job's id lists its tasks' runs.
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <optional>
 #include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -115,7 +117,8 @@ int show(const status_options& o) {
       }
       st::apply_job_state(s, *slurm);
     }
-    if (o.watch > 0 && !o.json) fmt::print("\x1b[H\x1b[2J");  // clear the terminal
+    // clear the terminal; a file or a pipe gets one status after another
+    if (o.watch > 0 && !o.json && ::isatty(STDOUT_FILENO) == 1) fmt::print("\x1b[H\x1b[2J");
     fmt::print("{}", o.json ? st::status_json(s, now) : st::status_text(s, now));
     if (o.watch <= 0 || ended(s)) return kExitOk;
     std::fflush(stdout);
@@ -134,11 +137,12 @@ void add_status_verbs(CLI::App& app, verb_action& run) {
       "restarts, the first failure");
   sub->add_option("run", o->run, "a run id (or its start), a run directory or a Slurm job id");
   sub->add_option("--runs-dir", o->runs_dir, "where the runs are (launch.runs_dir)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->envname("MUSTER_RUNS_DIR");
   sub->add_flag("--json", o->json, "everything as JSON, with the per-step history of each rank");
-  sub->add_option("--watch", o->watch, "refresh every SECONDS until the run ends")
-      ->expected(0, 1)
-      ->default_str("2");
+  // a flag, so `--watch RUN` never takes the run for its seconds
+  sub->add_flag("--watch{2}", o->watch,
+                "refresh every 2 s (--watch=SECONDS: every SECONDS) until the run ends");
   sub->callback([o, &run] { run = [o] { return show(*o); }; });
   sub->footer("example: muster status --runs-dir ./muster-runs tiny-moe");
 }

@@ -321,10 +321,16 @@ void worker(finding& f, const explain_context& context) {
         fact(f, "error_rank").empty() ? "its" : "rank " + fact(f, "error_rank") + "'s",
         fact(f, "traceback_own_log").empty() ? "" : "the rank's log ", fact(f, "traceback_file"),
         fact(f, "traceback_line")));
+  else if (!error.empty() && fact(f, "error_kind") == "bad_input")
+    // muster-train's word on its input (a job key it cannot run, a data path): no traceback
+    f.fixes.push_back(fmt::format(
+        "the error above names the input to change{}: change it and run again; the rank's log "
+        "has the lines before it",
+        file.empty() ? "" : " (error file " + file + ")"));
   else if (!error.empty())
     f.fixes.push_back(
-        fmt::format("the error above is the worker's own{}; its traceback is in "
-                    "the rank's log",
+        fmt::format("the error above is the worker's own{}; its traceback (or its last lines) is "
+                    "in the rank's log",
                     file.empty() ? "" : " (error file " + file + ")"));
   else if (!file.empty() && !fact(f, "error_file_missing").empty())
     f.fixes.push_back(

@@ -108,9 +108,11 @@ void add_store_findings(diagnoser& d, const status::run_status& run,
     signal->rank = static_cast<int>(e.rank);
     if (!e.phase.empty()) signal->facts["phase"] = e.phase;
     if (e.step) signal->facts["step"] = std::to_string(*e.step + 1);
-    if (signal->category == "worker_failed_see_error_file")
+    if (signal->category == "worker_failed_see_error_file") {
       signal->facts["error"] =
           e.message.substr(0, std::min<std::size_t>(e.message.find('\n'), 400));
+      signal->facts["error_kind"] = e.kind;  // bad_input: the job's input, not the program
+    }
     d.add_signal(std::move(*signal), {store_file("errors"), number, e.message, seconds(e.time_ms)});
   }
 

@@ -9,13 +9,18 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <map>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "common/error.hpp"
 #include "common/heartbeat_line.hpp"
 #include "common/job_config.hpp"
+#include "common/launcher_lock.hpp"
 #include "common/run_dir.hpp"
 #include "common/run_reader.hpp"
 #include "launcher/heartbeat.hpp"
@@ -59,9 +64,26 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// Whether a process with this pid exists (one of another user's counts).
+// Whether a process with this pid exists (one of another user's counts), not counting a zombie:
+// a rank dead with its launcher waits there until init reaps it.
 bool process_exists(std::int64_t pid) {
-  return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
+  if (pid <= 0 || (::kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM)) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const auto name_end = text.rfind(')');  // "pid (name) state ...": the name may hold ") "
+  return name_end == std::string::npos || text.compare(name_end + 1, 2, " Z") != 0;
+}
+
+// Whether this host's launchers of the run have all ended: their lock is there and free
+// (common/launcher_lock.hpp). No lock (an older run, ranks that are their own Slurm tasks, a
+// host name that cannot name a file): not known, so no.
+bool launchers_ended_here(const store::run_paths& paths) {
+  try {
+    const auto alive = store::launcher_alive(paths.launcher_lock(short_hostname()));
+    return alive && !*alive;
+  } catch (const error&) {
+    return false;
+  }
 }
 
 bool has_node_files(const fs::path& dir) {
@@ -110,6 +132,7 @@ run_status read_run_status(const fs::path& dir, store::epoch_ms now) {
     complete = complete < 0 ? step.step : std::min(complete, step.step);
   }
   s.steps_done = newest + 1;
+  s.complete_steps = complete + 1;
   read_job(paths, s.run ? s.run->world_size : static_cast<std::int64_t>(last.size()), s);
   // train.steps is muster-train's: a program of the user's own says its steps in its heartbeat
   if (!ran_builtin_engine(events).value_or(true)) s.steps_planned = 0;
@@ -140,13 +163,19 @@ run_status read_run_status(const fs::path& dir, store::epoch_ms now) {
     s.ranks.push_back(std::move(r));
   }
   // the steps the program says it will run (its heartbeat's steps=) over the job's train.steps,
-  // which only muster-train reads
+  // which only muster-train reads; a program that writes no steps file says its progress there
+  // alone (step=)
+  bool planned = false;
   for (const auto& r : s.ranks)
     if (const auto beat = read_heartbeat(paths.rank_heartbeat_file(r.rank.rank))) {
-      if (beat->progress.steps) s.steps_planned = *beat->progress.steps;
-      break;
+      if (!planned && beat->progress.steps) s.steps_planned = *beat->progress.steps;
+      planned = true;
+      if (s.history.empty() && beat->progress.step)
+        s.steps_done = std::max(s.steps_done, *beat->progress.step);
     }
   const auto here = short_hostname();
+  // this host's launchers all ended (their lock free): a rank whose pid is gone is gone now
+  const bool launchers_ended = launchers_ended_here(paths);
   bool running = false;
   s.lost = s.run && s.run->state == store::run_state::running;
   for (auto& r : s.ranks) {
@@ -156,7 +185,7 @@ run_status read_run_status(const fs::path& dir, store::epoch_ms now) {
     // another PID namespace of the same host name, or while the launcher records a rank's end
     r.alive_here = r.rank.host == here && r.rank.pid && process_exists(*r.rank.pid);
     r.gone = r.rank.host == here && r.rank.pid && !r.alive_here &&
-             (!r.heartbeat_age_s || *r.heartbeat_age_s > stale_s);
+             (launchers_ended || !r.heartbeat_age_s || *r.heartbeat_age_s > stale_s);
     s.lost = s.lost && r.gone;
   }
   s.lost = s.lost && running;
@@ -174,7 +203,9 @@ std::vector<run_entry> list_runs(const fs::path& runs_dir) {
       if (!run) continue;
       std::int64_t newest = -1;
       for (const auto& step : reader.last_steps()) newest = std::max(newest, step.step);
-      runs.push_back({e.path(), std::move(*run), newest + 1});
+      const bool lost = run->state == store::run_state::running && run->num_nodes == 1 &&
+                        launchers_ended_here(store::run_paths(e.path()));
+      runs.push_back({e.path(), std::move(*run), newest + 1, lost});
     } catch (const error&) {
       // a directory that cannot be read is left out of the list
     }
@@ -289,10 +320,13 @@ fs::path find_run(const std::string& what, const fs::path& runs_dir, bool storel
     for (const auto& r : runs)
       if (r.run.run_id.rfind(what, 0) == 0 || r.run.slurm_job_id == what || own_job_id(r.run, what))
         matches.push_back(r.dir);
-    if (matches.size() == 1) return matches[0];
-    MUSTER_CHECK(matches.size() < 2, errc::invalid_input,
-                 "{}: {} runs in {} match (newest {}); give more of the run id", what,
-                 matches.size(), runs_dir.string(), matches.front().filename().string());
+    // several: the newest, as `muster diagnose tiny-moe` means the last run of tiny-moe
+    if (matches.size() > 1)
+      fmt::print(stderr,
+                 "muster: {} runs in {} match {}: the newest, {} (give more of the run id "
+                 "for another)\n",
+                 matches.size(), runs_dir.string(), what, matches.front().filename().string());
+    if (!matches.empty()) return matches.front();
   }
   // Under Slurm a run directory is <job.name>-<job id>: one without a store is still found
   if (const auto dir = slurm_job_run(what, runs_dir)) return without_store(*dir);

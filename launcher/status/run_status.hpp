@@ -31,7 +31,9 @@ struct run_status {
                                    // where the ranks ran muster-train (0: not known)
   std::int64_t steps_done = 0;     // the highest step any rank finished, counted from 1, in the
                                    // latest attempt (a restart, a requeue) once it has one
-  // At the newest step every rank that reports steps has finished:
+  // At the newest step every rank that reports steps has finished (complete_steps, from 1; it
+  // may be behind steps_done while the ranks are between steps):
+  std::int64_t complete_steps = 0;
   std::optional<double> loss;  // mean over the ranks (each rank's loss is the global one)
   double tokens_per_s = 0;     // summed over the ranks
   std::optional<double> mfu;   // mean over the ranks that report it
@@ -63,6 +65,8 @@ struct run_entry {
   std::filesystem::path dir;
   store::run_record run;
   std::int64_t steps_done = 0;
+  // recorded running, one node, this host's: its launcher's lock is free (it died unrecorded)
+  bool lost = false;
 };
 
 // The runs under `runs_dir` (directories holding node files), newest first. A directory that
@@ -85,7 +89,8 @@ std::vector<std::filesystem::path> array_task_runs(const std::string& job_id,
                                                    const std::filesystem::path& runs_dir);
 
 // The run directory `what` names: a directory path, a run id under `runs_dir` (or the start of
-// one, when only one matches), a Slurm job id that one run records, or an array job id whose
+// one: where several runs start with it, the newest, said on stderr), a Slurm job id that a run
+// records (the newest), or an array job id whose
 // one task has a run. Throws errc::invalid_input naming what was looked for, where, and what
 // there is (the task runs of an array job with several, to pick one); for a run directory
 // without a run store (its launchers stopped before any rank started) too, saying what to read,

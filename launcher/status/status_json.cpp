@@ -56,6 +56,7 @@ std::string status_json(const run_status& s, store::epoch_ms now) {
               {"layout", s.layout},
               {"steps_planned", s.steps_planned},
               {"steps_done", s.steps_done},
+              {"complete_steps", s.complete_steps},
               {"loss", maybe(s.loss)},
               {"tokens_per_s", s.tokens_per_s},
               {"mfu", maybe(s.mfu)},
@@ -113,6 +114,7 @@ std::string runs_json(const std::vector<run_entry>& runs, store::epoch_ms now,
     auto r = run_json(e.run);
     r["dir"] = e.dir.string();
     r["steps_done"] = e.steps_done;
+    r["lost"] = e.lost;
     out.push_back(r);
   }
   json doc = {{"now_ms", now}, {"runs", out}};

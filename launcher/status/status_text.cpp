@@ -63,6 +63,9 @@ std::string status_text(const run_status& s, store::epoch_ms now) {
   if (s.loss) put(out, " | loss {:.4f}", *s.loss);
   if (s.tokens_per_s > 0) put(out, " | {:.0f} tok/s", s.tokens_per_s);
   if (s.mfu) put(out, " | MFU {:.1f}%", 100 * *s.mfu);
+  // those are of the newest step every rank finished, which may be the one before
+  if ((s.loss || s.tokens_per_s > 0) && s.complete_steps > 0 && s.complete_steps != s.steps_done)
+    put(out, " (at step {}, the newest every rank finished)", s.complete_steps);
   put(out, "\nrestarts  {}\n", s.restarts);
   put(out, "\n{:>5}  {:<16} {:<10} {:>7} {:>10} {:>9} {:>10}\n", "rank", "host", "state", "step",
       "loss", "tok/s", "heartbeat");
@@ -135,8 +138,9 @@ std::string runs_text(const std::vector<run_entry>& runs, store::epoch_ms now,
   } else {
     put(out, "{:<48} {:<10} {:>6} {:>6} {:>10}\n", "run", "state", "ranks", "steps", "updated");
     for (const auto& e : runs)
-      put(out, "{:<48} {:<10} {:>6} {:>6} {:>10}\n", e.run.run_id, store::to_string(e.run.state),
-          e.run.world_size, e.steps_done, age_text(seconds_since(e.run.updated_ms, now)) + " ago");
+      put(out, "{:<48} {:<10} {:>6} {:>6} {:>10}\n", e.run.run_id,
+          e.lost ? "lost" : store::to_string(e.run.state), e.run.world_size, e.steps_done,
+          age_text(seconds_since(e.run.updated_ms, now)) + " ago");
   }
   for (const auto& dir : storeless) {
     // <job.name>-<job id>: a job squeue still has is starting (its launchers are meeting)

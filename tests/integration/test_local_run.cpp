@@ -209,15 +209,36 @@ TEST_CASE("a worker ignoring SIGTERM is killed after launch.kill_grace", "[local
   CHECK(killed);
 }
 
-TEST_CASE("a launcher killed with SIGKILL leaves no worker running", "[local_run]") {
+TEST_CASE("a launcher killed with SIGKILL leaves no worker running, and status says lost at once",
+          "[local_run]") {
   muster::test::temp_dir runs;
-  auto child = muster::test::spawn_process(run_args(runs, 4, {"--sleep-ms", "60000"}));
+  // heartbeats every 100 ms: fresh when the launcher dies, so only its lock can say lost soon
+  auto child = muster::test::spawn_process(
+      run_args(runs, 4, {"--sleep-ms", "60000", "--heartbeat-ms", "100"}));
   auto pids = running_pids(runs, 4);
+  const auto dir = muster::test::only_run_dir(runs.path());
+  wait_for([&] { return fs::exists(dir / "logs" / "rank-3.heartbeat"); }, 5s, "heartbeats");
+  const auto status = [&](const std::string& run) {
+    std::vector<std::string> args{kMuster, "status", "--runs-dir", runs.path().string()};
+    if (!run.empty()) args.push_back(run);
+    const auto r = muster::test::run_process(args);
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 0);
+    return r.out;
+  };
+  // while the launcher runs (its lock held), the run is running in the list and in its view
+  CHECK_THAT(status(""), Catch::Contains(dir.filename().string() + " ") &&
+                             Catch::Contains("running") && !Catch::Contains("lost"));
+  CHECK_THAT(status(dir.string()), !Catch::Contains("\nlost "));
   ::kill(child.pid, SIGKILL);
   muster::test::wait_process(child.pid);
   ::close(child.out_fd);
   wait_for([&] { return std::all_of(pids.begin(), pids.end(), process_gone); }, 2s,
            "every worker to be gone");
+  // nothing recorded its end, and the heartbeats are seconds old: the launcher's lock, free
+  // now, says lost (no wait for the heartbeats to go stale)
+  CHECK_THAT(status(dir.string()), Catch::Contains("\nlost      the store says running"));
+  CHECK_THAT(status(""), Catch::Contains("lost") && !Catch::Contains("running"));
 }
 
 TEST_CASE("SIGUSR1 to the launcher reaches every worker, SIGTERM stops them", "[local_run]") {

@@ -78,6 +78,25 @@ TEST_CASE("muster run trains with muster-train and sees its progress", "[train_r
   REQUIRE(text.exit_code == 0);
   CHECK_THAT(text.out, Catch::Contains("step 5 of 5 | loss ") && Catch::Contains("MFU ") &&
                            Catch::Contains("tp 1 cp 1 dp 1 pp 1 | etp 1 ep 1 edp 1"));
+  // MUSTER_RUNS_DIR stands for --runs-dir in status, diagnose and report (runs kept under
+  // another launch.runs_dir than ./muster-runs)
+  const muster::test::env_change runs_env{{{"MUSTER_RUNS_DIR", (dir / "runs").string()}}, {}};
+  const auto by_env = muster::test::run_process({kMuster, "status", id.substr(0, 12)}, runs_env);
+  INFO("status by MUSTER_RUNS_DIR: " << by_env.out << by_env.err);
+  CHECK(by_env.exit_code == 0);
+  CHECK_THAT(by_env.out, Catch::Contains("step 5 of 5 | loss "));
+  CHECK(muster::test::run_process({kMuster, "diagnose", id}, runs_env).exit_code == 0);
+  CHECK(muster::test::run_process({kMuster, "status", id}).exit_code == 2);  // not in ./muster-runs
+  // --watch is a flag (=SECONDS sets its period): the run after it is the run, and an ended
+  // run is shown once; a pipe gets no terminal escapes
+  for (const auto* watch : {"--watch", "--watch=1"}) {
+    const auto watched = muster::test::run_process(
+        {kMuster, "status", "--runs-dir", (dir / "runs").string(), watch, id.substr(0, 12)});
+    INFO(watch << ": " << watched.out << watched.err);
+    CHECK(watched.exit_code == 0);
+    CHECK_THAT(watched.out, Catch::Contains("step 5 of 5 | loss "));
+    CHECK(watched.out.find('\x1b') == std::string::npos);
+  }
   const auto json = muster::test::run_process({kMuster, "status", run.string(), "--json"});
   REQUIRE(json.exit_code == 0);
   const auto status = nlohmann::json::parse(json.out);
@@ -115,6 +134,13 @@ TEST_CASE("a job muster-train cannot run yet fails with its reason, reported by 
     CHECK_FALSE(e.step);
     CHECK_THAT(e.message, Catch::Contains("parallel.tensor, pipeline and context must be 1"));
   }
+  // diagnose says to change the input, not to read a traceback the engine has none of
+  const auto diagnosis = muster::test::run_process(
+      {kMuster, "diagnose", muster::test::only_run_dir(dir / "runs").string()});
+  INFO("diagnose: " << diagnosis.out << diagnosis.err);
+  CHECK_THAT(diagnosis.out, Catch::Contains("parallel.tensor, pipeline and context must be 1") &&
+                                Catch::Contains("the error above names the input to change") &&
+                                !Catch::Contains("traceback"));
 }
 
 TEST_CASE("a rank that fails loading its checkpoint records the phase and step in the run store",

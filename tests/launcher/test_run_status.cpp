@@ -185,6 +185,7 @@ TEST_CASE("a rank two steps behind the others is a laggard, progress is the newe
   CHECK(s.steps_planned == 10);
   REQUIRE(s.loss);
   CHECK(*s.loss == Approx(2.7));  // step 4 (index 3): the newest every rank finished
+  CHECK(s.complete_steps == 4);
   CHECK(s.tokens_per_s == Approx(3 * 2000.0));
   CHECK(s.restarts == 1);
   REQUIRE(s.ranks.size() == 3);
@@ -207,6 +208,8 @@ TEST_CASE("a rank two steps behind the others is a laggard, progress is the newe
   CHECK(read_run_status(paths.dir(), now).steps_planned == 10);
   const auto text = status_text(s, now);
   CHECK_THAT(text, Catch::Contains("step 6 of 10 | loss 2.7000") && Catch::Contains("<- behind"));
+  // the loss and tok/s are of step 4, and say so
+  CHECK_THAT(text, Catch::Contains("(at step 4, the newest every rank finished)"));
   // updated: by its newest step, not only the run's record (which changes with its state)
   auto later = s;
   later.history.back().time_ms = now + 30000;
@@ -214,6 +217,47 @@ TEST_CASE("a rank two steps behind the others is a laggard, progress is the newe
   // the Slurm job id finds it too
   CHECK(find_run("4242", tmp.path()) == paths.dir());
   CHECK(list_runs(tmp.path()).size() == 1);
+}
+
+TEST_CASE("a program that writes only heartbeats shows their step as its progress", "[status]") {
+  test::temp_dir tmp;
+  store::run_paths paths(tmp.path(), "job-20261128-100000-abcd");
+  paths.create();
+  const auto now = store::now_ms();
+  {
+    store::node_writer db(paths.node_db("node-a"));
+    db.put_run({paths.run_id(), "job", store::run_state::succeeded, now - 60000, now - 1000, 2, 1,
+                std::nullopt, paths.job_config().string(), "", std::nullopt, std::nullopt});
+    for (int r = 0; r < 2; ++r)
+      db.put_rank({r, "node-a", r, 100 + r, store::rank_state::succeeded, 0, std::nullopt, now});
+  }
+  std::ofstream(paths.rank_heartbeat_file(0)) << "step=2 steps=2\n";
+  std::ofstream(paths.rank_heartbeat_file(1)) << "step=1 steps=2\n";
+  const auto s = read_run_status(paths.dir(), now);
+  CHECK(s.steps_done == 2);  // the furthest rank's, as with steps files
+  CHECK(s.steps_planned == 2);
+  CHECK_THAT(status_text(s, now), Catch::Contains("progress  step 2 of 2\n"));
+}
+
+TEST_CASE("the start of a run id that several runs share names the newest", "[status]") {
+  test::temp_dir tmp;
+  const auto now = store::now_ms();
+  const auto make = [&](const std::string& id, std::int64_t created) {
+    store::run_paths paths(tmp.path(), id);
+    paths.create();
+    store::node_writer db(paths.node_db("node-a"));
+    db.put_run({paths.run_id(), "tiny-moe", store::run_state::succeeded, created, created + 1000, 1,
+                1, std::nullopt, paths.job_config().string(), "", std::nullopt, std::nullopt});
+    return paths.dir();
+  };
+  // the older one's id sorts after the newer one's: the choice is by when each was made
+  const auto older = make("tiny-moe-20261128-090000-zzzz", now - 7200000);
+  const auto newer = make("tiny-moe-20261128-080000-aaaa", now - 60000);
+  CHECK(find_run("tiny-moe", tmp.path()) == newer);
+  CHECK(find_run("tiny-moe-20261128-09", tmp.path()) == older);
+  CHECK(find_run("tiny-moe-20261128-090000-zzzz", tmp.path()) == older);
+  CHECK_THROWS_WITH(find_run("small-moe", tmp.path()),
+                    Catch::StartsWith("small-moe: no run directory, run id or Slurm job id"));
 }
 
 TEST_CASE("after a restart without a checkpoint, progress is the new attempt's", "[status]") {
