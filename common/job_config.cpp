@@ -247,10 +247,20 @@ void check_at_least(int value, int min, const config::sources& where, std::strin
                min == 0 ? " (0 = derive it)" : "");
 }
 
-void check_choice(const std::string& value, std::initializer_list<std::string_view> choices,
-                  const config::sources& where, std::string_view key) {
+// other_names: what other tools call a choice (any case), named in the message.
+void check_choice(
+    const std::string& value, std::initializer_list<std::string_view> choices,
+    const config::sources& where, std::string_view key,
+    std::initializer_list<std::pair<std::string_view, std::string_view>> other_names = {}) {
   for (auto choice : choices)
     if (value == choice) return;
+  std::string lower = value;
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  for (auto [other, choice] : other_names)
+    if (lower == other)
+      MUSTER_THROW(errc::config, "{}: {}: \"{}\" is called {} here; write {} = \"{}\"",
+                   config::place_of(where, key), key, value, choice, key, choice);
   MUSTER_THROW(errc::config, "{}: {}: unknown value \"{}\"; use one of {}",
                config::place_of(where, key), key, value, fmt::join(choices, ", "));
 }
@@ -290,8 +300,23 @@ void validate_parallel(const parallel_section& p, const config::sources& where) 
   check_at_least(p.last_stage_layers, 0, where, "parallel.last_stage_layers");
   check_at_least(p.data, 0, where, "parallel.data");
   check_order(p.order, where);
+  // DeepSpeed's ZeRO stages and torch FSDP's strategies by their names
   check_choice(p.sharding, {"no_shard", "optim", "optim_grads", "optim_grads_params"}, where,
-               "parallel.sharding");
+               "parallel.sharding",
+               {{"zero1", "optim"},
+                {"zero-1", "optim"},
+                {"zero_1", "optim"},
+                {"zero2", "optim_grads"},
+                {"zero-2", "optim_grads"},
+                {"zero_2", "optim_grads"},
+                {"shard_grad_op", "optim_grads"},
+                {"zero3", "optim_grads_params"},
+                {"zero-3", "optim_grads_params"},
+                {"zero_3", "optim_grads_params"},
+                {"full_shard", "optim_grads_params"},
+                {"fsdp", "optim_grads_params"},
+                {"zero0", "no_shard"},
+                {"ddp", "no_shard"}});
 }
 
 void validate_model(const model_section& m, const config::sources& where) {

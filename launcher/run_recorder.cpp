@@ -157,6 +157,9 @@ void print_summary(const supervise_result& result, const store::run_paths& paths
                  "engine saves a checkpoint first; exit code {}); logs in {}\n",
                  signal_name(result.forwarded_signals.back()), result.exit_code(),
                  paths.logs_dir().string());
+    else if (result.exit_code() == 0)  // the run's id, for status and diagnose
+      fmt::print(stderr, "muster: run {}: the {} rank(s) of this node succeeded; logs in {}\n",
+                 paths.run_id(), result.exits.size(), paths.logs_dir().string());
     return;
   }
   const auto& x = result.exits[static_cast<std::size_t>(*result.first_failure)];

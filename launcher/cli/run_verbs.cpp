@@ -6,7 +6,10 @@
 // when a signal ended it), 0 when every rank succeeded, 2 for bad input.
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
+
+#include <fmt/format.h>
 
 #include "launcher/cli/verbs.hpp"
 #include "launcher/local_run.hpp"
@@ -34,6 +37,12 @@ CLI::App* add_job_verb(CLI::App& app, verb_action& run, const std::vector<std::s
     run = [=, &command] {
       auto split = split_job_args(
           *args, verb, "put the program after --, e.g. muster " + verb + " job.toml -- {}");
+      if (split.file.empty() && command.empty())  // easy to do by mistake: say what runs
+        fmt::print(stderr,
+                   "muster {}: no job file and no program after --: muster-train on the default "
+                   "job (every key at its default, as etc/examples/job.toml lists them); give "
+                   "one, e.g. muster {} tiny-moe.toml\n",
+                   verb, verb);
       launcher::job_request request;
       request.job_file = split.file;
       request.overrides = std::move(split.overrides);

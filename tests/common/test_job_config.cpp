@@ -136,9 +136,19 @@ TEST_CASE("the parallel, model and train sections are validated with the fix", "
   CHECK_NOTHROW(muster::load_job_config("", std::vector<std::string>{"parallel.order=TP-PP-DP"}));
   CHECK_THAT(load_error("[parallel]\ntensor = 0\n"),
              Catch::Contains("job.toml:2:10: parallel.tensor: 0 is below 1; use 1 or more"));
+  CHECK_THAT(load_error("[parallel]\nsharding = \"zero_three\"\n"),
+             Catch::Contains("parallel.sharding: unknown value \"zero_three\"; use one of "
+                             "no_shard, optim, optim_grads, optim_grads_params"));
+  // other tools' names for a strategy get ours
   CHECK_THAT(load_error("[parallel]\nsharding = \"zero3\"\n"),
-             Catch::Contains("parallel.sharding: unknown value \"zero3\"; use one of no_shard, "
-                             "optim, optim_grads, optim_grads_params"));
+             Catch::Contains("job.toml:2:12: parallel.sharding: \"zero3\" is called "
+                             "optim_grads_params here; write parallel.sharding = "
+                             "\"optim_grads_params\""));
+  CHECK_THAT(load_error("", {"parallel.sharding=FULL_SHARD"}),
+             Catch::Contains("\"FULL_SHARD\" is called optim_grads_params here"));
+  CHECK_THAT(load_error("", {"parallel.sharding=shard_grad_op"}),
+             Catch::Contains("is called optim_grads here"));
+  CHECK_THAT(load_error("", {"parallel.sharding=zero-1"}), Catch::Contains("is called optim here"));
   CHECK_THAT(load_error("", {"train.precision=fp16"}),
              Catch::Contains("train.precision: unknown value \"fp16\"; use one of bf16, fp32"));
   CHECK_THAT(load_error("", {"train.expert_gemm=cutlass"}),

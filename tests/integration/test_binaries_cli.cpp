@@ -52,3 +52,17 @@ TEST_CASE("every binary prints its usage with --help and -h", "[cli]") {
   for (const auto* option : {"--config", "--check-config", "--socket", "--state-dir"})
     CHECK_THAT(musterd, Catch::Contains(option));
 }
+
+TEST_CASE("muster run without a job file or a program says it runs the default job", "[cli]") {
+  // a bad override stops it right after the note (no training)
+  const auto r = muster::test::run_process({bin("muster"), "run", "launch.nproc=-1"});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("muster run: no job file and no program after --: "
+                                    "muster-train on the default job"));
+  CHECK_THAT(r.err, Catch::Contains("launch.nproc"));
+  // with a program after --, the defaults are the point: no note
+  const auto with_program =
+      muster::test::run_process({bin("muster"), "run", "launch.nproc=-1", "--", "/bin/true"});
+  CHECK_THAT(with_program.err, !Catch::Contains("no job file"));
+}

@@ -105,6 +105,9 @@ TEST_CASE("muster run starts N ranks with torchrun's environment and records the
   REQUIRE(r.exit_code == 0);
   auto dir = muster::test::only_run_dir(runs.path());
   const std::string run_id = dir.filename().string();
+  // the last line names the run, for muster status and diagnose
+  CHECK_THAT(r.err, Catch::Contains("muster: run " + run_id +
+                                    ": the 4 rank(s) of this node succeeded; logs in "));
   for (int rank = 0; rank < 4; ++rank) {
     auto log = muster::test::read_file(dir / "logs" / ("rank-" + std::to_string(rank) + ".log"));
     CHECK_THAT(log, Catch::StartsWith("rank " + std::to_string(rank) + " of 4 (local " +
