@@ -13,8 +13,8 @@ namespace muster::store {
 
 // The lock of one launcher, held from construction to destruction (shared: launchers of one
 // run on one host do not exclude each other). Where it cannot be taken (a file system without
-// flock, a run directory that is not writable), holds nothing: the run goes on, and status falls
-// back to the heartbeats.
+// flock, a run directory that is not writable), holds nothing and leaves no file: the run goes
+// on, and status falls back to the heartbeats.
 class launcher_lock {
  public:
   explicit launcher_lock(const std::filesystem::path& file);

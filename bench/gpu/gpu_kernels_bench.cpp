@@ -354,6 +354,8 @@ void joined_qkv_row() {
 }  // namespace
 
 int main() {
+  // a line at a time into check.sh's log: a trap or a timeout then loses no finished row
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     std::printf("gpu_kernels_bench: SKIPPED: no CUDA device\n");

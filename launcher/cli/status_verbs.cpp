@@ -8,6 +8,8 @@
 #include <chrono>
 #include <filesystem>
 #include <optional>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -28,8 +30,26 @@ struct status_options {
   std::string run;
   std::string runs_dir = launch_section{}.runs_dir;
   bool json = false;
-  double watch = 0;  // seconds between refreshes; 0 = once
+  std::string watch_given;  // --watch's seconds as written ("2" for a bare --watch)
+  double watch = 0;         // seconds between refreshes; 0 = once
 };
+
+// --watch's seconds: a number over 0 (a fraction is fine), else errc::invalid_input.
+double watch_seconds(const std::string& given) {
+  if (given.empty()) return 0;
+  double seconds = 0;
+  std::size_t used = 0;
+  try {
+    seconds = std::stod(given, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  MUSTER_CHECK(used == given.size() && seconds > 0 && seconds <= 86400, errc::invalid_input,
+               "--watch={}: not a number of seconds; use --watch (every 2 s) or --watch=SECONDS, "
+               "e.g. --watch=0.5 or --watch=10",
+               given);
+  return seconds;
+}
 
 bool ended(const launcher::status::run_status& s) {
   return s.lost || (s.run && s.run->state != store::run_state::running &&
@@ -141,9 +161,14 @@ void add_status_verbs(CLI::App& app, verb_action& run) {
       ->envname("MUSTER_RUNS_DIR");
   sub->add_flag("--json", o->json, "everything as JSON, with the per-step history of each rank");
   // a flag, so `--watch RUN` never takes the run for its seconds
-  sub->add_flag("--watch{2}", o->watch,
+  sub->add_flag("--watch{2}", o->watch_given,
                 "refresh every 2 s (--watch=SECONDS: every SECONDS) until the run ends");
-  sub->callback([o, &run] { run = [o] { return show(*o); }; });
+  sub->callback([o, &run] {
+    run = [o] {
+      o->watch = watch_seconds(o->watch_given);
+      return show(*o);
+    };
+  });
   sub->footer("example: muster status --runs-dir ./muster-runs tiny-moe");
 }
 

@@ -84,7 +84,7 @@ layout checked_layout(const job_config& config, const config::sources& where,
   // the sizes against the world, then the model's split, all listed together
   std::vector<std::string> mesh_errors;
   layout l = resolve_layout(config.parallel, request.world, where, mesh_errors);
-  check_report report = check_plan(config, l, where, /*batch=*/mesh_errors.empty());
+  check_report report = check_plan(config, l, where, /*sizes_fit=*/mesh_errors.empty());
   report.errors.insert(report.errors.begin(), mesh_errors.begin(), mesh_errors.end());
   if (mesh_errors.empty())
     for (auto mismatch : {pipeline_groups_mismatch(l), pp_last_order_mismatch(l)})

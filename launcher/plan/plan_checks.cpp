@@ -15,15 +15,18 @@ using config::place_of;
 
 class checker {
  public:
-  checker(const job_config& c, const layout& l, const config::sources& where)
-      : c_(c), l_(l), where_(where) {}
+  // sizes_fit: the sizes divide the world; else the layout is the sizes as given, the values
+  // proposed divide the model only (the world's own message says how to fit it) and the batch,
+  // which needs the data-parallel size, waits
+  checker(const job_config& c, const layout& l, const config::sources& where, bool sizes_fit)
+      : c_(c), l_(l), where_(where), sizes_fit_(sizes_fit) {}
 
-  check_report run(bool batch) {
+  check_report run() {
     check_pipeline();
     check_experts();
     check_tensor();
     check_sequence();
-    if (batch) check_batch();
+    if (sizes_fit_) check_batch();
     return std::move(report_);
   }
 
@@ -34,9 +37,9 @@ class checker {
 
   // TP values that divide every one of `sizes` and the ranks left by CP and PP.
   std::vector<int> tensor_sizes_dividing(std::initializer_list<int> sizes) const {
-    const int room = l_.world / (l_.cp() * l_.pp());
+    const int room = sizes_fit_ ? l_.world / (l_.cp() * l_.pp()) : std::max(sizes);
     return nearest_valid(l_.tp(), 1, room, [&](int tp) {
-      if (room % tp != 0) return false;
+      if (sizes_fit_ && room % tp != 0) return false;
       for (int s : sizes)
         if (s % tp != 0) return false;
       return true;
@@ -66,10 +69,10 @@ class checker {
     if (l_.first_stage_layers > 0 || l_.last_stage_layers > 0) return check_uneven_pipeline();
     const int chunks = l_.pp() * l_.vpp;
     if (m.num_layers % chunks == 0) return;
-    const int room = l_.world / (l_.tp() * l_.cp());
+    const int room = sizes_fit_ ? l_.world / (l_.tp() * l_.cp()) : m.num_layers;
     std::vector<std::string> fixes;
     auto pps = nearest_valid(l_.pp(), 1, room, [&](int pp) {
-      return room % pp == 0 && m.num_layers % (pp * l_.vpp) == 0;
+      return (!sizes_fit_ || room % pp == 0) && m.num_layers % (pp * l_.vpp) == 0;
     });
     if (!pps.empty()) fixes.push_back(fmt::format("parallel.pipeline = {}", or_list(pps)));
     if (l_.vpp > 1 && m.num_layers % l_.pp() == 0)
@@ -122,9 +125,9 @@ class checker {
       return;
     }
     if (m.num_experts % l_.ep() != 0) {
-      const int room = l_.world / (l_.etp() * l_.pp());
+      const int room = sizes_fit_ ? l_.world / (l_.etp() * l_.pp()) : m.num_experts;
       auto eps = nearest_valid(l_.ep(), 1, room, [&](int ep) {
-        return room % ep == 0 && m.num_experts % ep == 0;
+        return (!sizes_fit_ || room % ep == 0) && m.num_experts % ep == 0;
       });
       error(fmt::format(
           "{}: parallel.expert: {} does not divide the {} experts (model.num_experts); try "
@@ -236,14 +239,15 @@ class checker {
   const job_config& c_;
   const layout& l_;
   const config::sources& where_;
+  const bool sizes_fit_;
   check_report report_;
 };
 
 }  // namespace
 
 check_report check_plan(const job_config& config, const layout& layout,
-                        const config::sources& where, bool batch) {
-  return checker(config, layout, where).run(batch);
+                        const config::sources& where, bool sizes_fit) {
+  return checker(config, layout, where, sizes_fit).run();
 }
 
 void throw_if_errors(const check_report& report) {

@@ -19,10 +19,12 @@ struct check_report {
   std::vector<std::string> warnings;  // it runs, but slower or not as the user likely meant
 };
 
-// Checks `config` against `layout`; messages name the places in `where`. Without `batch`, not
-// the batch against the data-parallel size (a layout whose sizes do not fit the world).
+// Checks `config` against `layout`; messages name the places in `where`. Without `sizes_fit`
+// (the layout's sizes do not divide the world: resolve_layout's errors say so), the model's
+// rules only, each proposing values that split the model (the world has its own message), and
+// not the batch against the data-parallel size.
 check_report check_plan(const job_config& config, const layout& layout,
-                        const config::sources& where, bool batch = true);
+                        const config::sources& where, bool sizes_fit = true);
 
 // Throws errc::config with every error of `report`, one per line; does nothing without errors.
 void throw_if_errors(const check_report& report);

@@ -11,6 +11,7 @@ namespace muster::launcher::plan {
 std::vector<int> nearest_valid(int around, int lo, int hi, const std::function<bool(int)>& ok,
                                int count) {
   std::vector<int> found;
+  if (hi < lo) return found;
   around = std::clamp(around, lo, hi);
   for (long long step = 0; static_cast<int>(found.size()) < count; ++step) {
     long long below = around - step;

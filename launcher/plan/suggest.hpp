@@ -9,7 +9,7 @@
 namespace muster::launcher::plan {
 
 // Up to `count` values in [lo, hi] for which `ok` holds, nearest to `around` first, returned in
-// ascending order. Searches outward from `around`.
+// ascending order (none where hi < lo). Searches outward from `around`.
 std::vector<int> nearest_valid(int around, int lo, int hi, const std::function<bool(int)>& ok,
                                int count = 4);
 

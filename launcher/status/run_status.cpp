@@ -100,6 +100,10 @@ run_status read_run_status(const fs::path& dir, store::epoch_ms now) {
   run_status s;
   s.dir = dir;
   const store::run_paths paths(dir);
+  // this host's launchers all ended (their lock free): a rank whose pid is gone is gone now.
+  // Asked before the store is read: a launcher records its end before it lets the lock go, so
+  // a store read after a free lock is its last word
+  const bool launchers_ended = launchers_ended_here(paths);
   store::run_reader reader(dir);
   s.run = reader.run();
   s.history = reader.steps();
@@ -174,8 +178,6 @@ run_status read_run_status(const fs::path& dir, store::epoch_ms now) {
         s.steps_done = std::max(s.steps_done, *beat->progress.step);
     }
   const auto here = short_hostname();
-  // this host's launchers all ended (their lock free): a rank whose pid is gone is gone now
-  const bool launchers_ended = launchers_ended_here(paths);
   bool running = false;
   s.lost = s.run && s.run->state == store::run_state::running;
   for (auto& r : s.ranks) {
@@ -198,13 +200,25 @@ std::vector<run_entry> list_runs(const fs::path& runs_dir) {
   for (const auto& e : fs::directory_iterator(runs_dir, ec)) {
     if (!e.is_directory() || !has_node_files(e.path())) continue;
     try {
+      const bool ended = launchers_ended_here(store::run_paths(e.path()));  // before the store
       store::run_reader reader(e.path());
       auto run = reader.run();
       if (!run) continue;
       std::int64_t newest = -1;
       for (const auto& step : reader.last_steps()) newest = std::max(newest, step.step);
-      const bool lost = run->state == store::run_state::running && run->num_nodes == 1 &&
-                        launchers_ended_here(store::run_paths(e.path()));
+      // as read_run_status says it: recorded running, this host's launchers ended, and every
+      // rank recorded running was on this host and is gone
+      bool lost = run->state == store::run_state::running && ended;
+      if (lost) {
+        const auto here = short_hostname();
+        bool any = false;
+        for (const auto& r : reader.ranks()) {
+          if (r.state != store::rank_state::running) continue;
+          any = true;
+          lost = lost && r.host == here && r.pid && !process_exists(*r.pid);
+        }
+        lost = lost && any;
+      }
       runs.push_back({e.path(), std::move(*run), newest + 1, lost});
     } catch (const error&) {
       // a directory that cannot be read is left out of the list

@@ -65,7 +65,8 @@ struct run_entry {
   std::filesystem::path dir;
   store::run_record run;
   std::int64_t steps_done = 0;
-  // recorded running, one node, this host's: its launcher's lock is free (it died unrecorded)
+  // recorded running, this host's launchers' lock free (they died unrecorded), and every rank
+  // recorded running was on this host and is gone
   bool lost = false;
 };
 

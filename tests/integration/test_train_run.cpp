@@ -86,16 +86,24 @@ TEST_CASE("muster run trains with muster-train and sees its progress", "[train_r
   CHECK(by_env.exit_code == 0);
   CHECK_THAT(by_env.out, Catch::Contains("step 5 of 5 | loss "));
   CHECK(muster::test::run_process({kMuster, "diagnose", id}, runs_env).exit_code == 0);
-  CHECK(muster::test::run_process({kMuster, "status", id}).exit_code == 2);  // not in ./muster-runs
+  CHECK(muster::test::run_process({kMuster, "status", id}, {{}, {"MUSTER_RUNS_DIR"}}).exit_code ==
+        2);  // not in ./muster-runs
   // --watch is a flag (=SECONDS sets its period): the run after it is the run, and an ended
   // run is shown once; a pipe gets no terminal escapes
-  for (const auto* watch : {"--watch", "--watch=1"}) {
+  for (const auto* watch : {"--watch", "--watch=1", "--watch=0.5"}) {
     const auto watched = muster::test::run_process(
         {kMuster, "status", "--runs-dir", (dir / "runs").string(), watch, id.substr(0, 12)});
     INFO(watch << ": " << watched.out << watched.err);
     CHECK(watched.exit_code == 0);
     CHECK_THAT(watched.out, Catch::Contains("step 5 of 5 | loss "));
     CHECK(watched.out.find('\x1b') == std::string::npos);
+  }
+  for (const auto* bad : {"--watch=0", "--watch=soon", "--watch=-1"}) {
+    const auto refused = muster::test::run_process(
+        {kMuster, "status", "--runs-dir", (dir / "runs").string(), bad, id});
+    INFO(bad << ": " << refused.out << refused.err);
+    CHECK(refused.exit_code == 2);
+    CHECK_THAT(refused.err, Catch::Contains("not a number of seconds"));
   }
   const auto json = muster::test::run_process({kMuster, "status", run.string(), "--json"});
   REQUIRE(json.exit_code == 0);

@@ -106,9 +106,13 @@ TEST_CASE("sizes that do not divide the world are listed with the model's broken
   CHECK_THAT(message, Catch::Contains("the plan has 4 problems"));
   CHECK_THAT(message, Catch::Contains("the world of 16 ranks (--world) is not divisible by tensor "
                                       "x context x pipeline = 3 x 1 x 5 = 15"));
+  // each proposing values that split the model (the world's message says how to fit the world)
   CHECK_THAT(message,
-             Catch::Contains("48 layers do not split into pipeline x virtual_pipeline = 5"));
-  CHECK_THAT(message, Catch::Contains("parallel.tensor: 3 does not divide the 32 attention heads"));
+             Catch::Contains("48 layers do not split into pipeline x virtual_pipeline = 5 "
+                             "x 1 = 5 equal chunks; use parallel.pipeline = 2, 3, 4 or 6"));
+  CHECK_THAT(message, Catch::Contains("parallel.tensor: 3 does not divide the 32 attention heads "
+                                      "and the 4 query groups (model.num_attention_heads, "
+                                      "model.num_query_groups); try tensor = 1, 2 or 4"));
   CHECK_THAT(message, Catch::Contains("needs sequence parallelism"));
   CHECK_THAT(message, !Catch::Contains("global_batch_size"));
   // the world's rule comes first
@@ -119,6 +123,10 @@ TEST_CASE("sizes that do not divide the world are listed with the model's broken
       plan_error(qwen3({"parallel.pipeline=8", "parallel.expert=2", "parallel.expert_tensor=1"}),
                  8),
       Catch::Contains("does not fit the expert mesh") && !Catch::Contains("problems"));
+  // sizes far past the world still propose values (none read the world)
+  CHECK_THAT(plan_error(qwen3({"parallel.tensor=3", "parallel.pipeline=8"}), 4),
+             Catch::Contains("try tensor = 1, 2 or 4") && !Catch::Contains("= \n") &&
+                 !Catch::EndsWith("= "));
   CHECK_THAT(
       plan_error(qwen3({"parallel.pipeline=7", "parallel.expert=2", "parallel.expert_tensor=1"}),
                  7),

@@ -93,7 +93,7 @@ step build env KEEP_GOING=1 "$root/tools/gpu/build.sh" "$build" ${CMAKE_ARGS:-}
 # shellcheck disable=SC1091  # written by build.sh before it builds
 [[ -e $build/gpu-env.sh ]] && . "$build/gpu-env.sh"
 step tests timeout "${TESTS_TIMEOUT:-600}" ctest --test-dir "$build" -L gpu --output-on-failure
-step kernels timeout "${KERNELS_TIMEOUT:-180}" "$build/bench/gpu_kernels_bench"
+step kernels timeout -k 10 "${KERNELS_TIMEOUT:-180}" "$build/bench/gpu_kernels_bench"
 step train env STEPS="${STEPS:-20}" COMPILE_TIMEOUT="${COMPILE_TIMEOUT:-120}" \
   "$root/bench/compare_train_gpu.sh" "$build"
 step profile profile
