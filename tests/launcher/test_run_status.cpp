@@ -8,6 +8,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,20 @@ store::step_record step(std::int64_t rank, std::int64_t n, double loss) {
   store::step_record s{rank, n, loss, 1000, 0.5, 1 << 20, 1000 + n};
   s.mfu = 0.25;
   return s;
+}
+
+// A run directory `id` under `runs`, node-a's store recording the run: `world` ranks on one
+// node, made at `created`, updated a minute later.
+store::run_paths recorded_run(const std::filesystem::path& runs, const std::string& id,
+                              const std::string& name, store::run_state state,
+                              store::epoch_ms created, std::int64_t world,
+                              std::optional<std::string> slurm_job_id = std::nullopt) {
+  store::run_paths paths(runs, id);
+  paths.create();
+  store::node_writer db(paths.node_db("node-a"));
+  db.put_run({paths.run_id(), name, state, created, created + 59000, world, 1, slurm_job_id,
+              paths.job_config().string(), "", std::nullopt, std::nullopt});
+  return paths;
 }
 
 // A pid no process has: a child's, once it has exited and been reaped.
@@ -162,13 +177,11 @@ TEST_CASE("squeue --clusters: its cluster line is skipped, and this host's clust
 TEST_CASE("a rank two steps behind the others is a laggard, progress is the newest complete step",
           "[status]") {
   test::temp_dir tmp;
-  store::run_paths paths(tmp.path(), "job-20261122-100000-abcd");
-  paths.create();
   const auto now = store::now_ms();
+  const auto paths = recorded_run(tmp.path(), "job-20261122-100000-abcd", "job",
+                                  store::run_state::running, now - 60000, 3, "4242");
   {
     store::node_writer db(paths.node_db("node-a"));
-    db.put_run({paths.run_id(), "job", store::run_state::running, now - 60000, now - 1000, 3, 1,
-                "4242", paths.job_config().string(), "", std::nullopt, std::nullopt});
     for (int r = 0; r < 3; ++r)
       db.put_rank(
           {r, "node-a", r, 100 + r, store::rank_state::running, std::nullopt, std::nullopt, now});
@@ -221,13 +234,11 @@ TEST_CASE("a rank two steps behind the others is a laggard, progress is the newe
 
 TEST_CASE("a program that writes only heartbeats shows their step as its progress", "[status]") {
   test::temp_dir tmp;
-  store::run_paths paths(tmp.path(), "job-20261128-100000-abcd");
-  paths.create();
   const auto now = store::now_ms();
+  const auto paths = recorded_run(tmp.path(), "job-20261128-100000-abcd", "job",
+                                  store::run_state::succeeded, now - 60000, 2);
   {
     store::node_writer db(paths.node_db("node-a"));
-    db.put_run({paths.run_id(), "job", store::run_state::succeeded, now - 60000, now - 1000, 2, 1,
-                std::nullopt, paths.job_config().string(), "", std::nullopt, std::nullopt});
     for (int r = 0; r < 2; ++r)
       db.put_rank({r, "node-a", r, 100 + r, store::rank_state::succeeded, 0, std::nullopt, now});
   }
@@ -243,12 +254,7 @@ TEST_CASE("the start of a run id that several runs share names the newest", "[st
   test::temp_dir tmp;
   const auto now = store::now_ms();
   const auto make = [&](const std::string& id, std::int64_t created) {
-    store::run_paths paths(tmp.path(), id);
-    paths.create();
-    store::node_writer db(paths.node_db("node-a"));
-    db.put_run({paths.run_id(), "tiny-moe", store::run_state::succeeded, created, created + 1000, 1,
-                1, std::nullopt, paths.job_config().string(), "", std::nullopt, std::nullopt});
-    return paths.dir();
+    return recorded_run(tmp.path(), id, "tiny-moe", store::run_state::succeeded, created, 1).dir();
   };
   // the older one's id sorts after the newer one's: the choice is by when each was made
   const auto older = make("tiny-moe-20261128-090000-zzzz", now - 7200000);
