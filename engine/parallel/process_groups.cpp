@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "common/error.hpp"
+#include "common/train_limits.hpp"
 #include "launcher/plan/job_plan.hpp"
 
 namespace muster::engine::parallel {
@@ -11,10 +12,7 @@ namespace muster::engine::parallel {
 process_groups make_process_groups(const job_config& config,
                                    std::shared_ptr<comm::communicator> world) {
   const auto& p = config.parallel;
-  MUSTER_CHECK(p.tensor == 1 && p.pipeline == 1 && p.context == 1, errc::invalid_input,
-               "muster-train runs data and expert parallel only for now: parallel.tensor, "
-               "pipeline and context must be 1 (found {}, {}, {})",
-               p.tensor, p.pipeline, p.context);
+  check_train_limits(config);  // the launchers asked too, unless muster-train was run another way
   process_groups g;
   g.data = world;
   g.expert_data = world;

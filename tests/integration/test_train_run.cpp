@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <optional>
 #include <sstream>
 #include <thread>
@@ -120,19 +121,40 @@ TEST_CASE("muster run trains with muster-train and sees its progress", "[train_r
   CHECK_THAT(missing.err, Catch::Contains("no run directory, run id or Slurm job id"));
 }
 
-TEST_CASE("a job muster-train cannot run yet fails with its reason, reported by the launcher",
-          "[train_run]") {
+TEST_CASE(
+    "a job muster-train cannot run fails with its reason: the launcher's before any rank "
+    "starts, a rank's in the run store",
+    "[train_run]") {
   muster::test::temp_dir dir;
   muster::test::write_file(dir / "tiny.toml", kTinyJob);
+  // what muster-train cannot run yet, the launcher refuses before it makes a run directory
   auto r = muster::test::run_process(
       {kMuster, "run", (dir / "tiny.toml").string(), "launch.runs_dir=" + (dir / "runs").string(),
        "launch.nproc=2", "launch.tee=none", "parallel.pipeline=2", "--", kTrain});
   INFO("stdout: " << r.out << "\nstderr: " << r.err);
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err, Catch::Contains("muster-train runs data and expert parallel only for now: "
-                                    "parallel.tensor, pipeline and context must be 1"));
-  // the ranks' errors are in the run store, with the phase they failed in (the first to fail
-  // has the launcher stop the other, which may not have written its own yet on a busy machine)
+                                    "parallel.tensor, pipeline and context must be 1 (found 1, 2, "
+                                    "1); set them to 1, or run a program of your own after --"));
+  CHECK_FALSE(std::filesystem::exists(dir / "runs"));
+  // the same without a program after -- (muster-train is the default)
+  r = muster::test::run_process({kMuster, "run", (dir / "tiny.toml").string(),
+                                 "launch.runs_dir=" + (dir / "runs").string(), "launch.nproc=2",
+                                 "parallel.tensor=2", "parallel.sequence_parallel=true"});
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("muster-train runs data and expert parallel only"));
+  CHECK_FALSE(std::filesystem::exists(dir / "runs"));
+
+  // what only a rank finds (its data missing) is in the run store, with the phase the ranks
+  // failed in (the first to fail has the launcher stop the other, which may not have written
+  // its own yet on a busy machine)
+  const auto missing = (dir / "no-such-text").string();
+  r = muster::test::run_process(
+      {kMuster, "run", (dir / "tiny.toml").string(), "launch.runs_dir=" + (dir / "runs").string(),
+       "launch.nproc=2", "launch.tee=none", "data.paths=[\"" + missing + "\"]", "--", kTrain});
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("data.paths: " + missing + " does not exist"));
   const auto errors = muster::store::run_reader(muster::test::only_run_dir(dir / "runs")).errors();
   REQUIRE_FALSE(errors.empty());
   CHECK(errors.size() <= 2);
@@ -140,13 +162,13 @@ TEST_CASE("a job muster-train cannot run yet fails with its reason, reported by 
     CHECK(e.phase == "startup");
     CHECK(e.kind == "bad_input");
     CHECK_FALSE(e.step);
-    CHECK_THAT(e.message, Catch::Contains("parallel.tensor, pipeline and context must be 1"));
+    CHECK_THAT(e.message, Catch::Contains("does not exist"));
   }
   // diagnose says to change the input, not to read a traceback the engine has none of
   const auto diagnosis = muster::test::run_process(
       {kMuster, "diagnose", muster::test::only_run_dir(dir / "runs").string()});
   INFO("diagnose: " << diagnosis.out << diagnosis.err);
-  CHECK_THAT(diagnosis.out, Catch::Contains("parallel.tensor, pipeline and context must be 1") &&
+  CHECK_THAT(diagnosis.out, Catch::Contains(missing + " does not exist") &&
                                 Catch::Contains("the error above names the input to change") &&
                                 !Catch::Contains("traceback"));
 }
