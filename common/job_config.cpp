@@ -288,38 +288,62 @@ void check_order(const std::string& order, const config::sources& where) {
   }
 }
 
-void validate_parallel(const parallel_section& p, const config::sources& where) {
+// One section's rules, every broken one kept: r(rule) runs a rule that throws errc::config when
+// broken. A section's later rules may rest on its earlier ones (a division by a size checked to
+// be 1 or more): it returns before them unless held().
+class section_rules {
+ public:
+  explicit section_rules(std::vector<std::string>& broken) : broken_(broken), at_(broken.size()) {}
+
+  template <class Rule>
+  void operator()(const Rule& rule) {
+    try {
+      rule();
+    } catch (const error& e) {
+      broken_.push_back(e.what());
+    }
+  }
+  bool held() const { return broken_.size() == at_; }
+
+ private:
+  std::vector<std::string>& broken_;
+  std::size_t at_;
+};
+
+void validate_parallel(const parallel_section& p, const config::sources& where, section_rules& r) {
   for (auto [value, key] : {std::pair{p.tensor, "parallel.tensor"},
                             {p.pipeline, "parallel.pipeline"},
                             {p.virtual_pipeline, "parallel.virtual_pipeline"},
                             {p.context, "parallel.context"},
                             {p.expert, "parallel.expert"}})
-    check_at_least(value, 1, where, key);
-  check_at_least(p.expert_tensor, 0, where, "parallel.expert_tensor");
-  check_at_least(p.first_stage_layers, 0, where, "parallel.first_stage_layers");
-  check_at_least(p.last_stage_layers, 0, where, "parallel.last_stage_layers");
-  check_at_least(p.data, 0, where, "parallel.data");
-  check_order(p.order, where);
+    r([&] { check_at_least(value, 1, where, key); });
+  r([&] { check_at_least(p.expert_tensor, 0, where, "parallel.expert_tensor"); });
+  r([&] { check_at_least(p.first_stage_layers, 0, where, "parallel.first_stage_layers"); });
+  r([&] { check_at_least(p.last_stage_layers, 0, where, "parallel.last_stage_layers"); });
+  r([&] { check_at_least(p.data, 0, where, "parallel.data"); });
+  r([&] { check_order(p.order, where); });
   // DeepSpeed's ZeRO stages and torch FSDP's strategies by their names
-  check_choice(p.sharding, {"no_shard", "optim", "optim_grads", "optim_grads_params"}, where,
-               "parallel.sharding",
-               {{"zero1", "optim"},
-                {"zero-1", "optim"},
-                {"zero_1", "optim"},
-                {"zero2", "optim_grads"},
-                {"zero-2", "optim_grads"},
-                {"zero_2", "optim_grads"},
-                {"shard_grad_op", "optim_grads"},
-                {"zero3", "optim_grads_params"},
-                {"zero-3", "optim_grads_params"},
-                {"zero_3", "optim_grads_params"},
-                {"full_shard", "optim_grads_params"},
-                {"fsdp", "optim_grads_params"},
-                {"zero0", "no_shard"},
-                {"ddp", "no_shard"}});
+  r([&] {
+    check_choice(p.sharding, {"no_shard", "optim", "optim_grads", "optim_grads_params"}, where,
+                 "parallel.sharding",
+                 {{"zero1", "optim"},
+                  {"zero-1", "optim"},
+                  {"zero_1", "optim"},
+                  {"zero2", "optim_grads"},
+                  {"zero-2", "optim_grads"},
+                  {"zero_2", "optim_grads"},
+                  {"shard_grad_op", "optim_grads"},
+                  {"zero3", "optim_grads_params"},
+                  {"zero-3", "optim_grads_params"},
+                  {"zero_3", "optim_grads_params"},
+                  {"full_shard", "optim_grads_params"},
+                  {"fsdp", "optim_grads_params"},
+                  {"zero0", "no_shard"},
+                  {"ddp", "no_shard"}});
+  });
 }
 
-void validate_model(const model_section& m, const config::sources& where) {
+void validate_model(const model_section& m, const config::sources& where, section_rules& r) {
   for (auto [value, key] : {std::pair{m.num_layers, "model.num_layers"},
                             {m.hidden_size, "model.hidden_size"},
                             {m.ffn_hidden_size, "model.ffn_hidden_size"},
@@ -327,7 +351,7 @@ void validate_model(const model_section& m, const config::sources& where) {
                             {m.num_query_groups, "model.num_query_groups"},
                             {m.vocab_size, "model.vocab_size"},
                             {m.moe_layer_freq, "model.moe_layer_freq"}})
-    check_at_least(value, 1, where, key);
+    r([&] { check_at_least(value, 1, where, key); });
   for (auto [value, key] :
        {std::pair{m.head_dim, "model.head_dim"},
         {m.q_lora_rank, "model.q_lora_rank"},
@@ -337,119 +361,158 @@ void validate_model(const model_section& m, const config::sources& where) {
         {m.num_experts, "model.num_experts"},
         {m.moe_shared_expert_ffn_hidden_size, "model.moe_shared_expert_ffn_hidden_size"},
         {m.moe_first_dense_layers, "model.moe_first_dense_layers"}})
-    check_at_least(value, 0, where, key);
-  MUSTER_CHECK(m.head_dim > 0 || m.hidden_size % m.num_attention_heads == 0, errc::config,
-               "{}: model.num_attention_heads: {} does not divide model.hidden_size {}; set "
-               "model.head_dim, or use heads that divide the hidden size",
-               config::place_of(where, "model.num_attention_heads"), m.num_attention_heads,
-               m.hidden_size);
-  MUSTER_CHECK(m.num_attention_heads % m.num_query_groups == 0, errc::config,
-               "{}: model.num_query_groups: {} does not divide the {} attention heads; use a "
-               "divisor of model.num_attention_heads",
-               config::place_of(where, "model.num_query_groups"), m.num_query_groups,
-               m.num_attention_heads);
-  if (m.kv_lora_rank > 0)
-    MUSTER_CHECK(m.qk_rope_head_dim > 0 && m.v_head_dim > 0, errc::config,
-                 "{}: model.kv_lora_rank: multi-latent attention needs model.qk_rope_head_dim "
-                 "and model.v_head_dim too (DeepSeek-V3: 64 and 128)",
-                 config::place_of(where, "model.kv_lora_rank"));
-  if (m.num_experts > 0) {
-    check_at_least(m.moe_ffn_hidden_size, 1, where, "model.moe_ffn_hidden_size");
-    MUSTER_CHECK(m.moe_router_topk >= 1 && m.moe_router_topk <= m.num_experts, errc::config,
-                 "{}: model.moe_router_topk: {} is not between 1 and the {} experts",
-                 config::place_of(where, "model.moe_router_topk"), m.moe_router_topk,
-                 m.num_experts);
-  }
-  MUSTER_CHECK(m.moe_capacity_factor == 0.0 || m.moe_capacity_factor >= 1.0, errc::config,
-               "{}: model.moe_capacity_factor: {} drops tokens even when the load is balanced; "
-               "use 0 (dropless) or 1.0 or more",
-               config::place_of(where, "model.moe_capacity_factor"), m.moe_capacity_factor);
-  check_choice(m.moe_router_score, {"softmax", "sigmoid"}, where, "model.moe_router_score");
-  MUSTER_CHECK(m.moe_aux_loss_coeff >= 0.0 && m.moe_z_loss_coeff >= 0.0, errc::config,
-               "{}: model.moe_aux_loss_coeff and model.moe_z_loss_coeff must be 0 or more "
-               "(found {} and {})",
-               config::place_of(where, m.moe_aux_loss_coeff < 0.0 ? "model.moe_aux_loss_coeff"
-                                                                  : "model.moe_z_loss_coeff"),
-               m.moe_aux_loss_coeff, m.moe_z_loss_coeff);
-  MUSTER_CHECK(m.rope_theta > 1.0, errc::config,
-               "{}: model.rope_theta: {} must be more than 1 (10000 for Llama-2, 1000000 for "
-               "Qwen3 and Mixtral)",
-               config::place_of(where, "model.rope_theta"), m.rope_theta);
-  MUSTER_CHECK(m.norm_eps > 0.0 && m.norm_eps < 1.0, errc::config,
-               "{}: model.norm_eps: {} must be in (0, 1), e.g. 1e-6",
-               config::place_of(where, "model.norm_eps"), m.norm_eps);
+    r([&] { check_at_least(value, 0, where, key); });
+  if (!r.held()) return;  // the rules below divide by those sizes
+  r([&] {
+    MUSTER_CHECK(m.head_dim > 0 || m.hidden_size % m.num_attention_heads == 0, errc::config,
+                 "{}: model.num_attention_heads: {} does not divide model.hidden_size {}; set "
+                 "model.head_dim, or use heads that divide the hidden size",
+                 config::place_of(where, "model.num_attention_heads"), m.num_attention_heads,
+                 m.hidden_size);
+  });
+  r([&] {
+    MUSTER_CHECK(m.num_attention_heads % m.num_query_groups == 0, errc::config,
+                 "{}: model.num_query_groups: {} does not divide the {} attention heads; use a "
+                 "divisor of model.num_attention_heads",
+                 config::place_of(where, "model.num_query_groups"), m.num_query_groups,
+                 m.num_attention_heads);
+  });
+  r([&] {
+    if (m.kv_lora_rank > 0)
+      MUSTER_CHECK(m.qk_rope_head_dim > 0 && m.v_head_dim > 0, errc::config,
+                   "{}: model.kv_lora_rank: multi-latent attention needs model.qk_rope_head_dim "
+                   "and model.v_head_dim too (DeepSeek-V3: 64 and 128)",
+                   config::place_of(where, "model.kv_lora_rank"));
+  });
+  r([&] {
+    if (m.num_experts > 0) {
+      check_at_least(m.moe_ffn_hidden_size, 1, where, "model.moe_ffn_hidden_size");
+      MUSTER_CHECK(m.moe_router_topk >= 1 && m.moe_router_topk <= m.num_experts, errc::config,
+                   "{}: model.moe_router_topk: {} is not between 1 and the {} experts",
+                   config::place_of(where, "model.moe_router_topk"), m.moe_router_topk,
+                   m.num_experts);
+    }
+  });
+  r([&] {
+    MUSTER_CHECK(m.moe_capacity_factor == 0.0 || m.moe_capacity_factor >= 1.0, errc::config,
+                 "{}: model.moe_capacity_factor: {} drops tokens even when the load is balanced; "
+                 "use 0 (dropless) or 1.0 or more",
+                 config::place_of(where, "model.moe_capacity_factor"), m.moe_capacity_factor);
+  });
+  r([&] {
+    check_choice(m.moe_router_score, {"softmax", "sigmoid"}, where, "model.moe_router_score");
+  });
+  r([&] {
+    MUSTER_CHECK(m.moe_aux_loss_coeff >= 0.0 && m.moe_z_loss_coeff >= 0.0, errc::config,
+                 "{}: model.moe_aux_loss_coeff and model.moe_z_loss_coeff must be 0 or more "
+                 "(found {} and {})",
+                 config::place_of(where, m.moe_aux_loss_coeff < 0.0 ? "model.moe_aux_loss_coeff"
+                                                                    : "model.moe_z_loss_coeff"),
+                 m.moe_aux_loss_coeff, m.moe_z_loss_coeff);
+  });
+  r([&] {
+    MUSTER_CHECK(m.rope_theta > 1.0, errc::config,
+                 "{}: model.rope_theta: {} must be more than 1 (10000 for Llama-2, 1000000 for "
+                 "Qwen3 and Mixtral)",
+                 config::place_of(where, "model.rope_theta"), m.rope_theta);
+  });
+  r([&] {
+    MUSTER_CHECK(m.norm_eps > 0.0 && m.norm_eps < 1.0, errc::config,
+                 "{}: model.norm_eps: {} must be in (0, 1), e.g. 1e-6",
+                 config::place_of(where, "model.norm_eps"), m.norm_eps);
+  });
 }
 
-void validate_train(const train_section& t, const config::sources& where) {
-  check_at_least(t.micro_batch_size, 1, where, "train.micro_batch_size");
-  check_at_least(t.global_batch_size, 0, where, "train.global_batch_size");
-  check_at_least(t.grad_accum_steps, 1, where, "train.grad_accum_steps");
-  check_at_least(t.seq_length, 1, where, "train.seq_length");
-  check_at_least(t.max_tokens_per_pack, 0, where, "train.max_tokens_per_pack");
-  check_choice(t.precision, {"bf16", "fp32"}, where, "train.precision");
-  check_choice(t.device, {"auto", "cuda", "cpu"}, where, "train.device");
-  check_choice(t.grad_reduce_dtype, {"fp32", "bf16"}, where, "train.grad_reduce_dtype");
-  check_choice(t.recompute, {"none", "selective", "full"}, where, "train.recompute");
-  check_choice(t.expert_gemm, {"auto", "grouped", "per_expert", "split", "sm90"}, where,
-               "train.expert_gemm");
-  check_at_least(t.steps, 1, where, "train.steps");
-  check_at_least(t.warmup_steps, 0, where, "train.warmup_steps");
-  check_at_least(t.profile_step_start, 0, where, "train.profile_step_start");
-  MUSTER_CHECK(t.profile_step_start <= t.steps, errc::config,
-               "{}: train.profile_step_start = {} is past the run's last step (train.steps = {}); "
-               "profile a step of the run, or set train.profile_step_start = 0",
-               config::place_of(where, "train.profile_step_start"), t.profile_step_start, t.steps);
-  MUSTER_CHECK(t.profile_step_end == 0 ||
-                   (t.profile_step_start > 0 && t.profile_step_end >= t.profile_step_start),
-               errc::config,
-               "{}: train.profile_step_end = {} with train.profile_step_start = {}: the last "
-               "profiled step must be at or after the first, which must be set (e.g. start 5, "
-               "end 7); or set train.profile_step_end = 0",
-               config::place_of(where, "train.profile_step_end"), t.profile_step_end,
-               t.profile_step_start);
-  MUSTER_CHECK(t.lr > 0 && t.min_lr >= 0 && t.min_lr <= t.lr, errc::config,
-               "{}: train.lr = {} and train.min_lr = {}: need 0 < min_lr <= lr (e.g. lr 3e-4, "
-               "min_lr 3e-5)",
-               config::place_of(where, "train.lr"), t.lr, t.min_lr);
-  MUSTER_CHECK(t.adam_beta1 >= 0 && t.adam_beta1 < 1 && t.adam_beta2 >= 0 && t.adam_beta2 < 1 &&
-                   t.adam_eps > 0 && t.weight_decay >= 0 && t.grad_clip >= 0 && t.peak_tflops >= 0,
-               errc::config,
-               "{}: AdamW settings out of range: betas in [0, 1), eps > 0, weight_decay, "
-               "grad_clip and peak_tflops 0 or more",
-               config::place_of(where, "train.adam_beta1"));
+void validate_train(const train_section& t, const config::sources& where, section_rules& r) {
+  r([&] { check_at_least(t.micro_batch_size, 1, where, "train.micro_batch_size"); });
+  r([&] { check_at_least(t.global_batch_size, 0, where, "train.global_batch_size"); });
+  r([&] { check_at_least(t.grad_accum_steps, 1, where, "train.grad_accum_steps"); });
+  r([&] { check_at_least(t.seq_length, 1, where, "train.seq_length"); });
+  r([&] { check_at_least(t.max_tokens_per_pack, 0, where, "train.max_tokens_per_pack"); });
+  r([&] { check_choice(t.precision, {"bf16", "fp32"}, where, "train.precision"); });
+  r([&] { check_choice(t.device, {"auto", "cuda", "cpu"}, where, "train.device"); });
+  r([&] { check_choice(t.grad_reduce_dtype, {"fp32", "bf16"}, where, "train.grad_reduce_dtype"); });
+  r([&] { check_choice(t.recompute, {"none", "selective", "full"}, where, "train.recompute"); });
+  r([&] {
+    check_choice(t.expert_gemm, {"auto", "grouped", "per_expert", "split", "sm90"}, where,
+                 "train.expert_gemm");
+  });
+  r([&] { check_at_least(t.steps, 1, where, "train.steps"); });
+  r([&] { check_at_least(t.warmup_steps, 0, where, "train.warmup_steps"); });
+  r([&] { check_at_least(t.profile_step_start, 0, where, "train.profile_step_start"); });
+  if (!r.held()) return;  // the rules below compare with those
+  r([&] {
+    MUSTER_CHECK(
+        t.profile_step_start <= t.steps, errc::config,
+        "{}: train.profile_step_start = {} is past the run's last step (train.steps = {}); "
+        "profile a step of the run, or set train.profile_step_start = 0",
+        config::place_of(where, "train.profile_step_start"), t.profile_step_start, t.steps);
+  });
+  r([&] {
+    MUSTER_CHECK(t.profile_step_end == 0 ||
+                     (t.profile_step_start > 0 && t.profile_step_end >= t.profile_step_start),
+                 errc::config,
+                 "{}: train.profile_step_end = {} with train.profile_step_start = {}: the last "
+                 "profiled step must be at or after the first, which must be set (e.g. start 5, "
+                 "end 7); or set train.profile_step_end = 0",
+                 config::place_of(where, "train.profile_step_end"), t.profile_step_end,
+                 t.profile_step_start);
+  });
+  r([&] {
+    MUSTER_CHECK(t.lr > 0 && t.min_lr >= 0 && t.min_lr <= t.lr, errc::config,
+                 "{}: train.lr = {} and train.min_lr = {}: need 0 < min_lr <= lr (e.g. lr 3e-4, "
+                 "min_lr 3e-5)",
+                 config::place_of(where, "train.lr"), t.lr, t.min_lr);
+  });
+  r([&] {
+    MUSTER_CHECK(t.adam_beta1 >= 0 && t.adam_beta1 < 1 && t.adam_beta2 >= 0 && t.adam_beta2 < 1 &&
+                     t.adam_eps > 0 && t.weight_decay >= 0 && t.grad_clip >= 0 &&
+                     t.peak_tflops >= 0,
+                 errc::config,
+                 "{}: AdamW settings out of range: betas in [0, 1), eps > 0, weight_decay, "
+                 "grad_clip and peak_tflops 0 or more",
+                 config::place_of(where, "train.adam_beta1"));
+  });
 }
 
-void validate_checkpoint(const checkpoint_section& c, const config::sources& where) {
-  check_at_least(c.interval, 0, where, "checkpoint.interval");
-  check_at_least(c.keep, 0, where, "checkpoint.keep");
+void validate_checkpoint(const checkpoint_section& c, const config::sources& where,
+                         section_rules& r) {
+  r([&] { check_at_least(c.interval, 0, where, "checkpoint.interval"); });
+  r([&] { check_at_least(c.keep, 0, where, "checkpoint.keep"); });
 }
 
-void validate_comm(const comm_section& c, const config::sources& where) {
-  check_at_least(c.timeout, 1, where, "comm.timeout");
+void validate_comm(const comm_section& c, const config::sources& where, section_rules& r) {
+  r([&] { check_at_least(c.timeout, 1, where, "comm.timeout"); });
 }
 
-void validate_slurm(const slurm_section& s, const config::sources& where) {
-  check_at_least(s.nodes, 1, where, "slurm.nodes");
-  check_at_least(s.gpus_per_node, 0, where, "slurm.gpus_per_node");
-  check_at_least(s.checkpoint_lead, 0, where, "slurm.checkpoint_lead");
-  MUSTER_CHECK(s.time.empty() || slurm_time_seconds(s.time), errc::config,
-               "{}: slurm.time: \"{}\" is not a Slurm time limit; use minutes (\"90\"), MM:SS, "
-               "HH:MM:SS (\"4:00:00\"), D-HH, D-HH:MM or D-HH:MM:SS (\"1-00:00:00\"), "
-               "\"UNLIMITED\", or \"\" for the partition's default",
-               config::place_of(where, "slurm.time"), s.time);
-  for (auto [key, value] :
-       {std::pair{"slurm.partition", &s.partition}, std::pair{"slurm.account", &s.account}})
-    MUSTER_CHECK(value->find_first_of(" \t\n'\"\\$`;&|<>") == std::string::npos, errc::config,
-                 "{}: {}: \"{}\" holds a space or a shell character; Slurm names have none "
-                 "(e.g. \"gpu\")",
-                 config::place_of(where, key), key, *value);
+void validate_slurm(const slurm_section& s, const config::sources& where, section_rules& r) {
+  r([&] { check_at_least(s.nodes, 1, where, "slurm.nodes"); });
+  r([&] { check_at_least(s.gpus_per_node, 0, where, "slurm.gpus_per_node"); });
+  r([&] { check_at_least(s.checkpoint_lead, 0, where, "slurm.checkpoint_lead"); });
+  r([&] {
+    MUSTER_CHECK(s.time.empty() || slurm_time_seconds(s.time), errc::config,
+                 "{}: slurm.time: \"{}\" is not a Slurm time limit; use minutes (\"90\"), MM:SS, "
+                 "HH:MM:SS (\"4:00:00\"), D-HH, D-HH:MM or D-HH:MM:SS (\"1-00:00:00\"), "
+                 "\"UNLIMITED\", or \"\" for the partition's default",
+                 config::place_of(where, "slurm.time"), s.time);
+  });
+  r([&] {
+    for (auto [key, value] :
+         {std::pair{"slurm.partition", &s.partition}, std::pair{"slurm.account", &s.account}})
+      MUSTER_CHECK(value->find_first_of(" \t\n'\"\\$`;&|<>") == std::string::npos, errc::config,
+                   "{}: {}: \"{}\" holds a space or a shell character; Slurm names have none "
+                   "(e.g. \"gpu\")",
+                   config::place_of(where, key), key, *value);
+  });
 }
 
-void validate_data(const data_section& d, const config::sources& where) {
-  check_choice(d.format, {"text", "indexed"}, where, "data.format");
-  MUSTER_CHECK(!d.paths.empty(), errc::config,
-               "{}: data.paths is empty; name the text files or .bin/.idx prefixes to train on",
-               config::place_of(where, "data.paths"));
+void validate_data(const data_section& d, const config::sources& where, section_rules& r) {
+  r([&] { check_choice(d.format, {"text", "indexed"}, where, "data.format"); });
+  r([&] {
+    MUSTER_CHECK(!d.paths.empty(), errc::config,
+                 "{}: data.paths is empty; name the text files or .bin/.idx prefixes to train on",
+                 config::place_of(where, "data.paths"));
+  });
 }
 
 // Model keys the job file sets to their default value are treated as not set, so that
@@ -512,55 +575,62 @@ std::span<const config::field<job_config>> job_config_schema() {
   return kSchema;
 }
 
-void validate_launch(const job_config& c, const config::sources& where) {
+void validate_launch(const job_config& c, const config::sources& where, section_rules& r) {
   using config::place_of;
-  try {
-    store::check_file_component("the name", c.job.name);  // it names the run directory
-  } catch (const error& e) {
-    MUSTER_THROW(errc::config, "{}: job.name: {}; e.g. job.name = \"moe-pretrain\"",
-                 place_of(where, "job.name"), e.what());
-  }
-  MUSTER_CHECK(c.launch.nproc >= 0, errc::config,
-               "{}: launch.nproc: {} is negative; use the number of ranks per node, or 0 for one "
-               "per GPU",
-               place_of(where, "launch.nproc"), c.launch.nproc);
-  check_at_least(c.launch.kill_grace, 0, where, "launch.kill_grace");
-  check_at_least(c.launch.timeout_hang, 0, where, "launch.timeout_hang");
-  check_at_least(c.launch.max_restarts, 0, where, "launch.max_restarts");
-  check_at_least(c.launch.timeout_rendezvous, 1, where, "launch.timeout_rendezvous");
-  MUSTER_CHECK(c.launch.master_port >= 0 && c.launch.master_port <= 65535, errc::config,
-               "{}: launch.master_port: {} is not a TCP port; use 1-65535, or 0 to let muster "
-               "pick a free one",
-               place_of(where, "launch.master_port"), c.launch.master_port);
-  check_choice(c.launch.tee, {"rank0", "all", "none"}, where, "launch.tee");
-  check_choice(c.launch.gpu_binding, {"node", "rank"}, where, "launch.gpu_binding");
-  MUSTER_CHECK(!c.launch.runs_dir.empty(), errc::config,
-               "{}: launch.runs_dir is empty; name a directory, e.g. launch.runs_dir = "
-               "\"./muster-runs\"",
-               place_of(where, "launch.runs_dir"));
-  log::check_level(c.log.level, errc::config,
-                   fmt::format("{}: log.level", place_of(where, "log.level")));
+  r([&] {
+    try {
+      store::check_file_component("the name", c.job.name);  // it names the run directory
+    } catch (const error& e) {
+      MUSTER_THROW(errc::config, "{}: job.name: {}; e.g. job.name = \"moe-pretrain\"",
+                   place_of(where, "job.name"), e.what());
+    }
+  });
+  r([&] {
+    MUSTER_CHECK(c.launch.nproc >= 0, errc::config,
+                 "{}: launch.nproc: {} is negative; use the number of ranks per node, or 0 for one "
+                 "per GPU",
+                 place_of(where, "launch.nproc"), c.launch.nproc);
+  });
+  r([&] { check_at_least(c.launch.kill_grace, 0, where, "launch.kill_grace"); });
+  r([&] { check_at_least(c.launch.timeout_hang, 0, where, "launch.timeout_hang"); });
+  r([&] { check_at_least(c.launch.max_restarts, 0, where, "launch.max_restarts"); });
+  r([&] { check_at_least(c.launch.timeout_rendezvous, 1, where, "launch.timeout_rendezvous"); });
+  r([&] {
+    MUSTER_CHECK(c.launch.master_port >= 0 && c.launch.master_port <= 65535, errc::config,
+                 "{}: launch.master_port: {} is not a TCP port; use 1-65535, or 0 to let muster "
+                 "pick a free one",
+                 place_of(where, "launch.master_port"), c.launch.master_port);
+  });
+  r([&] { check_choice(c.launch.tee, {"rank0", "all", "none"}, where, "launch.tee"); });
+  r([&] { check_choice(c.launch.gpu_binding, {"node", "rank"}, where, "launch.gpu_binding"); });
+  r([&] {
+    MUSTER_CHECK(!c.launch.runs_dir.empty(), errc::config,
+                 "{}: launch.runs_dir is empty; name a directory, e.g. launch.runs_dir = "
+                 "\"./muster-runs\"",
+                 place_of(where, "launch.runs_dir"));
+  });
+  r([&] {
+    log::check_level(c.log.level, errc::config,
+                     fmt::format("{}: log.level", place_of(where, "log.level")));
+  });
 }
 
-// Each section's rules, the broken ones listed together: the first of each section (a section's
-// later rules may rest on its earlier ones).
+// Every section's rules, the broken ones listed together (a section's rules that rest on others
+// wait for those: section_rules).
 void validate(const job_config& c, const config::sources& where) {
   std::vector<std::string> broken;
-  const auto check = [&](auto&& rules) {
-    try {
-      rules();
-    } catch (const error& e) {
-      broken.push_back(e.what());
-    }
+  const auto check = [&](auto&& validate_section) {
+    section_rules rules(broken);
+    validate_section(rules);
   };
-  check([&] { validate_launch(c, where); });
-  check([&] { validate_parallel(c.parallel, where); });
-  check([&] { validate_model(c.model, where); });
-  check([&] { validate_train(c.train, where); });
-  check([&] { validate_data(c.data, where); });
-  check([&] { validate_checkpoint(c.checkpoint, where); });
-  check([&] { validate_comm(c.comm, where); });
-  check([&] { validate_slurm(c.slurm, where); });
+  check([&](section_rules& r) { validate_launch(c, where, r); });
+  check([&](section_rules& r) { validate_parallel(c.parallel, where, r); });
+  check([&](section_rules& r) { validate_model(c.model, where, r); });
+  check([&](section_rules& r) { validate_train(c.train, where, r); });
+  check([&](section_rules& r) { validate_data(c.data, where, r); });
+  check([&](section_rules& r) { validate_checkpoint(c.checkpoint, where, r); });
+  check([&](section_rules& r) { validate_comm(c.comm, where, r); });
+  check([&](section_rules& r) { validate_slurm(c.slurm, where, r); });
   if (broken.size() == 1) MUSTER_THROW(errc::config, "{}", broken.front());
   MUSTER_CHECK(broken.empty(), errc::config, "the job has {} problems:\n  {}", broken.size(),
                fmt::join(broken, "\n  "));

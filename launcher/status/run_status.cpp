@@ -200,26 +200,34 @@ std::vector<run_entry> list_runs(const fs::path& runs_dir) {
   for (const auto& e : fs::directory_iterator(runs_dir, ec)) {
     if (!e.is_directory() || !has_node_files(e.path())) continue;
     try {
-      const bool ended = launchers_ended_here(store::run_paths(e.path()));  // before the store
+      const store::run_paths paths(e.path());
+      const bool ended = launchers_ended_here(paths);  // before the store
       store::run_reader reader(e.path());
       auto run = reader.run();
       if (!run) continue;
+      const auto ranks = reader.ranks();
       std::int64_t newest = -1;
       for (const auto& step : reader.last_steps()) newest = std::max(newest, step.step);
+      std::int64_t done = newest + 1;
+      if (newest < 0)  // a program that writes no steps file: its heartbeats' step=, as its view
+        for (const auto& r : ranks)
+          if (const auto beat = read_heartbeat(paths.rank_heartbeat_file(r.rank));
+              beat && beat->progress.step)
+            done = std::max(done, *beat->progress.step);
       // as read_run_status says it: recorded running, this host's launchers ended, and every
       // rank recorded running was on this host and is gone
       bool lost = run->state == store::run_state::running && ended;
       if (lost) {
         const auto here = short_hostname();
         bool any = false;
-        for (const auto& r : reader.ranks()) {
+        for (const auto& r : ranks) {
           if (r.state != store::rank_state::running) continue;
           any = true;
           lost = lost && r.host == here && r.pid && !process_exists(*r.pid);
         }
         lost = lost && any;
       }
-      runs.push_back({e.path(), std::move(*run), newest + 1, lost});
+      runs.push_back({e.path(), std::move(*run), done, lost});
     } catch (const error&) {
       // a directory that cannot be read is left out of the list
     }

@@ -88,6 +88,22 @@ TEST_CASE("every wrong key of a file is listed in file order, and every broken s
   CHECK_THAT(rules, Catch::StartsWith("the job has 2 problems:\n") &&
                         Catch::Contains("launch.nproc: -1 is negative") &&
                         Catch::Contains("train.profile_step_end = 2 with"));
+  // every broken rule of a section, not only its first; the rules that rest on a section's
+  // sizes (divisions) wait for those
+  const auto sizes =
+      load_error("", {"model.num_layers=0", "model.vocab_size=0", "model.num_attention_heads=5",
+                      "launch.tee=some", "launch.nproc=-1"});
+  CHECK_THAT(sizes, Catch::StartsWith("the job has 4 problems:\n") &&
+                        Catch::Contains("model.num_layers: 0 is below 1") &&
+                        Catch::Contains("model.vocab_size: 0 is below 1") &&
+                        Catch::Contains("launch.nproc: -1 is negative") &&
+                        Catch::Contains("launch.tee: unknown value \"some\"") &&
+                        !Catch::Contains("does not divide"));
+  const auto splits = load_error("", {"model.num_attention_heads=5", "model.moe_router_topk=9"});
+  CHECK_THAT(splits, Catch::StartsWith("the job has 3 problems:\n") &&
+                         Catch::Contains("5 does not divide model.hidden_size 256") &&
+                         Catch::Contains("model.num_query_groups: 4 does not divide the 5") &&
+                         Catch::Contains("model.moe_router_topk: 9 is not between 1 and the 8"));
 }
 
 TEST_CASE("a key under Megatron's or torchrun's name, or in another section, gets muster's",

@@ -248,6 +248,10 @@ TEST_CASE("a program that writes only heartbeats shows their step as its progres
   CHECK(s.steps_done == 2);  // the furthest rank's, as with steps files
   CHECK(s.steps_planned == 2);
   CHECK_THAT(status_text(s, now), Catch::Contains("progress  step 2 of 2\n"));
+  // and the list of runs says the same
+  const auto runs = list_runs(tmp.path());
+  REQUIRE(runs.size() == 1);
+  CHECK(runs[0].steps_done == 2);
 }
 
 TEST_CASE("the start of a run id that several runs share names the newest", "[status]") {
