@@ -211,7 +211,9 @@ const field<job_config> kSchema[] = {
           "SIGUSR1 or SIGTERM"),
     FIELD(checkpoint.load, "checkpoint.load",
           "\"\" = resume from the newest checkpoint in checkpoint.dir when there is one; else "
-          "a checkpoint directory to start from (ours, or a Hugging Face model directory)"),
+          "a checkpoint directory to start from (ours, or a Hugging Face model directory). A "
+          "resume whose learning-rate schedule (train.steps, warmup_steps, lr, min_lr) differs "
+          "from the checkpoint's warns in the ranks' logs and goes on with this run's"),
     FIELD(checkpoint.keep, "checkpoint.keep", "newest checkpoints kept in checkpoint.dir; 0 = all"),
     FIELD(comm.nccl_ub, "comm.nccl_ub",
           "NCCL user buffers (ncclMemAlloc + ncclCommRegister) for the FSDP all-gather and "

@@ -13,6 +13,7 @@
 #include "common/hf_config.hpp"
 #include "engine/checkpoint/hf_names.hpp"
 #include "engine/checkpoint/safetensors.hpp"
+#include "engine/train/lr_schedule.hpp"
 
 namespace muster::engine::checkpoint {
 namespace fs = std::filesystem;
@@ -159,6 +160,11 @@ fs::path save_checkpoint(const fs::path& root, std::int64_t steps_done,
     auto state = layout_of(config, world);
     state["step"] = steps_done;
     state["seed"] = config.train.seed;
+    // the learning-rate schedule it was trained on, for a resumed run to say where it differs
+    state["schedule"] = {{"steps", config.train.steps},
+                         {"warmup_steps", config.train.warmup_steps},
+                         {"lr", config.train.lr},
+                         {"min_lr", config.train.min_lr}};
     write_text(partial / "trainer_state.json", state.dump(2) + "\n");
     std::error_code ec;
     fs::remove_all(done, ec);
@@ -255,6 +261,31 @@ std::int64_t load_checkpoint(const fs::path& dir, parallel::sharded_model& model
   }
   optimizer.set_steps_taken(std::stoll(moments.metadata().at("adam_steps")));
   return state.at("step").get<std::int64_t>();
+}
+
+std::optional<std::string> schedule_change(const std::filesystem::path& dir,
+                                           const train_section& now) {
+  if (!fs::exists(dir / "trainer_state.json")) return std::nullopt;
+  const auto state = read_json_file(dir / "trainer_state.json");
+  if (!state.contains("schedule")) return std::nullopt;  // saved before it was kept
+  const auto& saved_json = state.at("schedule");
+  train_section saved = now;
+  saved.steps = saved_json.at("steps").get<int>();
+  saved.warmup_steps = saved_json.at("warmup_steps").get<int>();
+  saved.lr = saved_json.at("lr").get<double>();
+  saved.min_lr = saved_json.at("min_lr").get<double>();
+  if (saved.steps == now.steps && saved.warmup_steps == now.warmup_steps && saved.lr == now.lr &&
+      saved.min_lr == now.min_lr)
+    return std::nullopt;
+  const int step = state.at("step").get<int>();  // the next step, 0-based
+  return fmt::format(
+      "checkpoint {} was trained on the schedule of train.steps = {}, warmup_steps = {}, lr = "
+      "{:g}, min_lr = {:g}; this run has {}, {}, {:g}, {:g}, and its learning rate follows this "
+      "run's schedule from step {} on ({:.4g} there, where the checkpoint's gives {:.4g}). Set "
+      "those keys as the checkpoint had them to continue its schedule",
+      dir.string(), saved.steps, saved.warmup_steps, saved.lr, saved.min_lr, now.steps,
+      now.warmup_steps, now.lr, now.min_lr, step + 1, train::lr_at(step, now),
+      train::lr_at(step, saved));
 }
 
 }  // namespace muster::engine::checkpoint

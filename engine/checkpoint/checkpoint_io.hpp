@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <string>
 
 #include "common/job_config.hpp"
 #include "engine/comm/communicator.hpp"
@@ -43,5 +44,13 @@ std::optional<std::filesystem::path> newest_checkpoint(const std::filesystem::pa
 std::int64_t load_checkpoint(const std::filesystem::path& dir, parallel::sharded_model& model,
                              parallel::flat_adamw& optimizer, const job_config& config,
                              comm::communicator* world);
+
+// Where the learning-rate schedule of `now` (train.steps, warmup_steps, lr, min_lr) differs
+// from the one checkpoint `dir` was trained on: a warning naming both and the learning rate of
+// the step it resumes at under each; none where they agree, or where `dir` does not say (weights
+// only, or saved before the schedule was kept). Megatron refuses such a resume unless told
+// (--override-opt_param-scheduler); muster goes on, and says so.
+std::optional<std::string> schedule_change(const std::filesystem::path& dir,
+                                           const train_section& now);
 
 }  // namespace muster::engine::checkpoint

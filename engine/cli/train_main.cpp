@@ -280,6 +280,8 @@ int run(engine::train::trainer& trainer, const job_config& config) {
     trainer.load(*from);
     logger->info("loaded checkpoint {}: continuing at step {}", from->string(),
                  trainer.next_step() + 1);
+    if (const auto change = engine::checkpoint::schedule_change(*from, config.train))
+      logger->warn("{}", *change);
   }
   g_stop_handled.store(true);
   auto save = [&] {

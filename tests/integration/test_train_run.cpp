@@ -440,6 +440,13 @@ TEST_CASE(
   CHECK(nlohmann::json::parse(muster::test::read_file(step10 / "config.json"))["model_type"] ==
         "qwen3_moe");
   const auto resumed = run("resumed", 20, {"checkpoint.dir=" + checkpoints.string()});
+  // its schedule is 20 steps', where the checkpoint's was 10: said, with the learning rate at
+  // the step it resumes at under each (both still in warmup here, so the losses agree)
+  CHECK_THAT(
+      muster::test::read_file(muster::test::only_run_dir(dir / "resumed") / "logs" / "rank-0.log"),
+      Catch::Contains("was trained on the schedule of train.steps = 10") &&
+          Catch::Contains("this run has 20,") &&
+          Catch::Contains("follows this run's schedule from step 11 on"));
   REQUIRE(straight.size() == 20);
   REQUIRE(resumed.size() == 10);
   for (std::size_t i = 0; i < 10; ++i) {
