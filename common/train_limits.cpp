@@ -1,7 +1,5 @@
 #include "common/train_limits.hpp"
 
-#include <filesystem>
-
 #include "common/error.hpp"
 
 namespace muster {
@@ -13,10 +11,6 @@ void check_train_limits(const job_config& config) {
                "pipeline and context must be 1 (found {}, {}, {}); set them to 1, or run a "
                "program of your own after --",
                p.tensor, p.pipeline, p.context);
-}
-
-bool runs_builtin_engine(const std::vector<std::string>& argv) {
-  return !argv.empty() && std::filesystem::path(argv.front()).filename() == "muster-train";
 }
 
 }  // namespace muster

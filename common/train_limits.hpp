@@ -4,17 +4,11 @@
 // fails at once with the reason and leaves no run directory behind.
 #pragma once
 
-#include <string>
-#include <vector>
-
 #include "common/job_config.hpp"
 
 namespace muster {
 
 // Throws errc::invalid_input naming the keys and the fix when muster-train cannot run `config`.
 void check_train_limits(const job_config& config);
-
-// Whether `argv` runs muster-train (its program's file name).
-bool runs_builtin_engine(const std::vector<std::string>& argv);
 
 }  // namespace muster
