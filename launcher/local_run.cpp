@@ -10,7 +10,7 @@
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "common/run_dir.hpp"
-#include "common/train_limits.hpp"
+#include "launcher/engine_precheck.hpp"
 #include "launcher/launch_policy.hpp"
 #include "launcher/local_gpus.hpp"
 #include "launcher/master_port.hpp"
@@ -63,7 +63,7 @@ local_run_result run_local(const job_request& request) {
                          store::make_run_id(config.job.name, std::chrono::system_clock::now()));
   const daemon_step step{paths.run_id(), "0"};  // a local run is its job's one step
   plan.argv = worker_argv(request.command, request.default_worker, plan.base_env);
-  if (runs_builtin_engine(plan.argv)) check_train_limits(config);  // before any run directory
+  check_engine_job(config, plan.argv);  // before any run directory
   plan.policy = decide_launch_policy(config, layout, plan.argv, plan.num_gpus, plan.base_env, step,
                                      paths.dir());
   plan.host = short_hostname();

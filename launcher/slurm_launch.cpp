@@ -15,8 +15,8 @@
 #include "common/log.hpp"
 #include "common/run_dir.hpp"
 #include "common/run_store.hpp"
-#include "common/train_limits.hpp"
 #include "launcher/device_assignment.hpp"
+#include "launcher/engine_precheck.hpp"
 #include "launcher/launch_policy.hpp"
 #include "launcher/launcher_lines.hpp"
 #include "launcher/local_gpus.hpp"
@@ -279,7 +279,7 @@ int run_slurm_launch(const job_request& request) {
   const daemon_step recorded{slurm_job_text(step),
                              step.step_id ? std::to_string(*step.step_id) : "batch"};
   auto argv = worker_argv(request.command, request.default_worker, env);
-  if (runs_builtin_engine(argv)) check_train_limits(config);  // before any run directory
+  check_engine_job(config, argv);  // before any run directory
   const auto policy =
       decide_launch_policy(config, layout, argv, num_gpus, env, recorded, paths.dir());
 

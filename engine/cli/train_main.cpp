@@ -35,6 +35,7 @@
 #include "common/worker_error.hpp"
 #include "engine/checkpoint/checkpoint_io.hpp"
 #include "engine/comm/device_world.hpp"
+#include "engine/data/job_documents.hpp"
 #include "engine/train/device_choice.hpp"
 #include "engine/train/step_profiler.hpp"
 #include "engine/train/trainer.hpp"
@@ -242,8 +243,7 @@ int train(int argc, char** argv) {
   log::setup(config.log.level);
   const auto world = env("WORLD_SIZE").empty() ? 1 : std::stoi(env("WORLD_SIZE"));
   if (!env("OMP_NUM_THREADS").empty()) torch::set_num_threads(std::stoi(env("OMP_NUM_THREADS")));
-  std::vector<std::filesystem::path> paths(config.data.paths.begin(), config.data.paths.end());
-  auto documents = engine::data::open_documents(config.data.format, paths);
+  auto documents = engine::data::open_job_documents(config);
   // Gloo on the CPU, NCCL on a GPU (train.device)
   engine::train::trainer trainer(
       config, std::move(documents),

@@ -9,6 +9,7 @@
 #include "common/error.hpp"
 #include "engine/checkpoint/checkpoint_io.hpp"
 #include "engine/comm/wait_clock.hpp"
+#include "engine/data/job_documents.hpp"
 #include "engine/model/autocast_scope.hpp"
 #include "engine/model/init.hpp"
 #include "engine/parallel/expert_dispatch.hpp"
@@ -43,10 +44,7 @@ trainer::trainer(const job_config& config, std::unique_ptr<data::document_source
   }
   device_ = training_device(config.train);
   const auto groups = parallel::make_process_groups(config, dp_);
-  MUSTER_CHECK(documents_->vocab_size() <= config.model.vocab_size, errc::invalid_input,
-               "data: {} holds token ids up to {} but model.vocab_size is {}; raise "
-               "model.vocab_size (byte-level text needs 256)",
-               documents_->describe(), documents_->vocab_size() - 1, config.model.vocab_size);
+  data::check_vocab(*documents_, config.model);
   const auto& t = config.train;
   const bool pack = t.max_tokens_per_pack > 0;
   plan_ = std::make_unique<data::pack_plan>(

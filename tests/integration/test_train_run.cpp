@@ -145,9 +145,7 @@ TEST_CASE(
   CHECK_THAT(r.err, Catch::Contains("muster-train runs data and expert parallel only"));
   CHECK_FALSE(std::filesystem::exists(dir / "runs"));
 
-  // what only a rank finds (its data missing) is in the run store, with the phase the ranks
-  // failed in (the first to fail has the launcher stop the other, which may not have written
-  // its own yet on a busy machine)
+  // data that does not open, too, with the path
   const auto missing = (dir / "no-such-text").string();
   r = muster::test::run_process(
       {kMuster, "run", (dir / "tiny.toml").string(), "launch.runs_dir=" + (dir / "runs").string(),
@@ -155,6 +153,25 @@ TEST_CASE(
   INFO("stdout: " << r.out << "\nstderr: " << r.err);
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err, Catch::Contains("data.paths: " + missing + " does not exist"));
+  CHECK_FALSE(std::filesystem::exists(dir / "runs"));
+  // and data whose token ids the model has no rows for
+  r = muster::test::run_process({kMuster, "run", (dir / "tiny.toml").string(),
+                                 "launch.runs_dir=" + (dir / "runs").string(), "launch.nproc=2",
+                                 "model.vocab_size=200", "--", kTrain});
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("holds token ids up to 255 but model.vocab_size is 200"));
+  CHECK_FALSE(std::filesystem::exists(dir / "runs"));
+
+  // what only a rank finds (no GPU it can see, for train.device = "cuda") is in the run store,
+  // with the phase the ranks failed in (the first to fail has the launcher stop the other,
+  // which may not have written its own yet on a busy machine)
+  r = muster::test::run_process(
+      {kMuster, "run", (dir / "tiny.toml").string(), "launch.runs_dir=" + (dir / "runs").string(),
+       "launch.nproc=2", "launch.tee=none", "train.device=cuda", "--", kTrain},
+      muster::test::env_change{{{"CUDA_VISIBLE_DEVICES", ""}}, {}});
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("train.device = \"cuda\" but"));
   const auto errors = muster::store::run_reader(muster::test::only_run_dir(dir / "runs")).errors();
   REQUIRE_FALSE(errors.empty());
   CHECK(errors.size() <= 2);
@@ -162,13 +179,13 @@ TEST_CASE(
     CHECK(e.phase == "startup");
     CHECK(e.kind == "bad_input");
     CHECK_FALSE(e.step);
-    CHECK_THAT(e.message, Catch::Contains("does not exist"));
+    CHECK_THAT(e.message, Catch::Contains("train.device = \"cuda\" but"));
   }
   // diagnose says to change the input, not to read a traceback the engine has none of
   const auto diagnosis = muster::test::run_process(
       {kMuster, "diagnose", muster::test::only_run_dir(dir / "runs").string()});
   INFO("diagnose: " << diagnosis.out << diagnosis.err);
-  CHECK_THAT(diagnosis.out, Catch::Contains(missing + " does not exist") &&
+  CHECK_THAT(diagnosis.out, Catch::Contains("train.device = \"cuda\" but") &&
                                 Catch::Contains("the error above names the input to change") &&
                                 !Catch::Contains("traceback"));
 }
