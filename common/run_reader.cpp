@@ -30,7 +30,8 @@ constexpr std::string_view kRanksSql =
     "ORDER BY rank";
 constexpr std::string_view kStepColumns =
     "s.rank, s.step, s.loss, s.tokens, s.step_time_s, s.mem_bytes, s.time_ms, s.aux_loss, "
-    "s.z_loss, s.grad_norm, s.lr, s.tokens_per_s, s.mfu, s.peak_mem_bytes, s.comm_wait_s";
+    "s.z_loss, s.grad_norm, s.lr, s.tokens_per_s, s.mfu, s.peak_mem_bytes, s.comm_wait_s, "
+    "s.mem_device";
 // Files from schema::kOldestReadable on are read too, the columns they do not have yet as NULL
 // (schema::sql_for_version).
 constexpr std::string_view kStepsWhere =
@@ -204,11 +205,13 @@ rank_record read_rank(const node_file& node, const sqlite_stmt& s) {
 }
 
 step_record read_step(const sqlite_stmt& s) {
-  return step_record{s.column_int64(0),   s.column_int64(1),   s.column_double(2),
-                     s.column_int64(3),   s.column_double(4),  s.column_int64(5),
-                     s.column_int64(6),   s.column_double(7),  s.column_double(8),
-                     s.column_double(9),  s.column_double(10), s.column_double(11),
-                     s.column_double(12), s.column_int64(13),  s.column_double(14)};
+  step_record step{s.column_int64(0),   s.column_int64(1),   s.column_double(2),
+                   s.column_int64(3),   s.column_double(4),  s.column_int64(5),
+                   s.column_int64(6),   s.column_double(7),  s.column_double(8),
+                   s.column_double(9),  s.column_double(10), s.column_double(11),
+                   s.column_double(12), s.column_int64(13),  s.column_double(14)};
+  if (!s.column_is_null(15)) step.mem_device = s.column_text(15);
+  return step;
 }
 
 event_record read_event(const node_file& node, const sqlite_stmt& s) {

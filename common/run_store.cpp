@@ -44,14 +44,15 @@ ON CONFLICT (rank) DO UPDATE SET
 
 constexpr std::string_view kAddStepSql = R"sql(
 INSERT INTO steps (rank, step, loss, tokens, step_time_s, mem_bytes, time_ms, aux_loss, z_loss,
-                   grad_norm, lr, tokens_per_s, mfu, peak_mem_bytes, comm_wait_s)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
+                   grad_norm, lr, tokens_per_s, mfu, peak_mem_bytes, comm_wait_s, mem_device)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
 ON CONFLICT (rank, step) DO UPDATE SET
   loss = excluded.loss, tokens = excluded.tokens, step_time_s = excluded.step_time_s,
   mem_bytes = excluded.mem_bytes, time_ms = excluded.time_ms, aux_loss = excluded.aux_loss,
   z_loss = excluded.z_loss, grad_norm = excluded.grad_norm, lr = excluded.lr,
   tokens_per_s = excluded.tokens_per_s, mfu = excluded.mfu,
-  peak_mem_bytes = excluded.peak_mem_bytes, comm_wait_s = excluded.comm_wait_s)sql";
+  peak_mem_bytes = excluded.peak_mem_bytes, comm_wait_s = excluded.comm_wait_s,
+  mem_device = excluded.mem_device)sql";
 
 constexpr std::string_view kAddErrorSql =
     "INSERT INTO errors (time_ms, rank, step, phase, kind, message) "
@@ -138,6 +139,10 @@ struct node_writer::impl {
     add_step.bind(13, s.mfu);
     add_step.bind(14, s.peak_mem_bytes);
     add_step.bind(15, s.comm_wait_s);
+    if (s.mem_device.empty())
+      add_step.bind_null(16);
+    else
+      add_step.bind(16, s.mem_device);
     // The only constraint a typed step can fail is the foreign key to its rank.
     add_step.execute(fmt::format("add step {} of rank {}", s.step, s.rank),
                      fmt::format("rank {} is not in this file: put the rank (put_rank) before "

@@ -27,7 +27,7 @@
 namespace muster::store {
 
 // The schema version this muster writes and reads (`PRAGMA user_version`).
-inline constexpr int kSchemaVersion = 4;
+inline constexpr int kSchemaVersion = 5;
 
 struct writer_options {
   int busy_timeout_ms = 5000;  // wait this long for a lock held by another connection

@@ -69,7 +69,8 @@ bool step_record::operator==(const step_record& o) const {
          same(step_time_s, o.step_time_s) && mem_bytes == o.mem_bytes && time_ms == o.time_ms &&
          same(aux_loss, o.aux_loss) && same(z_loss, o.z_loss) && same(grad_norm, o.grad_norm) &&
          same(lr, o.lr) && same(tokens_per_s, o.tokens_per_s) && same(mfu, o.mfu) &&
-         peak_mem_bytes == o.peak_mem_bytes && same(comm_wait_s, o.comm_wait_s);
+         peak_mem_bytes == o.peak_mem_bytes && same(comm_wait_s, o.comm_wait_s) &&
+         mem_device == o.mem_device;
 }
 
 std::string_view to_string(run_state state) {

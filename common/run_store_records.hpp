@@ -86,6 +86,9 @@ struct step_record {
   std::int64_t peak_mem_bytes = 0;     // peak device (or host RSS) memory so far; 0: none
   double comm_wait_s = kNotReported;   // of step_time_s, the time blocked in collectives
                                        // (waiting for the others, and the transfer)
+  // What mem_bytes and peak_mem_bytes measured: "cuda" (the CUDA caching allocator's reserved
+  // bytes on the rank's GPU), "cpu" (the process's resident memory); empty: not said.
+  std::string mem_device = {};
   // Equal when every field is, a NaN equal to a NaN (not reported, or a diverged loss).
   bool operator==(const step_record& o) const;
 };

@@ -20,7 +20,7 @@ struct added_column {
   std::string_view column;
 };
 constexpr added_column kAddedColumns[] = {
-    {3, "s.comm_wait_s"}, {4, "slurm_cluster"}, {4, "slurm_task_job_id"}};
+    {3, "s.comm_wait_s"}, {4, "slurm_cluster"}, {4, "slurm_task_job_id"}, {5, "s.mem_device"}};
 
 // v1: one file per node and run. Tables are STRICT so a wrong type is an error, not a
 // silent conversion. Enum columns hold the names from run_store_records.hpp as text (readable
@@ -116,11 +116,16 @@ ALTER TABLE runs ADD COLUMN slurm_cluster TEXT;
 ALTER TABLE runs ADD COLUMN slurm_task_job_id TEXT;
 )sql";
 
+// v5: what a step's mem_bytes and peak_mem_bytes measured ("cuda": the CUDA caching
+// allocator's reserved bytes; "cpu": the process's resident memory; NULL: not said), so a
+// comparison with the planner's per-GPU estimate compares like with like.
+constexpr std::string_view kVersion5 = R"sql(
+ALTER TABLE steps ADD COLUMN mem_device TEXT;
+)sql";
+
 constexpr std::array kMigrations{
-    sqlite_migration{1, kVersion1},
-    sqlite_migration{2, kVersion2},
-    sqlite_migration{3, kVersion3},
-    sqlite_migration{4, kVersion4},
+    sqlite_migration{1, kVersion1}, sqlite_migration{2, kVersion2}, sqlite_migration{3, kVersion3},
+    sqlite_migration{4, kVersion4}, sqlite_migration{5, kVersion5},
 };
 static_assert(kMigrations.back().to_version == kCurrentVersion,
               "the last migration must produce kCurrentVersion");

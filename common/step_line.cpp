@@ -45,6 +45,7 @@ std::string format_step_line(const store::step_record& s) {
   for (const auto& [key, value] : optional_keys(s))
     if (!std::isnan(*value)) line += fmt::format(" {}={}", key, *value);
   if (s.peak_mem_bytes > 0) line += fmt::format(" peak_mem_bytes={}", s.peak_mem_bytes);
+  if (!s.mem_device.empty()) line += fmt::format(" mem_device={}", s.mem_device);
   return line + "\n";
 }
 
@@ -74,6 +75,8 @@ std::optional<store::step_record> parse_step_line(std::string_view line) {
       s.time_ms = integer(value).value_or(0);
     } else if (key == "peak_mem_bytes") {
       s.peak_mem_bytes = integer(value).value_or(0);
+    } else if (key == "mem_device") {
+      s.mem_device = value;
     } else {
       for (const auto& [name, field] : optional_keys(s))
         if (key == name) *field = real(value).value_or(store::kNotReported);

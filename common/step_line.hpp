@@ -5,7 +5,8 @@
 //     step=12 loss=3.4021 tokens=512 step_time_s=0.031 mem_bytes=183500800 time_ms=1795...
 //
 // and, from the built-in engine, aux_loss z_loss grad_norm lr tokens_per_s mfu peak_mem_bytes
-// (left out when not reported).
+// (left out when not reported) and mem_device (what the memory figures measured: cuda, the
+// CUDA caching allocator's reserved bytes; cpu, the resident memory).
 //
 // key=value words ending in a newline, in any order; `step` is required, the others default to
 // 0; other keys are ignored. `step` is the step's index, counted from 0 (the first step is

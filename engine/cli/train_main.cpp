@@ -37,6 +37,7 @@
 #include "engine/comm/device_world.hpp"
 #include "engine/data/job_documents.hpp"
 #include "engine/train/device_choice.hpp"
+#include "engine/train/device_memory.hpp"
 #include "engine/train/step_profiler.hpp"
 #include "engine/train/trainer.hpp"
 #include "muster/version.hpp"
@@ -114,30 +115,21 @@ void beat(const std::string& file, const engine::train::step_result& r, int step
   std::filesystem::rename(temp, file);
 }
 
-// This process's resident memory now and at its peak (the CPU's stand-in for device memory).
-std::pair<std::int64_t, std::int64_t> resident_bytes() {
-  std::ifstream status("/proc/self/status");
-  std::int64_t now = 0, peak = 0;
-  for (std::string line; std::getline(status, line);) {
-    if (line.rfind("VmRSS:", 0) == 0) now = std::stoll(line.substr(6)) * 1024;
-    if (line.rfind("VmHWM:", 0) == 0) peak = std::stoll(line.substr(6)) * 1024;
-  }
-  return {now, peak};
-}
-
 // The step's record for the run store, appended to $MUSTER_STEPS_FILE (the launcher copies it
 // in batches, so the step never waits on SQLite).
-void record(std::ofstream& steps, const engine::train::step_result& r) {
+void record(std::ofstream& steps, engine::train::memory_meter& memory,
+            const engine::train::step_result& r) {
   if (!steps.is_open()) return;
-  const auto [rss, peak] = resident_bytes();
-  store::step_record s{0, r.step, r.loss, r.tokens, r.step_time_s, rss, store::now_ms()};
+  const auto m = memory.read();
+  store::step_record s{0, r.step, r.loss, r.tokens, r.step_time_s, m.step_bytes, store::now_ms()};
   s.aux_loss = r.aux_loss;
   s.z_loss = r.z_loss;
   s.grad_norm = r.grad_norm;
   s.lr = r.lr;
   s.tokens_per_s = r.tokens_per_s;
   s.mfu = r.mfu;
-  s.peak_mem_bytes = peak;
+  s.peak_mem_bytes = m.peak_bytes;
+  s.mem_device = m.device;
   s.comm_wait_s = r.comm_wait_s;
   steps << format_step_line(s);
   steps.flush();
@@ -295,6 +287,7 @@ int run(engine::train::trainer& trainer, const job_config& config) {
   const auto heartbeat = env("MUSTER_HEARTBEAT_FILE");
   std::ofstream steps;
   if (!env("MUSTER_STEPS_FILE").empty()) steps.open(env("MUSTER_STEPS_FILE"), std::ios::app);
+  engine::train::memory_meter memory(trainer.device());
   engine::train::step_profiler profile(
       config.train.profile_step_start, config.train.profile_step_end, run_dir / "profile",
       env("RANK").empty() ? 0 : std::stoi(env("RANK")), trainer.device().is_cuda());
@@ -308,7 +301,7 @@ int run(engine::train::trainer& trainer, const job_config& config) {
     log_profile(profile.after_step(r.step + 1));
     const auto report_start = std::chrono::steady_clock::now();
     beat(heartbeat, r, config.train.steps);
-    record(steps, r);
+    record(steps, memory, r);
     report_s +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - report_start).count();
     steps_s += r.step_time_s;

@@ -113,15 +113,8 @@ void print_analysis(const rank_analysis& a) {
   if (a.oldest_heartbeat_rank)
     fmt::print("oldest heartbeat of a running rank: rank {}, {:.1f} s ago\n",
                *a.oldest_heartbeat_rank, a.oldest_heartbeat_age_s);
-  if (a.peak_mem_rank || a.planned_mem_bytes > 0) {
-    fmt::print("memory:");
-    if (a.peak_mem_rank)
-      fmt::print(" measured peak {} on rank {}", format_bytes(a.peak_mem_bytes), *a.peak_mem_rank);
-    if (a.planned_mem_bytes > 0)
-      fmt::print("{} planner's estimate {} a GPU", a.peak_mem_rank ? ";" : "",
-                 format_bytes(a.planned_mem_bytes));
-    fmt::print("\n");
-  }
+  if (const auto memory = launcher::diagnose::memory_words(a); !memory.empty())
+    fmt::print("memory: {}\n", memory);
 }
 
 void print_text(const diagnosis& d) {

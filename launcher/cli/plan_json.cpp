@@ -58,6 +58,8 @@ json memory_json(const plan::job_plan& p) {
           {"gpu_memory_bytes", p.memory.gpu_memory_bytes},
           {"gpu_memory_source", p.request.gpu_memory_source},
           {"reserved_bytes", p.request.memory.reserved_bytes},
+          {"weights", p.request.memory.weights == plan::weight_layout::muster_train ? "muster-train"
+                                                                                    : "megatron"},
           {"margin_bytes", p.memory.margin_bytes()},
           {"fits", p.memory.fits()},
           {"precision", p.config.train.precision},

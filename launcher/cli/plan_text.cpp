@@ -84,6 +84,15 @@ void print_batch(std::string& out, const plan::job_plan& p) {
                    b.grad_accum_steps, p.layout.pp());
 }
 
+// How the parameters are kept: "bf16 params", or "fp32 params under bf16 autocast
+// (muster-train)".
+std::string params_precision(const plan::job_plan& p) {
+  if (p.request.memory.weights == plan::weight_layout::muster_train &&
+      p.config.train.precision == "bf16")
+    return "fp32 params under bf16 autocast (muster-train)";
+  return p.config.train.precision + " params";
+}
+
 void print_memory(std::string& out, const plan::job_plan& p) {
   const auto& m = p.memory;
   const auto& t = p.config.train;
@@ -93,9 +102,9 @@ void print_memory(std::string& out, const plan::job_plan& p) {
                  count(p.params.total), count(p.params.active),
                  static_cast<double>(p.flops_per_token));
   fmt::format_to(std::back_inserter(out),
-                 "\nmemory per GPU  stage {} of {} (the largest); {} params, {} grads, "
+                 "\nmemory per GPU  stage {} of {} (the largest); {}, {} grads, "
                  "recompute {}, sharding {}\n",
-                 m.stage(), p.layout.pp(), t.precision, t.grad_reduce_dtype, t.recompute,
+                 m.stage(), p.layout.pp(), params_precision(p), t.grad_reduce_dtype, t.recompute,
                  p.config.parallel.sharding);
   for (const auto& [name, bytes] : plan::memory_rows(m))
     fmt::format_to(std::back_inserter(out), "  {:<19} {:>12}\n", name, format_bytes(bytes));

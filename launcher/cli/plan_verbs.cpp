@@ -1,7 +1,7 @@
 // `muster plan JOB.toml [key=value ...] [--world N | --nodes N --gpus-per-node G]
-// [--gpu-memory SIZE] [--json]`: the layout, rank groups, batch arithmetic and per-GPU memory of
-// a job before any GPU is touched. Exit 0 when the plan is valid and fits, 3 when it is valid
-// but will not fit, 2 for an invalid plan or input.
+// [--gpu-memory SIZE] [--engine megatron|muster-train] [--json]`: the layout, rank groups, batch
+// arithmetic and per-GPU memory of a job before any GPU is touched. Exit 0 when the plan is valid
+// and fits, 3 when it is valid but will not fit, 2 for an invalid plan or input.
 //
 // The world comes from the flags; else, inside a Slurm job, from its nodes and GPUs (or tasks)
 // per node; else from the parallel sizes when they name the data-parallel size; else from this
@@ -31,6 +31,7 @@ struct plan_options {
   std::optional<int> gpus_per_node;
   std::string gpu_memory;
   std::string reserve;
+  std::string engine;
   std::optional<int> rank;
   bool json = false;
 };
@@ -131,6 +132,8 @@ int run_plan(const plan_options& o) {
     request.gpu_memory_source = "--gpu-memory";
   }
   if (!o.reserve.empty()) request.memory.reserved_bytes = parse_byte_size(o.reserve, "--reserve");
+  if (!o.engine.empty())
+    request.memory.weights = launcher::plan::parse_weight_layout(o.engine, "--engine");
   std::optional<launcher::plan::job_plan> made;
   try {
     made.emplace(launcher::plan::make_plan(loaded.config, loaded.where, request));
@@ -186,6 +189,10 @@ void add_plan_verbs(CLI::App& app, verb_action& run) {
                    "memory of one GPU, e.g. 80GiB or 141GB (default: 80GiB, an H100)");
   verb->add_option("--reserve", o->reserve,
                    "memory kept for the CUDA context, NCCL and the allocator (default: 2GiB)");
+  verb->add_option("--engine", o->engine,
+                   "whose bf16 layout the memory counts: megatron (bf16 weights, an fp32 copy in "
+                   "the optimizer: 18 bytes a parameter; the default) or muster-train (fp32 "
+                   "weights under autocast: 16)");
   verb->add_option("--rank", o->rank, "the sample rank whose groups are shown (default: last)");
   verb->add_flag("--json", o->json, "print every detail as JSON (sizes in bytes)");
   verb->callback([o, &run] { run = [o] { return run_plan(*o); }; });

@@ -50,8 +50,11 @@ bool ran_engine(const std::vector<store::event_record>& events, bool measured) {
 
 // The planner's worst-stage estimate for the run's job (0 when the job file or the plan cannot
 // be had: an older muster; or when it would be a guess: a program of the user's own whose job
-// file left [model] at muster's default, which is not its model).
-std::int64_t planned_memory(const fs::path& dir, const store::run_record& run, bool engine) {
+// file left [model] at muster's default, which is not its model). muster-train's runs are
+// planned with its own layout (fp32 weights under bf16), and ranks whose memory was measured on
+// the CPU (`device`, step_record::mem_device) without a GPU's reserve.
+std::int64_t planned_memory(const fs::path& dir, const store::run_record& run, bool engine,
+                            const std::string& device) {
   try {
     const auto loaded = load_job_config(store::run_paths(dir).job_config(), {});
     if (!engine && loaded.config.model == model_section{}) return 0;
@@ -59,6 +62,8 @@ std::int64_t planned_memory(const fs::path& dir, const store::run_record& run, b
     request.world = plan::world_size{static_cast<int>(run.world_size), "the run"};
     request.gpus_per_node =
         static_cast<int>(run.world_size / std::max<std::int64_t>(run.num_nodes, 1));
+    if (engine) request.memory.weights = plan::weight_layout::muster_train;
+    if (device == "cpu") request.memory.reserved_bytes = 0;
     return plan::make_plan(loaded.config, loaded.where, request).memory.total_bytes();
   } catch (const error&) {
     return 0;
@@ -103,7 +108,8 @@ run_diagnosis diagnose_run(const fs::path& run_dir, const std::vector<fs::path>&
     out.analysis = analyse_ranks(*out.run, 0);
     if (out.run->run)
       out.analysis->planned_mem_bytes = planned_memory(
-          run_dir, *out.run->run, ran_engine(out.events, out.analysis->peak_mem_bytes > 0));
+          run_dir, *out.run->run, ran_engine(out.events, out.analysis->peak_mem_bytes > 0),
+          out.analysis->peak_mem_device);
     d.set_planned_memory(out.analysis->planned_mem_bytes);
   }
   for (const auto& [file, rank] : files) {

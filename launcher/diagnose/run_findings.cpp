@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 
+#include "common/byte_size.hpp"
 #include "common/run_dir.hpp"
 #include "launcher/diagnose/line_fields.hpp"
 #include "launcher/launcher_lines.hpp"
@@ -183,9 +184,11 @@ rank_analysis analyse_ranks(const status::run_status& run, std::int64_t planned_
   a.planned_mem_bytes = planned_mem_bytes;
   std::map<std::int64_t, std::vector<double>> times, busy;
   std::map<std::int64_t, std::int64_t> peaks;
+  std::map<std::int64_t, std::string> devices;
   bool every_wait = true;  // every step says how long it waited in collectives
   for (const auto& s : run.history) {
     peaks[s.rank] = std::max({peaks[s.rank], s.peak_mem_bytes, s.mem_bytes});
+    if (!s.mem_device.empty()) devices[s.rank] = s.mem_device;
     // the first step of a run (and of a resume) carries start-up work: not a straggler's sign
     if (s.step == 0 || !std::isfinite(s.step_time_s)) continue;
     times[s.rank].push_back(s.step_time_s);
@@ -211,6 +214,7 @@ rank_analysis analyse_ranks(const status::run_status& run, std::int64_t planned_
     if (peaks[rank] > a.peak_mem_bytes) {
       a.peak_mem_bytes = peaks[rank];
       a.peak_mem_rank = rank;
+      a.peak_mem_device = devices[rank];
     }
     const auto t = times.find(rank);
     if (t == times.end()) continue;
@@ -230,6 +234,23 @@ rank_analysis analyse_ranks(const status::run_status& run, std::int64_t planned_
     a.ranks.push_back(rt);
   }
   return a;
+}
+
+std::string memory_words(const rank_analysis& a) {
+  const bool cpu = a.peak_mem_device == "cpu";
+  std::string out;
+  if (a.peak_mem_rank) {
+    out = fmt::format("measured peak {} on rank {}", format_bytes(a.peak_mem_bytes),
+                      *a.peak_mem_rank);
+    if (a.peak_mem_device == "cuda") out += " (GPU memory PyTorch's allocator reserved)";
+    if (cpu) out += " (resident memory, on the CPU)";
+  }
+  if (a.planned_mem_bytes > 0) {
+    if (!out.empty()) out += "; ";
+    out += fmt::format("the planner estimated {} {}", format_bytes(a.planned_mem_bytes),
+                       cpu ? "a rank without a GPU's reserve" : "a GPU");
+  }
+  return out;
 }
 
 }  // namespace muster::launcher::diagnose

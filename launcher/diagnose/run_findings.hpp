@@ -49,6 +49,8 @@ struct rank_analysis {
   double oldest_heartbeat_age_s = 0;
   std::int64_t peak_mem_bytes = 0;  // the highest of any rank
   std::optional<std::int64_t> peak_mem_rank;
+  // what that rank's figures measured (step_record::mem_device): "cuda", "cpu"; empty: not said
+  std::string peak_mem_device;
   std::int64_t planned_mem_bytes = 0;  // the planner's worst-stage estimate; 0: unknown
 };
 
@@ -59,5 +61,11 @@ void add_store_findings(diagnoser& d, const status::run_status& run,
 
 // The steps and heartbeats of `run`, per rank; `planned_mem_bytes` from the planner (0: none).
 rank_analysis analyse_ranks(const status::run_status& run, std::int64_t planned_mem_bytes);
+
+// The measured peak and the planner's estimate in words, each saying what it counts:
+// "measured peak 61.2 GiB on rank 3 (GPU memory PyTorch's allocator reserved); the planner
+// estimated 58.0 GiB a GPU", or for ranks on the CPU "... (resident memory, on the CPU); the
+// planner estimated 1.2 GiB a rank without a GPU's reserve". Empty when neither is known.
+std::string memory_words(const rank_analysis& a);
 
 }  // namespace muster::launcher::diagnose

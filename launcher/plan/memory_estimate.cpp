@@ -149,6 +149,7 @@ struct job_sizes {
   std::int64_t pb = 2;   // param bytes
   std::int64_t gb = 4;   // grad bytes
   std::int64_t ob = 12;  // optimizer bytes
+  std::int64_t rb = 4;   // bytes of the gradients as reduced (grad_reduce_dtype)
   dims x;
   std::vector<activation_term> dense_terms;  // a dense layer's
   std::vector<activation_term> moe_terms;    // a MoE layer's
@@ -205,7 +206,7 @@ void add_temporaries(stage_memory& out, const stage_slice& slice, const model_pa
   // overlap_grad_reduce, the one before it reducing; plus the copy one reduces in
   // grad_reduce_dtype when that is not fp32.
   const std::int64_t whole_grads =
-      (config.parallel.overlap_grad_reduce ? 2 : 1) * 4 + (s.gb != 4 ? s.gb : 0);
+      (config.parallel.overlap_grad_reduce ? 2 : 1) * 4 + (s.rb != 4 ? s.rb : 0);
   if (s.shard == sharding::optim_grads_params)
     out.fsdp_buffers_bytes = unit * (2 * s.pb + whole_grads);
   if (s.shard == sharding::optim_grads) out.fsdp_buffers_bytes = unit * whole_grads;
@@ -227,6 +228,15 @@ void add_temporaries(stage_memory& out, const stage_slice& slice, const model_pa
 }
 
 }  // namespace
+
+weight_layout parse_weight_layout(const std::string& value, const std::string& source) {
+  if (value == "megatron") return weight_layout::megatron;
+  if (value == "muster-train") return weight_layout::muster_train;
+  MUSTER_THROW(errc::invalid_input,
+               "{}: '{}' is not an engine whose memory the plan knows; use megatron (bf16 "
+               "weights and an fp32 copy) or muster-train (fp32 weights under autocast)",
+               source, value);
+}
 
 std::int64_t stage_memory::total_bytes() const {
   return params_bytes + grads_bytes + optimizer_bytes + activations_bytes + fsdp_buffers_bytes +
@@ -263,8 +273,14 @@ memory_estimate estimate_memory(const job_config& config, const model_params& pa
   s.shard = parse_sharding(config.parallel.sharding);
   s.mode = parse_recompute(config.train.recompute);
   s.pb = dtype_bytes(config.train.precision, "train.precision");
-  s.gb = dtype_bytes(config.train.grad_reduce_dtype, "train.grad_reduce_dtype");
+  s.rb = dtype_bytes(config.train.grad_reduce_dtype, "train.grad_reduce_dtype");
+  s.gb = s.rb;
   s.ob = s.pb == 2 ? 12 : 8;
+  if (options.weights == weight_layout::muster_train) {
+    s.pb = 4;
+    s.gb = 4;
+    s.ob = 8;
+  }
   s.x = make_dims(config, layout, batch);
   s.dense_terms = terms_of(config.model, false, s.x);
   s.moe_terms = terms_of(config.model, true, s.x);

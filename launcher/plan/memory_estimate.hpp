@@ -18,6 +18,7 @@
 //   grads      n * gb       gb = 4 (grad_reduce_dtype fp32) or 2 (bf16)   by optim_grads and up
 //   optimizer  n * ob       ob = 12 (bf16: fp32 main params 4 + Adam moments 4 + 4) or 8 (fp32)
 //                                                              sharded by optim and up
+//   (memory_options.weights = muster_train: pb = 4, gb = 4, ob = 8 under bf16 as well)
 // parallel.sharding: no_shard (nothing), optim (ZeRO-1), optim_grads (ZeRO-2),
 // optim_grads_params (ZeRO-3), as Megatron-FSDP names them. With bf16, fp32 grads and optim
 // this is Megatron's distributed optimizer: 6 + 12/DP bytes a parameter.
@@ -65,9 +66,10 @@
 //                 grads, fp32 as muster-train sums them, of 2 units under
 //                 parallel.overlap_grad_reduce (the one computing, the one reducing), else 1,
 //                 plus the reducing one's copy in grad_reduce_dtype when that is bf16:
-//                 G = 8 or 4, + 2); optim_grads U*G; else 0; units padded to S shards. With tie_embeddings, on the stage that holds both the
-//                 embedding and the head, plus the embedding's padded numel times pb + gb
-//                 (optim_grads_params) or gb (optim_grads): it stays whole through backward.
+//                 G = 8 or 4, + 2); optim_grads U*G; else 0; units padded to S shards. With
+//                 tie_embeddings, on the stage that holds both the embedding and the head, plus the
+//                 embedding's padded numel times pb + gb (optim_grads_params) or gb (optim_grads):
+//                 it stays whole through backward.
 //   moe_dispatch  on a stage with a MoE layer: all-to-all send + receive buffers, 2*R*h*a
 //   logits        on the last stage: t*ceil(V/TP)*(a + 4) (the logits and their fp32 copy for
 //                 the loss)
@@ -86,10 +88,24 @@
 
 namespace muster::launcher::plan {
 
+// How the engine keeps the parameters under train.precision = "bf16" (under fp32 both are
+// the same, 4 + 4 + 8 bytes a parameter):
+//   megatron      bf16 weights (pb = 2), an fp32 main copy in the optimizer (ob = 12), grads
+//                 in grad_reduce_dtype: Megatron-LM's and Megatron-FSDP's distributed optimizer
+//   muster_train  fp32 weights cast by autocast where used, no copy (pb = 4, ob = 8), fp32
+//                 grads (gb = 4; a grad_reduce_dtype of bf16 is a copy made to reduce): the
+//                 built-in engine, muster-train; its gathers carry fp32 too
+enum class weight_layout { megatron, muster_train };
+
+// "megatron" or "muster-train" (as the program is named); throws errc::invalid_input naming
+// `source` for anything else.
+weight_layout parse_weight_layout(const std::string& value, const std::string& source);
+
 // What the estimate is compared with, and the fixed overhead it adds.
 struct memory_options {
   std::int64_t gpu_memory_bytes = 80LL << 30;  // one GPU's memory (H100: 80 GiB)
   std::int64_t reserved_bytes = 2LL << 30;     // CUDA context, NCCL buffers, allocator slack
+  weight_layout weights = weight_layout::megatron;
 };
 
 // One rank's bytes on one pipeline stage, by category.

@@ -268,12 +268,7 @@ void analysis_section(std::string& out, const diagnose::rank_analysis& a) {
   if (a.oldest_heartbeat_rank)
     put(out, "<li>oldest heartbeat of a running rank: rank {}, {:.1f} s ago</li>",
         *a.oldest_heartbeat_rank, a.oldest_heartbeat_age_s);
-  if (a.peak_mem_rank)
-    put(out, "<li>measured peak memory {} on rank {}{}</li>", format_bytes(a.peak_mem_bytes),
-        *a.peak_mem_rank,
-        a.planned_mem_bytes > 0
-            ? fmt::format("; the planner estimated {} a GPU", format_bytes(a.planned_mem_bytes))
-            : "");
+  if (a.peak_mem_rank) put(out, "<li>{}</li>", escape(diagnose::memory_words(a)));
   out += "</ul>";
 }
 

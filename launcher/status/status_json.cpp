@@ -32,6 +32,7 @@ json step_json(const store::step_record& s) {
           {"mfu", real(s.mfu)},
           {"mem_bytes", s.mem_bytes},
           {"peak_mem_bytes", s.peak_mem_bytes},
+          {"mem_device", s.mem_device.empty() ? nlohmann::json() : nlohmann::json(s.mem_device)},
           {"comm_wait_s", real(s.comm_wait_s)},
           {"time_ms", s.time_ms}};
 }

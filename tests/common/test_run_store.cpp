@@ -31,6 +31,7 @@ namespace {
 // SQL that takes a file's runs table back to before version 4.
 constexpr std::string_view kDropVersion4 =
     "ALTER TABLE runs DROP COLUMN slurm_cluster; ALTER TABLE runs DROP COLUMN slurm_task_job_id; ";
+constexpr std::string_view kDropVersion5 = "ALTER TABLE steps DROP COLUMN mem_device; ";
 
 run_record sample_run(const std::string& id = "job-20261122-143005-9f3a") {
   return run_record{id,       "job",         run_state::running,      1000,    2000,  4, 2,
@@ -43,9 +44,17 @@ rank_record sample_rank(std::int64_t rank, const std::string& host) {
 }
 
 step_record sample_step(std::int64_t rank, std::int64_t step) {
-  return step_record{rank,         step, 2.5 - 0.01 * static_cast<double>(step),
-                     4096,         0.25, (1ll << 33) + rank,
-                     10'000 + step};
+  step_record s{rank,         step, 2.5 - 0.01 * static_cast<double>(step),
+                4096,         0.25, (1ll << 33) + rank,
+                10'000 + step};
+  s.mem_device = "cuda";
+  return s;
+}
+
+// The step as a file from before version 5 holds it.
+step_record without_device(step_record s) {
+  s.mem_device.clear();
+  return s;
 }
 
 // A run directory with node files written through node_writer.
@@ -176,7 +185,7 @@ TEST_CASE("a version 1 node file is migrated, keeping its steps", "[run_store]")
         "ALTER TABLE steps DROP COLUMN lr; ALTER TABLE steps DROP COLUMN tokens_per_s; "
         "ALTER TABLE steps DROP COLUMN mfu; ALTER TABLE steps DROP COLUMN peak_mem_bytes; "
         "ALTER TABLE steps DROP COLUMN comm_wait_s; " +
-            std::string(kDropVersion4) + "PRAGMA user_version = 1",
+            std::string(kDropVersion4) + std::string(kDropVersion5) + "PRAGMA user_version = 1",
         "test: make a version 1 file");
   }
   {
@@ -186,7 +195,7 @@ TEST_CASE("a version 1 node file is migrated, keeping its steps", "[run_store]")
   }
   run_reader reader(fx.paths.dir());
   REQUIRE(reader.steps().size() == 1);
-  CHECK(reader.steps()[0] == sample_step(0, 3));
+  CHECK(reader.steps()[0] == without_device(sample_step(0, 3)));
   CHECK(reader.errors().size() == 1);
 }
 
@@ -204,7 +213,7 @@ TEST_CASE("a version 2 node file is read as it is, its steps without waits", "[r
   {
     sqlite_db db(file, open_mode::read_write);
     db.exec("ALTER TABLE steps DROP COLUMN comm_wait_s; " + std::string(kDropVersion4) +
-                "PRAGMA user_version = 2",
+                std::string(kDropVersion5) + "PRAGMA user_version = 2",
             "test: make a version 2 file");
   }
   // a reader reads version 2 without migrating it (readers never write)
@@ -213,6 +222,7 @@ TEST_CASE("a version 2 node file is read as it is, its steps without waits", "[r
   REQUIRE(steps.size() == 1);
   CHECK(std::isnan(steps[0].comm_wait_s));
   step.comm_wait_s = kNotReported;
+  step.mem_device.clear();
   CHECK(steps[0] == step);
   CHECK(reader.last_steps() == std::vector{step});
   CHECK(schema::user_version(sqlite_db(file, open_mode::read_only)) == 2);
@@ -225,7 +235,8 @@ TEST_CASE("a version 3 node file is read as it is, its run without a cluster", "
   fx.writer("a").put_run(run);
   CHECK(run_reader(fx.paths.dir()).runs() == std::vector{run});
   sqlite_db(file, open_mode::read_write)
-      .exec(std::string(kDropVersion4) + "PRAGMA user_version = 3", "test: make a version 3 file");
+      .exec(std::string(kDropVersion4) + std::string(kDropVersion5) + "PRAGMA user_version = 3",
+            "test: make a version 3 file");
   run.slurm_cluster.reset();
   run.slurm_task_job_id.reset();
   CHECK(run_reader(fx.paths.dir()).runs() == std::vector{run});
@@ -233,6 +244,26 @@ TEST_CASE("a version 3 node file is read as it is, its run without a cluster", "
   fx.writer("a");  // a writer migrates it
   CHECK(schema::user_version(sqlite_db(file, open_mode::read_only)) == kSchemaVersion);
   CHECK(run_reader(fx.paths.dir()).runs() == std::vector{run});
+}
+
+TEST_CASE("a version 4 node file is read as it is, its steps without a memory device",
+          "[run_store]") {
+  run_fixture fx;
+  const fs::path file = fx.paths.node_db("a");
+  {
+    node_writer writer = fx.writer("a");
+    writer.put_rank(sample_rank(0, "a"));
+    writer.add_step(sample_step(0, 3));
+  }
+  CHECK(run_reader(fx.paths.dir()).steps()[0].mem_device == "cuda");
+  sqlite_db(file, open_mode::read_write)
+      .exec(std::string(kDropVersion5) + "PRAGMA user_version = 4", "test: make a version 4 file");
+  CHECK(run_reader(fx.paths.dir()).steps() == std::vector{without_device(sample_step(0, 3))});
+  fx.writer("a").add_step(sample_step(0, 4));  // a writer migrates it, and says the device
+  const auto steps = run_reader(fx.paths.dir()).steps();
+  REQUIRE(steps.size() == 2);
+  CHECK(steps[0].mem_device.empty());
+  CHECK(steps[1] == sample_step(0, 4));
 }
 
 TEST_CASE("putting a rank again replaces the earlier record", "[run_store]") {

@@ -30,6 +30,7 @@ TEST_CASE("the engine's metrics round-trip, and are left out when not reported",
   s.mfu = 0.25;
   s.peak_mem_bytes = 4096;
   s.comm_wait_s = 0.125;
+  s.mem_device = "cuda";
   auto back = parse_step_line(format_step_line(s));
   REQUIRE(back);
   CHECK(*back == s);
@@ -37,6 +38,7 @@ TEST_CASE("the engine's metrics round-trip, and are left out when not reported",
   CHECK(bare.find("mfu") == std::string::npos);
   CHECK(bare.find("peak_mem_bytes") == std::string::npos);
   CHECK(bare.find("comm_wait_s") == std::string::npos);
+  CHECK(bare.find("mem_device") == std::string::npos);
   auto plain = parse_step_line(bare);
   REQUIRE(plain);
   CHECK(std::isnan(plain->mfu));

@@ -63,7 +63,8 @@ TEST_CASE("muster run trains with muster-train and sees its progress", "[train_r
     CHECK(steps[i].mfu > 0);
     CHECK(steps[i].mfu < 1);
     CHECK(steps[i].peak_mem_bytes >= steps[i].mem_bytes);
-    CHECK(steps[i].comm_wait_s == 0);  // one rank waits for nobody
+    CHECK(steps[i].mem_device == "cpu");  // the process's resident memory
+    CHECK(steps[i].comm_wait_s == 0);     // one rank waits for nobody
   }
   CHECK(steps[4].lr > 0);
 
@@ -86,7 +87,14 @@ TEST_CASE("muster run trains with muster-train and sees its progress", "[train_r
   INFO("status by MUSTER_RUNS_DIR: " << by_env.out << by_env.err);
   CHECK(by_env.exit_code == 0);
   CHECK_THAT(by_env.out, Catch::Contains("step 5 of 5 | loss "));
-  CHECK(muster::test::run_process({kMuster, "diagnose", id}, runs_env).exit_code == 0);
+  // diagnose compares the ranks' resident memory with the plan of muster-train's layout
+  // without a GPU's 2 GiB reserve
+  const auto diagnosis = muster::test::run_process({kMuster, "diagnose", id}, runs_env);
+  INFO("diagnose: " << diagnosis.out << diagnosis.err);
+  CHECK(diagnosis.exit_code == 0);
+  CHECK_THAT(diagnosis.out, Catch::Contains("(resident memory, on the CPU); the planner estimated "
+                                            "") &&
+                                Catch::Contains("MiB a rank without a GPU's reserve"));
   CHECK(muster::test::run_process({kMuster, "status", id}, {{}, {"MUSTER_RUNS_DIR"}}).exit_code ==
         2);  // not in ./muster-runs
   // --watch is a flag (=SECONDS sets its period): the run after it is the run, and an ended
@@ -360,18 +368,22 @@ TEST_CASE(
   // 3 ranks: units whose size 3 does not divide are padded, as the planner counts them; 4 ranks
   // with EP 2: a rank holds half the experts, sharded over 2 expert-data-parallel ranks
   for (std::string sharding : {"no_shard", "optim", "optim_grads", "optim_grads_params"}) {
-    for (std::string variant : {"untied", "tied", "ep2"}) {
+    // bf16: fp32 weights under autocast and fp32 gradients, a bf16 copy to reduce
+    for (std::string variant : {"untied", "tied", "ep2", "bf16"}) {
       INFO(sharding << ", " << variant);
       const std::string world = variant == "ep2" ? "4" : "3";
+      const bool bf16 = variant == "bf16";
       const std::vector<std::string> settings{
           "parallel.sharding=" + sharding,
           "model.tie_embeddings=" + std::string(variant == "tied" ? "true" : "false"),
           "parallel.expert=" + std::string(variant == "ep2" ? "2" : "1"),
-          "train.precision=fp32",
+          "train.precision=" + std::string(bf16 ? "bf16" : "fp32"),
+          "train.grad_reduce_dtype=" + std::string(bf16 ? "bf16" : "fp32"),
           "train.micro_batch_size=1",
           "model.num_layers=8"};
-      std::vector<std::string> plan{kMuster,   "plan", (dir / "tiny.toml").string(),
-                                    "--world", world,  "--json"};
+      std::vector<std::string> plan{kMuster,        "plan",  (dir / "tiny.toml").string(),
+                                    "--world",      world,   "--engine",
+                                    "muster-train", "--json"};
       plan.insert(plan.end(), settings.begin(), settings.end());
       const auto planned = muster::test::run_process(plan);
       REQUIRE(planned.exit_code == 0);

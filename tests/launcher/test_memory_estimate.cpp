@@ -417,3 +417,29 @@ TEST_CASE("an unknown sharding, precision or recompute names the key", "[memory_
                                    [&] { estimate_memory(c, l, make_batch(1, 1, 256)); });
   CHECK(msg.find("train.recompute") != std::string::npos);
 }
+
+TEST_CASE("muster-train's layout keeps fp32 weights and gradients and no main copy under bf16",
+          "[memory_estimate]") {
+  job_config c = mixtral_8x7b();
+  c.train.grad_reduce_dtype = "bf16";
+  const layout l = make_layout(2, 1, 4, 2, 1, 4, 2);
+  const batch_plan b = make_batch(1, 8, 4096);
+  memory_options engine;
+  engine.weights = weight_layout::muster_train;
+  const stage_memory megatron = estimate_memory(c, l, b).stages[0];
+  const stage_memory muster = estimate_memory(c, l, b, engine).stages[0];
+  CHECK(muster.params_bytes == 2 * megatron.params_bytes);
+  CHECK(muster.grads_bytes == 2 * megatron.grads_bytes);  // fp32, where Megatron keeps bf16
+  CHECK(3 * muster.optimizer_bytes == 2 * megatron.optimizer_bytes);  // 8 vs 12 bytes
+  CHECK(muster.activations_bytes == megatron.activations_bytes);      // autocast's bf16
+  // its gathers carry fp32 weights: two units of 4 bytes where Megatron's carry 2
+  CHECK(muster.fsdp_buffers_bytes > megatron.fsdp_buffers_bytes);
+  // under fp32 the two layouts are one
+  c.train.precision = "fp32";
+  c.train.grad_reduce_dtype = "fp32";
+  CHECK(estimate_memory(c, l, b, engine).stages[0].total_bytes() ==
+        estimate_memory(c, l, b).stages[0].total_bytes());
+  CHECK(parse_weight_layout("muster-train", "--engine") == weight_layout::muster_train);
+  CHECK_THROWS_WITH(parse_weight_layout("deepspeed", "--engine"),
+                    Catch::Contains("--engine: 'deepspeed' is not an engine"));
+}

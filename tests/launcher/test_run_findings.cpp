@@ -148,6 +148,22 @@ TEST_CASE("the rank analysis finds stragglers, the oldest heartbeat and the memo
   CHECK(b.peak_mem_bytes == (30 << 20));
   CHECK(b.peak_mem_rank == 2);
   CHECK(b.planned_mem_bytes == (64 << 20));
+  CHECK(b.peak_mem_device.empty());  // the steps did not say what they measured
+  CHECK(memory_words(b) ==
+        "measured peak 30.00 MiB on rank 2; the planner estimated 64.00 MiB a GPU");
+  // what the peak rank's steps measured is named, and a CPU's estimate is a rank's
+  for (auto& s : run.history) s.mem_device = "cuda";
+  CHECK(memory_words(analyse_ranks(run, 64 << 20)) ==
+        "measured peak 30.00 MiB on rank 2 (GPU memory PyTorch's allocator reserved); the "
+        "planner estimated 64.00 MiB a GPU");
+  for (auto& s : run.history) s.mem_device = "cpu";
+  const auto cpu = analyse_ranks(run, 0);
+  CHECK(cpu.peak_mem_device == "cpu");
+  CHECK(memory_words(cpu) == "measured peak 30.00 MiB on rank 2 (resident memory, on the CPU)");
+  CHECK(memory_words(analyse_ranks(run, 8 << 20)) ==
+        "measured peak 30.00 MiB on rank 2 (resident memory, on the CPU); the planner estimated "
+        "8.00 MiB a rank without a GPU's reserve");
+  CHECK(memory_words(analyse_ranks({}, 0)).empty());
 }
 
 TEST_CASE("in synchronous training the straggler is the rank that waits least", "[diagnose]") {
