@@ -4,6 +4,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -77,14 +78,15 @@ json layout_of(const job_config& config, comm::communicator* world) {
 }
 
 // One tensor of a checkpoint into `out` (fp32, its numel), converting BF16/F16.
-void read_tensor(const safetensors_file& file, const std::string& hf, torch::Tensor out,
-                 const fs::path& dir) {
+void read_tensor(const safetensors_file& file, const std::string& hf,
+                 const std::vector<std::int64_t>& shape, torch::Tensor out, const fs::path& dir) {
   const auto& e = file.tensors().at(hf);
-  MUSTER_CHECK(static_cast<std::int64_t>((e.end - e.begin) / dtype_size(e.dtype)) == out.numel(),
+  MUSTER_CHECK(static_cast<std::int64_t>((e.end - e.begin) / dtype_size(e.dtype)) == out.numel() &&
+                   e.shape == shape,
                errc::invalid_input,
-               "{}: tensor {} has shape [{}], the model needs {} elements; the checkpoint is of "
-               "another model (compare its config.json with the job's model section)",
-               dir.string(), hf, fmt::join(e.shape, ", "), out.numel());
+               "{}: tensor {} has shape [{}], the model's is [{}]; the checkpoint is of another "
+               "model (compare its config.json with the job's model section)",
+               dir.string(), hf, fmt::join(e.shape, ", "), fmt::join(shape, ", "));
   static const std::map<std::string, torch::ScalarType> kTypes{{"F32", torch::kFloat32},
                                                                {"BF16", torch::kBFloat16},
                                                                {"F16", torch::kFloat16},
@@ -96,6 +98,51 @@ void read_tensor(const safetensors_file& file, const std::string& hf, torch::Ten
   auto raw = torch::empty({out.numel()}, type->second);
   file.read(hf, {static_cast<std::byte*>(raw.data_ptr()), static_cast<std::size_t>(raw.nbytes())});
   out.copy_(raw);
+}
+
+// `name` with its expert index, if any, as "*": "layers.1.mlp.experts.*.up_proj.weight"; and
+// that index in `expert` (else -1).
+std::string any_expert(const std::string& name, std::int64_t& expert) {
+  static const std::string kExperts = ".mlp.experts.";
+  expert = -1;
+  const auto at = name.find(kExperts);
+  if (at == std::string::npos) return name;
+  const auto from = at + kExperts.size(), dot = name.find('.', from);
+  if (dot == std::string::npos) return name;
+  try {
+    expert = std::stoll(name.substr(from, dot - from));
+  } catch (const std::exception&) {
+    return name;
+  }
+  return name.substr(0, from) + "*" + name.substr(dot);
+}
+
+// Throws errc::invalid_input naming the checkpoint's tensors (`where`, by our names) that are no
+// parameter of the whole model: a checkpoint of a larger model (more layers, experts, a shared
+// expert) loaded into a smaller one. This rank holds some experts of each MoE layer; the others'
+// are the same names with another index below `num_experts`. Rotary inv_freq buffers, which
+// some Hugging Face checkpoints carry, are no parameter and are passed over.
+void check_all_used(const std::map<std::string, std::pair<std::string, std::string>>& where,
+                    parallel::sharded_model& model, std::int64_t num_experts, const fs::path& dir) {
+  std::set<std::string> ours;
+  std::int64_t expert = 0;
+  for (auto* unit : model.units())
+    for (const auto& param : unit->params()) ours.insert(any_expert(param.first, expert));
+  std::vector<std::string> unused;
+  for (const auto& [name, at] : where) {
+    if (name.ends_with("rotary_emb.inv_freq")) continue;
+    if (!ours.contains(any_expert(name, expert)) || expert >= num_experts)
+      unused.push_back(at.second);
+  }
+  if (unused.empty()) return;
+  const std::size_t shown = std::min<std::size_t>(unused.size(), 4);
+  MUSTER_THROW(errc::invalid_input,
+               "checkpoint {} holds {} tensor(s) the model has no parameter for ({}{}); it is of "
+               "a larger model: compare its config.json with the job's model section "
+               "(num_layers, num_experts, shared expert)",
+               dir.string(), unused.size(),
+               fmt::join(unused.begin(), unused.begin() + static_cast<std::ptrdiff_t>(shown), ", "),
+               unused.size() > shown ? ", ..." : "");
 }
 
 }  // namespace
@@ -220,6 +267,7 @@ std::int64_t load_checkpoint(const fs::path& dir, parallel::sharded_model& model
                  "Face model directory",
                  dir.string());
   }
+  check_all_used(where, model, config.model.num_experts, dir);
   std::map<std::string, std::unique_ptr<safetensors_file>> files;
   for (auto* unit : model.units()) {
     auto whole = torch::zeros({unit->numel()}, torch::kFloat32);
@@ -231,7 +279,7 @@ std::int64_t load_checkpoint(const fs::path& dir, parallel::sharded_model& model
                    dir.string(), to_hf_name(params[j].first));
       auto& file = files[it->second.first];
       if (!file) file = std::make_unique<safetensors_file>(dir / it->second.first);
-      read_tensor(*file, it->second.second,
+      read_tensor(*file, it->second.second, params[j].second.sizes().vec(),
                   whole.narrow(0, unit->offsets()[j], params[j].second.numel()), dir);
     }
     unit->load_whole(whole);

@@ -270,8 +270,14 @@ int run(engine::train::trainer& trainer, const job_config& config) {
                         : engine::checkpoint::newest_checkpoint(root);
   if (from) {
     trainer.load(*from);
-    logger->info("loaded checkpoint {}: continuing at step {}", from->string(),
-                 trainer.next_step() + 1);
+    if (trainer.next_step() == 0)
+      logger->info(
+          "loaded the weights of {} (no trainer_state.json: no optimizer state nor "
+          "step), training from step 1",
+          from->string());
+    else
+      logger->info("loaded checkpoint {}: continuing at step {}", from->string(),
+                   trainer.next_step() + 1);
     if (const auto change = engine::checkpoint::schedule_change(*from, config.train))
       logger->warn("{}", *change);
   }

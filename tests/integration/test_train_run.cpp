@@ -202,10 +202,21 @@ TEST_CASE("a rank that fails loading its checkpoint records the phase and step i
           "[train_run]") {
   muster::test::temp_dir dir;
   muster::test::write_file(dir / "tiny.toml", kTinyJob);
+  // a checkpoint.load that is not there is the launcher's to refuse
   auto r = muster::test::run_process(
       {kMuster, "run", (dir / "tiny.toml").string(), "launch.runs_dir=" + (dir / "runs").string(),
        "launch.nproc=1", "launch.tee=none", "checkpoint.load=" + (dir / "no-such-step").string(),
        "--", kTrain});
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("checkpoint.load = " + (dir / "no-such-step").string() +
+                                    ": does not exist; name a checkpoint directory"));
+  CHECK_FALSE(std::filesystem::exists(dir / "runs"));
+  // one without a model in it, the rank's
+  std::filesystem::create_directories(dir / "empty-step");
+  r = muster::test::run_process({kMuster, "run", (dir / "tiny.toml").string(),
+                                 "launch.runs_dir=" + (dir / "runs").string(), "launch.nproc=1",
+                                 "launch.tee=none",
+                                 "checkpoint.load=" + (dir / "empty-step").string(), "--", kTrain});
   INFO("stdout: " << r.out << "\nstderr: " << r.err);
   CHECK(r.exit_code != 0);
   CHECK_THAT(r.err, Catch::Contains("(in checkpoint of step 1)"));
@@ -214,7 +225,7 @@ TEST_CASE("a rank that fails loading its checkpoint records the phase and step i
   CHECK(errors[0].rank == 0);
   CHECK(errors[0].phase == "checkpoint");
   CHECK(errors[0].step == 0);
-  CHECK_THAT(errors[0].message, Catch::Contains("no-such-step"));
+  CHECK_THAT(errors[0].message, Catch::Contains("empty-step: neither"));
 }
 
 TEST_CASE(
@@ -468,6 +479,24 @@ TEST_CASE(
   CHECK(index["weight_map"]["model.embed_tokens.weight"].is_string());
   CHECK(nlohmann::json::parse(muster::test::read_file(step10 / "config.json"))["model_type"] ==
         "qwen3_moe");
+  // a model it does not fit is refused, naming the tensors: the checkpoint's of layers or
+  // experts the model lacks, and one whose shape differs
+  auto refused = [&](const std::string& runs, const std::string& change) {
+    const auto r = muster::test::run_process(
+        {kMuster, "run", (dir / "tiny.toml").string(), "launch.runs_dir=" + (dir / runs).string(),
+         "launch.nproc=2", "launch.tee=none", "parallel.expert=2", "train.steps=11",
+         "checkpoint.load=" + step10.string(), change});
+    CHECK(r.exit_code == 2);
+    return r.err;
+  };
+  CHECK_THAT(refused("fewer-layers", "model.num_layers=1"),
+             Catch::Contains("tensor(s) the model has no parameter for (model.layers.1.") &&
+                 Catch::Contains("it is of a larger model"));
+  CHECK_THAT(refused("fewer-experts", "model.num_experts=2"),
+             Catch::Contains("tensor(s) the model has no parameter for "
+                             "(model.layers.0.mlp.experts.2.down_proj.weight, "));
+  CHECK_THAT(refused("narrower", "model.moe_ffn_hidden_size=16"),
+             Catch::Contains("has shape [32, 32], the model's is [16, 32]"));
   const auto resumed = run("resumed", 20, {"checkpoint.dir=" + checkpoints.string()});
   // its schedule is 20 steps', where the checkpoint's was 10: said, with the learning rate at
   // the step it resumes at under each (both still in warmup here, so the losses agree)
