@@ -143,10 +143,10 @@ std::string kind_of(const std::exception& e) {
     return "oom";
   if (const auto* m = dynamic_cast<const muster::error*>(&e)) {
     if (m->category() == errc::config || m->category() == errc::invalid_input) return "bad_input";
+    // "timed out after N ms" (engine/comm/laggards.cpp); a failure before it says
+    // "failed after N ms (timeout M ms)", and is no timeout
     if (m->category() == errc::comm)
-      return what.find("imed out") != what.npos || what.find("timeout") != what.npos
-                 ? "collective_timeout"
-                 : "collective_error";
+      return what.find("timed out") != what.npos ? "collective_timeout" : "collective_error";
   }
   return "exception";
 }

@@ -88,6 +88,14 @@ trainer::trainer(const job_config& config, std::unique_ptr<data::document_source
   peak_source_ = t.peak_tflops > 0 ? "train.peak_tflops"
                                    : std::string("measured ") + (bf16_peak ? "bf16" : "fp32") +
                                          " matmul on " + device_.str();
+  // Ranks sharing a machine's cores measure each other's load too: every rank takes the
+  // fastest's, so the ranks' MFU are of one peak (and the slow measurements' do not pass 100%).
+  if (!(t.peak_tflops > 0) && dp_ && dp_->size() > 1) {
+    const auto mine = torch::full({1}, peak_tflops_,
+                                  torch::TensorOptions().dtype(torch::kFloat64).device(device_));
+    peak_tflops_ = dp_->all_gather(mine).max().item<double>();
+    peak_source_ += fmt::format(", the fastest of {} ranks'", dp_->size());
+  }
   phase_ = "data";
 }
 

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <filesystem>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -572,13 +573,19 @@ TEST_CASE(
   const int step = saved[0];
   CHECK(step >= 3);
   const auto run_dir = muster::test::only_run_dir(dir / "first");
+  std::set<std::string> peaks;  // the peak each rank's MFU is of: one, the fastest rank's
   for (int rank : {0, 1}) {
     const auto log = muster::test::read_file(run_dir / "logs" / fmt::format("rank-{}.log", rank));
+    const auto against = log.find(" against ");
+    REQUIRE(against != std::string::npos);
+    peaks.insert(log.substr(against, log.find('\n', against) - against));
+    CHECK_THAT(log, Catch::Contains("the fastest of 2 ranks'"));
     CHECK_THAT(log, Catch::Contains(
                         fmt::format("saved checkpoint {}",
                                     (checkpoints / fmt::format("step-{:08d}", step)).string())));
     CHECK_THAT(log, Catch::Contains(fmt::format("stopping after step {}", step)));
   }
+  CHECK(peaks.size() == 1);
   CHECK(fs::exists(checkpoints / fmt::format("step-{:08d}", step) /
                    "model-00002-of-00002.safetensors"));
 
@@ -622,6 +629,7 @@ TEST_CASE(
     INFO(e.message);
     CHECK_THAT(e.message, Catch::Contains(" ms (timeout 600000 ms); not arrived: ") &&
                               !Catch::Contains("timed out"));
+    CHECK(e.kind == "collective_error");
   }
   const auto diagnosed =
       muster::test::run_process({kMuster, "diagnose", run_dir.string(), "--json"});
