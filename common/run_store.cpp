@@ -25,7 +25,8 @@ INSERT INTO runs (run_id, name, state, created_ms, updated_ms, world_size, num_n
                   slurm_job_id, config_path, config_text, slurm_cluster, slurm_task_job_id)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
 ON CONFLICT (run_id) DO UPDATE SET
-  name = excluded.name, state = excluded.state, created_ms = excluded.created_ms,
+  name = excluded.name, state = excluded.state,
+  created_ms = MIN(runs.created_ms, excluded.created_ms),
   updated_ms = excluded.updated_ms, world_size = excluded.world_size,
   num_nodes = excluded.num_nodes, slurm_job_id = excluded.slurm_job_id,
   config_path = excluded.config_path, config_text = excluded.config_text,

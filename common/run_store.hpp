@@ -46,8 +46,9 @@ class node_writer {
   node_writer(node_writer&&) noexcept;
   node_writer& operator=(node_writer&&) noexcept;
 
-  // Inserts or replaces the run. A node file belongs to one run: a record with another run_id
-  // than the one already stored throws errc::store.
+  // Inserts or replaces the run, keeping the earliest created_ms: a job requeued (or run again
+  // in its run directory) started when it first did. A node file belongs to one run: a record
+  // with another run_id than the one already stored throws errc::store.
   void put_run(const run_record& run);
   // Sets the state and updated_ms of the stored run. Throws errc::store when no run with
   // `run_id` is stored.

@@ -207,7 +207,11 @@ std::vector<run_entry> list_runs(const fs::path& runs_dir) {
       if (!run) continue;
       const auto ranks = reader.ranks();
       std::int64_t newest = -1;
-      for (const auto& step : reader.last_steps()) newest = std::max(newest, step.step);
+      store::epoch_ms updated = run->updated_ms;
+      for (const auto& step : reader.last_steps()) {
+        newest = std::max(newest, step.step);
+        updated = std::max(updated, step.time_ms);
+      }
       std::int64_t done = newest + 1;
       if (newest < 0)  // a program that writes no steps file: its heartbeats' step=, as its view
         for (const auto& r : ranks)
@@ -227,7 +231,7 @@ std::vector<run_entry> list_runs(const fs::path& runs_dir) {
         }
         lost = lost && any;
       }
-      runs.push_back({e.path(), std::move(*run), done, lost});
+      runs.push_back({e.path(), std::move(*run), done, lost, updated});
     } catch (const error&) {
       // a directory that cannot be read is left out of the list
     }

@@ -68,6 +68,9 @@ struct run_entry {
   // recorded running, this host's launchers' lock free (they died unrecorded), and every rank
   // recorded running was on this host and is gone
   bool lost = false;
+  // the newest of the run record's and its newest steps' times: a running run's record changes
+  // only with its state, its steps as it goes on (as the run's own view says it)
+  store::epoch_ms updated_ms = 0;
 };
 
 // The runs under `runs_dir` (directories holding node files), newest first. A directory that

@@ -116,6 +116,7 @@ std::string runs_json(const std::vector<run_entry>& runs, store::epoch_ms now,
     r["dir"] = e.dir.string();
     r["steps_done"] = e.steps_done;
     r["lost"] = e.lost;
+    r["updated_ms"] = e.updated_ms;  // the steps' too
     out.push_back(r);
   }
   json doc = {{"now_ms", now}, {"runs", out}};

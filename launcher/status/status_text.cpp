@@ -140,7 +140,7 @@ std::string runs_text(const std::vector<run_entry>& runs, store::epoch_ms now,
     for (const auto& e : runs)
       put(out, "{:<48} {:<10} {:>6} {:>6} {:>10}\n", e.run.run_id,
           e.lost ? "lost" : store::to_string(e.run.state), e.run.world_size, e.steps_done,
-          age_text(seconds_since(e.run.updated_ms, now)) + " ago");
+          age_text(seconds_since(e.updated_ms, now)) + " ago");
   }
   for (const auto& dir : storeless) {
     // <job.name>-<job id>: a job squeue still has is starting (its launchers are meeting)

@@ -301,6 +301,14 @@ TEST_CASE("setting the run state changes state and time, and needs the run", "[r
   run.state = run_state::succeeded;
   run.updated_ms = 9000;
   CHECK(run_reader(fx.paths.dir()).run() == run);
+  // put again (a requeued job's launcher): all is replaced but when the run first started
+  run_record requeued = run;
+  requeued.state = run_state::running;
+  requeued.created_ms = run.created_ms + 60'000;
+  requeued.updated_ms = run.created_ms + 60'000;
+  writer.put_run(requeued);
+  requeued.created_ms = run.created_ms;
+  CHECK(run_reader(fx.paths.dir()).run() == requeued);
 }
 
 TEST_CASE("a node file belongs to one run", "[run_store]") {

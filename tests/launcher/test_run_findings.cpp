@@ -320,3 +320,18 @@ TEST_CASE("a rank that raised quotes its exception, and its fix names the rank's
   CHECK_THAT(root.fixes.front(), Catch::Contains(log + ", from line 2"));
   for (const auto& fix : root.fixes) CHECK_THAT(fix, !Catch::Contains("@record"));
 }
+
+TEST_CASE("a resumed attempt's first step is start-up work too, not a straggler's sign",
+          "[diagnose]") {
+  launcher::status::run_status run;
+  for (int r = 0; r < 2; ++r) run.ranks.push_back(rank_of(r, store::rank_state::running));
+  add_steps(run, 0, 10, 1.0);
+  add_steps(run, 1, 10, 1.0);
+  for (auto& s : run.history) s.step += 17;  // resumed from the checkpoint of step 17
+  const auto a = analyse_ranks(run, 0);
+  REQUIRE(a.ranks.size() == 2);
+  for (const auto& r : a.ranks) {
+    CHECK(r.steps == 9);  // step 17, ten times as long, is left out
+    CHECK(r.p90_step_s == Approx(1.0));
+  }
+}

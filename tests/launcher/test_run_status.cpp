@@ -229,7 +229,17 @@ TEST_CASE("a rank two steps behind the others is a laggard, progress is the newe
   CHECK_THAT(status_text(later, now + 32000), Catch::Contains("(running, updated 2 s ago)"));
   // the Slurm job id finds it too
   CHECK(find_run("4242", tmp.path()) == paths.dir());
-  CHECK(list_runs(tmp.path()).size() == 1);
+  // the list of runs is updated by the newest steps too
+  {
+    store::node_writer db(paths.node_db("node-a"));
+    auto newest = step(0, 6, 2.4);
+    newest.time_ms = now + 3000;  // the run's record: a second before now
+    db.add_step(newest);
+  }
+  const auto listed = list_runs(tmp.path());
+  REQUIRE(listed.size() == 1);
+  CHECK(listed[0].updated_ms == now + 3000);
+  CHECK_THAT(runs_text(listed, now + 5000, std::nullopt, {}), Catch::Contains(" 2 s ago"));
 }
 
 TEST_CASE("a program that writes only heartbeats shows their step as its progress", "[status]") {
