@@ -192,6 +192,8 @@ meeting meet(const job_config& config, const slurm_step& step, int member,
   who.run_dir = std::filesystem::absolute(paths.dir());
   who.error_file = std::filesystem::absolute(paths.rank_error_file(rank));
   who.heartbeat_file = std::filesystem::absolute(paths.rank_heartbeat_file(rank));
+  // no launcher copies it to the store: muster status reads it where the rank left it
+  who.steps_file = std::filesystem::absolute(paths.rank_steps_file(rank));
   who.restart_count = step.restart_count;
   who.max_restarts = 0;
   who.cpus_on_node = step.cpus_on_node.value_or(1);

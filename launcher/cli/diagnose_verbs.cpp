@@ -177,6 +177,13 @@ int run_diagnose(const diagnose_options& o) {
       fmt::print("the run succeeded after {} restart(s); what failed before:\n", d.run->restarts);
     print_text(result);
     if (analysis) print_analysis(*analysis);
+    // ranks that were their own Slurm tasks wrote to the job's output, not to logs/
+    if (d.run && d.run->one_task_per_rank && o.logs.empty() && !fs::exists(run_dir / "slurm.out"))
+      fmt::print(
+          "note: its ranks were their own Slurm tasks, whose output is the job's (srun's), not "
+          "in {}/logs: give it with --log (e.g. --log slurm-{}.out)\n",
+          run_dir.string(),
+          d.run->run && d.run->run->slurm_job_id ? *d.run->run->slurm_job_id : "JOBID");
   }
   return result.failed() && !recovered ? kExitFailure : kExitOk;
 }

@@ -52,8 +52,9 @@ double watch_seconds(const std::string& given) {
 }
 
 bool ended(const launcher::status::run_status& s) {
-  return s.lost || (s.run && s.run->state != store::run_state::running &&
-                    s.run->state != store::run_state::created);
+  return s.lost || !s.slurm_ended.empty() ||
+         (s.run && s.run->state != store::run_state::running &&
+          s.run->state != store::run_state::created);
 }
 
 namespace st = launcher::status;

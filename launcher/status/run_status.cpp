@@ -14,6 +14,7 @@
 #include <iterator>
 #include <map>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -23,6 +24,8 @@
 #include "common/launcher_lock.hpp"
 #include "common/run_dir.hpp"
 #include "common/run_reader.hpp"
+#include "common/step_line.hpp"
+#include "common/worker_error.hpp"
 #include "launcher/heartbeat.hpp"
 #include "launcher/launcher_lines.hpp"
 #include "launcher/local_run.hpp"
@@ -86,6 +89,28 @@ bool launchers_ended_here(const store::run_paths& paths) {
   }
 }
 
+// The steps and error files of ranks that are their own Slurm tasks, which no launcher copied
+// to the store, into `s` (steps ordered by (step, rank) as the store's).
+void add_rank_files(const store::run_paths& paths, const std::vector<store::rank_record>& ranks,
+                    run_status& s) {
+  for (const auto& rank : ranks) {
+    std::ifstream steps(paths.rank_steps_file(rank.rank));
+    for (std::string line; std::getline(steps, line);) {
+      if (steps.eof()) break;  // a line still being written has no newline yet
+      if (auto step = parse_step_line(line + "\n")) {
+        step->rank = rank.rank;
+        s.history.push_back(*step);
+      }
+    }
+    if (const auto e = read_worker_error(paths.rank_error_file(rank.rank)))
+      s.errors.push_back({e->time_ms, rank.rank, e->step, e->phase, e->kind, e->message});
+  }
+  std::stable_sort(s.history.begin(), s.history.end(),
+                   [](const store::step_record& a, const store::step_record& b) {
+                     return std::tie(a.step, a.rank) < std::tie(b.step, b.rank);
+                   });
+}
+
 bool has_node_files(const fs::path& dir) {
   try {
     return !store::run_paths(dir).node_dbs().empty();
@@ -116,6 +141,8 @@ run_status read_run_status(const fs::path& dir, store::epoch_ms now) {
     if (e.kind == "first_failure" && !s.first_failure) s.first_failure = e;
     if (e.kind == "exec") s.one_task_per_rank = true;
   }
+  const auto stored_ranks = reader.ranks();
+  if (s.one_task_per_rank) add_rank_files(paths, stored_ranks, s);
   // Progress is the latest attempt's, once it has a step: an attempt without a checkpoint starts
   // again from step 0, below the steps the one before it reached.
   if (std::none_of(s.history.begin(), s.history.end(),
@@ -156,7 +183,7 @@ run_status read_run_status(const fs::path& dir, store::epoch_ms now) {
   if (mfus > 0) s.mfu = mfu / mfus;
 
   const double stale_s = std::max(60.0, 5 * median(step_times));
-  for (const auto& rank : reader.ranks()) {
+  for (const auto& rank : stored_ranks) {
     rank_status r{rank, std::nullopt, age_of(paths.rank_heartbeat_file(rank.rank), now), false};
     if (auto it = last.find(rank.rank); it != last.end()) r.last = it->second;
     if (rank.state == store::rank_state::running) {

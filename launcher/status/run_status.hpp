@@ -46,8 +46,12 @@ struct run_status {
   // recording it (SIGKILL, or the node went down), and nothing will record the end.
   bool lost = false;
   // Slurm started each rank as its own task (`exec` events): it supervises them, and no launcher
-  // records their ends.
+  // records their ends. Their steps and errors are read from the files the ranks leave
+  // (logs/rank-N.steps, logs/rank-N.error), which no launcher copies to the store.
   bool one_task_per_rank = false;
+  // of such a run, recorded running: Slurm's state of its job once it has ended ("COMPLETED",
+  // "FAILED", "no longer known to Slurm"; slurm_job_state.hpp), the end the store cannot say
+  std::string slurm_ended;
   std::string lost_why;  // who says so, where it is not this host's pids: "Slurm says job 15
                          // is over (FAILED)" (slurm_job_state.hpp)
 };

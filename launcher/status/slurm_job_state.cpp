@@ -92,6 +92,11 @@ void apply_job_state(run_status& s, const slurm_job_state& said) {
         return r.rank.state == store::rank_state::running && r.alive_here;
       }))
     return;
+  // ranks that were their own tasks end unrecorded, the run's success too: Slurm says the end
+  if (s.one_task_per_rank) {
+    s.slurm_ended = said.state;
+    return;
+  }
   bool running = false;
   for (auto& r : s.ranks)
     if (r.rank.state == store::rank_state::running) r.gone = running = true;
@@ -103,8 +108,8 @@ void apply_job_state(run_status& s, const slurm_job_state& said) {
 }
 
 bool asks_slurm(const run_status& s) {
-  return !s.lost && !s.one_task_per_rank && s.run && s.run->state == store::run_state::running &&
-         s.run->slurm_job_id && !s.run->slurm_job_id->empty();
+  return !s.lost && s.run && s.run->state == store::run_state::running && s.run->slurm_job_id &&
+         !s.run->slurm_job_id->empty();
 }
 
 void check_with_slurm(run_status& s, std::chrono::milliseconds timeout) {

@@ -37,13 +37,14 @@ slurm_job_state ask_job_state(const std::string& id, const std::optional<std::st
                               std::chrono::milliseconds timeout);
 
 // A run the store says is running, whose Slurm job `said` is over: lost, its running ranks
-// gone, and `lost_why` says what Slurm said. Anything else leaves `s` as it is, and so does a
-// running rank whose process is alive on this host (the squeue of another cluster, an id used
-// again).
+// gone, and `lost_why` says what Slurm said; a run of one task per rank, which records no end
+// of its own, is not lost but ended, as `slurm_ended` says. Anything else leaves `s` as it is,
+// and so does a running rank whose process is alive on this host (the squeue of another
+// cluster, an id used again).
 void apply_job_state(run_status& s, const slurm_job_state& said);
 
-// Whether Slurm's word is worth asking for `s`: recorded running under Slurm by muster's
-// launchers (one task per rank records no end: Slurm supervises those), not lost already.
+// Whether Slurm's word is worth asking for `s`: recorded running under Slurm, not lost
+// already.
 bool asks_slurm(const run_status& s);
 
 // ask_job_state and apply_job_state where asks_slurm says so.

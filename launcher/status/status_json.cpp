@@ -64,6 +64,8 @@ std::string status_json(const run_status& s, store::epoch_ms now) {
               {"restarts", s.restarts},
               {"lost", s.lost},
               {"lost_why", s.lost_why},
+              {"one_task_per_rank", s.one_task_per_rank},
+              {"slurm_ended", s.slurm_ended.empty() ? json() : json(s.slurm_ended)},
               {"first_failure", s.first_failure ? json(s.first_failure->message) : json(nullptr)}};
   json ranks = json::array();
   for (const auto& r : s.ranks)

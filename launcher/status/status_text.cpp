@@ -46,8 +46,16 @@ std::string status_text(const run_status& s, store::epoch_ms now) {
   // the run's record changes with its state; its steps say it goes on
   auto updated = r.updated_ms;
   for (const auto& step : s.history) updated = std::max(updated, step.time_ms);
-  put(out, "run       {}  ({}, updated {} ago)\n", r.run_id, store::to_string(r.state),
+  put(out, "run       {}  ({}, updated {} ago)\n", r.run_id,
+      s.slurm_ended.empty() ? std::string(store::to_string(r.state))
+                            : "ended: Slurm says " + s.slurm_ended,
       age_text(seconds_since(updated, now)));
+  if (s.one_task_per_rank)
+    put(out,
+        "tasks     one Slurm task per rank: Slurm supervises them and keeps their ends ({}), "
+        "their output is the job's (srun's); the store has their starts, the steps and errors "
+        "they wrote\n",
+        r.slurm_job_id ? "sacct -j " + *r.slurm_job_id : "sacct");
   if (s.lost)
     put(out,
         "lost      the store says running, but {}: the launcher ended without recording it "

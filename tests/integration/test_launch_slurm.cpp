@@ -279,7 +279,9 @@ TEST_CASE("srun -N2 --ntasks-per-node=2: each task execs its worker as one rank"
   slurm_cluster cluster;
   muster::test::temp_dir runs("muster-runs");
   auto r = muster::test::run_process(
-      srun_launch({"-N2", "--ntasks-per-node=2"}, runs.path(), {}, {}), launch_env(cluster));
+      srun_launch({"-N2", "--ntasks-per-node=2"}, runs.path(), {},
+                  {"--heartbeat-ms", "50", "--steps", "3", "--sleep-ms", "400"}),
+      launch_env(cluster));
   INFO("srun stdout: " << r.out << "\nsrun stderr: " << r.err << "\n" << cluster.log_tail());
   REQUIRE(r.exit_code == 0);
   auto lines = contract_lines(r.out);  // every task's worker wrote to srun's stdout
@@ -300,6 +302,31 @@ TEST_CASE("srun -N2 --ntasks-per-node=2: each task execs its worker as one rank"
   CHECK(reader.hosts() == slurm_cluster::nodes());
   CHECK(reader.ranks().size() == 4);
   CHECK(has_event(reader.events(), "exec", "rank 3 on gpu-a02 execs"));
+  // no launcher records the ranks' ends nor copies their steps: status reads the steps they
+  // left, and has Slurm say the job is over
+  const auto dir = run_dir_of(runs.path(), cluster.first_job_id());
+  const auto status =
+      muster::test::run_process({kMuster, "status", dir.string(), "--json"}, launch_env(cluster));
+  INFO("status: " << status.out << status.err);
+  REQUIRE(status.exit_code == 0);
+  const auto doc = nlohmann::json::parse(status.out);
+  CHECK(doc["one_task_per_rank"] == true);
+  CHECK(doc["lost"] == false);
+  CHECK(doc["slurm_ended"] == "COMPLETED");
+  CHECK(doc["steps_done"] >= 3);  // a beat a step, while it sleeps
+  std::set<int> stepped;
+  for (const auto& step : doc["history"]) stepped.insert(step["rank"].get<int>());
+  CHECK(stepped == std::set<int>{0, 1, 2, 3});
+  const auto text =
+      muster::test::run_process({kMuster, "status", dir.string()}, launch_env(cluster));
+  CHECK_THAT(text.out, Catch::Contains("(ended: Slurm says COMPLETED, updated ") &&
+                           Catch::Contains("tasks     one Slurm task per rank"));
+  // and diagnose says where their output is
+  const auto diagnosis =
+      muster::test::run_process({kMuster, "diagnose", dir.string()}, launch_env(cluster));
+  CHECK_THAT(diagnosis.out,
+             Catch::Contains("note: its ranks were their own Slurm tasks") &&
+                 Catch::Contains("--log slurm-" + std::to_string(cluster.first_job_id()) + ".out"));
 }
 
 TEST_CASE("srun --mpi=pmix: the launchers find node 0's store through PMIx", "[slurm]") {

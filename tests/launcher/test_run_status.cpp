@@ -14,6 +14,7 @@
 
 #include "common/run_dir.hpp"
 #include "common/run_store.hpp"
+#include "common/worker_error.hpp"
 #include "launcher/local_run.hpp"
 #include "launcher/status/run_status.hpp"
 #include "launcher/status/slurm_job_state.hpp"
@@ -321,7 +322,7 @@ TEST_CASE("after a restart without a checkpoint, progress is the new attempt's",
   CHECK(s.steps_done == 101);
   REQUIRE(s.ranks.size() == 2);
   CHECK_FALSE(s.ranks[1].laggard);
-  // a job of one task per rank records no end: Slurm's COMPLETED is no loss
+  // a job of one task per rank records no end: Slurm's COMPLETED is its end, no loss
   {
     store::node_writer db(paths.node_db("node-a"));
     db.add_event({9600, 0, store::severity::info, "exec", "rank 0 on node-a execs x"});
@@ -329,7 +330,47 @@ TEST_CASE("after a restart without a checkpoint, progress is the new attempt's",
   s = read_run_status(paths.dir(), now);
   s.run->slurm_job_id = "4242";
   CHECK(s.one_task_per_rank);
-  CHECK_FALSE(asks_slurm(s));
+  CHECK(asks_slurm(s));
+  apply_job_state(s, {slurm_job_state::kind::ended, "COMPLETED"});
+  CHECK_FALSE(s.lost);
+  CHECK(s.slurm_ended == "COMPLETED");
+  CHECK_THAT(status_text(s, now), Catch::Contains("(ended: Slurm says COMPLETED, updated ") &&
+                                      Catch::Contains("sacct -j 4242"));
+}
+
+TEST_CASE("ranks that are their own Slurm tasks: their steps and errors are read from their files",
+          "[status]") {
+  test::temp_dir tmp;
+  const auto now = store::now_ms();
+  const auto paths = recorded_run(tmp.path(), "job-1234", "job", store::run_state::running,
+                                  now - 60000, 2, "1234");
+  {
+    store::node_writer db(paths.node_db("node-a"));
+    for (int r = 0; r < 2; ++r) {
+      db.put_rank(
+          {r, "node-a", r, 100 + r, store::rank_state::running, std::nullopt, std::nullopt, now});
+      db.add_event({now, r, store::severity::info, "exec", "rank execs x"});
+    }
+  }
+  std::filesystem::create_directories(paths.dir() / "logs");
+  std::ofstream(paths.rank_steps_file(0)) << "step=0 loss=3.5 tokens=10 step_time_s=0.5\n"
+                                          << "step=1 loss=3.25 tokens=10 step_time_s=0.5\n"
+                                          << "step=2 loss=3.0";  // still being written
+  std::ofstream(paths.rank_steps_file(1)) << "step=0 loss=3.75 tokens=10 step_time_s=0.5\n";
+  std::ofstream(paths.rank_error_file(1))
+      << format_worker_error({"out of memory", "forward", "oom", 1, now});
+  const auto s = read_run_status(paths.dir(), now);
+  CHECK(s.one_task_per_rank);
+  REQUIRE(s.history.size() == 3);
+  CHECK(s.history[0].rank == 0);
+  CHECK(s.history[1].rank == 1);  // by step, then rank, as the store orders them
+  CHECK(s.history[2].step == 1);
+  CHECK(s.steps_done == 2);
+  CHECK(s.complete_steps == 1);
+  REQUIRE(s.errors.size() == 1);
+  CHECK(s.errors[0].rank == 1);
+  CHECK(s.errors[0].kind == "oom");
+  CHECK(s.errors[0].step == 1);
 }
 
 TEST_CASE("a run directory without a run store is named, with what to read instead", "[status]") {
