@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -113,6 +114,24 @@ std::string stamp() {
   return text;
 }
 
+// Throws errc::invalid_input for an sbatch option that counts tasks (-n, --ntasks,
+// --ntasks-per-node, ...): the script runs one muster launch a node (--ntasks-per-node=1),
+// which starts the node's ranks itself, so such an option either conflicts with it or changes
+// nothing muster-sbatch can honour.
+void refuse_task_counts(const std::vector<std::string>& sbatch_options) {
+  for (const auto& option : sbatch_options) {
+    const bool short_n = option == "-n" || (option.size() > 2 && option.starts_with("-n") &&
+                                            std::isdigit(option[2]) != 0);
+    MUSTER_CHECK(!short_n && !option.starts_with("--ntasks"), muster::errc::invalid_input,
+                 "sbatch option {}: muster-sbatch's script runs one muster launch a node "
+                 "(--ntasks-per-node=1), which starts that node's ranks itself: launch.nproc of "
+                 "them (default one per GPU). Give the nodes (--nodes N or slurm.nodes) and "
+                 "launch.nproc instead; for one Slurm task per rank, write a script of your own "
+                 "(docs/slurm.md, \"One task per rank\")",
+                 option);
+  }
+}
+
 // The job's plan on the world it will get, where the job file says it (launch.nproc, or
 // slurm.gpus_per_node ranks a node, over slurm.nodes): a layout muster launch would refuse fails
 // here, not after the queue. Throws errc::config as muster plan does.
@@ -122,7 +141,7 @@ void check_plan(const muster::loaded_job_config& loaded,
   if (config.launch.nproc <= 0 && config.slurm.gpus_per_node <= 0) return;  // one a GPU: unknown
   // an sbatch option wins over the script's #SBATCH lines: the world is sbatch's then
   for (const auto& option : sbatch_options)
-    for (const char* changes : {"-N", "--nodes", "-G", "--gpus", "-n", "--ntasks"})
+    for (const char* changes : {"-N", "--nodes", "-G", "--gpus"})
       if (option.starts_with(changes)) {
         fmt::print(stderr,
                    "muster-sbatch: note: {} sets the world, so the layout is checked when the "
@@ -221,6 +240,7 @@ std::string slurm_keys(const muster::loaded_job_config& loaded) {
 int submit(const arguments& a) {
   const auto loaded = muster::load_job_config(a.job_file, a.overrides);
   const auto& config = loaded.config;
+  refuse_task_counts(a.sbatch_options);
   check_plan(loaded, a.sbatch_options);
   check_lead(loaded, a.sbatch_options);
   if (const auto limit = time_limit(loaded, a.sbatch_options);

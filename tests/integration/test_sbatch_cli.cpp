@@ -42,6 +42,20 @@ TEST_CASE("muster-sbatch refuses a layout the job's world cannot hold before sub
       {kSbatch, (dir / "job.toml").string(), "parallel.expert=3", "--nodes=3", "--dry-run"});
   CHECK(four.exit_code == 0);
   CHECK_THAT(four.err, Catch::Contains("note: --nodes=3 sets the world"));
+  // a task count conflicts with the script's one launcher a node: refused with what to give
+  for (const std::vector<std::string>& tasks :
+       {std::vector<std::string>{"--ntasks=2"}, {"-n", "2"}, {"-n2"}, {"--ntasks-per-node=8"}}) {
+    std::vector<std::string> argv{kSbatch, (dir / "job.toml").string(), "--dry-run"};
+    argv.insert(argv.end(), tasks.begin(), tasks.end());
+    const auto refused = muster::test::run_process(argv);
+    INFO(tasks.front() << ": " << refused.err);
+    CHECK(refused.exit_code == 2);
+    CHECK_THAT(refused.err, Catch::Contains("sbatch option " + tasks.front() +
+                                            ": muster-sbatch's script runs one muster launch a "
+                                            "node") &&
+                                Catch::Contains("Give the nodes (--nodes N or slurm.nodes) and "
+                                                "launch.nproc instead"));
+  }
   // a time limit with no pre-timeout checkpoint: said before submitting
   const auto no_lead =
       muster::test::run_process({kSbatch, (dir / "job.toml").string(), "slurm.time=1:00:00",
