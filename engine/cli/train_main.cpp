@@ -151,16 +151,38 @@ std::string kind_of(const std::exception& e) {
   return "exception";
 }
 
+// The job being trained, once loaded: what an out-of-memory message proposes to change.
+std::optional<job_config> g_job;
+
+// What to change for memory, less what the job already does: "shard more (...), add ranks, ...".
+std::string memory_changes() {
+  std::vector<std::string> out;
+  const bool known = g_job.has_value();
+  if (!known || g_job->parallel.sharding != "optim_grads_params")
+    out.push_back("shard more (parallel.sharding = \"optim_grads_params\")");
+  out.push_back("add ranks");
+  if (!known || g_job->train.micro_batch_size > 1)
+    out.push_back(
+        known ? fmt::format("lower train.micro_batch_size (now {})", g_job->train.micro_batch_size)
+              : "lower train.micro_batch_size");
+  if (!known || g_job->train.recompute != "full")
+    out.push_back(known && g_job->train.recompute == "none"
+                      ? "set train.recompute = \"selective\" (or \"full\")"
+                      : "set train.recompute = \"full\"");
+  std::string text;
+  for (std::size_t i = 0; i < out.size(); ++i)
+    text += (i == 0 ? "" : i + 1 == out.size() ? " or " : ", ") + out[i];
+  return text;
+}
+
 // The message of an exception for people: LibTorch's without its C++ backtrace, and an
 // out-of-memory one with what to change.
 std::string message_of(const std::exception& e) {
   const auto* c10 = dynamic_cast<const c10::Error*>(&e);
   std::string text = c10 ? c10->what_without_backtrace() : e.what();
   if (kind_of(e) == "oom")
-    text +=
-        "; this rank ran out of memory: `muster plan JOB.toml` shows what each rank holds; "
-        "shard more (parallel.sharding = \"optim_grads_params\"), add ranks, or lower "
-        "train.micro_batch_size / set train.recompute";
+    text += "; this rank ran out of memory: `muster plan JOB.toml` shows what each rank holds; " +
+            memory_changes();
   return text;
 }
 
@@ -228,6 +250,7 @@ int train(int argc, char** argv) {
   if (job_file.empty() && !env("MUSTER_RUN_DIR").empty())
     job_file = std::filesystem::path(env("MUSTER_RUN_DIR")) / "job.toml";
   const auto config = load_job_config(job_file, overrides).config;
+  g_job = config;
   // Freed activations stay in the heap for the next step instead of going back to the kernel
   // and faulting in again, zeroed (about a tenth of a CPU step at 4 x 256 tokens).
   ::mallopt(M_MMAP_THRESHOLD, 1 << 30);

@@ -102,6 +102,12 @@ class diagnoser {
   void set_srun_tasks(srun_tasks tasks) { srun_tasks_ = tasks; }
   // The planner's per-GPU estimate for the job (0: none), quoted beside an OOM.
   void set_planned_memory(std::int64_t bytes) { planned_bytes_ = bytes; }
+  // The run's Slurm job (its fixes' sacct names it), and whether muster-sbatch submitted it
+  // (its fixes name the [slurm] keys, not sbatch's options).
+  void set_slurm_job(std::string job, bool muster_sbatch) {
+    slurm_job_ = std::move(job);
+    muster_sbatch_ = muster_sbatch;
+  }
   // Lines read in all (a reader that skips lines without keywords() still counts them).
   void add_lines_read(std::int64_t lines) { lines_ += lines; }
   diagnosis finish() const;
@@ -123,6 +129,8 @@ class diagnoser {
 
   int world_size_;
   std::int64_t planned_bytes_ = 0;
+  std::string slurm_job_;
+  bool muster_sbatch_ = false;
   std::map<int, std::string> rank_hosts_;
   std::optional<srun_tasks> srun_tasks_;
   std::set<std::string> launcher_files_;  // files with a node launcher's first line

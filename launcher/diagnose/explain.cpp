@@ -472,16 +472,23 @@ void setup(finding& f) {
   }
 }
 
-void node(finding& f) {
+void node(finding& f, const explain_context& context) {
   const auto ranks = ranks_of(f);
   if (f.category == "slurm_time_limit") {
     f.summary =
         fmt::format("Slurm cancelled {} at its time limit ({})",
                     fact(f, "job").empty() ? "step " + fact(f, "step") : "job " + fact(f, "job"),
                     fact(f, "at"));
-    f.fixes = {"ask for more time (sbatch --time)",
-               "checkpoint before the limit: sbatch --signal=B:USR1@300 and "
-               "launch.requeue_on_signal = true to come back where it stopped"};
+    f.fixes = context.muster_sbatch
+                  ? std::vector<std::string>{"ask for more time (slurm.time)",
+                                             "checkpoint before the limit: slurm.checkpoint_lead "
+                                             "= 300 (seconds), and slurm.requeue = true to come "
+                                             "back where it stopped"}
+                  : std::vector<std::string>{"ask for more time (sbatch --time)",
+                                             "checkpoint before the limit: sbatch "
+                                             "--signal=B:USR1@300 and "
+                                             "launch.requeue_on_signal = true to come back where "
+                                             "it stopped"};
   } else if (f.category == "host_oom_kill") {
     f.summary = fmt::format("the kernel's OOM killer ended {} (host memory, not GPU memory)",
                             f.ranks.empty() ? "a task" : ranks);
@@ -526,9 +533,8 @@ void node(finding& f) {
   }
 }
 
-}  // namespace
-
-void explain(finding& f, const explain_context& context) {
+// f.summary and f.fixes by the category's family.
+void explain_category(finding& f, const explain_context& context) {
   const auto& c = f.category;
   if (c == "cuda_oom" || c == "nccl_oom")
     memory(f);
@@ -538,9 +544,21 @@ void explain(finding& f, const explain_context& context) {
     worker(f, context);
   else if (c == "slurm_time_limit" || c == "host_oom_kill" || c == "host_memory_error" ||
            c == "gpu_hardware_fault" || c == "nccl_system_error")
-    node(f);
+    node(f, context);
   else
     setup(f);
+}
+
+}  // namespace
+
+void explain(finding& f, const explain_context& context) {
+  explain_category(f, context);
+  // the fixes' `sacct -j <job>`, with the run's job where it is known
+  constexpr std::string_view kAnyJob = "sacct -j <job>";
+  if (context.slurm_job.empty()) return;
+  for (auto& fix : f.fixes)
+    for (auto at = fix.find(kAnyJob); at != std::string::npos; at = fix.find(kAnyJob, at))
+      fix.replace(at, kAnyJob.size(), "sacct -j " + context.slurm_job);
 }
 
 }  // namespace muster::launcher::diagnose

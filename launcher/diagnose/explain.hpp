@@ -16,6 +16,8 @@ struct explain_context {
   std::set<int> timed_out;           // the ranks that reported a collective timeout
   std::set<std::string> categories;  // of every finding
   bool torchelastic = false;         // torchrun's agent's lines were read: not muster's run
+  bool muster_sbatch = false;        // the run of a job muster-sbatch submitted (its slurm.out)
+  std::string slurm_job;             // the run's Slurm job id; empty: unknown
 };
 
 // Fills f.summary and f.fixes from f.category and f.facts. A timeout names the ranks of the

@@ -240,7 +240,8 @@ TEST_CASE(
       {kMuster, "run", (dir / "tiny.toml").string(), "launch.runs_dir=" + (dir / "runs").string(),
        "launch.nproc=1", "launch.tee=none", "model.num_layers=1", "model.num_experts=0",
        "model.hidden_size=8192", "model.num_attention_heads=64", "model.num_query_groups=8",
-       "model.ffn_hidden_size=4000000", "--", kTrain});
+       "model.ffn_hidden_size=4000000", "parallel.sharding=optim_grads_params",
+       "train.recompute=full", "--", kTrain});
   INFO("stderr: " << r.err);
   CHECK(r.exit_code == 1);
   const auto errors = muster::store::run_reader(muster::test::only_run_dir(dir / "runs")).errors();
@@ -250,6 +251,9 @@ TEST_CASE(
   CHECK_THAT(errors[0].message, Catch::Contains("can't allocate memory") &&
                                     Catch::Contains("muster plan JOB.toml") &&
                                     !Catch::Contains("frame #"));
+  // what it proposes to change leaves out what the job does already (ZeRO-3, full recompute)
+  CHECK_THAT(errors[0].message, Catch::EndsWith("shows what each rank holds; add ranks or lower "
+                                                "train.micro_batch_size (now 2)"));
 }
 
 // The loss of every step rank 0 logged ("step 3/20 | loss 4.123456 | ...").

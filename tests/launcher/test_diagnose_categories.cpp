@@ -1000,3 +1000,31 @@ TEST_CASE("a job stopped as asked is no failure: scancel, a requeue, a signal pa
   CHECK(root_of(d).category == "slurm_time_limit");
   CHECK_FALSE(d.stopped_as_asked);
 }
+
+TEST_CASE("a muster-sbatch job's fixes name its [slurm] keys, and sacct its job", "[diagnose]") {
+  const std::string limit =
+      "slurmstepd: error: *** JOB 4242 ON n1 CANCELLED AT 2026-11-27T09:42:00 DUE TO TIME "
+      "LIMIT ***";
+  // a job of one's own: sbatch's options
+  auto d = diagnose_lines({limit});
+  CHECK_THAT(root_of(d).fixes.front(), Catch::Contains("sbatch --time"));
+  // muster-sbatch's: its keys
+  diagnoser sbatched;
+  sbatched.set_slurm_job("4242", true);
+  sbatched.add_line("slurm.out", 1, limit);
+  d = sbatched.finish();
+  REQUIRE(root_of(d).fixes.size() == 2);
+  CHECK(root_of(d).fixes[0] == "ask for more time (slurm.time)");
+  CHECK_THAT(root_of(d).fixes[1], Catch::Contains("slurm.checkpoint_lead = 300") &&
+                                      Catch::Contains("slurm.requeue = true"));
+  // a rank killed: sacct names the run's job, where a log alone has no job to name
+  const std::string killed = "muster: rank 1 on n1 (pid 77) failed first: signal 9 (SIGKILL)";
+  diagnoser known;
+  known.set_slurm_job("4242", false);
+  known.add_line("job.log", 1, killed);
+  d = known.finish();
+  CHECK_THAT(fmt::format("{}", fmt::join(root_of(d).fixes, "\n")),
+             Catch::Contains("sacct -j 4242 --format") && !Catch::Contains("<job>"));
+  CHECK_THAT(fmt::format("{}", fmt::join(root_of(diagnose_lines({killed})).fixes, "\n")),
+             Catch::Contains("sacct -j <job> --format"));
+}
