@@ -34,6 +34,9 @@ struct run_status {
   // At the newest step every rank that reports steps has finished (complete_steps, from 1; it
   // may be behind steps_done while the ranks are between steps):
   std::int64_t complete_steps = 0;
+  // The latest attempt's first step, counted from 1: above 1 where it resumed from a checkpoint
+  // (a run started with one, a requeue); 0: no step yet.
+  std::int64_t first_step = 0;
   std::optional<double> loss;  // mean over the ranks (each rank's loss is the global one)
   double tokens_per_s = 0;     // summed over the ranks
   std::optional<double> mfu;   // mean over the ranks that report it

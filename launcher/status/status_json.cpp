@@ -57,6 +57,7 @@ std::string status_json(const run_status& s, store::epoch_ms now) {
               {"layout", s.layout},
               {"steps_planned", s.steps_planned},
               {"steps_done", s.steps_done},
+              {"first_step", s.first_step},
               {"complete_steps", s.complete_steps},
               {"loss", maybe(s.loss)},
               {"tokens_per_s", s.tokens_per_s},

@@ -74,6 +74,9 @@ std::string status_text(const run_status& s, store::epoch_ms now) {
   // those are of the newest step every rank finished, which may be the one before
   if ((s.loss || s.tokens_per_s > 0) && s.complete_steps > 0 && s.complete_steps != s.steps_done)
     put(out, " (at step {}, the newest every rank finished)", s.complete_steps);
+  if (s.first_step > 1)
+    put(out, "\n          resumed: {} from step {} on", s.restarts > 0 ? "this start" : "this run",
+        s.first_step);
   put(out, "\nrestarts  {}\n", s.restarts);
   put(out, "\n{:>5}  {:<16} {:<10} {:>7} {:>10} {:>9} {:>10}\n", "rank", "host", "state", "step",
       "loss", "tok/s", "heartbeat");
@@ -123,10 +126,11 @@ std::string job_text(const slurm_job& j, const std::filesystem::path& runs_dir) 
   std::string out;
   put(out, "Slurm job {} ({}) is {}{}{}: no run of it in {} yet\n", j.id, j.name, j.state,
       j.where.empty() ? "" : " ", j.where, runs_dir.string());
+  // muster-sbatch names the job after job.name; a script of one's own may name it otherwise
   put(out,
-      "its run directory, {}/<job.name>-{}, appears when its muster launch starts (a job that "
-      "runs no muster launch has none); squeue -j {} says more\n",
-      runs_dir.string(), j.id, j.id);
+      "its run directory, {}/{}-{} (<job.name>-<job id>), appears when its muster launch starts "
+      "(a job that runs no muster launch has none); squeue -j {} says more\n",
+      runs_dir.string(), j.name.empty() ? "<job.name>" : j.name, j.id, j.id);
   return out;
 }
 

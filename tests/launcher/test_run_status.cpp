@@ -320,6 +320,9 @@ TEST_CASE("after a restart without a checkpoint, progress is the new attempt's",
   }
   s = read_run_status(paths.dir(), now);
   CHECK(s.steps_done == 101);
+  CHECK(s.first_step == 101);
+  CHECK_THAT(status_text(s, now),
+             Catch::Contains("\n          resumed: this start from step 101 on"));
   REQUIRE(s.ranks.size() == 2);
   CHECK_FALSE(s.ranks[1].laggard);
   // a job of one task per rank records no end: Slurm's COMPLETED is its end, no loss
