@@ -257,13 +257,18 @@ bar_chart memory_chart(const diagnose::rank_analysis& a) {
 void analysis_section(std::string& out, const diagnose::rank_analysis& a) {
   out += "<ul>";
   if (a.median_step_s > 0) {
-    put(out, "<li>median step time {:.3f} s; ", a.median_step_s);
+    // stragglers are judged by busy time (the step less its waits) where every step says its
+    // waits: in synchronous training every rank's step time is the slowest's
+    put(out, "<li>median step time {:.3f} s", a.median_step_s);
+    if (a.by_busy)
+      put(out, ", busy {:.3f} s (the step less its waits in collectives)", a.median_busy_s);
+    const char* pace = a.by_busy ? "busier" : "slower";
     if (a.stragglers.empty())
-      put(out, "no rank more than {:.0f}% slower</li>", diagnose::kStragglerSlowdown * 100);
+      put(out, "; no rank more than {:.0f}% {}</li>", diagnose::kStragglerSlowdown * 100, pace);
     else
       put(out,
-          "<span class=\"straggler\">stragglers (more than {:.0f}% slower): rank {}</span></li>",
-          diagnose::kStragglerSlowdown * 100, fmt::join(a.stragglers, ", "));
+          "; <span class=\"straggler\">stragglers (more than {:.0f}% {}): rank {}</span></li>",
+          diagnose::kStragglerSlowdown * 100, pace, fmt::join(a.stragglers, ", "));
   }
   if (a.oldest_heartbeat_rank)
     put(out, "<li>oldest heartbeat of a running rank: rank {}, {:.1f} s ago</li>",
@@ -277,12 +282,14 @@ void ranks_table(std::string& out, const status::run_status& s,
   std::map<std::int64_t, const diagnose::rank_timing*> timing;
   if (a)
     for (const auto& t : a->ranks) timing[t.rank] = &t;
-  out +=
+  // its pace against the median's, by busy time where the stragglers are judged by it
+  put(out,
       "<table class=\"grid sortable\"><thead><tr><th>rank</th><th>host</th><th>state</th>"
       "<th>exit</th><th class=\"num\">last step</th><th class=\"num\">loss</th>"
-      "<th class=\"num\">median step s</th><th class=\"num\">vs median</th>"
+      "<th class=\"num\">median step s</th><th class=\"num\">{}</th>"
       "<th class=\"num\">heartbeat age s</th><th class=\"num\">peak memory</th></tr></thead>"
-      "<tbody>";
+      "<tbody>",
+      a && a->by_busy ? "busy vs median" : "vs median");
   for (const auto& r : s.ranks) {
     std::string exit;
     if (r.rank.signal)

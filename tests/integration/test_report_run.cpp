@@ -110,6 +110,8 @@ TEST_CASE("muster report writes one self-contained page of a failed run", "[repo
   CHECK_THAT(html, Catch::Contains("Step time per rank"));
   CHECK_THAT(html, Catch::Contains("rank 2 ("));  // a heatmap row per rank
   CHECK_THAT(html, Catch::Contains("first_failure"));
+  // its workers say no waits: the ranks' pace is their step time's, and the table says so
+  CHECK_THAT(html, Catch::Contains("% slower") && Catch::Contains(">vs median</th>"));
   // what a worker printed is text, never markup
   CHECK(count(html, "<script>") == 1);  // the page's own
   CHECK_THAT(html, Catch::Contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
