@@ -108,7 +108,7 @@ int show(const status_options& o) {
     const auto slurm = st::user_slurm_jobs(std::chrono::seconds(10));
     const auto storeless = st::storeless_runs(o.runs_dir);
     fmt::print("{}", o.json ? st::runs_json(runs, store::now_ms(), slurm, storeless)
-                            : st::runs_text(runs, store::now_ms(), slurm, storeless));
+                            : st::runs_text(runs, store::now_ms(), slurm, storeless, o.runs_dir));
     return kExitOk;
   }
   std::filesystem::path dir;

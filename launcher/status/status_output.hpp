@@ -16,10 +16,11 @@ std::string status_text(const run_status& s, store::epoch_ms now);
 std::string status_json(const run_status& s, store::epoch_ms now);
 
 // The runs, the run directories without a store (storeless_runs), and under Slurm the user's
-// jobs (each with the run that records it).
+// jobs (each with the run that records it). No runs: says where it looked (`runs_dir`).
 std::string runs_text(const std::vector<run_entry>& runs, store::epoch_ms now,
                       const std::optional<slurm_job_list>& slurm = std::nullopt,
-                      const std::vector<std::filesystem::path>& storeless = {});
+                      const std::vector<std::filesystem::path>& storeless = {},
+                      const std::filesystem::path& runs_dir = {});
 std::string runs_json(const std::vector<run_entry>& runs, store::epoch_ms now,
                       const std::optional<slurm_job_list>& slurm = std::nullopt,
                       const std::vector<std::filesystem::path>& storeless = {});

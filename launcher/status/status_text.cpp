@@ -143,10 +143,15 @@ std::string run_of_job(const std::vector<run_entry>& runs, const std::string& id
 
 std::string runs_text(const std::vector<run_entry>& runs, store::epoch_ms now,
                       const std::optional<slurm_job_list>& slurm,
-                      const std::vector<std::filesystem::path>& storeless) {
+                      const std::vector<std::filesystem::path>& storeless,
+                      const std::filesystem::path& runs_dir) {
   std::string out;
   if (runs.empty()) {
-    out = "no runs\n";
+    out = runs_dir.empty() ? "no runs\n"
+                           : fmt::format(
+                                 "no runs in {} (runs elsewhere: --runs-dir DIR or "
+                                 "MUSTER_RUNS_DIR, as their launch.runs_dir)\n",
+                                 runs_dir.string());
   } else {
     put(out, "{:<48} {:<10} {:>6} {:>6} {:>10}\n", "run", "state", "ranks", "steps", "updated");
     for (const auto& e : runs)

@@ -107,6 +107,12 @@ TEST_CASE("muster diagnose says so when a run has no failure, and reads extra lo
       {kMuster, "diagnose", "--runs-dir", (runs / "nothing-here").string()});
   CHECK(none.exit_code == 2);
   CHECK_THAT(none.err, Catch::Contains("no runs under " + (runs / "nothing-here").string()));
+  // and status's list says where it looked
+  const auto listed = muster::test::run_process(
+      {kMuster, "status", "--runs-dir", (runs / "nothing-here").string()}, {{}, {"SLURM_JOB_ID"}});
+  CHECK(listed.exit_code == 0);
+  CHECK_THAT(listed.out, Catch::StartsWith("no runs in " + (runs / "nothing-here").string() +
+                                           " (runs elsewhere: --runs-dir DIR or MUSTER_RUNS_DIR"));
 }
 
 TEST_CASE("muster diagnose finds the hung rank of a launched run, by run id, with its steps",
