@@ -233,20 +233,6 @@ fs::path save_checkpoint(const fs::path& root, std::int64_t steps_done,
   return done;
 }
 
-std::optional<fs::path> newest_checkpoint(const fs::path& root) {
-  std::error_code ec;
-  std::optional<fs::path> newest;
-  for (const auto& entry : fs::directory_iterator(root, ec)) {
-    const auto name = entry.path().filename().string();
-    if (!entry.is_directory() || !name.starts_with("step-") ||
-        entry.path().extension() == ".partial")
-      continue;
-    if (!fs::exists(entry.path() / "trainer_state.json")) continue;
-    if (!newest || entry.path().filename() > newest->filename()) newest = entry.path();
-  }
-  return newest;
-}
-
 std::int64_t load_checkpoint(const fs::path& dir, parallel::sharded_model& model,
                              parallel::flat_adamw& optimizer, const job_config& config,
                              comm::communicator* world) {

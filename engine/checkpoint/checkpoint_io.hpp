@@ -33,9 +33,6 @@ std::filesystem::path save_checkpoint(const std::filesystem::path& root, std::in
                                       parallel::flat_adamw& optimizer, const job_config& config,
                                       comm::communicator* world, int keep);
 
-// The newest complete checkpoint under `root` (step-N, not .partial), if any.
-std::optional<std::filesystem::path> newest_checkpoint(const std::filesystem::path& root);
-
 // Loads the weights of `dir` (ours or any Hugging Face model directory: index.json + shards, or
 // one model.safetensors; Qwen or Mixtral names; F32, BF16 or F16) into the model, each rank
 // reading only its units' tensors. When `dir` is ours, also the optimizer state, which needs the

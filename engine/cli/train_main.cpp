@@ -33,6 +33,7 @@
 #include "common/log.hpp"
 #include "common/step_line.hpp"
 #include "common/worker_error.hpp"
+#include "engine/checkpoint/checkpoint_dirs.hpp"
 #include "engine/checkpoint/checkpoint_io.hpp"
 #include "engine/comm/device_world.hpp"
 #include "engine/data/job_documents.hpp"
@@ -285,9 +286,7 @@ int run(engine::train::trainer& trainer, const job_config& config) {
   // The launcher's run directory, or the working directory when run by hand.
   const auto run_dir = env("MUSTER_RUN_DIR").empty() ? std::filesystem::path(".")
                                                      : std::filesystem::path(env("MUSTER_RUN_DIR"));
-  const std::filesystem::path root = !config.checkpoint.dir.empty()
-                                         ? std::filesystem::path(config.checkpoint.dir)
-                                         : run_dir / "checkpoints";
+  const auto root = engine::checkpoint::checkpoint_root(config, run_dir);
   const auto from = !config.checkpoint.load.empty()
                         ? std::optional<std::filesystem::path>(config.checkpoint.load)
                         : engine::checkpoint::newest_checkpoint(root);

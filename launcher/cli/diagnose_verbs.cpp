@@ -171,12 +171,24 @@ int run_diagnose(const diagnose_options& o) {
   if (o.json) {
     auto out = to_json(result, analysis);
     if (recovered) out["recovered"] = true;
+    if (d.newest_checkpoint) out["newest_checkpoint"] = d.newest_checkpoint->string();
     fmt::print("{}\n", out.dump(2, ' ', false, json::error_handler_t::replace));
   } else {
     if (recovered)
       fmt::print("the run succeeded after {} restart(s); what failed before:\n", d.run->restarts);
     print_text(result);
+    const bool cancelled = d.run && d.run->run && d.run->run->state == store::run_state::cancelled;
+    if (!result.failed() && !result.stopped_as_asked && cancelled)
+      fmt::print("the run was stopped as asked: its store says cancelled\n");
     if (analysis) print_analysis(*analysis);
+    // where a stopped or failed run goes on from: muster-train resumes from the newest
+    // checkpoint under checkpoint.dir by itself
+    if (d.newest_checkpoint && (result.failed() || result.stopped_as_asked || cancelled) &&
+        !recovered)
+      fmt::print(
+          "resume: its newest checkpoint is {}; run the job again with checkpoint.dir = {} "
+          "(a requeued job does by itself) and muster-train goes on from there\n",
+          d.newest_checkpoint->string(), d.newest_checkpoint->parent_path().string());
     // ranks that were their own Slurm tasks wrote to the job's output, not to logs/
     if (d.run && d.run->one_task_per_rank && o.logs.empty() && !fs::exists(run_dir / "slurm.out"))
       fmt::print(

@@ -8,6 +8,7 @@
 #include "common/job_config.hpp"
 #include "common/run_dir.hpp"
 #include "common/run_reader.hpp"
+#include "engine/checkpoint/checkpoint_dirs.hpp"
 #include "launcher/diagnose/log_reader.hpp"
 #include "launcher/launch_policy.hpp"
 #include "launcher/launcher_lines.hpp"
@@ -115,6 +116,12 @@ run_diagnosis diagnose_run(const fs::path& run_dir, const std::vector<fs::path>&
           run_dir, *out.run->run, ran_engine(out.events, out.analysis->peak_mem_bytes > 0),
           out.analysis->peak_mem_device);
     d.set_planned_memory(out.analysis->planned_mem_bytes);
+    try {
+      const auto job = load_job_config(store::run_paths(run_dir).job_config(), {});
+      out.newest_checkpoint = engine::checkpoint::newest_checkpoint(
+          engine::checkpoint::checkpoint_root(job.config, run_dir));
+    } catch (const error&) {  // no job file (an older muster): no checkpoint to name
+    }
   }
   for (const auto& [file, rank] : files) {
     const auto name = file.string();

@@ -19,6 +19,9 @@ struct run_diagnosis {
   std::optional<status::run_status> run;    // none: no run, or a directory without a store
   std::vector<store::event_record> events;  // the run's events, by time
   std::optional<rank_analysis> analysis;    // with the store
+  // the newest checkpoint muster-train saved for the run (under its job's checkpoint.dir, else
+  // <run directory>/checkpoints), where a stopped or failed run goes on from
+  std::optional<std::filesystem::path> newest_checkpoint;
 };
 
 // `run_dir` may be empty (only `logs`). `world_size` 0: the run's own, else the number of rank

@@ -592,6 +592,14 @@ TEST_CASE(
   CHECK(peaks.size() == 1);
   CHECK(fs::exists(checkpoints / fmt::format("step-{:08d}", step) /
                    "model-00002-of-00002.safetensors"));
+  // diagnose: stopped as asked, and where it goes on from
+  const auto diagnosis = muster::test::run_process({kMuster, "diagnose", run_dir.string()});
+  INFO("diagnose: " << diagnosis.out << diagnosis.err);
+  CHECK(diagnosis.exit_code == 0);
+  CHECK_THAT(diagnosis.out,
+             Catch::Contains("the run was stopped as asked") &&
+                 Catch::Contains("resume: its newest checkpoint is " +
+                                 (checkpoints / fmt::format("step-{:08d}", step)).string()));
 
   // The next run picks the checkpoint up and goes on from the step after it.
   argv = {kMuster, "run", (dir / "tiny.toml").string(),

@@ -1,0 +1,25 @@
+// Where checkpoints are: see checkpoint_dirs.hpp.
+#include "engine/checkpoint/checkpoint_dirs.hpp"
+
+namespace muster::engine::checkpoint {
+namespace fs = std::filesystem;
+
+std::optional<fs::path> newest_checkpoint(const fs::path& root) {
+  std::error_code ec;
+  std::optional<fs::path> newest;
+  for (const auto& entry : fs::directory_iterator(root, ec)) {
+    const auto name = entry.path().filename().string();
+    if (!entry.is_directory() || !name.starts_with("step-") ||
+        entry.path().extension() == ".partial")
+      continue;
+    if (!fs::exists(entry.path() / "trainer_state.json")) continue;
+    if (!newest || entry.path().filename() > newest->filename()) newest = entry.path();
+  }
+  return newest;
+}
+
+fs::path checkpoint_root(const job_config& config, const fs::path& run_dir) {
+  return config.checkpoint.dir.empty() ? run_dir / "checkpoints" : fs::path(config.checkpoint.dir);
+}
+
+}  // namespace muster::engine::checkpoint

@@ -1,0 +1,22 @@
+// Where checkpoints are: the step-N directories under a checkpoint root (checkpoint.dir, or the
+// run directory's checkpoints/), asked by muster-train to resume and by muster diagnose to say
+// where a stopped or failed run can go on from. Plain C++: no LibTorch.
+// Not here: what a checkpoint holds and how it is read (checkpoint_io.hpp).
+#pragma once
+
+#include <filesystem>
+#include <optional>
+
+#include "common/job_config.hpp"
+
+namespace muster::engine::checkpoint {
+
+// The newest complete checkpoint under `root` (step-N with its trainer_state.json, not
+// .partial), if any.
+std::optional<std::filesystem::path> newest_checkpoint(const std::filesystem::path& root);
+
+// The job's checkpoint root: checkpoint.dir, else `run_dir`/checkpoints.
+std::filesystem::path checkpoint_root(const job_config& config,
+                                      const std::filesystem::path& run_dir);
+
+}  // namespace muster::engine::checkpoint
