@@ -127,7 +127,7 @@ void run_recorder::on_exit(const rank_exit& x) {
     event(x.rank, store::severity::error, "first_failure", text);
   } else if (x.stopped_as_asked) {
     event(x.rank, store::severity::info, "stopped_as_asked",
-          fmt::format("rank {} stopped on the signal the launcher passed on: {}", x.rank,
+          fmt::format("rank {} stopped as asked, on the stop signal that reached it: {}", x.rank,
                       x.describe()));
   } else if (x.knock_on) {
     event(x.rank, store::severity::info, "knock_on",

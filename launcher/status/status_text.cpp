@@ -87,6 +87,10 @@ std::string status_text(const run_status& s, store::epoch_ms now) {
       exit = fmt::format("signal {}", *rank.rank.signal);
     else if (rank.rank.exit_code && *rank.rank.exit_code != 0)
       exit = fmt::format("exit {}", *rank.rank.exit_code);
+    // a run stopped by a signal (scancel, the pre-timeout USR1): its ranks ended on that stop
+    if (!exit.empty() && s.run->state == store::run_state::cancelled &&
+        rank.rank.state == store::rank_state::killed)
+      exit += " (stopped as asked)";
     std::string row = fmt::format(
         "{:>5}  {:<16} {:<10} {:>7} {:>10} {:>9} {:>10}  {}{}", rank.rank.rank, rank.rank.host,
         store::to_string(rank.rank.state), last ? std::to_string(last->step + 1) : "-",

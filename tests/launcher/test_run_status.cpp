@@ -518,3 +518,24 @@ TEST_CASE("the first failure shows the end of the rank's last output on a line o
   }
   CHECK(longest < 450);
 }
+
+TEST_CASE("the ranks of a run stopped by a signal are said to have stopped as asked", "[status]") {
+  test::temp_dir tmp;
+  const auto now = store::now_ms();
+  const auto paths = recorded_run(tmp.path(), "job-20261128-100000-abcd", "job",
+                                  store::run_state::cancelled, now - 60000, 2);
+  {
+    store::node_writer db(paths.node_db("node-a"));
+    for (int r = 0; r < 2; ++r)
+      db.put_rank({r, "node-a", r, 100 + r, store::rank_state::killed, 138, std::nullopt, now});
+  }
+  const auto text = status_text(read_run_status(paths.dir(), now), now);
+  CHECK_THAT(text, Catch::Contains("exit 138 (stopped as asked)"));
+  // a failed run's killed ranks were stopped by the failure, not asked
+  const auto failed = recorded_run(tmp.path(), "job-20261128-110000-abcd", "job",
+                                   store::run_state::failed, now - 60000, 1);
+  store::node_writer(failed.node_db("node-a"))
+      .put_rank({0, "node-a", 0, 100, store::rank_state::killed, 143, std::nullopt, now});
+  CHECK_THAT(status_text(read_run_status(failed.dir(), now), now),
+             Catch::Contains("exit 143") && !Catch::Contains("as asked"));
+}
