@@ -18,6 +18,8 @@
 #include "launcher/cli/verbs.hpp"
 #include "launcher/diagnose/run_diagnosis.hpp"
 #include "launcher/status/run_status.hpp"
+#include "launcher/status/slurm_jobs.hpp"
+#include "launcher/status/status_output.hpp"
 
 namespace muster::cli {
 namespace {
@@ -148,7 +150,18 @@ int run_diagnose(const diagnose_options& o) {
   }
   fs::path run_dir;
   if (!o.run.empty()) {
-    run_dir = launcher::status::find_run(o.run, o.runs_dir, /*storeless=*/true);
+    try {
+      run_dir = launcher::status::find_run(o.run, o.runs_dir, /*storeless=*/true);
+    } catch (const error& e) {
+      // a Slurm job id with no run: pending (nothing to diagnose yet), or never started
+      if (e.category() != errc::invalid_input ||
+          o.run.find_first_not_of("0123456789_") != std::string::npos)
+        throw;
+      const auto job = launcher::status::job_without_run(o.run, o.runs_dir);
+      if (!job) throw;
+      fmt::print("nothing to diagnose yet: {}", launcher::status::job_text(*job, o.runs_dir));
+      return kExitOk;
+    }
   } else if (o.logs.empty()) {
     // neither a run nor a log: the newest run, as after `muster run` failed a moment ago
     const auto runs = launcher::status::list_runs(o.runs_dir);

@@ -86,20 +86,10 @@ int show_array(const status_options& o, const std::vector<std::filesystem::path>
 // A Slurm job id (or array task id) with no run: what squeue says of it, else why there is none
 // (throws errc::invalid_input). False when squeue cannot say (no Slurm here, or it failed).
 bool show_job(const status_options& o) {
-  const auto slurm = st::user_slurm_jobs(std::chrono::seconds(10));
-  if (!slurm || !slurm->error.empty()) return false;
-  if (const auto* job = st::find_job(*slurm, o.run)) {
-    fmt::print("{}", o.json ? st::job_json(*job) : st::job_text(*job, o.runs_dir));
-    return true;
-  }
-  // a run directory of it without a store (its launchers did not meet): find_run's word stands
-  if (st::slurm_job_run(o.run, o.runs_dir)) return false;
-  MUSTER_THROW(errc::invalid_input,
-               "{}: no run directory for Slurm job {} in {}, and squeue --me no longer has it: "
-               "its launchers never started (a job cancelled while it was pending, or one whose "
-               "prolog failed: sinfo -R names the node it drained and the reason), or it ran with "
-               "another launch.runs_dir (--runs-dir DIR); sacct -j {} gives the job's state",
-               o.run, o.run, o.runs_dir, o.run);
+  const auto job = st::job_without_run(o.run, o.runs_dir);
+  if (!job) return false;
+  fmt::print("{}", o.json ? st::job_json(*job) : st::job_text(*job, o.runs_dir));
+  return true;
 }
 
 int show(const status_options& o) {

@@ -5,7 +5,9 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "common/error.hpp"
 #include "common/run_program.hpp"
+#include "launcher/status/run_status.hpp"
 
 namespace muster::launcher::status {
 
@@ -62,6 +64,21 @@ std::optional<slurm_job_list> user_slurm_jobs(std::chrono::milliseconds timeout)
     return failed;
   }
   return parse_squeue(r.output);
+}
+
+std::optional<slurm_job> job_without_run(const std::string& id,
+                                         const std::filesystem::path& runs_dir) {
+  const auto slurm = user_slurm_jobs(std::chrono::seconds(10));
+  if (!slurm || !slurm->error.empty()) return std::nullopt;
+  if (const auto* job = find_job(*slurm, id)) return *job;
+  // a run directory of it without a store (its launchers did not meet): find_run's word stands
+  if (slurm_job_run(id, runs_dir)) return std::nullopt;
+  MUSTER_THROW(errc::invalid_input,
+               "{}: no run directory for Slurm job {} in {}, and squeue --me no longer has it: "
+               "its launchers never started (a job cancelled while it was pending, or one whose "
+               "prolog failed: sinfo -R names the node it drained and the reason), or it ran with "
+               "another launch.runs_dir (--runs-dir DIR); sacct -j {} gives the job's state",
+               id, id, runs_dir.string(), id);
 }
 
 }  // namespace muster::launcher::status

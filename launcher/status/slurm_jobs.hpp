@@ -38,4 +38,12 @@ const slurm_job* find_job(const slurm_job_list& list, std::string_view id);
 // `timeout` for squeue.
 std::optional<slurm_job_list> user_slurm_jobs(std::chrono::milliseconds timeout);
 
+// A Slurm job id (or array task id) `id` that names no run under `runs_dir`: squeue's job
+// (pending, or before its launchers start), for the caller to print; std::nullopt when squeue
+// cannot say (no Slurm here, or it failed) or a run directory of it without a store is there
+// (find_run's word stands). Throws errc::invalid_input saying why there is no run when squeue
+// no longer has the job (never started: cancelled while pending, a prolog that failed).
+std::optional<slurm_job> job_without_run(const std::string& id,
+                                         const std::filesystem::path& runs_dir);
+
 }  // namespace muster::launcher::status

@@ -559,6 +559,12 @@ TEST_CASE("muster status lists the user's Slurm jobs beside the runs, each with 
   const auto job_doc = nlohmann::json::parse(one_json.out);
   CHECK(job_doc["run"].is_null());
   CHECK(job_doc["slurm_job"]["state"] == "RUNNING");
+  // diagnose of it: nothing to diagnose yet, saying what Slurm says
+  const auto early = muster::test::run_process(
+      {kMuster, "diagnose", "--runs-dir", runs.path().string(), plain}, env);
+  CHECK(early.exit_code == 0);
+  CHECK_THAT(early.out, Catch::StartsWith("nothing to diagnose yet: Slurm job " + plain +
+                                          " (plain sleep) is RUNNING "));
   // an id squeue does not have (any more) is refused, saying why it has no run and where to look
   const auto none = muster::test::run_process(
       {kMuster, "status", "--runs-dir", runs.path().string(), "999999"}, env);
@@ -569,6 +575,11 @@ TEST_CASE("muster status lists the user's Slurm jobs beside the runs, each with 
                       ", and squeue --me no longer has it: its launchers never started") &&
           Catch::Contains("prolog failed: sinfo -R names the node it drained") &&
           Catch::Contains("sacct -j 999999 gives the job's state"));
+  const auto never = muster::test::run_process(
+      {kMuster, "diagnose", "--runs-dir", runs.path().string(), "999999"}, env);
+  CHECK(never.exit_code == 2);
+  CHECK_THAT(never.err,
+             Catch::Contains("squeue --me no longer has it: its launchers never started"));
   // one whose launchers did not meet has a run directory, without a store: that is said instead
   fs::create_directories(runs / "gone-999998");
   muster::test::write_file(runs / "gone-999998" / "slurm.out", "muster: rendezvous: ...\n");
