@@ -197,13 +197,23 @@ bool earlier(const finding& a, const finding& b) {
 }
 
 // The root among `findings` (diagnosis.hpp): the lowest root_order, among equals the earliest.
-std::vector<finding>::iterator pick_root(std::vector<finding>& findings) {
-  auto best = findings.begin();
-  for (auto it = findings.begin(); it != findings.end(); ++it)
-    if (root_order(*it) < root_order(*best) ||
-        (root_order(*it) == root_order(*best) && earlier(*it, *best)))
-      best = it;
-  return best;
+// Where that names no cause of its own (a network error, a timeout, a death: order 3 and up)
+// and not the rank the launcher saw fail first, that rank's finding is the root: the others'
+// errors are what its end did to them (a peer's connection closed, a collective it left).
+std::vector<finding>::iterator pick_root(std::vector<finding>& findings,
+                                         std::optional<int> first_failed) {
+  const auto lowest = [&](auto keep) {
+    auto best = findings.end();
+    for (auto it = findings.begin(); it != findings.end(); ++it)
+      if (keep(*it) && (best == findings.end() || root_order(*it) < root_order(*best) ||
+                        (root_order(*it) == root_order(*best) && earlier(*it, *best))))
+        best = it;
+    return best;
+  };
+  const auto best = lowest([](const finding&) { return true; });
+  if (!first_failed || root_order(*best) < 3 || best->ranks.contains(*first_failed)) return best;
+  const auto its = lowest([&](const finding& f) { return f.ranks.contains(*first_failed); });
+  return its == findings.end() ? best : its;
 }
 
 // The timeouts other than `root` as one nccl_timeout_cascade finding, in the place of the
@@ -506,7 +516,7 @@ diagnosis diagnoser::finish() const {
   // wherever their lines stand: the ranks that waited on the failed one time out, and their
   // logs may be read first.
   if (!d.findings.empty()) {
-    auto root = pick_root(d.findings);
+    auto root = pick_root(d.findings, first_failed_);
     root->root = true;
     merge_cascades(d.findings, root->category == "nccl_timeout" ? &*root : nullptr);
     root =

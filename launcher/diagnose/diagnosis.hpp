@@ -102,6 +102,9 @@ class diagnoser {
   void set_srun_tasks(srun_tasks tasks) { srun_tasks_ = tasks; }
   // The planner's per-GPU estimate for the job (0: none), quoted beside an OOM.
   void set_planned_memory(std::int64_t bytes) { planned_bytes_ = bytes; }
+  // The rank the launcher saw fail first (the run store's first_failure): where a root that
+  // names no cause of its own (a peer's closed connection, a timeout, a death) is sought first.
+  void set_first_failed_rank(int rank) { first_failed_ = rank; }
   // The run's Slurm job (its fixes' sacct names it), and whether muster-sbatch submitted it
   // (its fixes name the [slurm] keys, not sbatch's options).
   void set_slurm_job(std::string job, bool muster_sbatch) {
@@ -131,6 +134,7 @@ class diagnoser {
   std::int64_t planned_bytes_ = 0;
   std::string slurm_job_;
   bool muster_sbatch_ = false;
+  std::optional<int> first_failed_;
   std::map<int, std::string> rank_hosts_;
   std::optional<srun_tasks> srun_tasks_;
   std::set<std::string> launcher_files_;  // files with a node launcher's first line

@@ -158,6 +158,10 @@ void add_store_findings(diagnoser& d, const status::run_status& run,
   // last attempt's processes, the events every attempt's first failure ("rank 1 on gpu-a07
   // (pid 4242) failed first: signal 9 (SIGKILL); ..."). One the ranks table still shows failed
   // (the same pid) was taken above.
+  // the latest attempt's first failure: where diagnoser looks for the root first
+  for (const auto& e : events)
+    if (e.kind == "first_failure" && e.rank && !hung.contains(*e.rank))
+      d.set_first_failed_rank(static_cast<int>(*e.rank));
   number = 0;
   for (const auto& e : events) {
     ++number;

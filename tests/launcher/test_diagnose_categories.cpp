@@ -1028,3 +1028,34 @@ TEST_CASE("a muster-sbatch job's fixes name its [slurm] keys, and sacct its job"
   CHECK_THAT(fmt::format("{}", fmt::join(root_of(diagnose_lines({killed})).fixes, "\n")),
              Catch::Contains("sacct -j <job> --format"));
 }
+
+TEST_CASE(
+    "beside a peer's closed connection, the timeout of the rank that failed first is the root",
+    "[diagnose]") {
+  // rank 1 timed out in NCCL and exited; rank 0, in a Gloo collective with it, saw it go
+  const std::vector<std::string> lines = {
+      "[rank0]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection "
+      "closed by peer [127.0.0.1]:27539",
+      "[rank1]: [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=42, "
+      "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600007 "
+      "milliseconds before timing out."};
+  // a log alone: the network error is the likelier cause (a peer's death seen from its end)
+  REQUIRE(root_of(diagnose_lines(lines, 2)).category == "nccl_system_error");
+  // the store says rank 1 failed first: its timeout is the root, rank 0's error its effect
+  diagnoser d(2);
+  d.set_first_failed_rank(1);
+  std::int64_t n = 0;
+  for (const auto& line : lines) d.add_line("job.log", ++n, line);
+  const auto result = d.finish();
+  CHECK(root_of(result).category == "nccl_timeout");
+  CHECK(root_of(result).ranks == std::set<int>{1});
+  REQUIRE(result.findings.size() == 2);
+  CHECK(result.findings[1].category == "nccl_system_error");
+  // a failure that names its cause stays the root, wherever the launcher saw the first end
+  diagnoser oom(2);
+  oom.set_first_failed_rank(1);
+  oom.add_line("job.log", 1, lines[1]);
+  oom.add_line("job.log", 2,
+               "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB");
+  CHECK(root_of(oom.finish()).category == "cuda_oom");
+}
