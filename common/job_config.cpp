@@ -43,7 +43,8 @@ const field<job_config> kSchema[] = {
           "before it is called hung and the job fails; ranks that never touch it are not "
           "watched; 0 = off"),
     FIELD(launch.hang_dump, "launch.hang_dump",
-          "send a hung rank SIGABRT, for a core file and a stack dump, rather than SIGTERM"),
+          "send a hung rank SIGABRT, for a core file and a stack dump (a Python rank's "
+          "stacks: PYTHONFAULTHANDLER=1 is set unless set), rather than SIGTERM"),
     FIELD(launch.max_restarts, "launch.max_restarts",
           "times the ranks are restarted after a failure (under muster launch every node "
           "restarts together; TORCHELASTIC_RESTART_COUNT counts them); 0 = fail at once"),

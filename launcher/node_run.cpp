@@ -139,6 +139,7 @@ node_run_result run_node(const node_run_plan& plan, const store::run_paths& path
   who.run_id = paths.run_id();
   who.run_dir = std::filesystem::absolute(paths.dir());
   who.cpus_on_node = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  who.python_stacks = config.launch.hang_dump;
   auto make_specs = [&](int restart) {
     who.restart_count = restart;
     std::vector<worker_spec> specs;

@@ -36,6 +36,8 @@ env_map worker_env(const env_map& base, const worker_identity& who) {
   set("MUSTER_HEARTBEAT_FILE", who.heartbeat_file.string());
   if (!who.steps_file.empty()) set("MUSTER_STEPS_FILE", who.steps_file.string());
   if (who.gpu) set("CUDA_VISIBLE_DEVICES", *who.gpu);
+  if (who.python_stacks && env.find("PYTHONFAULTHANDLER") == env.end())
+    set("PYTHONFAULTHANDLER", 1);
   if (env.find("OMP_NUM_THREADS") == env.end())
     set("OMP_NUM_THREADS", std::max(1, who.cpus_on_node / std::max(1, who.local_world_size)));
   return env;

@@ -9,7 +9,8 @@
 //   MUSTER_RUN_DIR, MUSTER_RUN_ID, MUSTER_RANK, MUSTER_LOCAL_RANK, MUSTER_WORLD_SIZE,
 //   MUSTER_HEARTBEAT_FILE (touch it, or write a progress line: heartbeat.hpp),
 //   MUSTER_STEPS_FILE (append a line per step: common/step_line.hpp),
-//   CUDA_VISIBLE_DEVICES (the rank's GPU, when GPUs are known)
+//   CUDA_VISIBLE_DEVICES (the rank's GPU, when GPUs are known), PYTHONFAULTHANDLER=1 (only when
+//   unset, under launch.hang_dump: a hung Python rank's SIGABRT dumps its stacks)
 //
 // A pure function of its inputs: no I/O, no getenv. Not here: choosing the GPU
 // (device_assignment.hpp), the GPU
@@ -42,6 +43,9 @@ struct worker_identity {
   int restart_count = 0;
   int max_restarts = 0;
   int cpus_on_node = 1;                 // for OMP_NUM_THREADS when the user did not set it
+  // PYTHONFAULTHANDLER=1 unless set: a Python rank dumps every thread's stack on the SIGABRT
+  // of launch.hang_dump (and on a crash), where the hang would otherwise leave nothing
+  bool python_stacks = false;
   std::optional<std::string> gpu;       // CUDA_VISIBLE_DEVICES; unset: left as it is
 };
 

@@ -26,6 +26,11 @@ constexpr std::string_view kSuspiciousWords[] = {
 // exception that ends a failed rank's traceback is quoted (diagnosis.hpp).
 constexpr std::string_view kExceptionWord = "Exception";
 
+// Python's faulthandler, as a hung rank's SIGABRT (launch.hang_dump) makes it dump each
+// thread's stack: a header per thread, then its frames, the innermost first.
+constexpr std::string_view kStackHeader = "(most recent call first):";
+constexpr std::string_view kFrameWord = "File \"";
+
 // The words of the lines that say a stop was asked (diagnosis.hpp).
 constexpr std::string_view kStopWords[] = {"CANCELLED AT", "muster: stopped by ",
                                            "passed on to them, as asked"};
@@ -263,6 +268,7 @@ void diagnoser::add_line(const std::string& file, std::int64_t number, std::stri
   const bool launchers =
       srun_tasks_ ? *srun_tasks_ == srun_tasks::launchers : launcher_files_.contains(file);
   add_traceback_line(file, number, line, launchers, file_rank);
+  add_stack_line(file, number, line, launchers, file_rank);
   if (line.find("failed (exitcode: ") != std::string_view::npos) torchelastic_ = true;
   // in launchers' output srun -l's label is the node's task, not a rank: "1: [rank 9] ..."
   auto signal = match_log_line(launchers ? unlabelled(line) : line);
@@ -336,6 +342,45 @@ void diagnoser::add_traceback_line(const std::string& file, std::int64_t number,
     raised_[*rank] = {evidence_of(file, number, line),
                       std::string(text.substr(0, kMaxEvidenceText)), open->second, own_log};
   traceback_open_.erase(open);
+}
+
+void diagnoser::add_stack_line(const std::string& file, std::int64_t number, std::string_view line,
+                               bool launchers, std::optional<int> file_rank) {
+  if (launchers) line = unlabelled(line);
+  const auto text = rank_text(line);
+  const bool header = text.find(kStackHeader) != std::string_view::npos;
+  if (!header && text.find(kFrameWord) == std::string_view::npos) return;
+  auto rank = rank_of_line(line.substr(std::min(line.find_first_not_of(' '), line.size())));
+  if (!rank) rank = file_rank;
+  if (!rank) return;
+  const auto key = std::make_pair(file, *rank);
+  if (header) {
+    stack_open_[key] = text.find("Current thread") != std::string_view::npos;
+    return;
+  }
+  const auto open = stack_open_.find(key);
+  if (open == stack_open_.end()) return;  // a traceback's frame, not a dump's
+  const bool current = open->second;
+  if (const auto at = stood_at_.find(*rank); at == stood_at_.end() || current || !at->second.second)
+    stood_at_[*rank] = {evidence_of(file, number, line), current};
+  stack_open_.erase(open);  // its innermost frame is the one that says where it stood
+}
+
+void diagnoser::quote_stack(finding& f) const {
+  if (f.category != "hang_watchdog_stuck" || !has_fact(f, "source", "muster")) return;
+  for (const int rank : f.ranks) {
+    const auto at = stood_at_.find(rank);
+    if (at == stood_at_.end()) continue;
+    const auto& frame = at->second.first;
+    if (!f.facts.contains("stood_at")) {
+      const auto where = rank_text(frame.text);
+      f.facts["stood_at"] =
+          std::string(where.substr(std::min(where.find_first_not_of(' '), where.size())));
+      f.facts["stood_at_rank"] = std::to_string(rank);
+    }
+    f.evidence.insert(f.evidence.begin(), frame);
+    if (f.evidence.size() > kMaxEvidence) f.evidence.pop_back();
+  }
 }
 
 void diagnoser::quote_exception(finding& f) const {
@@ -468,6 +513,8 @@ std::span<const std::string_view> diagnoser::keywords() {
     out.insert(out.end(), std::begin(kSrunEndsStepWords), std::end(kSrunEndsStepWords));
     out.push_back(kLauncherWord);
     out.push_back(kExceptionWord);
+    out.push_back(kStackHeader);
+    out.push_back(kFrameWord);
     return out;
   }();
   return words;
@@ -501,6 +548,7 @@ diagnosis diagnoser::finish() const {
       if (auto host = rank_hosts_.find(rank); host != rank_hosts_.end())
         f.hosts.insert(host->second);
     quote_exception(f);
+    quote_stack(f);
   }
   // a worker's death is said already where another finding says what happened to each of its
   // ranks (the store's failed rank beside the OOM in its log; ranks the watchdog aborted after

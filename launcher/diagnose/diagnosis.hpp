@@ -126,6 +126,12 @@ class diagnoser {
                           bool launchers, std::optional<int> file_rank);
   // A failed rank's finding quotes the exception that ended its last traceback (diagnosis.hpp).
   void quote_exception(finding& f) const;
+  // A line of a faulthandler stack ("Current thread 0x... (most recent call first):", then
+  // its frames, the innermost first).
+  void add_stack_line(const std::string& file, std::int64_t number, std::string_view line,
+                      bool launchers, std::optional<int> file_rank);
+  // A hung rank's finding quotes where its stack stood (stood_at_).
+  void quote_stack(finding& f) const;
   // `signal` into its finding (add_signal holds back a worker's end on a stop's signal, which
   // finish() adds only where no stop was asked: diagnosis::stopped_as_asked).
   void add_now(log_signal signal, evidence_line evidence, std::int64_t read);
@@ -165,6 +171,11 @@ class diagnoser {
   };
   std::map<std::pair<std::string, int>, evidence_line> traceback_open_;
   std::map<int, raised> raised_;
+  // Python's faulthandler stacks (a hung rank's, dumped on the hang's SIGABRT): the stacks open
+  // by file and rank (true: the current thread's, the one that hung), and by rank the innermost
+  // frame of the last (the current thread's over another's)
+  std::map<std::pair<std::string, int>, bool> stack_open_;
+  std::map<int, std::pair<evidence_line, bool>> stood_at_;
   bool torchelastic_ = false;  // torchrun's agent's lines were read
 };
 

@@ -106,12 +106,16 @@ void collective(finding& f, const explain_context& context) {
     if (fact(f, "source") == "muster") {
       f.summary = fmt::format(
           "{} hung: its heartbeat stopped and muster's hang detection "
-          "stopped it; the other ranks waited on it",
-          ranks);
+          "stopped it; the other ranks waited on it{}",
+          ranks,
+          fact(f, "stood_at").empty() ? ""
+                                      : fmt::format("; rank {} stood at {}",
+                                                    fact(f, "stood_at_rank"), fact(f, "stood_at")));
       f.fixes = {
-          "read that rank's log and stack (launch.hang_dump = true sends SIGABRT for a "
-          "core and stack dump; py-spy dump --pid for Python): data loading, a "
-          "collective only some ranks call, a dead GPU",
+          "read that rank's log and stack (launch.hang_dump = true sends SIGABRT: a Python "
+          "rank dumps every thread's stack into its log, muster sets PYTHONFAULTHANDLER=1 for "
+          "it; a C++ rank leaves a core where ulimit -c allows; py-spy dump --pid while it "
+          "hangs): data loading, a collective only some ranks call, a dead GPU",
           "raise launch.timeout_hang only when a step is legitimately that long"};
     } else {
       f.summary = fmt::format(

@@ -148,6 +148,33 @@ TEST_CASE("muster diagnose finds the hung rank of a launched run, by run id, wit
   CHECK(d["ranks"]["median_step_s"].get<double>() > 0);
 }
 
+TEST_CASE(
+    "a hung Python rank dumps its stack on the hang's SIGABRT, and diagnose says where it stood",
+    "[diagnose]") {
+  muster::test::temp_dir runs("diagnose-runs");
+  // a heartbeat, then a call that never returns (as a collective a peer never joins)
+  const std::string script =
+      "import os, time\n"
+      "def wait_for_peer():\n"
+      "    time.sleep(60)\n"
+      "open(os.environ['MUSTER_HEARTBEAT_FILE'], 'w').close()\n"
+      "wait_for_peer()\n";
+  const auto run =
+      muster::test::run_process({kMuster, "run", "launch.runs_dir=" + runs.path().string(),
+                                 "launch.nproc=1", "launch.timeout_hang=1", "launch.kill_grace=2",
+                                 "launch.tee=none", "--", "/usr/bin/python3", "-c", script},
+                                {{}, {"PYTHONFAULTHANDLER"}});
+  REQUIRE(run.exit_code != 0);
+  const auto dir = muster::test::only_run_dir(runs.path());
+  const auto log = muster::test::read_file(dir / "logs" / "rank-0.log");
+  CHECK_THAT(log, Catch::Contains("Fatal Python error: Aborted"));
+  const auto text = muster::test::run_process({kMuster, "diagnose", dir.string()});
+  INFO(text.out << text.err);
+  CHECK(text.exit_code == 1);
+  CHECK_THAT(text.out, Catch::Contains("; rank 0 stood at File \"<string>\", line 3 in "
+                                       "wait_for_peer"));
+}
+
 TEST_CASE("muster diagnose finds a rank killed with SIGKILL and says there is no OOM evidence",
           "[diagnose]") {
   muster::test::temp_dir runs("diagnose-runs");

@@ -1059,3 +1059,37 @@ TEST_CASE(
                "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB");
   CHECK(root_of(oom.finish()).category == "cuda_oom");
 }
+
+TEST_CASE("a hung Python rank's faulthandler stack says where it stood", "[diagnose]") {
+  diagnoser d(2);
+  // rank 1's own log: its last line, then what faulthandler wrote on the hang's SIGABRT
+  const std::vector<std::string> rank1 = {
+      "step 3 done",
+      "Fatal Python error: Aborted",
+      "",
+      "Thread 0x00007f0000000700 (most recent call first):",
+      "  File \"/usr/lib/python3.11/threading.py\", line 324 in wait",
+      "",
+      "Current thread 0x00007f0000000000 (most recent call first):",
+      "  File \"/work/train.py\", line 38 in train_step",
+      "  File \"/work/train.py\", line 52 in <module>"};
+  std::int64_t n = 0;
+  for (const auto& line : rank1) d.add_line("logs/rank-1.log", ++n, line, 1);
+  d.add_line("launcher.log", 1,
+             "muster: rank 1 is hung: SIGABRT sent; last heartbeats: rank 0 0.5 s ago, rank 1 "
+             "9.1 s ago");
+  const auto result = d.finish();
+  const auto& root = root_of(result);
+  CHECK(root.category == "hang_watchdog_stuck");
+  CHECK(root.facts.at("stood_at") == "File \"/work/train.py\", line 38 in train_step");
+  CHECK_THAT(root.summary,
+             Catch::EndsWith("; rank 1 stood at File \"/work/train.py\", line 38 in train_step"));
+  CHECK(root.evidence.front().file == "logs/rank-1.log");
+  CHECK(root.evidence.front().line == 8);
+  // a traceback's frames are no dump: nothing stood anywhere
+  diagnoser raised(2);
+  raised.add_line("logs/rank-1.log", 1, "Traceback (most recent call last):", 1);
+  raised.add_line("logs/rank-1.log", 2, "  File \"/work/train.py\", line 38 in train_step", 1);
+  raised.add_line("launcher.log", 1, "muster: rank 1 is hung: SIGABRT sent; last heartbeats: -");
+  CHECK_FALSE(root_of(raised.finish()).facts.contains("stood_at"));
+}

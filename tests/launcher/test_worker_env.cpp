@@ -52,6 +52,15 @@ TEST_CASE("a user's OMP_NUM_THREADS is kept, and there is always at least one", 
   CHECK(worker_env({{"OMP_NUM_THREADS", "6"}}, who).at("OMP_NUM_THREADS") == "6");
 }
 
+TEST_CASE("under the hang dump a Python rank dumps its stacks, unless the user said otherwise",
+          "[worker_env]") {
+  worker_identity who;
+  CHECK_FALSE(worker_env({}, who).contains("PYTHONFAULTHANDLER"));
+  who.python_stacks = true;
+  CHECK(worker_env({}, who).at("PYTHONFAULTHANDLER") == "1");
+  CHECK(worker_env({{"PYTHONFAULTHANDLER", ""}}, who).at("PYTHONFAULTHANDLER").empty());
+}
+
 TEST_CASE("a rank's GPU becomes its CUDA_VISIBLE_DEVICES, without one it is left alone",
           "[worker_env]") {
   worker_identity who;
