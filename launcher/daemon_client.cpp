@@ -96,7 +96,8 @@ std::string daemon_start_hint(const std::filesystem::path& socket,
   std::error_code ec;
   if (std::filesystem::is_directory(systemd_dir, ec)) return "start it: systemctl start musterd";
   if (socket == kDefaultSocket)
-    return "no systemd runs this host: start it as root, musterd > /var/log/musterd.log 2>&1 &";
+    return "no systemd runs this host: start it as root, musterd > /var/log/musterd.log 2>&1 &; "
+           "or name the socket of one running elsewhere: MUSTER_DAEMON_SOCKET=PATH";
   return fmt::format(
       "no systemd runs this host: start it, musterd --socket {} --state-dir DIR > musterd.log "
       "2>&1 &",

@@ -123,19 +123,20 @@ nlohmann::json error_json(std::string_view message) {
 }
 
 int run_plan(const plan_options& o) {
-  auto [file, overrides] = split_job_args(o.args, "plan", "give one, then key=value overrides");
-  auto loaded = load_job_config(file, overrides);
-  launcher::plan::plan_request request;
-  resolve_world(o, loaded.config, request);
-  if (!o.gpu_memory.empty()) {
-    request.memory.gpu_memory_bytes = parse_byte_size(o.gpu_memory, "--gpu-memory");
-    request.gpu_memory_source = "--gpu-memory";
-  }
-  if (!o.reserve.empty()) request.memory.reserved_bytes = parse_byte_size(o.reserve, "--reserve");
-  if (!o.engine.empty())
-    request.memory.weights = launcher::plan::parse_weight_layout(o.engine, "--engine");
   std::optional<launcher::plan::job_plan> made;
+  // every input's mistake, the job file's and the flags' too, is JSON under --json
   try {
+    auto [file, overrides] = split_job_args(o.args, "plan", "give one, then key=value overrides");
+    auto loaded = load_job_config(file, overrides);
+    launcher::plan::plan_request request;
+    resolve_world(o, loaded.config, request);
+    if (!o.gpu_memory.empty()) {
+      request.memory.gpu_memory_bytes = parse_byte_size(o.gpu_memory, "--gpu-memory");
+      request.gpu_memory_source = "--gpu-memory";
+    }
+    if (!o.reserve.empty()) request.memory.reserved_bytes = parse_byte_size(o.reserve, "--reserve");
+    if (!o.engine.empty())
+      request.memory.weights = launcher::plan::parse_weight_layout(o.engine, "--engine");
     made.emplace(launcher::plan::make_plan(loaded.config, loaded.where, request));
   } catch (const error& e) {
     if (o.json) fmt::print("{}\n", error_json(e.what()).dump(2));
@@ -186,7 +187,8 @@ void add_plan_verbs(CLI::App& app, verb_action& run) {
                    "ranks (GPUs) per node, for node placement (default: the Slurm job's; with --world, 8)")
       ->check(kAtLeastOne);
   verb->add_option("--gpu-memory", o->gpu_memory,
-                   "memory of one GPU, e.g. 80GiB or 141GB (default: 80GiB, an H100)");
+                   "memory of one GPU, e.g. 80GiB (H100) or 140GiB (H200: 143771 MiB; 141GB is SI, "
+                   "131 GiB) (default: 80GiB)");
   verb->add_option("--reserve", o->reserve,
                    "memory kept for the CUDA context, NCCL and the allocator (default: 2GiB)");
   verb->add_option("--engine", o->engine,

@@ -47,8 +47,9 @@ std::string status_text(const run_status& s, store::epoch_ms now) {
   auto updated = r.updated_ms;
   for (const auto& step : s.history) updated = std::max(updated, step.time_ms);
   put(out, "run       {}  ({}, updated {} ago)\n", r.run_id,
-      s.slurm_ended.empty() ? std::string(store::to_string(r.state))
-                            : "ended: Slurm says " + s.slurm_ended,
+      s.lost                  ? std::string("lost")
+      : s.slurm_ended.empty() ? std::string(store::to_string(r.state))
+                              : "ended: Slurm says " + s.slurm_ended,
       age_text(seconds_since(updated, now)));
   if (s.one_task_per_rank)
     put(out,

@@ -124,6 +124,12 @@ TEST_CASE("muster plan --json holds every rank, group and stage", "[plan_cli]") 
   auto m = nlohmann::json::parse(many.out);
   CHECK(m["problems"].size() == 2);
   CHECK(m["compare"].is_null());
+  // a job file's own mistake (an unknown key) is JSON too
+  auto unknown = plan({"--json", "--world", "8", "train.micro_batch=2"});
+  CHECK(unknown.exit_code == 2);
+  auto u = nlohmann::json::parse(unknown.out);
+  CHECK(u["valid"] == false);
+  CHECK_THAT(u["error"].get<std::string>(), Catch::Contains("train.micro_batch"));
 }
 
 TEST_CASE("inside a Slurm task, muster plan takes the world from the job's nodes and GPUs",

@@ -34,7 +34,8 @@ TEST_CASE("the hint to start an absent musterd is systemctl only where systemd r
         "start it: systemctl start musterd");
   // no /run/systemd/system (a container, a test machine): the command docs/quickstart.md gives
   CHECK(daemon_start_hint("/run/muster/musterd.sock", dir / "none") ==
-        "no systemd runs this host: start it as root, musterd > /var/log/musterd.log 2>&1 &");
+        "no systemd runs this host: start it as root, musterd > /var/log/musterd.log 2>&1 &; or "
+        "name the socket of one running elsewhere: MUSTER_DAEMON_SOCKET=PATH");
   CHECK(daemon_start_hint("/tmp/musterd.sock", dir / "none") ==
         "no systemd runs this host: start it, musterd --socket /tmp/musterd.sock --state-dir DIR "
         "> musterd.log 2>&1 &");

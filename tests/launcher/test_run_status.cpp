@@ -101,7 +101,8 @@ TEST_CASE("a run whose launcher died unrecorded is lost: its running ranks' proc
   CHECK(s.lost);
   CHECK_THAT(status_text(s, now),
              Catch::Contains("\nlost      the store says running, but its launcher and ranks are "
-                             "gone"));
+                             "gone") &&
+                 Catch::Contains("  (lost, updated "));
   CHECK_THAT(status_json(s, now), Catch::Contains("\"lost\": true"));
 
   // a rank on another host is not this host's to judge: the run may go on there
