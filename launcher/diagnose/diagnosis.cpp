@@ -544,6 +544,8 @@ diagnosis diagnoser::finish() const {
   for (auto& f : d.findings) {
     if (planned_bytes_ > 0 && (f.category == "cuda_oom" || f.category == "nccl_oom"))
       f.facts["planned"] = format_bytes(planned_bytes_);
+    if (f.category == "cuda_oom")
+      for (const auto& [key, value] : memory_settings_) f.facts[key] = value;
     for (const auto rank : f.ranks)
       if (auto host = rank_hosts_.find(rank); host != rank_hosts_.end())
         f.hosts.insert(host->second);

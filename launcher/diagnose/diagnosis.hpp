@@ -102,6 +102,12 @@ class diagnoser {
   void set_srun_tasks(srun_tasks tasks) { srun_tasks_ = tasks; }
   // The planner's per-GPU estimate for the job (0: none), quoted beside an OOM.
   void set_planned_memory(std::int64_t bytes) { planned_bytes_ = bytes; }
+  // What the run's job already does for memory, where its program read the job file
+  // (muster-train): "parallel.sharding", "train.recompute", "train.micro_batch_size",
+  // "train.max_tokens_per_pack" and their values. An OOM's fixes leave out what is done.
+  void set_memory_settings(std::map<std::string, std::string> settings) {
+    memory_settings_ = std::move(settings);
+  }
   // The rank the launcher saw fail first (the run store's first_failure): where a root that
   // names no cause of its own (a peer's closed connection, a timeout, a death) is sought first.
   void set_first_failed_rank(int rank) { first_failed_ = rank; }
@@ -138,6 +144,7 @@ class diagnoser {
 
   int world_size_;
   std::int64_t planned_bytes_ = 0;
+  std::map<std::string, std::string> memory_settings_;
   std::string slurm_job_;
   bool muster_sbatch_ = false;
   std::optional<int> first_failed_;

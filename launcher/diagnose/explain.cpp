@@ -78,16 +78,28 @@ void memory(finding& f) {
     f.fixes.push_back(
         "the OOM is at load time: build the model on the meta device and materialise only this "
         "rank's shards (muster does; Megatron-FSDP --init-model-with-meta-device)");
-  f.fixes.insert(
-      f.fixes.end(),
-      {"with packing, lower train.max_tokens_per_pack; without it, lower "
-       "train.micro_batch_size (Megatron --micro-batch-size)",
-       "at micro batch 1, raise parallel.context (Megatron --context-parallel-size), a power "
-       "of two not above the GPUs per node",
-       "train.recompute = \"full\" (Megatron --recompute-granularity full "
-       "--recompute-method uniform)",
-       "a stronger sharding: parallel.sharding = \"optim_grads_params\" (Megatron-FSDP "
-       "--data-parallel-sharding-strategy optim_grads_params)"});
+  // the job's own settings, where its program read the job file: what it does already is no fix
+  const auto packs = fact(f, "train.max_tokens_per_pack"),
+             micro = fact(f, "train.micro_batch_size");
+  if (packs.empty() || packs != "0")
+    f.fixes.push_back(packs.empty()
+                          ? "with packing, lower train.max_tokens_per_pack; without it, lower "
+                            "train.micro_batch_size (Megatron --micro-batch-size)"
+                          : fmt::format("lower train.max_tokens_per_pack (now {})", packs));
+  else if (micro != "1")
+    f.fixes.push_back(micro.empty() ? "lower train.micro_batch_size (Megatron --micro-batch-size)"
+                                    : fmt::format("lower train.micro_batch_size (now {})", micro));
+  f.fixes.push_back(
+      "at micro batch 1, raise parallel.context (Megatron --context-parallel-size), a power "
+      "of two not above the GPUs per node");
+  if (fact(f, "train.recompute") != "full")
+    f.fixes.push_back(
+        "train.recompute = \"full\" (Megatron --recompute-granularity full "
+        "--recompute-method uniform)");
+  if (fact(f, "parallel.sharding") != "optim_grads_params")
+    f.fixes.push_back(
+        "a stronger sharding: parallel.sharding = \"optim_grads_params\" (Megatron-FSDP "
+        "--data-parallel-sharding-strategy optim_grads_params)");
   if (!fact(f, "reserved_unallocated").empty())
     f.fixes.push_back(
         fmt::format("{} is reserved but unallocated (fragmentation): "

@@ -120,6 +120,15 @@ run_diagnosis diagnose_run(const fs::path& run_dir, const std::vector<fs::path>&
       const auto job = load_job_config(store::run_paths(run_dir).job_config(), {});
       out.newest_checkpoint = engine::checkpoint::newest_checkpoint(
           engine::checkpoint::checkpoint_root(job.config, run_dir));
+      // muster-train read the job file: an OOM's fixes leave out what it does already
+      if (ran_engine(out.events, out.analysis->peak_mem_bytes > 0)) {
+        const auto& c = job.config;
+        d.set_memory_settings(
+            {{"parallel.sharding", c.parallel.sharding},
+             {"train.recompute", c.train.recompute},
+             {"train.micro_batch_size", std::to_string(c.train.micro_batch_size)},
+             {"train.max_tokens_per_pack", std::to_string(c.train.max_tokens_per_pack)}});
+      }
     } catch (const error&) {  // no job file (an older muster): no checkpoint to name
     }
   }

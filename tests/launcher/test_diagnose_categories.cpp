@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -1092,4 +1093,35 @@ TEST_CASE("a hung Python rank's faulthandler stack says where it stood", "[diagn
   raised.add_line("logs/rank-1.log", 2, "  File \"/work/train.py\", line 38 in train_step", 1);
   raised.add_line("launcher.log", 1, "muster: rank 1 is hung: SIGABRT sent; last heartbeats: -");
   CHECK_FALSE(root_of(raised.finish()).facts.contains("stood_at"));
+}
+
+TEST_CASE("a CUDA OOM's fixes leave out what the job does already", "[diagnose]") {
+  const std::string oom =
+      "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 1 "
+      "has a total capacity of 79.15 GiB of which 1.00 GiB is free.";
+  const auto fixes = [&](std::map<std::string, std::string> settings) {
+    diagnoser d(2);
+    if (!settings.empty()) d.set_memory_settings(std::move(settings));
+    d.add_line("job.log", 1, oom);
+    return fmt::format("{}", fmt::join(root_of(d.finish()).fixes, "\n"));
+  };
+  // a log alone: every change
+  CHECK_THAT(fixes({}), Catch::Contains("optim_grads_params") &&
+                            Catch::Contains("train.recompute = \"full\"") &&
+                            Catch::Contains("lower train.micro_batch_size"));
+  // ZeRO-3, full recompute, micro batch 1 without packing: only what is left
+  const auto left = fixes({{"parallel.sharding", "optim_grads_params"},
+                           {"train.recompute", "full"},
+                           {"train.micro_batch_size", "1"},
+                           {"train.max_tokens_per_pack", "0"}});
+  CHECK_THAT(left, !Catch::Contains("optim_grads_params") && !Catch::Contains("train.recompute") &&
+                       !Catch::Contains("micro_batch_size") &&
+                       Catch::Contains("raise parallel.context"));
+  // packing: its size, with its value
+  CHECK_THAT(fixes({{"parallel.sharding", "optim"},
+                    {"train.recompute", "selective"},
+                    {"train.micro_batch_size", "1"},
+                    {"train.max_tokens_per_pack", "8192"}}),
+             Catch::Contains("lower train.max_tokens_per_pack (now 8192)") &&
+                 Catch::Contains("optim_grads_params") && Catch::Contains("train.recompute"));
 }
