@@ -143,9 +143,21 @@ bool stop_part(std::string_view line) {
   return end && stop_end(*end);
 }
 
+// The name of the variable torchrun's contract gives every worker: in a dump of the
+// environment, no error.
+constexpr std::string_view kErrorFileVariable = "TORCHELASTIC_ERROR_FILE";
+
+// The exception a rank's Python ends with on Ctrl-C (SIGINT): a traceback that ends in it is
+// the stop's.
+constexpr std::string_view kInterrupted = "KeyboardInterrupt";
+
 bool suspicious_line(std::string_view line) {
+  std::string text(line);
+  for (auto at = text.find(kErrorFileVariable); at != std::string::npos;
+       at = text.find(kErrorFileVariable, at))
+    text.erase(at, kErrorFileVariable.size());
   for (std::string_view word : kSuspiciousWords)
-    if (line.find(word) != std::string_view::npos) return true;
+    if (text.find(word) != std::string::npos) return true;
   return false;
 }
 
@@ -325,7 +337,8 @@ void diagnoser::add_traceback_line(const std::string& file, std::int64_t number,
   if (launchers) line = unlabelled(line);  // the node's task, not a rank
   const auto text = rank_text(line);
   const bool start = traceback_start(text);
-  if (!start && !exception_line(text)) return;
+  const bool interrupted = text.starts_with(kInterrupted);
+  if (!start && !interrupted && !exception_line(text)) return;
   auto rank = rank_of_line(line.substr(std::min(line.find_first_not_of(' '), line.size())));
   if (!rank) rank = file_rank;
   if (!rank) return;
@@ -336,6 +349,13 @@ void diagnoser::add_traceback_line(const std::string& file, std::int64_t number,
   }
   const auto open = traceback_open_.find(key);
   if (open == traceback_open_.end()) return;  // an error word no traceback ends
+  if (interrupted) {  // Ctrl-C's: part of the stop, not a suspicious line after it
+    std::erase_if(suspicious_unstopped_, [&](const evidence_line& e) {
+      return e.file == open->second.file && e.line == open->second.line;
+    });
+    traceback_open_.erase(open);
+    return;
+  }
   const bool own_log = file_rank == rank;
   if (const auto seen = raised_.find(*rank);
       seen == raised_.end() || own_log || !seen->second.own_log)
@@ -513,6 +533,7 @@ std::span<const std::string_view> diagnoser::keywords() {
     out.insert(out.end(), std::begin(kSrunEndsStepWords), std::end(kSrunEndsStepWords));
     out.push_back(kLauncherWord);
     out.push_back(kExceptionWord);
+    out.push_back(kInterrupted);
     out.push_back(kStackHeader);
     out.push_back(kFrameWord);
     return out;

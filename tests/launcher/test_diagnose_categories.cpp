@@ -1125,3 +1125,20 @@ TEST_CASE("a CUDA OOM's fixes leave out what the job does already", "[diagnose]"
              Catch::Contains("lower train.max_tokens_per_pack (now 8192)") &&
                  Catch::Contains("optim_grads_params") && Catch::Contains("train.recompute"));
 }
+
+TEST_CASE("Ctrl-C's tracebacks and an environment dump are no suspicious lines", "[diagnose]") {
+  const auto d = diagnose_lines({"[rank 0] TORCHELASTIC_ERROR_FILE=/runs/x/logs/rank-0.error",
+                                 "[rank 1] Traceback (most recent call last):",
+                                 "[rank 1]   File \"train.py\", line 9, in <module>",
+                                 "[rank 1] KeyboardInterrupt",
+                                 "muster: stopped by SIGINT; logs in /runs/x/logs"});
+  CHECK_FALSE(d.failed());
+  CHECK(d.stopped_as_asked);
+  CHECK(d.suspicious.empty());
+  // a traceback of another exception stays suspicious
+  const auto other =
+      diagnose_lines({"[rank 1] Traceback (most recent call last):", "[rank 1] KeyError: 'x'",
+                      "muster: stopped by SIGINT; logs in /runs/x/logs"});
+  REQUIRE(other.suspicious.size() == 2);  // its start and its KeyError
+  CHECK(other.suspicious[0].line == 1);
+}
