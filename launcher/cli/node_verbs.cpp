@@ -145,6 +145,7 @@ int node_status(bool as_json) {
 struct env_options {
   std::vector<std::string> args;  // a job file and key=value overrides
   int gpus = -1;                  // -1: the GPUs in /dev
+  int nodes = 0;                  // the job's nodes; 0: the Slurm job's, else 1
   bool json = false;
 };
 
@@ -177,8 +178,16 @@ int node_env(const env_options& o) {
   auto loaded = load_job_config(file, overrides);
   const int gpus = o.gpus >= 0 ? o.gpus : launcher::count_local_gpus();
   const int ranks = launcher::local_ranks(loaded.config.launch.nproc, gpus);
+  // the job's layout is over all its nodes, of which this is one
+  int nodes = o.nodes;
+  if (nodes <= 0) {
+    const char* slurm = std::getenv("SLURM_JOB_NUM_NODES");
+    nodes = slurm && *slurm ? std::max(1, std::atoi(slurm)) : 1;
+  }
   launcher::plan::plan_request request;
-  request.world = launcher::plan::world_size{ranks, fmt::format("{} ranks on this node", ranks)};
+  request.world = launcher::plan::world_size{
+      ranks * nodes, nodes == 1 ? fmt::format("{} ranks on this node", ranks)
+                                : fmt::format("{} nodes x {} ranks", nodes, ranks)};
   request.gpus_per_node = ranks;
   const auto layout = launcher::plan::make_plan(loaded.config, loaded.where, request).layout;
   const auto input = launcher::launch_policy_input(
@@ -287,6 +296,10 @@ void add_node_verbs(CLI::App& app, verb_action& run) {
       "env", "the environment musterd gives this job's workers here, with rules and reasons");
   env_cmd->add_option("args", env->args, "a job file, then section.key=value overrides");
   env_cmd->add_option("--gpus", env->gpus, "the GPUs a step here sees (default: those in /dev)");
+  env_cmd
+      ->add_option("--nodes", env->nodes,
+                   "the job's nodes, of which this is one (default: the Slurm job's, else 1)")
+      ->check(CLI::PositiveNumber);
   env_cmd->add_flag("--json", env->json, "the daemon's reply as JSON");
   env_cmd->callback([env, &run] { run = [env] { return node_env(*env); }; });
 

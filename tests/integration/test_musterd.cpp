@@ -391,6 +391,15 @@ TEST_CASE("muster node status, env and preflight show what musterd says, and say
   CHECK_THAT(tp2.out, Catch::Contains("set      CUDA_DEVICE_MAX_CONNECTIONS=1\n"
                                       "         cuda-max-connections-tp-cp: "));
   CHECK_THAT(tp2.out, Catch::Contains("set      NCCL_NVLS_ENABLE=0"));  // the site's policy
+  // a layout over several nodes: this node is one of them
+  const auto two_nodes = muster::test::run_process(
+      {muster, "node", "env", "parallel.expert=4", "--gpus", "2", "--nodes", "2"}, env);
+  INFO(two_nodes.out << two_nodes.err);
+  CHECK(two_nodes.exit_code == 0);
+  const auto one_node =
+      muster::test::run_process({muster, "node", "env", "parallel.expert=4", "--gpus", "2"}, env);
+  CHECK(one_node.exit_code == 2);
+  CHECK_THAT(one_node.err, Catch::Contains("(2 ranks on this node)"));
   // a step without GPUs gets nothing, and is told so rather than shown an empty page
   const auto cpu = muster::test::run_process({muster, "node", "env", "--gpus", "0"}, env);
   CHECK(cpu.exit_code == 0);
