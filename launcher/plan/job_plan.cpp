@@ -83,7 +83,7 @@ layout checked_layout(const job_config& config, const config::sources& where,
                       const plan_request& request, std::vector<std::string>& warnings) {
   // the sizes against the world, then the model's split, all listed together
   std::vector<std::string> mesh_errors;
-  layout l = resolve_layout(config.parallel, request.world, where, mesh_errors);
+  layout l = resolve_layout(config.parallel, request.world, where, mesh_errors, &config.model);
   check_report report = check_plan(config, l, where, /*sizes_fit=*/mesh_errors.empty());
   report.errors.insert(report.errors.begin(), mesh_errors.begin(), mesh_errors.end());
   if (mesh_errors.empty())

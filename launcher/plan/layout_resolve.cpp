@@ -109,8 +109,27 @@ std::string blame(const given_sizes& g, const config::sources& where, int world,
   return config::place_of(where, keys.begin()->first);
 }
 
+// Whether the model (when known) splits over each size (resolve_layout's `model`).
+struct model_splits {
+  const model_section* m = nullptr;
+  bool uneven_pipeline = false;  // first/last_stage_layers set: any pipeline size may do
+  int vpp = 1;
+
+  bool tensor(int tp) const {
+    if (!m) return true;
+    const int groups = m->kv_lora_rank > 0 ? m->num_attention_heads : m->num_query_groups;
+    return m->num_attention_heads % tp == 0 && groups % tp == 0 && m->ffn_hidden_size % tp == 0 &&
+           m->moe_shared_expert_ffn_hidden_size % tp == 0;
+  }
+  bool pipeline(int pp) const { return !m || uneven_pipeline || m->num_layers % (pp * vpp) == 0; }
+  bool expert(int ep) const {
+    return !m || (m->num_experts == 0 ? ep == 1 : m->num_experts % ep == 0);
+  }
+  bool expert_tensor(int etp) const { return !m || m->moe_ffn_hidden_size % etp == 0; }
+};
+
 void check_attention_mesh(const given_sizes& g, const world_size& w, const config::sources& where,
-                          std::vector<std::string>& errors) {
+                          const model_splits& splits, std::vector<std::string>& errors) {
   const int model_ranks = g.tp * g.cp * g.pp;
   if (w.ranks % model_ranks != 0) {
     auto worlds = nearest_valid(w.ranks, model_ranks, 64 * model_ranks + w.ranks,
@@ -122,8 +141,11 @@ void check_attention_mesh(const given_sizes& g, const world_size& w, const confi
       if (!values.empty())
         fixes += fmt::format(", or {} = {}", name_of(g, key, letter), or_list(values));
     };
-    add("pipeline", "p", g.pp, [&](int pp) { return w.ranks % (g.tp * g.cp * pp) == 0; });
-    if (g.tp > 1) add("tensor", "t", g.tp, [&](int tp) { return w.ranks % (tp * g.cp * g.pp) == 0; });
+    add("pipeline", "p", g.pp,
+        [&](int pp) { return w.ranks % (g.tp * g.cp * pp) == 0 && splits.pipeline(pp); });
+    if (g.tp > 1)
+      add("tensor", "t", g.tp,
+          [&](int tp) { return w.ranks % (tp * g.cp * g.pp) == 0 && splits.tensor(tp); });
     if (g.cp > 1) add("context", "c", g.cp, [&](int cp) { return w.ranks % (g.tp * cp * g.pp) == 0; });
     errors.push_back(fmt::format(
         "{}: the world of {} ranks ({}) is not divisible by tensor x context x pipeline = {} x {} "
@@ -145,13 +167,17 @@ void check_attention_mesh(const given_sizes& g, const world_size& w, const confi
 }
 
 void check_expert_mesh(const given_sizes& g, const world_size& w, const config::sources& where,
-                       std::vector<std::string>& errors) {
+                       const model_splits& splits, std::vector<std::string>& errors) {
   const int expert_ranks = g.etp * g.ep * g.pp;
   if (w.ranks % expert_ranks != 0) {
     std::vector<int> eps;
-    if (w.ranks % (g.etp * g.pp) == 0) eps = nearest_divisors(w.ranks / (g.etp * g.pp), g.ep);
+    if (w.ranks % (g.etp * g.pp) == 0) {
+      const int room = w.ranks / (g.etp * g.pp);
+      eps =
+          nearest_valid(g.ep, 1, room, [&](int ep) { return room % ep == 0 && splits.expert(ep); });
+    }
     std::vector<int> etps = nearest_valid(g.etp, 1, w.ranks, [&](int etp) {
-      return w.ranks % (etp * g.ep * g.pp) == 0;
+      return w.ranks % (etp * g.ep * g.pp) == 0 && splits.expert_tensor(etp);
     });
     std::string fixes;
     if (!eps.empty()) fixes = fmt::format("; try {} = {}", name_of(g, "expert", "e"), or_list(eps));
@@ -188,7 +214,8 @@ layout resolve_layout(const parallel_section& p, const std::optional<world_size>
 }
 
 layout resolve_layout(const parallel_section& p, const std::optional<world_size>& world,
-                      const config::sources& where, std::vector<std::string>& errors) {
+                      const config::sources& where, std::vector<std::string>& errors,
+                      const model_section* model) {
   given_sizes g = p.allocation.empty() ? from_keys(p, where) : from_allocation(p, where);
   world_size w = world ? *world
                        : world_size{world_from_sizes(g),
@@ -197,10 +224,12 @@ layout resolve_layout(const parallel_section& p, const std::optional<world_size>
   MUSTER_CHECK(w.ranks >= 1, errc::config, "the world size {} ({}) must be at least 1", w.ranks,
                w.source);
   const auto had = errors.size();
-  check_attention_mesh(g, w, where, errors);
+  const model_splits splits{model, p.first_stage_layers > 0 || p.last_stage_layers > 0,
+                            std::max(1, p.virtual_pipeline)};
+  check_attention_mesh(g, w, where, splits, errors);
   // An attention mesh that does not fit usually breaks the expert mesh too (shared PP, ETP
   // defaulting to TP): report the expert mesh only on its own.
-  if (errors.size() == had) check_expert_mesh(g, w, where, errors);
+  if (errors.size() == had) check_expert_mesh(g, w, where, splits, errors);
   if (p.virtual_pipeline > 1 && g.pp == 1)
     errors.push_back(fmt::format(
         "{}: parallel.virtual_pipeline = {} needs pipeline parallelism; set parallel.pipeline "

@@ -31,8 +31,12 @@ layout resolve_layout(const parallel_section& parallel, const std::optional<worl
 // The same, adding the sizes' errors against the world to `errors` rather than throwing them
 // (a world that cannot be known still throws): the layout is then the sizes as given, the
 // data-parallel sizes rounded down (at least 1), for checks against the model that do not read
-// them (check_plan without the batch), so that every broken rule is listed at once.
+// them (check_plan without the batch), so that every broken rule is listed at once. With
+// `model`, the sizes each error proposes also split it (heads and query groups over tensor,
+// layers over pipeline, experts over expert, their FFN over expert tensor), so that the values
+// proposed break no other rule.
 layout resolve_layout(const parallel_section& parallel, const std::optional<world_size>& world,
-                      const config::sources& where, std::vector<std::string>& errors);
+                      const config::sources& where, std::vector<std::string>& errors,
+                      const model_section* model = nullptr);
 
 }  // namespace muster::launcher::plan

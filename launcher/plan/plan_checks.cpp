@@ -35,11 +35,12 @@ class checker {
   void error(std::string message) { report_.errors.push_back(std::move(message)); }
   void warn(std::string message) { report_.warnings.push_back(std::move(message)); }
 
-  // TP values that divide every one of `sizes` and the ranks left by CP and PP.
+  // TP values that divide every one of `sizes` and the ranks left by CP and PP (where the sizes
+  // do not fit the world, the world: a value the world's own error cannot take is no help).
   std::vector<int> tensor_sizes_dividing(std::initializer_list<int> sizes) const {
     const int room = sizes_fit_ ? l_.world / (l_.cp() * l_.pp()) : std::max(sizes);
     return nearest_valid(l_.tp(), 1, room, [&](int tp) {
-      if (sizes_fit_ && room % tp != 0) return false;
+      if (sizes_fit_ ? room % tp != 0 : l_.world % tp != 0) return false;
       for (int s : sizes)
         if (s % tp != 0) return false;
       return true;
@@ -72,7 +73,8 @@ class checker {
     const int room = sizes_fit_ ? l_.world / (l_.tp() * l_.cp()) : m.num_layers;
     std::vector<std::string> fixes;
     auto pps = nearest_valid(l_.pp(), 1, room, [&](int pp) {
-      return (!sizes_fit_ || room % pp == 0) && m.num_layers % (pp * l_.vpp) == 0;
+      return (sizes_fit_ ? room % pp == 0 : l_.world % pp == 0) &&
+             m.num_layers % (pp * l_.vpp) == 0;
     });
     if (!pps.empty()) fixes.push_back(fmt::format("parallel.pipeline = {}", or_list(pps)));
     if (l_.vpp > 1 && m.num_layers % l_.pp() == 0)
@@ -127,7 +129,7 @@ class checker {
     if (m.num_experts % l_.ep() != 0) {
       const int room = sizes_fit_ ? l_.world / (l_.etp() * l_.pp()) : m.num_experts;
       auto eps = nearest_valid(l_.ep(), 1, room, [&](int ep) {
-        return (!sizes_fit_ || room % ep == 0) && m.num_experts % ep == 0;
+        return (sizes_fit_ ? room % ep == 0 : l_.world % ep == 0) && m.num_experts % ep == 0;
       });
       error(fmt::format(
           "{}: parallel.expert: {} does not divide the {} experts (model.num_experts); try "
@@ -135,10 +137,13 @@ class checker {
           at("parallel.expert"), l_.ep(), m.num_experts, or_list(eps)));
     }
     if (m.moe_ffn_hidden_size % l_.etp() != 0)
-      error(fmt::format("{}: model.moe_ffn_hidden_size: {} does not split over expert tensor "
-                        "parallel {}; use an expert_tensor that divides it ({})",
-                        at("model.moe_ffn_hidden_size"), m.moe_ffn_hidden_size, l_.etp(),
-                        or_list(nearest_divisors(m.moe_ffn_hidden_size, l_.etp()))));
+      error(
+          fmt::format("{}: model.moe_ffn_hidden_size: {} does not split over expert tensor "
+                      "parallel {}; use an expert_tensor that divides it ({})",
+                      at("model.moe_ffn_hidden_size"), m.moe_ffn_hidden_size, l_.etp(),
+                      or_list(nearest_valid(l_.etp(), 1, m.moe_ffn_hidden_size, [&](int etp) {
+                        return m.moe_ffn_hidden_size % etp == 0 && l_.world % etp == 0;
+                      }))));
     if (l_.tp() > 1 && !l_.sequence_parallel)
       error(fmt::format("{}: parallel.sequence_parallel: a MoE model with tensor parallelism ({}) "
                         "needs sequence parallelism, as Megatron-LM requires; set "

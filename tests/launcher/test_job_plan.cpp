@@ -106,10 +106,12 @@ TEST_CASE("sizes that do not divide the world are listed with the model's broken
   CHECK_THAT(message, Catch::Contains("the plan has 4 problems"));
   CHECK_THAT(message, Catch::Contains("the world of 16 ranks (--world) is not divisible by tensor "
                                       "x context x pipeline = 3 x 1 x 5 = 15"));
-  // each proposing values that split the model (the world's message says how to fit the world)
+  // each proposing values that split the model and divide the world: none breaks another rule
   CHECK_THAT(message,
              Catch::Contains("48 layers do not split into pipeline x virtual_pipeline = 5 "
-                             "x 1 = 5 equal chunks; use parallel.pipeline = 2, 3, 4 or 6"));
+                             "x 1 = 5 equal chunks; use parallel.pipeline = 1, 2, 4 or 8"));
+  // the world's own: no single pipeline or tensor size fits both (tensor 3 splits no head)
+  CHECK_THAT(message, Catch::Contains("= 15; use a world of 15 or 30 ranks\n"));
   CHECK_THAT(message, Catch::Contains("parallel.tensor: 3 does not divide the 32 attention heads "
                                       "and the 4 query groups (model.num_attention_heads, "
                                       "model.num_query_groups); try tensor = 1, 2 or 4"));
@@ -123,7 +125,7 @@ TEST_CASE("sizes that do not divide the world are listed with the model's broken
       plan_error(qwen3({"parallel.pipeline=8", "parallel.expert=2", "parallel.expert_tensor=1"}),
                  8),
       Catch::Contains("does not fit the expert mesh") && !Catch::Contains("problems"));
-  // sizes far past the world still propose values (none read the world)
+  // sizes far past the world still propose values
   CHECK_THAT(plan_error(qwen3({"parallel.tensor=3", "parallel.pipeline=8"}), 4),
              Catch::Contains("try tensor = 1, 2 or 4") && !Catch::Contains("= \n") &&
                  !Catch::EndsWith("= "));
@@ -133,6 +135,13 @@ TEST_CASE("sizes that do not divide the world are listed with the model's broken
       Catch::Contains("the plan has 2 problems") &&
           Catch::Contains("does not fit the expert mesh") &&
           Catch::Contains("48 layers do not split into pipeline x virtual_pipeline = 7"));
+  // a world's message proposes only sizes the model splits over (world 6, tensor 4: 3 and 6
+  // divide the world but not the 32 heads)
+  CHECK_THAT(
+      plan_error(qwen3({"parallel.tensor=4", "parallel.sequence_parallel=true",
+                        "parallel.expert_tensor=1"}),
+                 6),
+      Catch::Contains("or parallel.tensor = 1 or 2") && !Catch::Contains("tensor = 1, 2, 3"));
 }
 
 TEST_CASE("model rules each propose values that work", "[job_plan]") {
