@@ -155,8 +155,9 @@ int run_diagnose(const diagnose_options& o) {
     } catch (const error& e) {
       // a Slurm job id with no run: pending (nothing to diagnose yet), or never started
       if (e.category() != errc::invalid_input ||
-          o.run.find_first_not_of("0123456789_") != std::string::npos)
-        throw;
+          o.run.find_first_not_of("0123456789_") != std::string::npos ||
+          !launcher::status::array_task_runs(o.run, o.runs_dir).empty())
+        throw;  // (an array's tasks: find_run's word names them)
       const auto job = launcher::status::job_without_run(o.run, o.runs_dir);
       if (!job) throw;
       fmt::print("nothing to diagnose yet: {}", launcher::status::job_text(*job, o.runs_dir));
