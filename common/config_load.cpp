@@ -90,6 +90,21 @@ std::string suggest(std::span<const bound_field> fields, std::string_view key, b
   if (table)  // a [section] header: the sections first ("[dat]": [data], not checkpoint.dir)
     for (const auto section : sections_of(fields))
       if (near(key, section)) return fmt::format("; did you mean [{}]?", section);
+  // a key of its section cut short or run on: "micro_batch" for micro_batch_size,
+  // "expert_parallel" for expert
+  if (!table) {
+    const auto dot = key.rfind('.');
+    const std::string section =
+        dot == std::string_view::npos ? "" : std::string(key.substr(0, dot));
+    const bound_field* stem = nullptr;
+    int stems = 0;
+    for (const auto& f : fields) {
+      if (section_of(f.key) != section) continue;
+      const auto known = normal(f.key);
+      if (known.starts_with(leaf + "_") || leaf.starts_with(known + "_")) stem = &f, ++stems;
+    }
+    if (stems == 1) return fmt::format("; did you mean '{}'?", stem->key);
+  }
   const bound_field* best = nullptr;
   size_t best_distance = SIZE_MAX;
   for (const auto& f : fields) {

@@ -646,8 +646,19 @@ loaded_job_config load_job_config(const std::filesystem::path& file,
   config::file_kind kind;
   kind.other_names = job_other_names();
   if (!file.empty()) config::load_file(file, fields, loaded.where, kind);
-  for (const auto& assignment : overrides)
-    config::apply_override(assignment, fields, loaded.where, job_other_names());
+  // every override's mistake at once, as a file's are
+  std::vector<std::string> wrong;
+  for (const auto& assignment : overrides) {
+    try {
+      config::apply_override(assignment, fields, loaded.where, job_other_names());
+    } catch (const error& e) {
+      if (e.category() != errc::config) throw;
+      wrong.emplace_back(e.what());
+    }
+  }
+  if (wrong.size() == 1) MUSTER_THROW(errc::config, "{}", wrong.front());
+  MUSTER_CHECK(wrong.empty(), errc::config, "the command line has {} problems:\n  {}", wrong.size(),
+               fmt::join(wrong, "\n  "));
   if (!loaded.config.model.config_json.empty()) {
     std::filesystem::path json = loaded.config.model.config_json;
     bool from_file = std::none_of(overrides.begin(), overrides.end(), [](const std::string& o) {

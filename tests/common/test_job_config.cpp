@@ -65,6 +65,18 @@ TEST_CASE("job config validation names the place and the fix", "[job_config]") {
     CHECK_THAT(
         load_error("[" + header + "]\n"),
         Catch::Contains("unknown section '" + header + "'; did you mean [" + section + "]?"));
+  // a key cut short or run on names the key it starts, or that starts it
+  CHECK_THAT(load_error("", {"train.micro_batch=4"}),
+             Catch::EndsWith("unknown key 'train.micro_batch'; did you mean "
+                             "'train.micro_batch_size'?"));
+  CHECK_THAT(load_error("", {"parallel.expert_parallel=8"}),
+             Catch::EndsWith("unknown key 'parallel.expert_parallel'; did you mean "
+                             "'parallel.expert'?"));
+  // every override's mistake at once
+  CHECK_THAT(load_error("", {"train.micro_batch=4", "launch.nproc=x", "job.name=ok"}),
+             Catch::StartsWith("the command line has 2 problems:\n  command line "
+                               "'train.micro_batch=4'") &&
+                 Catch::Contains("\n  command line 'launch.nproc=x': launch.nproc: expected"));
 }
 
 TEST_CASE("every wrong key of a file is listed in file order, and every broken section rule",
