@@ -358,6 +358,11 @@ void worker(finding& f, const explain_context& context) {
         "no error file: torchrun writes one only when the entry point is wrapped with "
         "@record (torch.distributed.elastic.multiprocessing.errors.record); read the rank's "
         "log for its last lines (muster's engine always writes one)");
+  else if (!fact(f, "last_output").empty())
+    f.fixes.push_back(fmt::format(
+        "no error file and no Python traceback; its last output: {} (the rest in logs/rank-{}.log "
+        "of its run directory)",
+        fact(f, "last_output"), f.ranks.size() == 1 ? std::to_string(*f.ranks.begin()) : "N"));
   else
     f.fixes.push_back(fmt::format(
         "no error file and no Python traceback: read the rank's log for its last lines (a run "

@@ -13,6 +13,7 @@
 #include "common/run_dir.hpp"
 #include "launcher/diagnose/line_fields.hpp"
 #include "launcher/launcher_lines.hpp"
+#include "launcher/run_recorder.hpp"
 
 namespace muster::launcher::diagnose {
 namespace {
@@ -117,6 +118,15 @@ void add_store_findings(diagnoser& d, const status::run_status& run,
     d.add_signal(std::move(*signal), {store_file("errors"), number, e.message, seconds(e.time_ms)});
   }
 
+  // what a rank printed last, as its launcher recorded it with its first failure
+  std::map<std::int64_t, std::string> last_output;
+  for (const auto& e : events)
+    if (const auto at = e.message.find(kLastOutput);
+        e.kind == "first_failure" && e.rank && at != std::string::npos) {
+      auto said = e.message.substr(at + kLastOutput.size());
+      if (said.size() > 400) said = "..." + said.substr(said.size() - 400);
+      last_output[*e.rank] = said;
+    }
   number = 0;
   for (const auto& r : run.ranks) {
     ++number;
@@ -128,6 +138,8 @@ void add_store_findings(diagnoser& d, const status::run_status& run,
                                              : "failed";
     auto s =
         death_of(rank.rank, rank.signal, rank.exit_code, rank.pid ? std::to_string(*rank.pid) : "");
+    if (const auto said = last_output.find(rank.rank); said != last_output.end())
+      s.facts["last_output"] = said->second;
     d.add_signal(std::move(s), {store_file("ranks"), number,
                                 fmt::format("rank {} on {} {}", rank.rank, rank.host, how),
                                 seconds(rank.updated_ms)});

@@ -199,3 +199,21 @@ TEST_CASE("muster diagnose finds a rank killed with SIGKILL and says there is no
   CHECK_THAT(with_dmesg.out, Catch::StartsWith("ROOT  [host_oom_kill]"));
   CHECK_THAT(with_dmesg.out, Catch::Contains("then  [worker_killed_sigkill]"));
 }
+
+TEST_CASE("a rank that exits without a traceback or an error file: diagnose quotes its last output",
+          "[diagnose]") {
+  muster::test::temp_dir runs("diagnose-runs");
+  const auto run = muster::test::run_process(
+      {kMuster, "run", "launch.runs_dir=" + runs.path().string(), "launch.nproc=2",
+       "launch.tee=none", "--", kWorker, "--sleep-ms", "30000", "--only-rank", "1", "--after-ms",
+       "200", "--lines", "3", "--exit-code", "3"});
+  REQUIRE(run.exit_code == 3);
+  const auto text = muster::test::run_process(
+      {kMuster, "diagnose", muster::test::only_run_dir(runs.path()).string()});
+  INFO(text.out << text.err);
+  CHECK(text.exit_code == 1);
+  CHECK_THAT(text.out, Catch::Contains("rank 1 on ") && Catch::Contains("exit code 3") &&
+                           Catch::Contains("no error file and no Python traceback; its last "
+                                           "output: ") &&
+                           Catch::Contains("(the rest in logs/rank-1.log of its run directory)"));
+}
