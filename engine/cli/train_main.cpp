@@ -279,6 +279,11 @@ int run(engine::train::trainer& trainer, const job_config& config) {
   auto logger = log::get("engine");
   logger->info("MFU of {:.3g} training FLOPs per token against {:.3g} TFLOP/s per rank ({})",
                trainer.flops_per_token(), trainer.peak_tflops(), trainer.peak_source());
+  if (config.train.warmup_steps > config.train.steps && config.train.steps > 0)
+    logger->warn(
+        "train.warmup_steps = {} is above train.steps = {}: the learning rate rises through "
+        "every step and never reaches train.lr = {:g}; lower warmup_steps for a short run",
+        config.train.warmup_steps, config.train.steps, config.train.lr);
   const auto held = trainer.held();
   logger->info("held by this rank ({}): params {} B | grads {} B | optimizer {} B",
                config.parallel.sharding, held.params, held.grads, held.optimizer);

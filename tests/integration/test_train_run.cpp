@@ -47,6 +47,9 @@ TEST_CASE("muster run trains with muster-train and sees its progress", "[train_r
   const auto run = muster::test::only_run_dir(dir / "runs");
   CHECK_THAT(muster::test::read_file(run / "logs" / "rank-0.heartbeat"),
              Catch::StartsWith("step=5 steps=5 loss="));
+  // 5 steps under the default 10 of warmup: said
+  CHECK_THAT(muster::test::read_file(run / "logs" / "rank-0.log"),
+             Catch::Contains("train.warmup_steps = 10 is above train.steps = 5"));
   // every step reached the run store through the launcher
   const auto steps = muster::store::run_reader(run).steps();
   REQUIRE(steps.size() == 5);
