@@ -251,12 +251,14 @@ node_run_result run_node(const node_run_plan& plan, const store::run_paths& path
                                failure->what));
     fmt::print(stderr, "muster: restarting the ranks ({} of {})\n", round + 1,
                config.launch.max_restarts);
-    // each rank's log goes on with the next attempt's output: said where it starts
+    // each rank's log goes on with the next attempt's output: said where it starts (the
+    // failure is the launcher's and the store's to say: a log's line of it would be read as
+    // this rank's)
     for (int rank = plan.first_rank; rank < plan.first_rank + n; ++rank)
       std::ofstream(paths.rank_log(rank), std::ios::app) << fmt::format(
-          "muster: restarting the ranks ({} of {}) after {}; the next attempt's "
-          "output follows\n",
-          round + 1, config.launch.max_restarts, failure->what);
+          "muster: restarting the ranks ({} of {}); the next attempt's output "
+          "follows\n",
+          round + 1, config.launch.max_restarts);
   }
   try {
     if (g) out.requeue_asked = g->requeue_asked();
