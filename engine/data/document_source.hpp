@@ -21,7 +21,9 @@ class document_source {
   // Appends tokens [offset, offset + count) of document `doc` to `out`.
   virtual void read(std::int64_t doc, std::int64_t offset, std::int64_t count,
                     std::vector<std::int64_t>& out) const = 0;
-  // One more than the largest token id the source can hold (text: 256).
+  // One more than the largest token id the source can hold, where its format says it (text's
+  // bytes: 256); 0 where only reading the tokens says (a Megatron dataset: its token type
+  // bounds its ids, not the vocabulary it was made with, which is usually far smaller).
   virtual std::int64_t vocab_size() const = 0;
   // For messages: "3 text files under /usr/share/common-licenses".
   virtual std::string describe() const = 0;

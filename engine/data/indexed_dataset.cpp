@@ -124,13 +124,9 @@ class indexed_dataset final : public document_source {
         bin_.bytes() + pointers_[static_cast<std::size_t>(doc)] + std::size_t(offset) * elem_;
     for (std::int64_t i = 0; i < count; ++i, p += elem_) out.push_back(token_at(p));
   }
-  std::int64_t vocab_size() const override {
-    switch (code_) {
-      case 1: return 256;
-      case 8: return 65536;
-      default: return std::int64_t(1) << 31;  // unknown: the model's vocabulary decides
-    }
-  }
+  // Megatron stores ids in the smallest type that holds the vocabulary (uint16 below 65500,
+  // else int32): that type says nothing of the vocabulary's size. A byte type alone bounds it.
+  std::int64_t vocab_size() const override { return code_ == 1 ? 256 : 0; }
   std::string describe() const override { return what_; }
 
  private:
@@ -173,9 +169,12 @@ class concatenated final : public document_source {
     auto [part, local] = locate(doc);
     part->read(local, offset, count, out);
   }
-  std::int64_t vocab_size() const override {
+  std::int64_t vocab_size() const override {  // 0 where a part's is not known
     std::int64_t v = 0;
-    for (const auto& p : parts_) v = std::max(v, p->vocab_size());
+    for (const auto& p : parts_) {
+      if (p->vocab_size() == 0) return 0;
+      v = std::max(v, p->vocab_size());
+    }
     return v;
   }
   std::string describe() const override {

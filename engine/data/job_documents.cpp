@@ -17,6 +17,7 @@ std::unique_ptr<document_source> open_job_documents(const job_config& config) {
 }
 
 void check_vocab(const document_source& documents, const model_section& model) {
+  // a source whose bound is not known is checked as its rows are read (train/batch.hpp)
   MUSTER_CHECK(documents.vocab_size() <= model.vocab_size, errc::invalid_input,
                "data: {} holds token ids up to {} but model.vocab_size is {}; raise "
                "model.vocab_size (byte-level text needs 256)",

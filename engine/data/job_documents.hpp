@@ -14,8 +14,9 @@ namespace muster::engine::data {
 // open_documents over data.format and data.paths, then check_vocab against model.
 std::unique_ptr<document_source> open_job_documents(const job_config& config);
 
-// Throws errc::invalid_input naming the data and model.vocab_size when `documents` hold token
-// ids the model's embedding has no row for.
+// Throws errc::invalid_input naming the data and model.vocab_size when `documents` can hold
+// token ids the model's embedding has no row for, by their format (document_source::vocab_size;
+// one that does not say is checked row by row as it is read: train/batch.hpp).
 void check_vocab(const document_source& documents, const model_section& model);
 
 }  // namespace muster::engine::data

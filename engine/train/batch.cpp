@@ -1,13 +1,22 @@
 // Micro-batches as tensors: see batch.hpp.
 #include "engine/train/batch.hpp"
 
+#include "common/error.hpp"
+
 namespace muster::engine::train {
 
-batch make_batch(data::pack_plan& plan, const std::vector<std::int64_t>& rows) {
+batch make_batch(data::pack_plan& plan, const std::vector<std::int64_t>& rows,
+                 std::int64_t vocab_size, const std::string& documents) {
   std::vector<std::int64_t> tokens, positions, segments, labels;
   std::int64_t width = 0;
   for (auto r : rows) {
     auto row = plan.row(r);
+    for (const auto id : row.tokens)
+      MUSTER_CHECK(id >= 0 && id < vocab_size, errc::invalid_input,
+                   "data: row {} of {} holds token id {}, which model.vocab_size = {} has no "
+                   "embedding row for; set model.vocab_size to the tokenizer's vocabulary "
+                   "(Megatron's --vocab-size, the Hugging Face config's vocab_size)",
+                   r, documents, id, vocab_size);
     width = static_cast<std::int64_t>(row.tokens.size());
     tokens.insert(tokens.end(), row.tokens.begin(), row.tokens.end());
     positions.insert(positions.end(), row.positions.begin(), row.positions.end());

@@ -1,6 +1,7 @@
 // One micro-batch as tensors: rows of the pack plan stacked, for the model's forward.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include <torch/torch.h>
@@ -21,7 +22,10 @@ struct batch {
   }
 };
 
-// The rows `rows` (global row numbers) of `plan`, stacked.
-batch make_batch(data::pack_plan& plan, const std::vector<std::int64_t>& rows);
+// The rows `rows` (global row numbers) of `plan`, stacked. Throws errc::invalid_input naming
+// the row, the token id and `documents` (for the message) when a token id is not below
+// `vocab_size` (the model's embedding has no row for it).
+batch make_batch(data::pack_plan& plan, const std::vector<std::int64_t>& rows,
+                 std::int64_t vocab_size, const std::string& documents);
 
 }  // namespace muster::engine::train

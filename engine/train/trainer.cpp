@@ -117,7 +117,8 @@ step_result trainer::step() {
     std::vector<std::int64_t> rows;
     for (int i = 0; i < t.micro_batch_size; ++i)
       rows.push_back(data::global_row(next_step_, m, dp_rank, i, shape));
-    micro.push_back(make_batch(*plan_, rows).to(device_));
+    micro.push_back(
+        make_batch(*plan_, rows, config_.model.vocab_size, documents_->describe()).to(device_));
     label_tokens += micro.back().num_label_tokens;
     r.tokens += micro.back().num_tokens;
   }

@@ -7,6 +7,8 @@
 
 #include "engine/train/lr_schedule.hpp"
 #include "engine/train/trainer.hpp"
+#include "tests/support/expect_error.hpp"
+#include "tests/support/indexed_dataset_file.hpp"
 
 using namespace muster;
 using namespace muster::engine;
@@ -104,4 +106,35 @@ TEST_CASE("deterministic mode turns on PyTorch's deterministic algorithms and re
   CHECK(at::globalContext().deterministicAlgorithms());
   CHECK(a == b);
   at::globalContext().setDeterministicAlgorithms(false, false);
+}
+
+TEST_CASE(
+    "a Megatron dataset of uint16 ids trains a model of a smaller vocabulary, and an id past "
+    "it is named as its row is read",
+    "[train]") {
+  muster::test::temp_dir dir;
+  // uint16, as Megatron stores any vocabulary below 65500: the type says nothing of its size
+  std::vector<std::vector<std::uint16_t>> docs;
+  for (int d = 0; d < 16; ++d) {
+    docs.emplace_back();
+    for (int t = 0; t < 40; ++t)
+      docs.back().push_back(static_cast<std::uint16_t>((d * 7 + t) % 300));
+  }
+  muster::test::write_indexed<std::uint16_t>(dir / "corpus", docs, 8);
+  job_config c = tiny_job();
+  c.model.vocab_size = 300;
+  train::trainer t(c, data::open_documents("indexed", {dir / "corpus"}));
+  CHECK(std::isfinite(t.step().loss));
+  // an id the model has no embedding row for: refused with the row, the id and the key
+  docs.back().back() = 4000;
+  muster::test::write_indexed<std::uint16_t>(dir / "wider", docs, 8);
+  c.train.max_tokens_per_pack = 0;  // one document a row: every row is read by the steps below
+  c.train.seq_length = 40;
+  train::trainer wide(c, data::open_documents("indexed", {dir / "wider"}));
+  const auto e = muster::test::expect_error([&] {
+    for (int i = 0; i < 8; ++i) wide.step();
+  });
+  CHECK(e.category() == muster::errc::invalid_input);
+  CHECK_THAT(e.what(), Catch::Contains("holds token id 4000, which model.vocab_size = 300 has no "
+                                       "embedding row for"));
 }
