@@ -121,16 +121,18 @@ std::string any_expert(const std::string& name, std::int64_t& expert) {
 // parameter of the whole model: a checkpoint of a larger model (more layers, experts, a shared
 // expert) loaded into a smaller one. This rank holds some experts of each MoE layer; the others'
 // are the same names with another index below `num_experts`. Rotary inv_freq buffers, which
-// some Hugging Face checkpoints carry, are no parameter and are passed over.
+// some Hugging Face checkpoints carry, are no parameter and are passed over, and so is the
+// lm_head.weight of a model whose head is its embedding (`tied`: some tied models ship it).
 void check_all_used(const std::map<std::string, std::pair<std::string, std::string>>& where,
-                    parallel::sharded_model& model, std::int64_t num_experts, const fs::path& dir) {
+                    parallel::sharded_model& model, std::int64_t num_experts, bool tied,
+                    const fs::path& dir) {
   std::set<std::string> ours;
   std::int64_t expert = 0;
   for (auto* unit : model.units())
     for (const auto& param : unit->params()) ours.insert(any_expert(param.first, expert));
   std::vector<std::string> unused;
   for (const auto& [name, at] : where) {
-    if (name.ends_with("rotary_emb.inv_freq")) continue;
+    if (name.ends_with("rotary_emb.inv_freq") || (tied && name == "lm_head.weight")) continue;
     if (!ours.contains(any_expert(name, expert)) || expert >= num_experts)
       unused.push_back(at.second);
   }
@@ -253,7 +255,7 @@ std::int64_t load_checkpoint(const fs::path& dir, parallel::sharded_model& model
                  "Face model directory",
                  dir.string());
   }
-  check_all_used(where, model, config.model.num_experts, dir);
+  check_all_used(where, model, config.model.num_experts, config.model.tie_embeddings, dir);
   std::map<std::string, std::unique_ptr<safetensors_file>> files;
   for (auto* unit : model.units()) {
     auto whole = torch::zeros({unit->numel()}, torch::kFloat32);

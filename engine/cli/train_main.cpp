@@ -147,7 +147,8 @@ std::string kind_of(const std::exception& e) {
     // "timed out after N ms" (engine/comm/laggards.cpp); a failure before it says
     // "failed after N ms (timeout M ms)", and is no timeout
     if (m->category() == errc::comm)
-      return what.find("timed out") != what.npos ? "collective_timeout" : "collective_error";
+      return what.find(" timed out after ") != what.npos ? "collective_timeout"
+                                                         : "collective_error";
   }
   return "exception";
 }

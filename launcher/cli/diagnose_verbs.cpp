@@ -200,9 +200,10 @@ int run_diagnose(const diagnose_options& o) {
     if (d.newest_checkpoint && (result.failed() || result.stopped_as_asked || cancelled) &&
         !recovered)
       fmt::print(
-          "resume: its newest checkpoint is {}; run the job again with checkpoint.dir = {} "
-          "(a requeued job does by itself) and muster-train goes on from there\n",
-          d.newest_checkpoint->string(), d.newest_checkpoint->parent_path().string());
+          "resume: its newest checkpoint is {}; run the job again with checkpoint.load={} and "
+          "muster-train goes on from there (without checkpoint.load it takes the newest under "
+          "checkpoint.dir by itself, as a requeued job does)\n",
+          d.newest_checkpoint->string(), d.newest_checkpoint->string());
     // ranks that were their own Slurm tasks wrote to the job's output, not to logs/
     if (d.run && d.run->one_task_per_rank && o.logs.empty() && !fs::exists(run_dir / "slurm.out"))
       fmt::print(

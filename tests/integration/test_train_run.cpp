@@ -505,6 +505,17 @@ TEST_CASE(
                              "(model.layers.0.mlp.experts.2.down_proj.weight, "));
   CHECK_THAT(refused("narrower", "model.moe_ffn_hidden_size=16"),
              Catch::Contains("has shape [32, 32], the model's is [16, 32]"));
+  // a model whose head is its embedding takes weights that ship lm_head.weight too (as some
+  // Hugging Face tied models do): the head is not another layer
+  const auto weights = dir / "weights-only";
+  fs::create_directories(weights);
+  for (const auto& e : fs::directory_iterator(step10))
+    if (e.is_regular_file() && e.path().filename() != "trainer_state.json")
+      fs::copy_file(e.path(), weights / e.path().filename());
+  run("tied", 11, {"model.tie_embeddings=true", "checkpoint.load=" + weights.string()});
+  CHECK_THAT(
+      muster::test::read_file(muster::test::only_run_dir(dir / "tied") / "logs" / "rank-0.log"),
+      Catch::Contains("loaded the weights of " + weights.string()));
   const auto resumed = run("resumed", 20, {"checkpoint.dir=" + checkpoints.string()});
   // its schedule is 20 steps', where the checkpoint's was 10: said, with the learning rate at
   // the step it resumes at under each (both still in warmup here, so the losses agree)
