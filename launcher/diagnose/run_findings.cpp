@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -202,16 +203,26 @@ rank_analysis analyse_ranks(const status::run_status& run, std::int64_t planned_
   std::map<std::int64_t, std::int64_t> peaks;
   std::map<std::int64_t, std::string> devices;
   bool every_wait = true;  // every step says how long it waited in collectives
-  // each rank's first step of this attempt (a resume's is past 0)
-  std::map<std::int64_t, std::int64_t> first;
-  for (const auto& s : run.history)
-    if (auto [at, added] = first.try_emplace(s.rank, s.step); !added)
-      at->second = std::min(at->second, s.step);
+  // each rank's first step of each attempt (a resume's is past 0): the lowest it recorded from
+  // that attempt's start on, before the next's
+  std::vector<store::epoch_ms> starts{0};
+  starts.insert(starts.end(), run.attempt_starts.begin(), run.attempt_starts.end());
+  std::sort(starts.begin(), starts.end());
+  std::set<std::pair<std::int64_t, std::int64_t>> first;  // (rank, step)
+  for (std::size_t i = 0; i < starts.size(); ++i) {
+    const auto end = i + 1 < starts.size() ? starts[i + 1] : std::numeric_limits<store::epoch_ms>::max();
+    std::map<std::int64_t, std::int64_t> lowest;
+    for (const auto& s : run.history)
+      if (s.time_ms >= starts[i] && s.time_ms < end)
+        if (auto [at, added] = lowest.try_emplace(s.rank, s.step); !added)
+          at->second = std::min(at->second, s.step);
+    for (const auto& [rank, step] : lowest) first.emplace(rank, step);
+  }
   for (const auto& s : run.history) {
     peaks[s.rank] = std::max({peaks[s.rank], s.peak_mem_bytes, s.mem_bytes});
     if (!s.mem_device.empty()) devices[s.rank] = s.mem_device;
     // the first step of a run (and of a resume) carries start-up work: not a straggler's sign
-    if (s.step == first[s.rank] || !std::isfinite(s.step_time_s)) continue;
+    if (s.step == 0 || first.contains({s.rank, s.step}) || !std::isfinite(s.step_time_s)) continue;
     times[s.rank].push_back(s.step_time_s);
     if (std::isfinite(s.comm_wait_s))
       busy[s.rank].push_back(std::max(0.0, s.step_time_s - s.comm_wait_s));

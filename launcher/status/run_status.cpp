@@ -137,7 +137,10 @@ run_status read_run_status(const fs::path& dir, store::epoch_ms now) {
   store::epoch_ms attempt = 0;  // when the ranks last (re)started: a restart, a requeue's resume
   for (const auto& e : events) {
     if (e.kind == "restart" || e.kind == "requeue") ++s.restarts;
-    if (e.kind == "restart" || e.kind == "resumed") attempt = std::max(attempt, e.time_ms);
+    if (e.kind == "restart" || e.kind == "resumed") {
+      attempt = std::max(attempt, e.time_ms);
+      s.attempt_starts.push_back(e.time_ms);
+    }
     if (e.kind == "first_failure" && !s.first_failure) s.first_failure = e;
     if (e.kind == "exec") s.one_task_per_rank = true;
   }

@@ -45,6 +45,9 @@ struct run_status {
   std::optional<store::event_record> first_failure;
   std::vector<store::error_record> errors;
   std::vector<store::step_record> history;  // every step of every rank, by (step, rank)
+  // when each attempt after the first started (a restart, a requeue's resume), in order: the
+  // history holds every attempt's steps, each (rank, step) the newest attempt's
+  std::vector<store::epoch_ms> attempt_starts;
   // Recorded running, and every rank recorded running is gone: the launcher ended without
   // recording it (SIGKILL, or the node went down), and nothing will record the end.
   bool lost = false;

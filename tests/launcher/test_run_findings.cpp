@@ -334,4 +334,21 @@ TEST_CASE("a resumed attempt's first step is start-up work too, not a straggler'
     CHECK(r.steps == 9);  // step 17, ten times as long, is left out
     CHECK(r.p90_step_s == Approx(1.0));
   }
+  // requeued in the same run: steps 0-9 of the first attempt, then 5-9 again from the second
+  // (the store keeps each step's newest), whose first, step 5, loaded the checkpoint
+  launcher::status::run_status requeued;
+  requeued.ranks.push_back(rank_of(0, store::rank_state::running));
+  for (int step = 0; step < 10; ++step) {
+    store::step_record r;
+    r.step = step;
+    const bool again = step >= 5;
+    r.time_ms = again ? 9000 + step : 1000 + step;
+    r.step_time_s = step == 0 || step == 5 ? 10.0 : 1.0;
+    requeued.history.push_back(r);
+  }
+  requeued.attempt_starts = {8000};
+  const auto b = analyse_ranks(requeued, 0);
+  REQUIRE(b.ranks.size() == 1);
+  CHECK(b.ranks[0].steps == 8);  // steps 0 and 5 left out
+  CHECK(b.ranks[0].p90_step_s == Approx(1.0));
 }
