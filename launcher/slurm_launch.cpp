@@ -213,6 +213,12 @@ meeting meet(const job_config& config, const slurm_step& step, int member,
       for (const auto& d : policy)
         db.add_event(
             {store::now_ms(), std::nullopt, store::severity::info, "gpu_policy", describe(d)});
+      // a requeue's start: status takes this attempt's steps from here on
+      if (step.restart_count > 0)
+        db.add_event(
+            {store::now_ms(), std::nullopt, store::severity::warn, "resumed",
+             fmt::format("start {} of this run (SLURM_RESTART_COUNT={}): resuming in {}",
+                         step.restart_count + 1, step.restart_count, paths.dir().string())});
     }
     db.put_rank({rank, host, step.local_id, ::getpid(), store::rank_state::running, std::nullopt,
                  std::nullopt, store::now_ms()});

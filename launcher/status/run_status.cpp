@@ -90,21 +90,26 @@ bool launchers_ended_here(const store::run_paths& paths) {
 }
 
 // The steps and error files of ranks that are their own Slurm tasks, which no launcher copied
-// to the store, into `s` (steps ordered by (step, rank) as the store's).
+// to the store, into `s`: as the store keeps them, one record a (rank, step), the newest (the
+// files are appended to by every attempt), ordered by (step, rank); and the errors written
+// since the latest attempt started (`attempt`), not empty (one still being written).
 void add_rank_files(const store::run_paths& paths, const std::vector<store::rank_record>& ranks,
-                    run_status& s) {
+                    store::epoch_ms attempt, run_status& s) {
+  std::map<std::pair<std::int64_t, std::int64_t>, store::step_record> newest;  // (step, rank)
   for (const auto& rank : ranks) {
     std::ifstream steps(paths.rank_steps_file(rank.rank));
     for (std::string line; std::getline(steps, line);) {
       if (steps.eof()) break;  // a line still being written has no newline yet
       if (auto step = parse_step_line(line + "\n")) {
         step->rank = rank.rank;
-        s.history.push_back(*step);
+        newest[{step->step, rank.rank}] = *step;  // a later line is a later attempt's
       }
     }
-    if (const auto e = read_worker_error(paths.rank_error_file(rank.rank)))
+    if (const auto e = read_worker_error(paths.rank_error_file(rank.rank));
+        e && !e->message.empty() && e->time_ms >= attempt)
       s.errors.push_back({e->time_ms, rank.rank, e->step, e->phase, e->kind, e->message});
   }
+  for (auto& [key, step] : newest) s.history.push_back(std::move(step));
   std::stable_sort(s.history.begin(), s.history.end(),
                    [](const store::step_record& a, const store::step_record& b) {
                      return std::tie(a.step, a.rank) < std::tie(b.step, b.rank);
@@ -145,7 +150,7 @@ run_status read_run_status(const fs::path& dir, store::epoch_ms now) {
     if (e.kind == "exec") s.one_task_per_rank = true;
   }
   const auto stored_ranks = reader.ranks();
-  if (s.one_task_per_rank) add_rank_files(paths, stored_ranks, s);
+  if (s.one_task_per_rank) add_rank_files(paths, stored_ranks, attempt, s);
   // Progress is the latest attempt's, once it has a step: an attempt without a checkpoint starts
   // again from step 0, below the steps the one before it reached.
   if (std::none_of(s.history.begin(), s.history.end(),
@@ -221,7 +226,8 @@ run_status read_run_status(const fs::path& dir, store::epoch_ms now) {
              (launchers_ended || !r.heartbeat_age_s || *r.heartbeat_age_s > stale_s);
     s.lost = s.lost && r.gone;
   }
-  s.lost = s.lost && running;
+  // ranks that were their own Slurm tasks end unrecorded: Slurm says the end (slurm_job_state)
+  s.lost = s.lost && running && !s.one_task_per_rank;
   return s;
 }
 

@@ -358,6 +358,8 @@ TEST_CASE("ranks that are their own Slurm tasks: their steps and errors are read
   }
   std::filesystem::create_directories(paths.dir() / "logs");
   std::ofstream(paths.rank_steps_file(0)) << "step=0 loss=3.5 tokens=10 step_time_s=0.5\n"
+                                          << "step=1 loss=3.3 tokens=10 step_time_s=0.5\n"
+                                          // a requeue's attempt, from its checkpoint of step 1
                                           << "step=1 loss=3.25 tokens=10 step_time_s=0.5\n"
                                           << "step=2 loss=3.0";  // still being written
   std::ofstream(paths.rank_steps_file(1)) << "step=0 loss=3.75 tokens=10 step_time_s=0.5\n";
@@ -365,16 +367,32 @@ TEST_CASE("ranks that are their own Slurm tasks: their steps and errors are read
       << format_worker_error({"out of memory", "forward", "oom", 1, now});
   const auto s = read_run_status(paths.dir(), now);
   CHECK(s.one_task_per_rank);
-  REQUIRE(s.history.size() == 3);
+  REQUIRE(s.history.size() == 3);  // one record a (rank, step), as the store keeps them
   CHECK(s.history[0].rank == 0);
   CHECK(s.history[1].rank == 1);  // by step, then rank, as the store orders them
   CHECK(s.history[2].step == 1);
+  CHECK(s.history[2].loss == 3.25);  // the newest
   CHECK(s.steps_done == 2);
   CHECK(s.complete_steps == 1);
   REQUIRE(s.errors.size() == 1);
   CHECK(s.errors[0].rank == 1);
   CHECK(s.errors[0].kind == "oom");
   CHECK(s.errors[0].step == 1);
+  // an error file still empty is no error yet
+  std::ofstream(paths.rank_error_file(0)) << "";
+  CHECK(read_run_status(paths.dir(), now).errors.size() == 1);
+  // on the ranks' own host, their processes gone: no loss (no launcher records their end; the
+  // store says running), Slurm is asked
+  {
+    store::node_writer db(paths.node_db("node-a"));
+    for (int r = 0; r < 2; ++r)
+      db.put_rank({r, muster::launcher::short_hostname(), r, dead_pid(), store::rank_state::running,
+                   std::nullopt, std::nullopt, now});
+  }
+  const auto here = read_run_status(paths.dir(), now + 600000);
+  CHECK(here.ranks[0].gone);
+  CHECK_FALSE(here.lost);
+  CHECK(asks_slurm(here));
 }
 
 TEST_CASE("a run directory without a run store is named, with what to read instead", "[status]") {
