@@ -163,6 +163,10 @@ std::string memory_changes() {
   if (!known || g_job->parallel.sharding != "optim_grads_params")
     out.push_back("shard more (parallel.sharding = \"optim_grads_params\")");
   out.push_back("add ranks");
+  // as diagnose proposes them (launcher/diagnose/explain.cpp): a packed row's size, the rows
+  if (known && g_job->train.max_tokens_per_pack > 0)
+    out.push_back(
+        fmt::format("lower train.max_tokens_per_pack (now {})", g_job->train.max_tokens_per_pack));
   if (!known || g_job->train.micro_batch_size > 1)
     out.push_back(
         known ? fmt::format("lower train.micro_batch_size (now {})", g_job->train.micro_batch_size)

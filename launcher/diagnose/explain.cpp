@@ -81,14 +81,14 @@ void memory(finding& f) {
   // the job's own settings, where its program read the job file: what it does already is no fix
   const auto packs = fact(f, "train.max_tokens_per_pack"),
              micro = fact(f, "train.micro_batch_size");
-  if (packs.empty() || packs != "0")
-    f.fixes.push_back(packs.empty()
-                          ? "with packing, lower train.max_tokens_per_pack; without it, lower "
-                            "train.micro_batch_size (Megatron --micro-batch-size)"
-                          : fmt::format("lower train.max_tokens_per_pack (now {})", packs));
-  else if (micro != "1")
-    f.fixes.push_back(micro.empty() ? "lower train.micro_batch_size (Megatron --micro-batch-size)"
-                                    : fmt::format("lower train.micro_batch_size (now {})", micro));
+  if (packs.empty())
+    f.fixes.push_back(
+        "with packing, lower train.max_tokens_per_pack; without it, lower "
+        "train.micro_batch_size (Megatron --micro-batch-size)");
+  if (!packs.empty() && packs != "0")
+    f.fixes.push_back(fmt::format("lower train.max_tokens_per_pack (now {})", packs));
+  if (!packs.empty() && micro != "1")
+    f.fixes.push_back(fmt::format("lower train.micro_batch_size (now {})", micro));
   f.fixes.push_back(
       "at micro batch 1, raise parallel.context (Megatron --context-parallel-size), a power "
       "of two not above the GPUs per node");

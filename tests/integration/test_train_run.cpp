@@ -255,7 +255,8 @@ TEST_CASE(
                                     Catch::Contains("muster plan JOB.toml") &&
                                     !Catch::Contains("frame #"));
   // what it proposes to change leaves out what the job does already (ZeRO-3, full recompute)
-  CHECK_THAT(errors[0].message, Catch::EndsWith("shows what each rank holds; add ranks or lower "
+  CHECK_THAT(errors[0].message, Catch::EndsWith("shows what each rank holds; add ranks, lower "
+                                                "train.max_tokens_per_pack (now 64) or lower "
                                                 "train.micro_batch_size (now 2)"));
 }
 
