@@ -46,6 +46,19 @@ store::run_paths recorded_run(const std::filesystem::path& runs, const std::stri
   return paths;
 }
 
+// recorded_run with its `world` ranks on node-a, each in `state` with `exit_code`, made a minute
+// before `now`.
+store::run_paths run_with_ranks(const std::filesystem::path& runs, store::run_state run_state,
+                                store::rank_state state, std::int64_t exit_code, int world,
+                                store::epoch_ms now) {
+  const auto paths =
+      recorded_run(runs, "job-20261128-100000-abcd", "job", run_state, now - 60000, world);
+  store::node_writer db(paths.node_db("node-a"));
+  for (int r = 0; r < world; ++r)
+    db.put_rank({r, "node-a", r, 100 + r, state, exit_code, std::nullopt, now});
+  return paths;
+}
+
 // A pid no process has: a child's, once it has exited and been reaped.
 std::int64_t dead_pid() {
   const pid_t child = ::fork();
@@ -247,13 +260,8 @@ TEST_CASE("a rank two steps behind the others is a laggard, progress is the newe
 TEST_CASE("a program that writes only heartbeats shows their step as its progress", "[status]") {
   test::temp_dir tmp;
   const auto now = store::now_ms();
-  const auto paths = recorded_run(tmp.path(), "job-20261128-100000-abcd", "job",
-                                  store::run_state::succeeded, now - 60000, 2);
-  {
-    store::node_writer db(paths.node_db("node-a"));
-    for (int r = 0; r < 2; ++r)
-      db.put_rank({r, "node-a", r, 100 + r, store::rank_state::succeeded, 0, std::nullopt, now});
-  }
+  const auto paths = run_with_ranks(tmp.path(), store::run_state::succeeded,
+                                    store::rank_state::succeeded, 0, 2, now);
   std::ofstream(paths.rank_heartbeat_file(0)) << "step=2 steps=2\n";
   std::ofstream(paths.rank_heartbeat_file(1)) << "step=1 steps=2\n";
   const auto s = read_run_status(paths.dir(), now);
@@ -541,13 +549,8 @@ TEST_CASE("the first failure shows the end of the rank's last output on a line o
 TEST_CASE("the ranks of a run stopped by a signal are said to have stopped as asked", "[status]") {
   test::temp_dir tmp;
   const auto now = store::now_ms();
-  const auto paths = recorded_run(tmp.path(), "job-20261128-100000-abcd", "job",
-                                  store::run_state::cancelled, now - 60000, 2);
-  {
-    store::node_writer db(paths.node_db("node-a"));
-    for (int r = 0; r < 2; ++r)
-      db.put_rank({r, "node-a", r, 100 + r, store::rank_state::killed, 138, std::nullopt, now});
-  }
+  const auto paths = run_with_ranks(tmp.path(), store::run_state::cancelled,
+                                    store::rank_state::killed, 138, 2, now);
   const auto text = status_text(read_run_status(paths.dir(), now), now);
   CHECK_THAT(text, Catch::Contains("exit 138 (stopped as asked)"));
   // a failed run's killed ranks were stopped by the failure, not asked
