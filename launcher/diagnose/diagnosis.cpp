@@ -110,11 +110,11 @@ std::optional<log_signal> launcher_first_failure(std::string_view line) {
   how.remove_prefix(std::min<std::size_t>(2, how.size()));  // " (" or ": "
   log_signal s{"worker_failed_see_error_file", std::nullopt, {}};
   auto who = line.substr(kLauncherWord.size(), at - kLauncherWord.size());  // "rank 1 on n2"
-  if (who.starts_with("rank ")) {
-    s.rank = number_at(who.substr(5));
-    if (const auto on = who.find(" on "); on != std::string_view::npos)
-      s.facts["host"] = std::string(who.substr(on + 4, who.find(' ', on + 4) - on - 4));
-  }
+  // the launcher's own line starts with the rank; any other that quotes one is not its word
+  if (!who.starts_with("rank ")) return std::nullopt;
+  s.rank = number_at(who.substr(5));
+  if (const auto on = who.find(" on "); on != std::string_view::npos)
+    s.facts["host"] = std::string(who.substr(on + 4, who.find(' ', on + 4) - on - 4));
   if (how.starts_with("signal ")) {
     const auto n = number_at(how.substr(7));
     if (!n) return std::nullopt;

@@ -1127,6 +1127,17 @@ TEST_CASE("a CUDA OOM's fixes leave out what the job does already", "[diagnose]"
                  Catch::Contains("train.recompute"));
 }
 
+TEST_CASE("a muster line that quotes a first failure is not the launcher's word of it",
+          "[diagnose]") {
+  diagnoser d(2);
+  d.add_line("logs/rank-0.log", 1,
+             "muster: restarting the ranks (1 of 2) after rank 1 on vm failed first: exit code 7",
+             0);
+  CHECK_FALSE(d.finish().failed());
+  CHECK(root_of(diagnose_lines({"muster: rank 1 on vm failed first: exit code 7"})).ranks ==
+        std::set<int>{1});
+}
+
 TEST_CASE("Ctrl-C's tracebacks and an environment dump are no suspicious lines", "[diagnose]") {
   const auto d = diagnose_lines({"[rank 0] TORCHELASTIC_ERROR_FILE=/runs/x/logs/rank-0.error",
                                  "[rank 1] Traceback (most recent call last):",
