@@ -12,6 +12,15 @@
 
 namespace muster::launcher {
 
+std::optional<std::string> last_output_tail(std::string_view message) {
+  constexpr std::size_t kTail = 400;
+  const auto at = message.find(kLastOutput);
+  if (at == std::string_view::npos) return std::nullopt;
+  const auto output = message.substr(at + kLastOutput.size());
+  if (output.size() <= kTail) return std::string(output);
+  return "..." + std::string(output.substr(output.size() - kTail));
+}
+
 template <class F>
 void run_recorder::write(F&& f) {
   try {

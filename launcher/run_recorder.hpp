@@ -21,6 +21,10 @@ namespace muster::launcher {
 // " | "), for readers that show it apart (muster status).
 inline constexpr std::string_view kLastOutput = "; last output: ";
 
+// The last output a first_failure event's message holds, its last 400 characters ("..." before
+// them where it is longer), for people; nothing when the message holds none.
+std::optional<std::string> last_output_tail(std::string_view message);
+
 class run_recorder {
  public:
   // Ranks first_rank .. on `host` write to `db`; their files are under paths.

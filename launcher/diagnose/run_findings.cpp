@@ -119,15 +119,14 @@ void add_store_findings(diagnoser& d, const status::run_status& run,
     d.add_signal(std::move(*signal), {store_file("errors"), number, e.message, seconds(e.time_ms)});
   }
 
-  // what a rank printed last, as its launcher recorded it with its first failure
+  // the launchers' first failures: what each rank printed last, and the latest attempt's
+  // rank, where diagnoser looks for the root first
   std::map<std::int64_t, std::string> last_output;
-  for (const auto& e : events)
-    if (const auto at = e.message.find(kLastOutput);
-        e.kind == "first_failure" && e.rank && at != std::string::npos) {
-      auto said = e.message.substr(at + kLastOutput.size());
-      if (said.size() > 400) said = "..." + said.substr(said.size() - 400);
-      last_output[*e.rank] = said;
-    }
+  for (const auto& e : events) {
+    if (e.kind != "first_failure" || !e.rank) continue;
+    if (auto said = last_output_tail(e.message)) last_output[*e.rank] = std::move(*said);
+    if (!hung.contains(*e.rank)) d.set_first_failed_rank(static_cast<int>(*e.rank));
+  }
   number = 0;
   for (const auto& r : run.ranks) {
     ++number;
@@ -171,10 +170,6 @@ void add_store_findings(diagnoser& d, const status::run_status& run,
   // last attempt's processes, the events every attempt's first failure ("rank 1 on gpu-a07
   // (pid 4242) failed first: signal 9 (SIGKILL); ..."). One the ranks table still shows failed
   // (the same pid) was taken above.
-  // the latest attempt's first failure: where diagnoser looks for the root first
-  for (const auto& e : events)
-    if (e.kind == "first_failure" && e.rank && !hung.contains(*e.rank))
-      d.set_first_failed_rank(static_cast<int>(*e.rank));
   number = 0;
   for (const auto& e : events) {
     ++number;

@@ -139,16 +139,16 @@ run_status read_run_status(const fs::path& dir, store::epoch_ms now) {
   s.history = reader.steps();
   s.errors = reader.errors();
   const auto events = reader.events();
-  store::epoch_ms attempt = 0;  // when the ranks last (re)started: a restart, a requeue's resume
   for (const auto& e : events) {
     if (e.kind == "restart" || e.kind == "requeue") ++s.restarts;
-    if (e.kind == "restart" || e.kind == "resumed") {
-      attempt = std::max(attempt, e.time_ms);
-      s.attempt_starts.push_back(e.time_ms);
-    }
+    if (e.kind == "restart" || e.kind == "resumed") s.attempt_starts.push_back(e.time_ms);
     if (e.kind == "first_failure" && !s.first_failure) s.first_failure = e;
     if (e.kind == "exec") s.one_task_per_rank = true;
   }
+  // when the ranks last (re)started: a restart, a requeue's resume
+  store::epoch_ms attempt = s.attempt_starts.empty() ? 0
+                                                     : *std::max_element(s.attempt_starts.begin(),
+                                                                         s.attempt_starts.end());
   const auto stored_ranks = reader.ranks();
   if (s.one_task_per_rank) add_rank_files(paths, stored_ranks, attempt, s);
   // Progress is the latest attempt's, once it has a step: an attempt without a checkpoint starts

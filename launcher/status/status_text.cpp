@@ -33,9 +33,6 @@ std::string age_text(double s) {
   return fmt::format("{:.0f} d", s / 86400);
 }
 
-// How much of the end of the first failure's last output to show.
-constexpr std::size_t kOutputTail = 400;
-
 std::string status_text(const run_status& s, store::epoch_ms now) {
   std::string out;
   if (!s.run) {
@@ -110,13 +107,8 @@ std::string status_text(const run_status& s, store::epoch_ms now) {
     // the rank's last output (every line it printed last, joined) ends the message: its end,
     // where the error is, on a line of its own
     const auto& message = s.first_failure->message;
-    const auto at = message.find(kLastOutput);
-    put(out, "\nfirst failure: {}\n", message.substr(0, at));
-    if (at != std::string::npos) {
-      const auto output = std::string_view(message).substr(at + kLastOutput.size());
-      put(out, "  last output: {}{}\n", output.size() > kOutputTail ? "..." : "",
-          output.substr(output.size() - std::min(output.size(), kOutputTail)));
-    }
+    put(out, "\nfirst failure: {}\n", message.substr(0, message.find(kLastOutput)));
+    if (const auto output = last_output_tail(message)) put(out, "  last output: {}\n", *output);
   }
   for (const auto& e : s.errors) {
     put(out, "error     rank {}{}{}{}: {}\n", e.rank,
