@@ -201,20 +201,23 @@ const field<job_config> kSchema[] = {
     FIELD(train.profile_step_end, "train.profile_step_end",
           "the last step profiled; 0 = train.profile_step_start alone"),
     FIELD(data.paths, "data.paths",
-          "text files or folders of them (format text), or .bin/.idx prefixes (format indexed)"),
+          "text files or folders of them (format text), or .bin/.idx prefixes (format indexed); a "
+          "relative path is from the directory muster runs in"),
     FIELD(data.format, "data.format",
           "text (byte-level tokens, vocabulary 256) or indexed (Megatron's MMapIndexedDataset)"),
     FIELD(checkpoint.dir, "checkpoint.dir",
           "where checkpoints are saved, one directory per step (step-00000100); \"\" = "
-          "<run directory>/checkpoints"),
+          "<run directory>/checkpoints; a relative path is from the directory muster runs in"),
     FIELD(checkpoint.interval, "checkpoint.interval",
           "save every this many steps and after the last; 0 = only when the launcher forwards "
           "SIGUSR1 or SIGTERM"),
-    FIELD(checkpoint.load, "checkpoint.load",
-          "\"\" = resume from the newest checkpoint in checkpoint.dir when there is one; else "
-          "a checkpoint directory to start from (ours, or a Hugging Face model directory). A "
-          "resume whose learning-rate schedule (train.steps, warmup_steps, lr, min_lr) differs "
-          "from the checkpoint's warns in the ranks' logs and goes on with this run's"),
+    FIELD(
+        checkpoint.load, "checkpoint.load",
+        "\"\" = resume from the newest checkpoint in checkpoint.dir when there is one; else "
+        "a checkpoint directory to start from (ours, or a Hugging Face model directory; a relative "
+        "path is from the directory muster runs in). A "
+        "resume whose learning-rate schedule (train.steps, warmup_steps, lr, min_lr) differs "
+        "from the checkpoint's warns in the ranks' logs and goes on with this run's"),
     FIELD(checkpoint.keep, "checkpoint.keep", "newest checkpoints kept in checkpoint.dir; 0 = all"),
     FIELD(comm.nccl_ub, "comm.nccl_ub",
           "NCCL user buffers (ncclMemAlloc + ncclCommRegister) for the FSDP all-gather and "
@@ -639,6 +642,24 @@ void validate(const job_config& c, const config::sources& where) {
                fmt::join(broken, "\n  "));
 }
 
+namespace {
+
+// load_job_config's relative path keys, made absolute from the current directory.
+void make_paths_absolute(loaded_job_config& loaded) {
+  const auto absolute = [&](std::string& path, const char* key) {
+    if (path.empty() || std::filesystem::path(path).is_absolute()) return;
+    path = std::filesystem::absolute(path).lexically_normal().string();
+    if (std::find(loaded.made_absolute.begin(), loaded.made_absolute.end(), key) ==
+        loaded.made_absolute.end())
+      loaded.made_absolute.emplace_back(key);
+  };
+  for (auto& path : loaded.config.data.paths) absolute(path, "data.paths");
+  absolute(loaded.config.checkpoint.dir, "checkpoint.dir");
+  absolute(loaded.config.checkpoint.load, "checkpoint.load");
+}
+
+}  // namespace
+
 loaded_job_config load_job_config(const std::filesystem::path& file,
                                   std::span<const std::string> overrides) {
   loaded_job_config loaded;
@@ -659,6 +680,7 @@ loaded_job_config load_job_config(const std::filesystem::path& file,
   if (wrong.size() == 1) MUSTER_THROW(errc::config, "{}", wrong.front());
   MUSTER_CHECK(wrong.empty(), errc::config, "the command line has {} problems:\n  {}", wrong.size(),
                fmt::join(wrong, "\n  "));
+  make_paths_absolute(loaded);
   if (!loaded.config.model.config_json.empty()) {
     std::filesystem::path json = loaded.config.model.config_json;
     bool from_file = std::none_of(overrides.begin(), overrides.end(), [](const std::string& o) {
@@ -678,6 +700,16 @@ loaded_job_config load_job_config(const std::filesystem::path& file,
   }
   validate(loaded.config, loaded.where);
   return loaded;
+}
+
+std::vector<std::string> made_absolute_overrides(const loaded_job_config& loaded) {
+  job_config copy = loaded.config;  // bind_fields needs a mutable object
+  const auto fields = config::bind_fields(copy, job_config_schema());
+  std::vector<std::string> out;
+  for (const auto& key : loaded.made_absolute)
+    for (const auto& f : fields)
+      if (f.key == key) out.push_back(fmt::format("{}={}", key, config::format_value(f.value)));
+  return out;
 }
 
 std::string to_toml(const job_config& config, bool with_docs) {

@@ -183,12 +183,22 @@ std::span<const config::field<job_config>> job_config_schema();
 struct loaded_job_config {
   job_config config;
   config::sources where;
+  // the path keys (data.paths, checkpoint.dir, checkpoint.load) whose relative values were made
+  // absolute from the current directory
+  std::vector<std::string> made_absolute;
 };
 
 // Defaults, then the TOML file (when `file` is not empty), then the overrides in order, then
-// validate(). Throws errc::config with the place of the offending value.
+// validate(). Relative data.paths, checkpoint.dir and checkpoint.load are made absolute from the
+// current directory (where muster runs, the ranks' directory), so the run directory's copy of the
+// job names the same files from anywhere; model.config_json is read from the job file's. Throws
+// errc::config with the place of the offending value.
 loaded_job_config load_job_config(const std::filesystem::path& file,
                                   std::span<const std::string> overrides);
+
+// key=value overrides that set loaded.made_absolute's keys to their absolute values: what
+// muster-sbatch passes on, so a job's relative paths are from where it was submitted.
+std::vector<std::string> made_absolute_overrides(const loaded_job_config& loaded);
 
 // Checks ranges and relations between values; messages name the place from `where`.
 void validate(const job_config& config, const config::sources& where);

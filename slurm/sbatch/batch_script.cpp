@@ -66,6 +66,7 @@ std::vector<std::string> launch_args(const job_config& config, const batch_reque
   if (config.slurm.requeue) args.push_back("launch.requeue_on_signal=true");
   for (const auto& o : request.overrides)  // the runs directory is passed made absolute, above
     if (!o.starts_with("launch.runs_dir=")) args.push_back(o);
+  args.insert(args.end(), request.absolute_paths.begin(), request.absolute_paths.end());
   if (!request.command.empty()) {
     args.push_back("--");
     args.insert(args.end(), request.command.begin(), request.command.end());

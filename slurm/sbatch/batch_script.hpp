@@ -22,6 +22,9 @@ namespace muster::slurm {
 struct batch_request {
   std::filesystem::path job_file;      // absolute
   std::vector<std::string> overrides;  // key=value for muster launch, as given
+  // key=value for the job's relative paths made absolute from where muster-sbatch ran
+  // (made_absolute_overrides), after `overrides`
+  std::vector<std::string> absolute_paths;
   std::vector<std::string> command;    // the worker command after `--`; empty: the engine
   std::filesystem::path runs_dir;      // absolute
   std::filesystem::path muster;        // the muster binary, absolute

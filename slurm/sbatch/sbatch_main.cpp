@@ -252,7 +252,10 @@ int submit(const arguments& a) {
                "checkpoints of checkpoint.interval will be there. Set it above your slowest "
                "checkpoint save (default 300 s)\n",
                muster::config::place_of(loaded.where, "slurm.checkpoint_lead"));
-  muster::slurm::batch_request request{fs::absolute(a.job_file), a.overrides, a.command,
+  muster::slurm::batch_request request{fs::absolute(a.job_file),
+                                       a.overrides,
+                                       muster::made_absolute_overrides(loaded),
+                                       a.command,
                                        fs::absolute(config.launch.runs_dir).lexically_normal(),
                                        muster_binary()};
   const auto script = muster::slurm::batch_script(config, request);

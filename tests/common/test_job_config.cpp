@@ -1,5 +1,8 @@
 // Tests of the job file (common/job_config.hpp) and of etc/examples/job.toml.
+#include <fmt/format.h>
 #include <catch2/catch.hpp>
+
+#include <filesystem>
 
 #include "common/error.hpp"
 #include "common/job_config.hpp"
@@ -39,6 +42,37 @@ TEST_CASE("job config loads a file, then overrides, then validates", "[job_confi
   CHECK(loaded.config.job.name == "moe-a");
   CHECK(loaded.config.launch.runs_dir == "./muster-runs");
   CHECK(muster::load_job_config("", {}).config.launch.nproc == 0);
+}
+
+TEST_CASE("relative data and checkpoint paths are made absolute from the current directory",
+          "[job_config]") {
+  muster::test::temp_dir dir, elsewhere;
+  muster::test::write_file(dir / "job.toml",
+                           "[data]\npaths = [\"corpus/a\", \"/srv/b\"]\n[checkpoint]\n"
+                           "dir = \"ckpt/../ckpt2\"\n");
+  const auto before = std::filesystem::current_path();
+  std::filesystem::current_path(elsewhere.path());
+  const std::vector<std::string> overrides = {"checkpoint.load=old/step-00000010"};
+  const auto loaded = muster::load_job_config(dir / "job.toml", overrides);
+  std::filesystem::current_path(before);
+  const auto from = std::filesystem::canonical(elsewhere.path());
+  CHECK(loaded.config.data.paths ==
+        std::vector<std::string>{(from / "corpus/a").string(), "/srv/b"});
+  CHECK(loaded.config.checkpoint.dir == (from / "ckpt2").string());
+  CHECK(loaded.config.checkpoint.load == (from / "old/step-00000010").string());
+  CHECK(loaded.config.launch.runs_dir == "./muster-runs");  // the launcher resolves its own
+  CHECK(loaded.made_absolute ==
+        std::vector<std::string>{"data.paths", "checkpoint.dir", "checkpoint.load"});
+  CHECK(muster::made_absolute_overrides(loaded) ==
+        std::vector<std::string>{
+            fmt::format("data.paths=[\"{}\", \"/srv/b\"]", (from / "corpus/a").string()),
+            "checkpoint.dir=\"" + (from / "ckpt2").string() + "\"",
+            "checkpoint.load=\"" + (from / "old/step-00000010").string() + "\""});
+  // absolute and empty paths stay as they are
+  const std::vector<std::string> absolute = {"checkpoint.dir=/x/y"};
+  const auto plain = muster::load_job_config("", absolute);
+  CHECK(plain.made_absolute.empty());
+  CHECK(plain.config.checkpoint.load.empty());
 }
 
 TEST_CASE("job config validation names the place and the fix", "[job_config]") {

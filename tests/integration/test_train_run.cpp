@@ -134,6 +134,31 @@ TEST_CASE("muster run trains with muster-train and sees its progress", "[train_r
 }
 
 TEST_CASE(
+    "relative checkpoint paths are from where muster ran: diagnose finds the checkpoints from "
+    "elsewhere",
+    "[train_run]") {
+  muster::test::temp_dir dir;
+  muster::test::write_file(dir / "tiny.toml", muster::test::tiny_job(2));
+  const auto here = fs::current_path();
+  fs::current_path(dir.path());  // the launcher, and so its ranks, start in dir
+  const auto r = muster::test::run_process({kMuster, "run", "tiny.toml", "launch.runs_dir=runs",
+                                            "launch.nproc=1", "checkpoint.dir=ckpt",
+                                            "checkpoint.interval=1", "--", kTrain});
+  fs::current_path(here);
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  REQUIRE(r.exit_code == 0);
+  const auto run = muster::test::only_run_dir(dir / "runs");
+  const auto saved = fs::canonical(dir.path()) / "ckpt" / "step-00000002";
+  CHECK(fs::exists(saved / "trainer_state.json"));
+  // the run's copy of the job names the folder, so diagnose finds it from any directory
+  CHECK_THAT(muster::test::read_file(run / "job.toml"),
+             Catch::Contains("dir = \"" + (fs::canonical(dir.path()) / "ckpt").string() + "\""));
+  const auto d = muster::test::run_process({kMuster, "diagnose", "--json", run.string()});
+  INFO("diagnose: " << d.out << d.err);
+  CHECK(nlohmann::json::parse(d.out).value("newest_checkpoint", "") == saved.string());
+}
+
+TEST_CASE(
     "a job muster-train cannot run fails with its reason: the launcher's before any rank "
     "starts, a rank's in the run store",
     "[train_run]") {

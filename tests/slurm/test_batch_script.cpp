@@ -39,7 +39,8 @@ TEST_CASE("the batch script, line by line", "[sbatch]") {
   const std::vector<std::string> overrides = {"train.steps=100", "job.name=moe-a"};
   const auto loaded = load_job_config(dir / "job.toml", overrides);
   const slurm::batch_request request{
-      dir / "job.toml", overrides, {}, "/shared/runs", "/opt/muster/bin/muster"};
+      dir / "job.toml",        overrides, {"checkpoint.dir=\"/submit/ckpt\""}, {}, "/shared/runs",
+      "/opt/muster/bin/muster"};
   const auto lines = lines_of(slurm::batch_script(loaded.config, request));
   const std::vector<std::string> expected = {
       "#!/bin/bash",
@@ -65,7 +66,7 @@ TEST_CASE("the batch script, line by line", "[sbatch]") {
       "srun --ntasks-per-node=1 --kill-on-bad-exit=1 --label '/opt/muster/bin/muster' 'launch' '" +
           (dir / "job.toml").string() +
           "' 'launch.runs_dir=/shared/runs' 'launch.requeue_on_signal=true' 'train.steps=100' "
-          "'job.name=moe-a' &",
+          "'job.name=moe-a' 'checkpoint.dir=\"/submit/ckpt\"' &",
       "step=$!",
       "# bash runs a trap only between foreground commands: the step runs in the background",
       "# and the shell waits, so Slurm's USR1 is passed on at once (srun hands it to the",
@@ -90,7 +91,7 @@ TEST_CASE("the defaults ask for no GPUs, time, partition or account, and no requ
   muster::test::temp_dir dir;
   muster::test::write_file(dir / "job.toml", "[slurm]\ncheckpoint_lead = 0\n");
   const auto loaded = load_job_config(dir / "job.toml", {});
-  const slurm::batch_request request{dir / "job.toml", {}, {"/bin/worker", "--x"}, "/r", "/m"};
+  const slurm::batch_request request{dir / "job.toml", {}, {}, {"/bin/worker", "--x"}, "/r", "/m"};
   const auto script = slurm::batch_script(loaded.config, request);
   for (const char* absent :
        {"--gpus-per-node", "--time", "--partition", "--account", "--signal", "requeue_on_signal"})
