@@ -289,6 +289,11 @@ int run(engine::train::trainer& trainer, const job_config& config) {
         "train.warmup_steps = {} is above train.steps = {}: the learning rate rises through "
         "every step and never reaches train.lr = {:g}; lower warmup_steps for a short run",
         config.train.warmup_steps, config.train.steps, config.train.lr);
+  const auto& t = config.train;
+  logger->info("a step: global batch {} = micro-batch {} x accumulation {} x data-parallel {}{}",
+               t.micro_batch_size * trainer.grad_accum_steps() * trainer.dp_size(),
+               t.micro_batch_size, trainer.grad_accum_steps(), trainer.dp_size(),
+               t.global_batch_size > 0 ? " (from train.global_batch_size)" : "");
   const auto held = trainer.held();
   logger->info("held by this rank ({}): params {} B | grads {} B | optimizer {} B",
                config.parallel.sharding, held.params, held.grads, held.optimizer);

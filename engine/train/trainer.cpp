@@ -32,11 +32,32 @@ std::vector<double> sum_over(comm::communicator* dp, std::vector<double> local) 
   return {t.data_ptr<double>(), t.data_ptr<double>() + t.numel()};
 }
 
+// The micro-batches a step takes on each rank: train.global_batch_size over micro_batch_size x
+// the data-parallel ranks when it is set (as Megatron derives it), else train.grad_accum_steps.
+int grad_accum_of(const train_section& t, int dp_size) {
+  if (t.global_batch_size <= 0) return t.grad_accum_steps;
+  const int rows = t.micro_batch_size * dp_size;
+  MUSTER_CHECK(t.global_batch_size % rows == 0, errc::config,
+               "train.global_batch_size = {} is not a multiple of train.micro_batch_size x "
+               "data-parallel ranks = {} x {} = {}; set global_batch_size to a multiple of {} "
+               "(muster plan proposes sizes)",
+               t.global_batch_size, t.micro_batch_size, dp_size, rows, rows);
+  return t.global_batch_size / rows;
+}
+
+// The job with train.grad_accum_steps resolved so.
+job_config with_grad_accum(job_config config, int dp_size) {
+  config.train.grad_accum_steps = grad_accum_of(config.train, dp_size);
+  return config;
+}
+
 }  // namespace
 
 trainer::trainer(const job_config& config, std::unique_ptr<data::document_source> documents,
                  std::shared_ptr<comm::communicator> dp)
-    : config_(config), documents_(std::move(documents)), dp_(std::move(dp)) {
+    : config_(with_grad_accum(config, dp ? dp->size() : 1)),
+      documents_(std::move(documents)),
+      dp_(std::move(dp)) {
   if (config.train.deterministic) {
     // cuBLAS is deterministic only with a fixed workspace, set before its first use.
     ::setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
@@ -45,7 +66,7 @@ trainer::trainer(const job_config& config, std::unique_ptr<data::document_source
   device_ = training_device(config.train);
   const auto groups = parallel::make_process_groups(config, dp_);
   data::check_vocab(*documents_, config.model);
-  const auto& t = config.train;
+  const auto& t = config_.train;
   const bool pack = t.max_tokens_per_pack > 0;
   plan_ = std::make_unique<data::pack_plan>(
       *documents_, data::pack_options{pack ? t.max_tokens_per_pack : t.seq_length, pack,

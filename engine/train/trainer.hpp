@@ -76,6 +76,10 @@ class trainer {
   // Where peak_tflops came from: "train.peak_tflops" or "measured bf16 matmul on cuda:0".
   const std::string& peak_source() const { return peak_source_; }
   model::transformer& model() { return *model_; }
+  // Micro-batches a step on each rank: train.grad_accum_steps, or derived from
+  // train.global_batch_size over the data-parallel ranks.
+  int grad_accum_steps() const { return config_.train.grad_accum_steps; }
+  int dp_size() const { return dp_ ? dp_->size() : 1; }
   // This rank's persistent parameter, gradient and optimizer bytes.
   parallel::held_bytes held() const;
   // Gathered parameters and whole gradients alive at once, at the most so far.

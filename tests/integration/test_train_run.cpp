@@ -49,7 +49,15 @@ TEST_CASE("muster run trains with muster-train and sees its progress", "[train_r
              Catch::StartsWith("step=5 steps=5 loss="));
   // 5 steps under the default 10 of warmup: said
   CHECK_THAT(muster::test::read_file(run / "logs" / "rank-0.log"),
-             Catch::Contains("train.warmup_steps = 10 is above train.steps = 5"));
+             Catch::Contains("train.warmup_steps = 10 is above train.steps = 5") &&
+                 Catch::Contains("a step: global batch 2 = micro-batch 2 x accumulation 1 x "
+                                 "data-parallel 1\n"));
+  // by hand (one rank), a global batch the micro-batch does not divide is refused
+  const auto hand = muster::test::run_process(
+      {kTrain, (dir / "tiny.toml").string(), "train.global_batch_size=3"});
+  CHECK(hand.exit_code == 2);
+  CHECK_THAT(hand.err, Catch::Contains("train.global_batch_size = 3 is not a multiple of "
+                                       "train.micro_batch_size x data-parallel ranks = 2 x 1 = 2"));
   // every step reached the run store through the launcher
   const auto steps = muster::store::run_reader(run).steps();
   REQUIRE(steps.size() == 5);
@@ -377,8 +385,10 @@ TEST_CASE(
 // Two micro-batches a step: optim_grads_params finishes each unit's reduction left running from
 // the first before the second's backward adds to the same shard, and optim starts a unit's only
 // after the last; the same sums as waiting for each.
-TEST_CASE("overlapped gradient reductions over two micro-batches sum what waiting for each sums",
-          "[train_run]") {
+TEST_CASE(
+    "overlapped gradient reductions over two micro-batches sum what waiting for each sums, and "
+    "train.global_batch_size derives them",
+    "[train_run]") {
   muster::test::temp_dir dir;
   muster::test::write_file(dir / "tiny.toml", kTinyJob);
   const std::vector<std::string> two_micro{"train.micro_batch_size=1", "train.grad_accum_steps=2"};
@@ -392,6 +402,15 @@ TEST_CASE("overlapped gradient reductions over two micro-batches sum what waitin
     for (std::size_t i = 0; i < waited.size(); ++i) {
       INFO(sharding << ", 2 micro-batches, step " << i + 1);
       CHECK(overlapped[i] == Approx(waited[i]).epsilon(1e-6));
+    }
+    if (sharding != "optim") continue;
+    // train.global_batch_size = 4 over 2 ranks of micro-batch 1 is the same 2 micro-batches
+    const auto global = train_tiny(dir.path(), 2, sharding, 1,
+                                   {"train.micro_batch_size=1", "train.global_batch_size=4"});
+    REQUIRE(global.size() == 20);
+    for (std::size_t i = 0; i < global.size(); ++i) {
+      INFO(sharding << ", train.global_batch_size=4, step " << i + 1);
+      CHECK(global[i] == overlapped[i]);
     }
   }
 }
