@@ -120,7 +120,7 @@ class policy_run {
            std::string reason) {
     const auto had = user(variable);
     if (had == value) return;
-    if (had) reason += fmt::format("; was {}", *had);
+    if (had) reason += fmt::format("; was {}", had->empty() ? "set empty" : *had);
     out.env.push_back({rule, std::string(variable), value, std::move(reason)});
   }
   // Sets `variable` only where the user has not.
@@ -152,7 +152,12 @@ std::string expandable_source(const policy_run& p) {
 // asked for. Returns whether expandable segments will be on.
 bool allocator_settings(policy_run& p) {
   const auto cuda = p.user(kCudaAllocConf), generic = p.user(kAllocConf);
-  if (cuda && generic && parse_alloc_conf(*cuda) != parse_alloc_conf(*generic)) {
+  // the same options in another order are the same settings
+  const auto sorted = [](alloc_options o) {
+    std::sort(o.begin(), o.end());
+    return o;
+  };
+  if (cuda && generic && sorted(parse_alloc_conf(*cuda)) != sorted(parse_alloc_conf(*generic))) {
     p.refuse("alloc-conf-mismatch",
              fmt::format("{}={} and {}={} differ, and which one PyTorch reads depends on its "
                          "version (PYTORCH_ALLOC_CONF is the newer name); set both to the same "
@@ -262,20 +267,27 @@ void flight_recorder(policy_run& p) {
                   "the dumps land in the run directory, one file per rank");
 }
 
-// NCCL_SOCKET_IFNAME or NCCL_IB_HCA from the node's `names`: set where unset; a user's list
-// that selects none of them is replaced (NCCL would fail to start).
+// NCCL_SOCKET_IFNAME or NCCL_IB_HCA from the node's `names`: set where unset (or set empty); a
+// user's list that selects none of them is replaced, as NCCL would `fail` with it. A socket list
+// of loopback (lo: one node's ranks alone) is the user's to keep.
 void nccl_devices(policy_run& p, const char* rule, std::string_view var,
-                  const std::vector<std::string>& names, std::string_view what) {
+                  std::vector<std::string> names, std::string_view what, std::string_view fail,
+                  bool loopback_ok) {
   if (!p.on_gpus() || names.empty()) return;
   const auto node_list = "=" + join(names, ",");
   const auto had = p.user(var);
-  if (!had) {
-    p.set_default(rule, var, node_list, fmt::format("the node's {}", what));
-  } else if (!nccl_list_selects(*had, names)) {
-    p.set(rule, var, node_list,
-          fmt::format("{}={} selects none of the node's {} ({}): NCCL would not start", var, *had,
-                      what, join(names, ", ")));
+  if (!had || had->empty()) {
+    p.set(rule, var, node_list, fmt::format("the node's {}", what));
+    return;
   }
+  loopback_ok = loopback_ok && !had->starts_with('^');  // naming it, not leaving it out
+  if (loopback_ok) names.emplace_back("lo");
+  if (!nccl_list_selects(*had, names))
+    p.set(
+        rule, var, node_list,
+        fmt::format("{}={} selects none of the node's {} ({}): {}", var, *had, what,
+                    join(std::vector<std::string>(names.begin(), names.end() - loopback_ok), ", "),
+                    fail));
 }
 
 void nvls(policy_run& p) {
@@ -304,8 +316,9 @@ gpu_policy_result decide_gpu_policy(const gpu_policy_input& in) {
   graphs_with_expandable_segments(p, expandable_on);
   flight_recorder(p);
   nccl_devices(p, "nccl-socket-ifname", "NCCL_SOCKET_IFNAME", in.node.interfaces,
-               "network interfaces");
-  nccl_devices(p, "nccl-ib-hca", "NCCL_IB_HCA", in.node.ib_hcas, "InfiniBand HCAs");
+               "network interfaces", "NCCL finds no interface and fails to start", true);
+  nccl_devices(p, "nccl-ib-hca", "NCCL_IB_HCA", in.node.ib_hcas, "InfiniBand HCAs",
+               "NCCL finds no InfiniBand device and falls back to TCP sockets", false);
   nvls(p);
   device_order(p);
   return std::move(p.out);

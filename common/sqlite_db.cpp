@@ -36,48 +36,53 @@ std::string_view code_name(int primary) {
 }
 
 // Why a file in `dir` could not be opened or created, from the directory's actual state.
-std::string directory_advice(const std::string& dir) {
+std::string directory_advice(const std::string& dir, const store_words& words) {
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec)) {
-    return fmt::format("the directory {} does not exist; create the run directory first", dir);
+    return fmt::format("the directory {} does not exist; create {} first, or choose another {}",
+                       dir, words.folder, words.setting);
   }
   if (access(dir.c_str(), W_OK) != 0) {
-    return fmt::format("the directory {} is not writable by this user ({}); the store needs to "
-                       "create files there: fix its permissions or choose another "
-                       "launch.runs_dir",
-                       dir, std::strerror(errno));
+    return fmt::format(
+        "the directory {} is not writable by this user ({}); the store needs to "
+        "create files there: fix its permissions or choose another {}",
+        dir, std::strerror(errno), words.setting);
   }
   return fmt::format("check that this user can read and write the files in {}", dir);
 }
 
 // What the user can do about a failure, or empty when the message says it all.
-std::string advice(int primary, const std::filesystem::path& file) {
+std::string advice(int primary, const std::filesystem::path& file, const store_words& words) {
   const std::string dir = file.parent_path().string();
   switch (primary) {
     case SQLITE_FULL:
-      return fmt::format("the disk holding {} is full (or the store reached its size limit); "
-                         "free space there or point launch.runs_dir at a filesystem with room",
-                         dir);
+      return fmt::format(
+          "the disk holding {} is full (or the store reached its size limit); "
+          "free space there or point {} at a filesystem with room",
+          dir, words.setting);
     case SQLITE_READONLY:
     case SQLITE_PERM:
-      if (access(dir.c_str(), W_OK) != 0) return directory_advice(dir);
-      return fmt::format("the file is read-only for this user; fix the permissions of {} or "
-                         "choose a launch.runs_dir this user can write", file.string());
+      if (access(dir.c_str(), W_OK) != 0) return directory_advice(dir, words);
+      return fmt::format(
+          "the file is read-only for this user (or its file system is); fix the "
+          "permissions of {} or choose a {} this user can write",
+          file.string(), words.setting);
     case SQLITE_CANTOPEN:
-      return directory_advice(dir);
+      return directory_advice(dir, words);
     case SQLITE_NOTADB:
-      return fmt::format("{} is not an SQLite database; move it out of the run directory",
-                         file.string());
+      return fmt::format("{} is not an SQLite database; move it out of {}", file.string(),
+                         words.folder);
     case SQLITE_CORRUPT:
-      return "the file is damaged; keep a copy for a bug report and start a new run directory";
+      return fmt::format("the file is damaged; keep a copy for a bug report and {}",
+                         words.start_over);
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
-      return "another process held the lock past the busy timeout; only one launcher per node "
-             "may write a node file";
+      return fmt::format("another process held the lock past the busy timeout; {}",
+                         words.one_writer);
     case SQLITE_IOERR:
       // A full disk often surfaces as an I/O error on the WAL or shared-memory file.
       if (struct statvfs fs{}; statvfs(dir.c_str(), &fs) == 0 && fs.f_bavail == 0)
-        return advice(SQLITE_FULL, file);
+        return advice(SQLITE_FULL, file, words);
       return fmt::format("the filesystem holding {} reported an I/O error; check it (dmesg, "
                          "quota, mount state)", dir);
     default:
@@ -119,31 +124,34 @@ std::string sqlite_file_uri(const std::filesystem::path& file, std::string_view 
 
 std::string sqlite_failure_message(const std::filesystem::path& file, std::string_view operation,
                                    int result_code, std::string_view sqlite_message,
-                                   std::string_view constraint_advice) {
+                                   std::string_view constraint_advice, const store_words& words) {
   const int primary = result_code & 0xff;
-  std::string text = fmt::format("run store {}: {}: {} ({})", file.string(), operation,
+  std::string text = fmt::format("{} {}: {}: {} ({})", words.name, file.string(), operation,
                                  sqlite_message, code_name(primary));
-  std::string hint = primary == SQLITE_CONSTRAINT ? std::string(constraint_advice)
-                                                  : advice(primary, file);
+  std::string hint =
+      primary == SQLITE_CONSTRAINT ? std::string(constraint_advice) : advice(primary, file, words);
   if (!hint.empty()) text += "; " + hint;
   return text;
 }
 
 // ---- sqlite_stmt ----------------------------------------------------------------------------
 
-sqlite_stmt::sqlite_stmt(sqlite3_stmt* stmt, std::filesystem::path file)
-    : stmt_(stmt), file_(std::move(file)) {}
+sqlite_stmt::sqlite_stmt(sqlite3_stmt* stmt, std::filesystem::path file, const store_words& words)
+    : stmt_(stmt), file_(std::move(file)), words_(words) {}
 
 sqlite_stmt::~sqlite_stmt() { sqlite3_finalize(stmt_); }
 
 sqlite_stmt::sqlite_stmt(sqlite_stmt&& other) noexcept
-    : stmt_(std::exchange(other.stmt_, nullptr)), file_(std::move(other.file_)) {}
+    : stmt_(std::exchange(other.stmt_, nullptr)),
+      file_(std::move(other.file_)),
+      words_(other.words_) {}
 
 sqlite_stmt& sqlite_stmt::operator=(sqlite_stmt&& other) noexcept {
   if (this != &other) {
     sqlite3_finalize(stmt_);
     stmt_ = std::exchange(other.stmt_, nullptr);
     file_ = std::move(other.file_);
+    words_ = other.words_;
   }
   return *this;
 }
@@ -153,7 +161,7 @@ void sqlite_stmt::fail(int result_code, std::string_view operation,
   std::string message = sqlite3_errmsg(sqlite3_db_handle(stmt_));
   reset();
   throw error(errc::store, sqlite_failure_message(file_, operation, result_code, message,
-                                                  constraint_advice));
+                                                  constraint_advice, words_));
 }
 
 void sqlite_stmt::reset() noexcept {
@@ -224,7 +232,8 @@ std::optional<std::int64_t> sqlite_stmt::column_optional_int64(int column) const
 
 // ---- sqlite_db ------------------------------------------------------------------------------
 
-sqlite_db::sqlite_db(const std::filesystem::path& file, open_mode mode) : file_(file) {
+sqlite_db::sqlite_db(const std::filesystem::path& file, open_mode mode, const store_words& words)
+    : file_(file), words_(words) {
   // Always a URI, even for writing: a plain name starting with "file:" would be taken for one
   // wherever SQLite was built with SQLITE_USE_URI.
   int flags = SQLITE_OPEN_EXRESCODE | SQLITE_OPEN_URI;
@@ -248,26 +257,28 @@ sqlite_db::sqlite_db(const std::filesystem::path& file, open_mode mode) : file_(
   if (rc != SQLITE_OK) {
     std::string message = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
     close();
-    throw error(errc::store, sqlite_failure_message(file_, "open", rc, message));
+    throw error(errc::store, sqlite_failure_message(file_, "open", rc, message, {}, words_));
   }
   // SQLite quietly opens a file it may not write read-only; a writer must know at once.
   if (mode == open_mode::read_write && sqlite3_db_readonly(db_, "main") == 1) {
     close();
-    throw error(errc::store, sqlite_failure_message(file_, "open for writing", SQLITE_READONLY,
-                                                    "SQLite could open it only read-only"));
+    throw error(errc::store,
+                sqlite_failure_message(file_, "open for writing", SQLITE_READONLY,
+                                       "SQLite could open it only read-only", {}, words_));
   }
 }
 
 sqlite_db::~sqlite_db() { close(); }
 
 sqlite_db::sqlite_db(sqlite_db&& other) noexcept
-    : db_(std::exchange(other.db_, nullptr)), file_(std::move(other.file_)) {}
+    : db_(std::exchange(other.db_, nullptr)), file_(std::move(other.file_)), words_(other.words_) {}
 
 sqlite_db& sqlite_db::operator=(sqlite_db&& other) noexcept {
   if (this != &other) {
     close();
     db_ = std::exchange(other.db_, nullptr);
     file_ = std::move(other.file_);
+    words_ = other.words_;
   }
   return *this;
 }
@@ -278,8 +289,8 @@ void sqlite_db::close() noexcept {
 }
 
 void sqlite_db::fail(int result_code, std::string_view operation) const {
-  throw error(errc::store,
-              sqlite_failure_message(file_, operation, result_code, sqlite3_errmsg(db_)));
+  throw error(errc::store, sqlite_failure_message(file_, operation, result_code,
+                                                  sqlite3_errmsg(db_), {}, words_));
 }
 
 void sqlite_db::exec(std::string_view sql, std::string_view operation) {
@@ -294,7 +305,7 @@ sqlite_stmt sqlite_db::prepare(std::string_view sql) const {
   int rc = sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()),
                               SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
   if (rc != SQLITE_OK) fail(rc, fmt::format("prepare \"{}\"", sql));
-  return sqlite_stmt(stmt, file_);
+  return sqlite_stmt(stmt, file_, words_);
 }
 
 std::optional<std::string> sqlite_db::query_text(std::string_view sql,

@@ -19,6 +19,21 @@ struct sqlite3_stmt;
 
 namespace muster::store {
 
+// How a store's messages name it and the fixes it can suggest: the run store's by default, the
+// node store's (musterd) with kNodeStoreWords.
+struct store_words {
+  std::string_view name = "run store";
+  std::string_view setting = "launch.runs_dir";   // where it lives, as a key to change
+  std::string_view folder = "the run directory";  // that place, in words
+  std::string_view one_writer = "only one launcher per node may write a node file";
+  std::string_view start_over = "start a new run directory";  // after a damaged file
+};
+inline constexpr store_words kRunStoreWords{};
+inline constexpr store_words kNodeStoreWords{
+    "node store", "daemon.state_dir (musterd --state-dir)", "the state directory",
+    "only one musterd may use a state directory, and nothing else may hold its lock",
+    "move it out of the state directory and restart musterd, which makes a new one"};
+
 // The message of a failed SQLite call: "run store <file>: <operation>: <sqlite message>
 // (<CODE>); <what to do>". Full disks, read-only files, missing directories, foreign files and
 // lock timeouts each get their own advice; a failed constraint gets `constraint_advice`, which
@@ -26,7 +41,8 @@ namespace muster::store {
 // sqlite_db::fail in code.
 std::string sqlite_failure_message(const std::filesystem::path& file, std::string_view operation,
                                    int result_code, std::string_view sqlite_message,
-                                   std::string_view constraint_advice = {});
+                                   std::string_view constraint_advice = {},
+                                   const store_words& words = kRunStoreWords);
 
 // `file` as an SQLite URI: "file://" + the absolute path (relative ones are taken from the
 // current directory) with every byte other than [A-Za-z0-9-._~/] written %XX, then
@@ -40,7 +56,8 @@ std::string sqlite_file_uri(const std::filesystem::path& file, std::string_view 
 class sqlite_stmt {
  public:
   sqlite_stmt() = default;
-  sqlite_stmt(sqlite3_stmt* stmt, std::filesystem::path file);
+  sqlite_stmt(sqlite3_stmt* stmt, std::filesystem::path file,
+              const store_words& words = kRunStoreWords);
   ~sqlite_stmt();
   sqlite_stmt(sqlite_stmt&& other) noexcept;
   sqlite_stmt& operator=(sqlite_stmt&& other) noexcept;
@@ -77,6 +94,7 @@ class sqlite_stmt {
 
   sqlite3_stmt* stmt_ = nullptr;
   std::filesystem::path file_;
+  store_words words_;
 };
 
 // How a connection opens its file.
@@ -91,7 +109,8 @@ class sqlite_db {
  public:
   // Opens `file`. Throws errc::store naming the file when SQLite cannot open it, or when
   // read_write finds the file read-only for this user.
-  sqlite_db(const std::filesystem::path& file, open_mode mode);
+  sqlite_db(const std::filesystem::path& file, open_mode mode,
+            const store_words& words = kRunStoreWords);
   ~sqlite_db();
   sqlite_db(sqlite_db&& other) noexcept;
   sqlite_db& operator=(sqlite_db&& other) noexcept;
@@ -117,6 +136,7 @@ class sqlite_db {
 
   sqlite3* db_ = nullptr;
   std::filesystem::path file_;
+  store_words words_;
 };
 
 // BEGIN IMMEDIATE on construction (takes the write lock at once, so a busy lock shows up here

@@ -4,8 +4,16 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <grp.h>
+#include <sys/un.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <optional>
+#include <string_view>
 
 #include "common/config_load.hpp"
 #include "common/error.hpp"
@@ -98,6 +106,19 @@ void validate(const daemon_config& c, const config::sources& where) {
                "{}: daemon.socket: empty; give a path "
                "such as \"/run/muster/musterd.sock\"",
                place_of(where, "daemon.socket"));
+  MUSTER_CHECK(std::filesystem::path(c.daemon.socket).is_absolute(), errc::config,
+               "{}: daemon.socket: \"{}\" is relative (to whichever directory musterd starts in; "
+               "systemd's is /); give an absolute path such as \"/run/muster/musterd.sock\"",
+               place_of(where, "daemon.socket"), c.daemon.socket);
+  MUSTER_CHECK(c.daemon.socket.size() < sizeof(::sockaddr_un::sun_path), errc::config,
+               "{}: daemon.socket: \"{}\" is {} bytes; a unix socket's path holds at most {}: "
+               "choose a shorter one",
+               place_of(where, "daemon.socket"), c.daemon.socket, c.daemon.socket.size(),
+               sizeof(::sockaddr_un::sun_path) - 1);
+  MUSTER_CHECK(std::stoul(c.daemon.mode, nullptr, 8) <= 0777, errc::config,
+               "{}: daemon.mode: \"{}\" sets setuid, setgid or sticky bits, which a socket has "
+               "no use for; use permission bits alone, such as \"0660\"",
+               place_of(where, "daemon.mode"), c.daemon.mode);
   MUSTER_CHECK(c.daemon.request_timeout_ms >= 1 && c.daemon.request_timeout_ms <= 3'600'000,
                errc::config, "{}: daemon.request_timeout_ms: {} is not between 1 and 3600000",
                place_of(where, "daemon.request_timeout_ms"), c.daemon.request_timeout_ms);
@@ -177,6 +198,70 @@ void warn_interfaces(const daemon_config& c, const config::sources& where,
       host->empty() ? std::string("none") : fmt::format("{}", fmt::join(*host, ", "))));
 }
 
+// A node.ib_hcas entry this host lacks: NCCL_IB_HCA then selects none of the node's HCAs, and
+// NCCL leaves InfiniBand for TCP sockets.
+void warn_ib_hcas(const daemon_config& c, const config::sources& where,
+                  std::vector<std::string>& warnings) {
+  if (c.node.ib_hcas.empty()) return;
+  std::error_code ec;
+  std::vector<std::string> host;
+  for (const auto& entry : std::filesystem::directory_iterator("/sys/class/infiniband", ec))
+    host.push_back(entry.path().filename().string());
+  std::sort(host.begin(), host.end());
+  std::vector<std::string> lacking;
+  for (const auto& name : c.node.ib_hcas)
+    if (!std::binary_search(host.begin(), host.end(), name.substr(0, name.find(':'))))
+      lacking.push_back(name);
+  if (lacking.empty()) return;
+  warnings.push_back(fmt::format(
+      "{}: node.ib_hcas: this host has no {} (it has {}); NCCL is told to use the list "
+      "(NCCL_IB_HCA), finds no InfiniBand device and falls back to TCP sockets: correct it, or "
+      "leave it empty to probe",
+      config::place_of(where, "node.ib_hcas"), fmt::join(lacking, " or "),
+      host.empty() ? std::string("none") : fmt::format("{}", fmt::join(host, ", "))));
+}
+
+// An executable named by a path (with a '/'), or found on PATH.
+bool runnable(const std::string& program) {
+  if (program.find('/') != std::string::npos) return ::access(program.c_str(), X_OK) == 0;
+  const char* path = std::getenv("PATH");
+  std::string_view dirs = path ? path : "/usr/bin:/bin";
+  while (!dirs.empty()) {
+    const auto end = std::min(dirs.find(':'), dirs.size());
+    const std::string dir(dirs.substr(0, end));
+    dirs.remove_prefix(std::min(end + 1, dirs.size()));
+    if (!dir.empty() && ::access((dir + "/" + program).c_str(), X_OK) == 0) return true;
+  }
+  return false;
+}
+
+// What the configuration names that this host lacks, beside the interfaces: each start, SIGHUP
+// and --check-config says it, as the checks it turns off would otherwise be silent.
+void warn_host(const daemon_config& c, const config::sources& where,
+               std::vector<std::string>& warnings) {
+  using config::place_of;
+  if (!c.daemon.group.empty() && !::getgrnam(c.daemon.group.c_str()))
+    warnings.push_back(fmt::format(
+        "{}: daemon.group: group {} does not exist: the socket keeps the daemon's group (create "
+        "it with groupadd --system {})",
+        place_of(where, "daemon.group"), c.daemon.group, c.daemon.group));
+  if (!c.slurm.squeue.empty() && !runnable(c.slurm.squeue))
+    warnings.push_back(fmt::format(
+        "{}: slurm.squeue: cannot run {} ({}): a job's owner cannot be asked of Slurm, so only "
+        "root may record a Slurm job id; correct it, or set it to \"\" on a node without Slurm",
+        place_of(where, "slurm.squeue"), c.slurm.squeue,
+        c.slurm.squeue.find('/') != std::string::npos ? "no such executable" : "not on PATH"));
+  std::error_code ec;
+  if (!c.health.kernel_log.empty() && ::access(c.health.kernel_log.c_str(), R_OK) != 0)
+    warnings.push_back(fmt::format(
+        "{}: health.kernel_log: cannot read {} ({}): preflight skips its Xid check",
+        place_of(where, "health.kernel_log"), c.health.kernel_log, std::strerror(errno)));
+  if (!std::filesystem::is_directory(c.health.shm_dir, ec))
+    warnings.push_back(fmt::format(
+        "{}: health.shm_dir: {} is no directory: preflight's shm_size check fails every job",
+        place_of(where, "health.shm_dir"), c.health.shm_dir));
+}
+
 }  // namespace
 
 daemon_config load_daemon_config(
@@ -191,7 +276,11 @@ daemon_config load_daemon_config(
     config::load_file(file, fields, where, kFileKind);
   if (adjust) adjust(c, where);
   validate(c, where);
-  if (warnings) warn_interfaces(c, where, *warnings);
+  if (warnings) {
+    warn_interfaces(c, where, *warnings);
+    warn_ib_hcas(c, where, *warnings);
+    warn_host(c, where, *warnings);
+  }
   return c;
 }
 
@@ -221,6 +310,18 @@ node_context node_context_of(const daemon_config& c) {
   n.slurm.conf = c.slurm.conf;
   n.slurm.timeout = std::chrono::milliseconds(c.slurm.timeout_ms);
   return n;
+}
+
+std::string daemon_keys_changed(const daemon_config& running, const daemon_config& loaded) {
+  daemon_config a = running, b = loaded;  // bind_fields needs mutable objects
+  const auto before = config::bind_fields(a, daemon_config_schema());
+  const auto after = config::bind_fields(b, daemon_config_schema());
+  std::vector<std::string> changed;
+  for (std::size_t i = 0; i < before.size(); ++i)
+    if (before[i].key.starts_with("daemon.") &&
+        config::format_value(before[i].value) != config::format_value(after[i].value))
+      changed.emplace_back(before[i].key);
+  return fmt::format("{}", fmt::join(changed, ", "));
 }
 
 std::string to_toml(const daemon_config& c) {

@@ -78,4 +78,8 @@ node_context node_context_of(const daemon_config& c);
 // The config as TOML with every key's doc (etc/musterd.toml is this for the defaults).
 std::string to_toml(const daemon_config& c);
 
+// The [daemon] keys whose values differ between `running` and `loaded` ("daemon.socket,
+// daemon.mode"; "" when none): what a SIGHUP cannot apply.
+std::string daemon_keys_changed(const daemon_config& running, const daemon_config& loaded);
+
 }  // namespace muster::daemon

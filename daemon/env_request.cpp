@@ -141,7 +141,8 @@ request_work env_work(const job_ref& job, gpu_policy_input input, const slurm_lo
     out.access = authorize_job(store, slurm, job.id, uid, job_use::claim);
     if (!out.access.allowed) return out;
     const auto result = decide_gpu_policy(input);
-    store.add_decisions(decisions_of(job, result));
+    write_or_warn(fmt::format("job {} step {}'s environment", job.id, job.step),
+                  [&] { store.add_decisions(decisions_of(job, result)); });
     out.fields = env_reply(result);
     return out;
   };

@@ -58,9 +58,15 @@ struct slurm_answer {
 };
 
 // Whether this node has Slurm although its squeue could not be started (a PATH without it).
+// A configless node (slurmd --conf-server) keeps its copy under slurmd's spool or /run/slurm.
 bool slurm_configured(const slurm_lookup& lookup) {
   std::error_code ec;
-  return !lookup.conf.empty() || std::filesystem::exists("/etc/slurm/slurm.conf", ec);
+  if (!lookup.conf.empty()) return true;
+  for (const char* file :
+       {"/etc/slurm/slurm.conf", "/etc/slurm-llnl/slurm.conf", "/run/slurm/conf/slurm.conf",
+        "/var/spool/slurmd/conf-cache/slurm.conf", "/usr/sbin/slurmd"})
+    if (std::filesystem::exists(file, ec)) return true;
+  return false;
 }
 
 // squeue's output as one line for a reply and the log: its lines joined with "; ", blank ones
@@ -102,8 +108,11 @@ slurm_answer ask_slurm(const slurm_lookup& lookup, const std::string& job_id) {
   const auto run =
       run_program({lookup.squeue, "--noheader", "--states=all", "--jobs=" + job_id, "--format=%U"},
                   lookup.timeout, env);
-  if (!run.started && run.spawn_errno == ENOENT && !slurm_configured(lookup)) {
-    a.absent = true;  // no squeue and no slurm.conf: a node without Slurm
+  // no squeue on PATH and no Slurm: a node without it. A path named in slurm.squeue that is not
+  // there is a mistake, not an absence: then no job is its first recorder's.
+  if (!run.started && run.spawn_errno == ENOENT && lookup.squeue.find('/') == std::string::npos &&
+      !slurm_configured(lookup)) {
+    a.absent = true;
     return a;
   }
   if (run.ok()) a.owner = parse_squeue_owner(run.output);
@@ -135,22 +144,61 @@ std::optional<uid_t> parse_squeue_owner(std::string_view output) {
   return static_cast<uid_t>(uid);
 }
 
+std::optional<bool> slurm_job_allocated(const slurm_lookup& lookup, const std::string& job_id) {
+  if (lookup.squeue.empty() || !looks_like_slurm_job(job_id)) return std::nullopt;
+  std::vector<std::string> env;
+  if (!lookup.conf.empty()) env.push_back("SLURM_CONF=" + lookup.conf);
+  const auto run =
+      run_program({lookup.squeue, "--noheader", "--states=all", "--jobs=" + job_id, "--format=%T"},
+                  lookup.timeout, env);
+  if (run.started && run.output.find("Invalid job id") != std::string::npos) return false;
+  if (!run.ok()) return std::nullopt;
+  const auto state = one_line(run.output);
+  if (state.empty()) return false;  // purged: long ended
+  for (const char* allocated : {"RUNNING", "COMPLETING", "SUSPENDED", "CONFIGURING", "STOPPED",
+                                "RESIZING", "SIGNALING", "STAGE_OUT"})
+    if (state.starts_with(allocated)) return true;
+  return false;
+}
+
 bool looks_like_slurm_job(std::string_view job_id) {
   const auto sep = job_id.find_first_of("_+");
   if (sep == std::string_view::npos) return all_digits(job_id);
   return all_digits(job_id.substr(0, sep)) && all_digits(job_id.substr(sep + 1));
 }
 
+namespace {
+
+// The owner the store remembers; none when the store cannot be read (a lock held past the busy
+// timeout), logged: Slurm is asked instead.
+std::optional<job_owner> remembered_owner(node_store& store, const std::string& job_id) {
+  try {
+    return store.owner_of(job_id);
+  } catch (const error& e) {
+    if (e.category() != errc::store) throw;
+    log::get("daemon")->warn("job {}'s owner not read from the node store, asked anew: {}", job_id,
+                             e.what());
+    return std::nullopt;
+  }
+}
+
+void remember_owner(node_store& store, const std::string& job_id, const job_owner& owner) {
+  write_or_warn(fmt::format("job {}'s owner", job_id),
+                [&] { store.set_owner(job_id, owner, store::now_ms()); });
+}
+
+}  // namespace
+
 access_result authorize_job(node_store& store, const slurm_lookup& lookup,
                             const std::string& job_id, uid_t uid, job_use use) {
-  if (auto known = store.owner_of(job_id)) {
+  if (auto known = remembered_owner(store, job_id)) {
     auto verdict = judge(job_id, *known, uid);
     if (verdict.allowed || known->source != "slurm") return verdict;
     // Slurm reuses job ids: ask again before refusing the uid Slurm may now name
     const auto again = ask_slurm(lookup, job_id);
     if (!again.owner || *again.owner == known->uid) return verdict;
     const job_owner owner{*again.owner, "slurm"};
-    store.set_owner(job_id, owner, store::now_ms());
+    remember_owner(store, job_id, owner);
     return judge(job_id, owner, uid);
   }
   slurm_answer slurm;
@@ -160,7 +208,7 @@ access_result authorize_job(node_store& store, const slurm_lookup& lookup,
     slurm.absent = true;
   if (slurm.owner) {
     const job_owner owner{*slurm.owner, "slurm"};
-    store.set_owner(job_id, owner, store::now_ms());
+    remember_owner(store, job_id, owner);
     return judge(job_id, owner, uid);
   }
   if (!slurm.why_not.empty()) {
@@ -179,8 +227,7 @@ access_result authorize_job(node_store& store, const slurm_lookup& lookup,
             fmt::format("Slurm knows no job {}; only root may record a Slurm job id that Slurm "
                         "does not know",
                         job_id)};
-  const job_owner owner{uid, "first_record"};
-  store.set_owner(job_id, owner, store::now_ms());
+  remember_owner(store, job_id, {uid, "first_record"});
   return allow();
 }
 

@@ -44,6 +44,11 @@ struct access_result {
   std::string message;  // when not allowed: one line naming the job, the uids and why
 };
 
+// Whether Slurm still has job `job_id` allocated (running, completing, suspended...): false for
+// a job that ended or that it does not know, nullopt when squeue cannot say (or there is no
+// Slurm). Blocks for squeue, at most lookup.timeout.
+std::optional<bool> slurm_job_allocated(const slurm_lookup& lookup, const std::string& job_id);
+
 // Decides whether `uid` may `use` job `job_id`, recording a newly learnt owner in `store`.
 // Blocks for squeue (at most lookup.timeout); a job Slurm does not know is remembered for a
 // minute, so a stream of made-up ids costs one squeue each per minute. Throws errc::store.

@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -68,12 +69,24 @@ prepared prepare(const std::string& config_file, bool required, const overrides&
 int serve(const std::string& config_file, bool required, const overrides& given) {
   const auto started = std::chrono::steady_clock::now();
   auto first = prepare(config_file, required, given, started);
-  for (const auto& w : first.warnings) muster::log::get("daemon")->warn("{}", w);
+  auto logger = muster::log::get("daemon");
+  std::error_code ec;
+  logger->info("musterd {}: configuration {}; node store {}", muster::kVersion,
+               std::filesystem::exists(config_file, ec)
+                   ? config_file
+                   : fmt::format("{} is absent: the defaults", config_file),
+               node_store_file(first.config).string());
+  for (const auto& w : first.warnings) logger->warn("{}", w);
   // SIGHUP: the file again; a bad one keeps what runs ([daemon] changes need a restart)
   auto reload = [&]() -> std::shared_ptr<const router> {
     try {
       const auto next = prepare(config_file, required, given, started);
       for (const auto& w : next.warnings) muster::log::get("daemon")->warn("SIGHUP: {}", w);
+      if (const auto changed = daemon_keys_changed(first.config, next.config); !changed.empty())
+        muster::log::get("daemon")->warn(
+            "SIGHUP: {} changed: [daemon] keys take effect at the next start (systemctl restart "
+            "musterd); the rest is applied now",
+            changed);
       return std::make_shared<const router>(next.context);
     } catch (const std::exception& e) {
       muster::log::get("daemon")->warn("SIGHUP: {} not loaded, the running configuration stays: {}",
@@ -109,7 +122,16 @@ int main(int argc, char** argv) {
   app.add_option("--state-dir", given.state_dir, "overrides daemon.state_dir");
   app.add_option("--request-timeout-ms", given.request_timeout_ms,
                  "overrides daemon.request_timeout_ms");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    fmt::print(stderr, "musterd: {}; see musterd --help\n", e.what());
+    return 2;  // bad options, as the man page says (CLI11's own codes are 100 and up)
+  }
   // the default file may be absent (the defaults then); a file named on the command line may not
   const bool required = config_opt->count() > 0;
   try {

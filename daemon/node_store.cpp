@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "common/error.hpp"
+#include "common/log.hpp"
 #include "common/sqlite_schema.hpp"
 
 namespace muster::daemon {
@@ -106,7 +107,7 @@ constexpr std::string_view kStepColumns =
 }  // namespace
 
 node_store::node_store(const std::filesystem::path& file, int keep_days)
-    : db_(with_directory(file), store::open_mode::read_write) {
+    : db_(with_directory(file), store::open_mode::read_write, store::kNodeStoreWords) {
   db_.set_busy_timeout(2000);
   store::check_writable(db_, kNodeStoreSchema);
   const auto mode = db_.query_text("PRAGMA journal_mode = WAL", "switch to WAL mode");
@@ -317,6 +318,17 @@ std::vector<health_entry> node_store::recent_health(int limit) {
         {stmt.column_int64(0), stmt.column_text(1), stmt.column_int64(2), stmt.column_text(3)});
   });
   return out;
+}
+
+bool write_or_warn(std::string_view what, const std::function<void()>& write) {
+  try {
+    write();
+    return true;
+  } catch (const error& e) {
+    if (e.category() != errc::store) throw;
+    log::get("daemon")->warn("not recorded ({}), answered all the same: {}", what, e.what());
+    return false;
+  }
 }
 
 }  // namespace muster::daemon

@@ -12,8 +12,10 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/sqlite_db.hpp"
@@ -103,5 +105,10 @@ class node_store {
 
   store::sqlite_db db_;
 };
+
+// Runs `write`, a node store write of what a request decided; a store error (a full disk,
+// another process's lock) is logged as a warning naming `what`, and false returned: the request
+// is still answered, and only the record is lost.
+bool write_or_warn(std::string_view what, const std::function<void()>& write);
 
 }  // namespace muster::daemon

@@ -67,14 +67,34 @@ std::vector<const gpu_device*> given_devices(const preflight_facts& f, checker& 
   return out;
 }
 
-void check_memory(const std::vector<const gpu_device*>& given, const preflight_thresholds& l,
-                  checker& c) {
+bool names_gpus(const preflight_facts& f) {
+  return !f.allocated.empty() || f.num_allocated >= 0;
+}
+
+// Whether process `pid` belongs to another job that Slurm still runs, on a step that named no
+// GPUs: that job's, not a leftover.
+bool neighbour(const preflight_facts& f, std::int64_t pid) {
+  if (names_gpus(f)) return false;
+  const auto job = f.job_of_pid.find(pid);
+  if (job == f.job_of_pid.end() || job->second.empty() || job->second == f.job_id) return false;
+  const auto allocated = f.job_allocated.find(job->second);
+  return allocated != f.job_allocated.end() && allocated->second;
+}
+
+void check_memory(const std::vector<const gpu_device*>& given, const preflight_facts& f,
+                  const preflight_thresholds& l, checker& c) {
   std::vector<std::string> low;
-  for (const auto* d : given)
+  for (const auto* d : given) {
+    std::int64_t neighbours = 0;  // MiB that other running jobs hold: not this step's loss
+    for (const auto& p : d->processes)
+      if (neighbour(f, p.pid)) neighbours += p.used_mib;
+    const auto free = d->memory_free_mib + neighbours;
     if (d->memory_total_mib > 0 &&
-        static_cast<double>(d->memory_free_mib) < l.min_free_fraction * d->memory_total_mib)
-      low.push_back(fmt::format("GPU {} has {} of {} MiB free", d->index, d->memory_free_mib,
-                                d->memory_total_mib));
+        static_cast<double>(free) < l.min_free_fraction * d->memory_total_mib)
+      low.push_back(fmt::format(
+          "GPU {} has {} of {} MiB free{}", d->index, free, d->memory_total_mib,
+          neighbours ? fmt::format(" besides other jobs' {} MiB", neighbours) : std::string()));
+  }
   if (given.empty()) return c.skip("gpu_free_memory", "no GPUs to check");
   c.add("gpu_free_memory", low.empty(),
         low.empty() ? fmt::format("every GPU has at least {:.0f}% of its memory free",
@@ -87,10 +107,17 @@ void check_memory(const std::vector<const gpu_device*>& given, const preflight_t
 void check_leftovers(const std::vector<const gpu_device*>& given, const preflight_facts& f,
                      checker& c) {
   std::vector<std::string> found;
+  std::vector<std::string> neighbours;  // "job 55 on GPU 1"
   for (const auto* d : given)
     for (const auto& p : d->processes) {
       const auto it = f.job_of_pid.find(p.pid);
       if (it != f.job_of_pid.end() && !f.job_id.empty() && it->second == f.job_id) continue;
+      if (neighbour(f, p.pid)) {
+        const auto one = fmt::format("job {} on GPU {}", it->second, d->index);
+        if (std::find(neighbours.begin(), neighbours.end(), one) == neighbours.end())
+          neighbours.push_back(one);
+        continue;
+      }
       const auto owner = it == f.job_of_pid.end() ? "gone or in another namespace"
                          : it->second.empty()     ? "of no job"
                                                   : "of job " + it->second;
@@ -98,9 +125,15 @@ void check_leftovers(const std::vector<const gpu_device*>& given, const prefligh
           fmt::format("GPU {}: pid {} ({}) holds {} MiB", d->index, p.pid, owner, p.used_mib));
     }
   if (given.empty()) return c.skip("gpu_leftovers", "no GPUs to check");
+  const auto others =
+      neighbours.empty()
+          ? std::string()
+          : fmt::format(" ({} running there: the step named no GPUs, so theirs are no leftovers)",
+                        join(neighbours));
   c.add("gpu_leftovers", found.empty(),
-        found.empty() ? "no other process holds GPU memory"
-                      : join(found) +
+        found.empty() ? (neighbours.empty() ? "no other process holds GPU memory"
+                                            : "no leftover process" + others)
+                      : join(found) + others +
                             fmt::format("; kill {} (or let {} job end) before this step, ",
                                         found.size() == 1 ? "it" : "them",
                                         found.size() == 1 ? "its" : "their") +
@@ -155,14 +188,15 @@ void check_xid(const std::vector<const gpu_device*>& given, const preflight_fact
 void check_shm(const preflight_facts& f, const preflight_thresholds& l, checker& c) {
   if (!f.shm_mib)
     return c.add("shm_size", false,
-                 "/dev/shm is missing: NCCL's shared-memory transport needs it; mount a tmpfs "
-                 "there");
+                 fmt::format("{} is missing: NCCL's shared-memory transport needs it; mount a "
+                             "tmpfs there (or correct health.shm_dir)",
+                             f.shm_dir));
   const bool ok = *f.shm_mib >= l.min_shm_mib;
   c.add("shm_size", ok,
-        ok ? fmt::format("/dev/shm holds {} MiB", *f.shm_mib)
-           : fmt::format("/dev/shm holds {} MiB, under {} MiB: NCCL fails with \"unhandled "
+        ok ? fmt::format("{} holds {} MiB", f.shm_dir, *f.shm_mib)
+           : fmt::format("{} holds {} MiB, under {} MiB: NCCL fails with \"unhandled "
                          "system error\"; in a container pass --shm-size or --ipc=host",
-                         *f.shm_mib, l.min_shm_mib));
+                         f.shm_dir, *f.shm_mib, l.min_shm_mib));
 }
 
 void check_run_dir(const preflight_facts& f, const preflight_thresholds& l, checker& c) {
@@ -187,7 +221,7 @@ void check_run_dir(const preflight_facts& f, const preflight_thresholds& l, chec
 preflight_result run_preflight(const preflight_facts& f, const preflight_thresholds& l) {
   checker c;
   const auto given = given_devices(f, c);
-  check_memory(given, l, c);
+  check_memory(given, f, l, c);
   check_leftovers(given, f, c);
   check_ecc(given, l, c);
   check_xid(given, f, l, c);

@@ -5,6 +5,9 @@
 //   gpu_free_memory    each has at least health.min_free_fraction of its memory free
 //   gpu_leftovers      no process of another job (or of none) holds memory on them: the
 //                      classic cause of an OOM at step 0
+// A step that names no GPUs (a CPU job on a shared node, or a cluster without GPU GRES) is
+// checked on every GPU, but the processes of another job Slurm still runs there are that job's
+// own: neither leftovers nor memory taken from this step.
 //   gpu_ecc            uncorrected ECC errors at most health.max_ecc_uncorrected
 //   gpu_xid            no hardware Xid in the kernel log within health.xid_window_s
 //   shm_size           /dev/shm at least health.min_shm_mib (NCCL's shared-memory transport)
@@ -40,8 +43,12 @@ struct preflight_facts {
   int num_allocated = -1;      // GPUs the step was given; -1: not said
   std::map<std::int64_t, std::string> job_of_pid;  // the job each GPU process belongs to
                                                    // ("" none, absent: gone or not visible)
+  // Slurm's word on the other jobs of job_of_pid, asked when the step named no GPUs: true for
+  // one still allocated (running, completing, suspended); absent: not asked or no answer
+  std::map<std::string, bool> job_allocated;
   kernel_log_read kernel_log;
-  std::optional<std::int64_t> shm_mib;  // nullopt: /dev/shm missing
+  std::string shm_dir = "/dev/shm";     // health.shm_dir
+  std::optional<std::int64_t> shm_mib;  // nullopt: shm_dir missing
   std::string run_dir;                  // "" when the request named none
   std::string run_dir_problem;          // why the job's user cannot write it; "" when it can
   std::string run_dir_made_under;       // when it does not exist yet: where it would be made

@@ -183,7 +183,7 @@ run_dir_check check_run_dir(const std::string& dir, uid_t uid) {
 }
 
 preflight_facts probe_preflight(const preflight_ask& ask, const preflight_sources& sources,
-                                const preflight_thresholds& limits) {
+                                const preflight_thresholds& limits, const slurm_lookup& slurm) {
   preflight_facts f;
   f.job_id = ask.job_id;
   f.gpus = probe_gpus(sources.gpu_description);
@@ -192,7 +192,13 @@ preflight_facts probe_preflight(const preflight_ask& ask, const preflight_source
   for (const auto& d : f.gpus.devices)
     for (const auto& p : d.processes)
       if (auto job = job_of_process(p.pid)) f.job_of_pid[p.pid] = *job;
+  if (ask.gpus.empty() && ask.num_gpus < 0)  // no GPUs named: whose jobs still run here
+    for (const auto& [pid, job] : f.job_of_pid)
+      if (!job.empty() && job != ask.job_id && !f.job_allocated.contains(job))
+        if (const auto allocated = slurm_job_allocated(slurm, job))
+          f.job_allocated[job] = *allocated;
   f.kernel_log = recent_xids(sources.kernel_log, std::chrono::seconds(limits.xid_window_s));
+  f.shm_dir = sources.shm_dir;
   struct ::statvfs shm {};
   if (::statvfs(sources.shm_dir.c_str(), &shm) == 0)
     f.shm_mib = static_cast<std::int64_t>(shm.f_blocks * shm.f_frsize / (1024 * 1024));

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon/job_access.hpp"
 #include "daemon/preflight.hpp"
 
 namespace muster::daemon {
@@ -31,8 +32,10 @@ struct preflight_ask {
   uid_t uid = 0;          // whose run directory it is
 };
 
+// `slurm` is asked whether the other jobs holding GPU memory still run, when the step named no
+// GPUs (preflight.hpp).
 preflight_facts probe_preflight(const preflight_ask& ask, const preflight_sources& sources,
-                                const preflight_thresholds& limits);
+                                const preflight_thresholds& limits, const slurm_lookup& slurm);
 
 // The job a process belongs to: "4242" from a Slurm cgroup (".../job_4242/...") or its
 // SLURM_JOB_ID, a local run's MUSTER_RUN_ID, "" for none; nullopt when the process is gone.

@@ -52,15 +52,18 @@ request_work preflight_work(const json& request, const node_context& node, uid_t
     // the run directory is the job's: judged for its owner when root asks (a prolog)
     const auto owner = store.owner_of(ref.id);
     ask.uid = uid == 0 && owner ? owner->uid : uid;
-    const auto facts = probe_preflight(ask, node.preflight, node.limits);
+    const auto facts = probe_preflight(ask, node.preflight, node.limits, node.slurm);
     const auto result = run_preflight(facts, node.limits);
     const auto checks = checks_json(result);
     const auto time = store::now_ms();
-    store.add_preflight({time, ref.id, ref.step, result.passed, checks.dump()});
     std::vector<health_entry> observations;
     for (const auto& c : result.checks)
       if (c.status == "fail") observations.push_back({time, c.id, -1, c.detail});
-    if (!observations.empty()) store.add_health(observations);
+    // the verdict is the prolog's to act on, recorded or not
+    write_or_warn(fmt::format("job {}'s preflight", ref.id), [&] {
+      store.add_preflight({time, ref.id, ref.step, result.passed, checks.dump()});
+      if (!observations.empty()) store.add_health(observations);
+    });
     out.fields =
         members_of({{"passed", result.passed}, {"checks", checks}, {"gpus", to_json(facts.gpus)}});
     return out;

@@ -76,15 +76,16 @@ void set_access(const server_options& o) {
                std::strerror(errno));
   if (o.group.empty()) return;
   const ::group* g = ::getgrnam(o.group.c_str());
-  if (!g) {
-    log::get("daemon")->warn(
-        "group {} does not exist: {} keeps the daemon's group (create it "
-        "with groupadd --system {})",
-        o.group, path, o.group);
-    return;
-  }
-  MUSTER_CHECK(::chown(path.c_str(), static_cast<uid_t>(-1), g->gr_gid) == 0, errc::io,
-               "chown :{} {}: {}", o.group, path, std::strerror(errno));
+  if (!g) return;  // the configuration's warnings said so (daemon_config.hpp)
+  if (::chown(path.c_str(), static_cast<uid_t>(-1), g->gr_gid) == 0) return;
+  const int why = errno;
+  // a daemon of an ordinary user may give its socket only to a group of its own
+  MUSTER_CHECK(why == EPERM && ::geteuid() != 0, errc::io, "chown :{} {}: {}", o.group, path,
+               std::strerror(why));
+  log::get("daemon")->warn(
+      "{} keeps the daemon's group: uid {} is not root and not in group {} (daemon.group); give "
+      "--group one of its own groups (id -Gn), or --group \"\" to say so",
+      path, ::geteuid(), o.group);
 }
 
 peer credentials_of(stream::socket& s) {
@@ -111,7 +112,13 @@ server::server(server_options options, std::shared_ptr<const router> first, relo
   if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
   MUSTER_CHECK(!ec, errc::io, "musterd cannot listen on {}: {}", options_.socket_path.string(),
                ec.message());
-  set_access(options_);
+  try {
+    set_access(options_);
+  } catch (...) {  // no socket left behind that nobody serves
+    std::error_code removed;
+    std::filesystem::remove(options_.socket_path, removed);
+    throw;
+  }
 }
 
 server::~server() {

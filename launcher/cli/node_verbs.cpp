@@ -190,9 +190,11 @@ int node_env(const env_options& o) {
                                 : fmt::format("{} nodes x {} ranks", nodes, ranks)};
   request.gpus_per_node = ranks;
   const auto layout = launcher::plan::make_plan(loaded.config, loaded.where, request).layout;
-  const auto input = launcher::launch_policy_input(
-      loaded.config, layout, gpus, launcher::process_env(),
-      std::filesystem::absolute(loaded.config.launch.runs_dir).lexically_normal());
+  // the step of `muster run` or `launch` with no program of its own: muster-train, which keeps
+  // its FSDP buffers; its run directory is made when it starts
+  const auto input = launcher::launch_policy_input(loaded.config, layout, gpus,
+                                                   launcher::process_env(), "<run directory>",
+                                                   /*double_buffer=*/true);
   const auto r = ask("env", launcher::env_request_line(input, {}));
   if (!r) return kExitFailure;
   if (o.json) {

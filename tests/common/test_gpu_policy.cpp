@@ -178,6 +178,10 @@ TEST_CASE("the allocator settings go under both names, the same, and differing o
   in.env = {{"PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb: 512"},
             {"PYTORCH_ALLOC_CONF", "max_split_size_mb:512"}};
   CHECK(decide_gpu_policy(in).env.empty());
+  // ...and in another order
+  in.env = {{"PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:128,expandable_segments:True"},
+            {"PYTORCH_ALLOC_CONF", "expandable_segments:True,max_split_size_mb:128"}};
+  CHECK(decide_gpu_policy(in).errors.empty());
   in.env = {{"PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:512"},
             {"PYTORCH_ALLOC_CONF", "expandable_segments:True"}};
   r = decide_gpu_policy(in);
@@ -252,7 +256,7 @@ TEST_CASE(
   CHECK(decision(r, "NCCL_IB_HCA")->value == "=mlx5_0,mlx5_1");
   CHECK(decision(r, "NCCL_IB_HCA")->rule == "nccl-ib-hca");
   // lists NCCL can use here stay: prefixes, exact names, exclusions, ports
-  for (const char* ok : {"eth", "=ib0", "^docker,lo", "en,eth"}) {
+  for (const char* ok : {"eth", "=ib0", "^docker,lo", "en,eth", "lo", "=lo"}) {
     in.env = {{"NCCL_SOCKET_IFNAME", ok}};
     INFO(ok);
     CHECK_FALSE(decision(decide_gpu_policy(in), "NCCL_SOCKET_IFNAME"));
@@ -272,6 +276,12 @@ TEST_CASE(
   }
   in.env = {{"NCCL_IB_HCA", "mlx4_0"}};
   CHECK(decision(decide_gpu_policy(in), "NCCL_IB_HCA")->value == "=mlx5_0,mlx5_1");
+  CHECK_THAT(decision(decide_gpu_policy(in), "NCCL_IB_HCA")->reason,
+             Catch::Contains("selects none of the node's InfiniBand HCAs (mlx5_0, mlx5_1): NCCL "
+                             "finds no InfiniBand device and falls back to TCP sockets"));
+  // set but empty: as unset
+  in.env = {{"NCCL_SOCKET_IFNAME", ""}};
+  CHECK(decision(decide_gpu_policy(in), "NCCL_SOCKET_IFNAME")->value == "=eth0,ib0");
   in.node.ib_hcas.clear();  // no HCAs: nothing said
   CHECK_FALSE(decision(decide_gpu_policy(in), "NCCL_IB_HCA"));
 }

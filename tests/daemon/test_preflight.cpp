@@ -118,6 +118,38 @@ TEST_CASE("preflight names leftover processes of other jobs on the step's GPUs, 
   CHECK(check(run_preflight(f, {}), "gpu_leftovers").status == "pass");
 }
 
+TEST_CASE(
+    "a step that names no GPUs is checked on every GPU, but another running job's processes "
+    "there are that job's own",
+    "[preflight]") {
+  auto f = healthy();
+  f.allocated.clear();  // num_allocated stays -1: none named
+  f.gpus.devices[1].processes = {{1001, 40000}, {1005, 1000}, {1003, 500}};
+  f.gpus.devices[1].memory_free_mib = 81559 - 41500;
+  f.job_of_pid = {{1001, "55"}, {1005, "55"}, {1003, "56"}};
+  f.job_allocated = {{"55", true}, {"56", false}};
+  auto r = run_preflight(f, {});
+  CHECK_FALSE(r.passed);  // job 56 ended and left pid 1003 behind
+  auto detail = check(r, "gpu_leftovers").detail;
+  CHECK_THAT(detail, Catch::StartsWith("GPU 1: pid 1003 (of job 56) holds 500 MiB (job 55 on GPU "
+                                       "1 running there: the step named no GPUs"));
+  CHECK(check(r, "gpu_free_memory").status == "pass");  // 500 MiB of 81559 taken
+  f.job_of_pid[1003] = "55";
+  r = run_preflight(f, {});
+  CHECK(r.passed);
+  CHECK_THAT(check(r, "gpu_leftovers").detail,
+             Catch::StartsWith("no leftover process (job 55 on GPU 1 running there"));
+  // Slurm could not say: counted, as before
+  f.job_allocated.clear();
+  r = run_preflight(f, {});
+  CHECK_FALSE(r.passed);
+  CHECK_THAT(check(r, "gpu_free_memory").detail, Catch::StartsWith("GPU 1 has 40059 of 81559"));
+  // a step given GPU 1 is judged on it, whoever else runs
+  f.job_allocated = {{"55", true}};
+  f.allocated = {1};
+  CHECK_FALSE(run_preflight(f, {}).passed);
+}
+
 TEST_CASE("preflight fails on uncorrected ECC errors above the limit", "[preflight]") {
   auto f = healthy();
   f.gpus.devices[0].ecc_uncorrected = 3;
@@ -160,7 +192,10 @@ TEST_CASE("preflight checks /dev/shm and the run directory", "[preflight]") {
   CHECK_THAT(check(r, "shm_size").detail, Catch::Contains("/dev/shm holds 64 MiB, under 512 MiB") &&
                                               Catch::Contains("--shm-size"));
   f.shm_mib.reset();
+  f.shm_dir = "/srv/shm";  // health.shm_dir, named
   CHECK(check(run_preflight(f, {}), "shm_size").status == "fail");
+  CHECK_THAT(check(run_preflight(f, {}), "shm_size").detail,
+             Catch::StartsWith("/srv/shm is missing"));
   f = healthy();
   f.disk_free_mib = 100;
   CHECK_THAT(check(run_preflight(f, {}), "run_dir_writable").detail,

@@ -21,6 +21,7 @@
 
 #include <atomic>
 #include "common/gpu_policy.hpp"
+#include "common/sqlite_db.hpp"
 #include "daemon/kernel_log.hpp"
 #include "daemon/protocol.hpp"
 
@@ -252,6 +253,42 @@ TEST_CASE("SIGHUP reloads a good configuration and keeps the running one over a 
   CHECK(set_value(c, "NCCL_SOCKET_IFNAME") == "=eth0,ib0");
 }
 
+TEST_CASE(
+    "a node store another process keeps locked costs the records, not the answers, and says so "
+    "in the node store's own words",
+    "[musterd]") {
+  running_daemon d({}, kGpuNode);
+  client c(d.socket);
+  muster::store::sqlite_db lock(d.dir / "state/musterd.db", muster::store::open_mode::read_write);
+  lock.exec("BEGIN EXCLUSIVE", "hold the write lock");
+  const auto env =
+      c.ask(R"({"version": 1, "request": "env", "job": {"id": "local-7", "step": "0", "tp": 2}})");
+  INFO(env.dump() << "\n" << d.log());
+  CHECK(env["ok"] == true);
+  bool one_connection = false;
+  for (const auto& decision : env["set"])
+    one_connection = one_connection || (decision["variable"] == "CUDA_DEVICE_MAX_CONNECTIONS" &&
+                                        decision["value"] == "1");
+  CHECK(one_connection);
+  const auto preflight =
+      c.ask(R"({"version": 1, "request": "preflight", "job": {"id": "local-7"}})");
+  CHECK(preflight["ok"] == true);
+  CHECK(preflight.contains("passed"));
+  const auto log = d.log();
+  CHECK_THAT(log, Catch::Contains("not recorded (job local-7 step 0's environment), answered all "
+                                  "the same: node store ") &&
+                      Catch::Contains("only one musterd may use a state directory") &&
+                      Catch::Contains("not recorded (job local-7's preflight)"));
+  CHECK_THAT(log, !Catch::Contains("launch.runs_dir"));
+  // the lock gone, the next request is recorded
+  lock.exec("ROLLBACK", "let go of the write lock");
+  CHECK(c.ask(R"({"version": 1, "request": "env", "job": {"id": "local-7", "step": "1"}})")["ok"] ==
+        true);
+  const auto job = c.ask(R"({"version": 1, "request": "job", "job": {"id": "local-7"}})");
+  INFO(job.dump());
+  CHECK(job["ok"] == true);
+}
+
 TEST_CASE("musterd --check-config prints the configuration, or names the bad line", "[musterd]") {
   muster::test::temp_dir dir("musterd");
   muster::test::write_file(dir / "good.toml", "[policy]\ntrace_buffer = 10\n");
@@ -269,6 +306,10 @@ TEST_CASE("musterd --check-config prints the configuration, or names the bad lin
       {kMusterd, "--config", (dir / "none.toml").string(), "--check-config"});
   CHECK(missing.exit_code == 2);
   CHECK_THAT(missing.err, Catch::Contains("none.toml"));
+  // a bad option is exit 2 too, as musterd(8) says
+  auto option = muster::test::run_process({kMusterd, "--bogus"});
+  CHECK(option.exit_code == 2);
+  CHECK_THAT(option.err, Catch::Contains("--bogus") && Catch::Contains("musterd --help"));
 }
 
 TEST_CASE("etc/musterd.toml holds every key at its default", "[musterd]") {
@@ -412,6 +453,14 @@ TEST_CASE("muster node status, env and preflight show what musterd says, and say
   CHECK(refused.exit_code == 2);
   CHECK(json::parse(refused.out)["errors"][0]["rule"] == "nccl-ub-expandable-segments");
   env.set.erase("PYTORCH_CUDA_ALLOC_CONF");
+  // the preview is of muster-train's step, which keeps its FSDP buffers, in a run directory
+  // made when it starts
+  const auto ub =
+      muster::test::run_process({muster, "node", "env", "comm.nccl_ub=true", "--gpus", "2"}, env);
+  CHECK(ub.exit_code == 0);
+  CHECK_THAT(ub.out, !Catch::Contains("fsdp_double_buffer") &&
+                         Catch::Contains("TORCH_NCCL_DEBUG_INFO_TEMP_FILE=<run directory>/"
+                                         "nccl_trace_rank_"));
   // muster node preflight: Slurm's job and GPUs by default; a GPU the node lacks fails it
   env.set["SLURM_JOB_ID"] = "4242";
   env.set["SLURM_JOB_GPUS"] = "0,1";

@@ -4,17 +4,23 @@
 // for others.
 #include <catch2/catch.hpp>
 
+#include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "daemon/job_access.hpp"
 #include "tests/support/musterd_harness.hpp"
 #include "tests/support/slurm_cluster.hpp"
 #include "tests/support/unprivileged.hpp"
 
+using muster::daemon::slurm_job_allocated;
+using muster::daemon::slurm_lookup;
 using muster::test::client;
 using muster::test::running_daemon;
 using muster::test::slurm_cluster;
@@ -133,4 +139,81 @@ TEST_CASE("a Slurm job's owner is the one Slurm reports, and an id Slurm does no
              Catch::Contains("Slurm knows no job 999999"));
   CHECK(replies[3]["job"]["owner_from"] == "slurm");
   CHECK(replies[3]["job"]["uid"] == 65534);
+}
+
+TEST_CASE(
+    "a step that names no GPUs leaves another running job's GPU memory alone, and finds it a "
+    "leftover once that job ended",
+    "[musterd][slurm][preflight]") {
+  if (auto why = slurm_cluster::unavailable()) {
+    WARN("SKIPPED: " << *why);
+    return;
+  }
+  slurm_cluster cluster;
+  const auto r = cluster.command(
+      {"sbatch", "--parsable", "-o", "/dev/null", "--chdir", "/tmp", "--wrap", "sleep 120"});
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  const auto other = r.out.substr(0, r.out.find_first_of("\n;"));
+  const auto other_id = static_cast<std::uint32_t>(std::stoul(other));
+  REQUIRE(
+      muster::test::wait_for([&] { return cluster.job_field(other_id, "JobState") == "RUNNING"; },
+                             std::chrono::seconds(20)));
+  // a process of that job holding 40000 MiB of GPU 1 (a real process; the GPUs are described)
+  const auto held = muster::test::spawn_process({"sleep", "600"}, {{{"SLURM_JOB_ID", other}}, {}});
+  muster::test::temp_dir dir;
+  const json gpus = {{"devices",
+                      {{{"index", 0},
+                        {"name", "NVIDIA H100"},
+                        {"memory_total_mib", 81559},
+                        {"memory_free_mib", 81000}},
+                       {{"index", 1},
+                        {"name", "NVIDIA H100"},
+                        {"memory_total_mib", 81559},
+                        {"memory_free_mib", 41000},
+                        {"processes", {{{"pid", held.pid}, {"used_mib", 40000}}}}}}}};
+  muster::test::write_file(dir / "gpus.json", gpus.dump());
+  muster::test::write_file(dir / "kmsg", "");
+  const slurm_lookup lookup{slurm_cluster::program("squeue"), cluster.conf().string(),
+                            std::chrono::milliseconds(5000)};
+  CHECK(slurm_job_allocated(lookup, other) == std::optional<bool>(true));
+  CHECK(slurm_job_allocated(lookup, "999999") == std::optional<bool>(false));
+  CHECK_FALSE(
+      slurm_job_allocated({"/nonexistent/squeue", "", std::chrono::milliseconds(500)}, other));
+  running_daemon d({}, "[node]\ngpu_description = \"" + (dir / "gpus.json").string() +
+                           "\"\n[health]\nkernel_log = \"" + (dir / "kmsg").string() +
+                           "\"\nmin_shm_mib = 1\n[slurm]\nsqueue = \"" +
+                           slurm_cluster::program("squeue") + "\"\nconf = \"" +
+                           cluster.conf().string() + "\"\n");
+  client c(d.socket);
+  const auto preflight = [&](const std::string& gpus_field) {
+    return c.ask(R"({"version":1,"request":"preflight","job":{"id":"999998"})" + gpus_field + "}");
+  };
+  const auto leftovers = [](const json& reply) {
+    for (const auto& check : reply["checks"])
+      if (check["check"] == "gpu_leftovers") return check;
+    return json();
+  };
+  // no GPUs named (a CPU job beside a GPU job): the other job's memory is its own
+  auto reply = preflight("");
+  INFO(reply.dump());
+  CHECK(reply["passed"] == true);
+  CHECK_THAT(leftovers(reply)["detail"].get<std::string>(),
+             Catch::Contains("job " + other + " on GPU 1 running there"));
+  // GPU 1 named: another job holds it, whoever runs
+  reply = preflight(R"(, "gpus": [1])");
+  CHECK(reply["passed"] == false);
+  CHECK_THAT(leftovers(reply)["detail"].get<std::string>(),
+             Catch::Contains("(of job " + other + ") holds 40000 MiB"));
+  // the job ended and its process stayed: a leftover, on a step that names no GPUs too
+  REQUIRE(cluster.command({"scancel", other}).exit_code == 0);
+  REQUIRE(muster::test::wait_for(
+      [&] { return slurm_job_allocated(lookup, other) == std::optional<bool>(false); },
+      std::chrono::seconds(20)));
+  reply = preflight("");
+  CHECK(reply["passed"] == false);
+  CHECK_THAT(leftovers(reply)["detail"].get<std::string>(),
+             Catch::Contains("(of job " + other + ") holds 40000 MiB"));
+  ::kill(held.pid, SIGKILL);
+  muster::test::wait_process(held.pid);
 }
