@@ -175,6 +175,7 @@ node_run_result run_node(const node_run_plan& plan, const store::run_paths& path
   };
   options.timeout_hang = std::chrono::seconds(config.launch.timeout_hang);
   options.heartbeat_path = [&paths](int rank) { return paths.rank_heartbeat_file(rank); };
+  options.error_path = [&paths](int rank) { return paths.rank_error_file(rank); };
   options.hang_signal = config.launch.hang_dump ? SIGABRT : SIGTERM;
   options.progress_line = console_is_terminal(plan.console_fd);
   std::vector<int> ranks(static_cast<std::size_t>(n));

@@ -19,6 +19,7 @@
 
 #include "common/error.hpp"
 #include "common/run_store_records.hpp"
+#include "common/worker_error.hpp"
 #include "launcher/heartbeat.hpp"
 #include "launcher/progress_line.hpp"
 
@@ -46,6 +47,7 @@ struct worker {
   bool running = true;
   bool tee = false;
   bool hang_signalled = false;    // sent the hang signal: not found hung again
+  std::int64_t started_ms = 0;    // error files older than this are an earlier attempt's
   std::string partial;            // the unfinished last line
   std::deque<std::string> lines;  // the last kLastLines lines
 };
@@ -100,6 +102,7 @@ class node_supervisor {
     w.log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     MUSTER_CHECK(w.log_fd >= 0, errc::io, "rank {}: cannot open its log {}: {}", spec.rank,
                  log.string(), strerror(errno));
+    w.started_ms = store::now_ms();
     auto spawned = spawn_worker(spec);
     w.exit.pid = spawned.pid;
     w.output_fd = spawned.output_fd;
@@ -303,13 +306,46 @@ class node_supervisor {
     return false;
   }
 
+  // When this attempt's worker wrote its error file (options_.error_path), if it did.
+  std::optional<std::int64_t> error_time(const worker& w) const {
+    if (!options_.error_path) return std::nullopt;
+    const auto error = read_worker_error(options_.error_path(w.exit.rank));
+    if (!error || error->time_ms < w.started_ms) return std::nullopt;
+    return error->time_ms;
+  }
+
+  // A worker still running that wrote its error file before `w` ended (and before w's own):
+  // the one that failed first, w its knock-on. A rank that closes its connections after writing
+  // its error and before it exits makes its peers' collectives fail, and they may be reaped
+  // first.
+  std::optional<int> failed_earlier(const worker& w) const {
+    std::int64_t earliest = error_time(w).value_or(w.exit.time_ms);
+    std::optional<int> found;
+    for (const auto& other : workers_)
+      if (&other != &w && other.running)
+        if (const auto t = error_time(other); t && *t < earliest) {
+          earliest = *t;
+          found = static_cast<int>(&other - workers_.data());
+        }
+    return found;
+  }
+
   void record_exit(worker& w, int status) {
     w.running = false;
     if (WIFEXITED(status)) w.exit.exit_code = WEXITSTATUS(status);
     if (WIFSIGNALED(status)) w.exit.signal = WTERMSIG(status);
     w.exit.time_ms = store::now_ms();
-    if (stopping_) {
+    const int index = static_cast<int>(&w - workers_.data());
+    bool stop_others = false;
+    if (stopping_ && failing_first_ == index && w.exit.failed()) {
+      w.exit.first_failure = true;  // its error came first; it ended after its peers
+      first_failure_ = index;
+    } else if (stopping_) {
       w.exit.knock_on = true;
+    } else if (w.exit.failed() && !ended_by_forwarded(w.exit) && !w.exit.hung_ms &&
+               (failing_first_ = failed_earlier(w))) {
+      w.exit.knock_on = true;
+      stop_others = true;
     } else if (w.exit.failed() && ended_by_forwarded(w.exit)) {
       w.exit.stopped_as_asked = true;
     } else if (w.exit.failed() && w.exit.hung_ms && !hang_culprits_.empty() &&
@@ -323,7 +359,7 @@ class node_supervisor {
     w.exit.last_lines.assign(w.lines.begin(), w.lines.end());
     if (!w.partial.empty()) w.exit.last_lines.push_back(w.partial);
     emit(supervisor_event::kind::exited, w.exit.rank, w.exit.pid, 0, &w.exit);
-    if (w.exit.first_failure) begin_stop(SIGTERM);
+    if ((w.exit.first_failure && !stopping_) || stop_others) begin_stop(SIGTERM);
   }
 
   void read_output(worker& w) {
@@ -391,6 +427,7 @@ class node_supervisor {
   bool stopping_ = false;
   std::optional<clock::time_point> kill_at_;
   std::optional<int> first_failure_;
+  std::optional<int> failing_first_;  // still running, its error file before the first reaped
   std::set<int> hang_culprits_;  // hung ranks the other hung ones wait on (hang_culprits)
   std::optional<int> launcher_signal_;
   bool stop_requested_ = false;

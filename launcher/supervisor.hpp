@@ -85,6 +85,9 @@ struct supervise_options {
   // The log file of each rank (created or appended to); required.
   std::function<std::filesystem::path(int rank)> log_path;
   std::function<void(const supervisor_event&)> on_event;  // optional
+  // Each rank's error file (TORCHELASTIC_ERROR_FILE; optional): a rank still running whose
+  // error was written before the first rank that ended failed is the first failure, not it.
+  std::function<std::filesystem::path(int rank)> error_path;
   // Hang detection: a worker whose heartbeat file (touched by the worker, see
   // MUSTER_HEARTBEAT_FILE) exists but has not changed for timeout_hang is hung: it gets
   // hang_signal (SIGABRT for a core and stack dump) and becomes the first failure. A worker that

@@ -18,7 +18,12 @@
 //   --others-ahead      with --only-rank and --hang-after-ms: the other ranks stop too, at the
 //                       same moment, one step further (their last beat one step on), as ranks
 //                       waiting in the collective the stuck one never reached
-//   --error-message T   write T to $TORCHELASTIC_ERROR_FILE (torchelastic's JSON) before failing
+//   --error-message T   write T to $TORCHELASTIC_ERROR_FILE (muster's JSON, with the time) before
+//                       failing
+//   --linger-ms N       after the error file, take N ms more to exit, whatever signal comes (a
+//                       rank that closed its connections and is still ending)
+//   --others-exit-code C  with --only-rank: the other ranks exit C after --sleep-ms (peers whose
+//                       collective failed), where they exit 0
 //   --stderr-line T     print T on stderr before failing (a traceback's last line, for diagnose)
 //   --lines N           print N numbered lines before anything else
 //   --stop-on-usr1 MS   on SIGUSR1, wait MS ms (a checkpoint being saved) and exit 138 (128 +
@@ -67,6 +72,8 @@ struct options {
   long hang_after_ms = -1;
   bool others_ahead = false;
   std::string error_message;
+  long linger_ms = 0;
+  int others_exit_code = 0;
   std::string stderr_line;  // printed by the acting rank before it ends, as a traceback's last line
   int lines = 0;
   long stop_on_usr1_ms = -1;
@@ -105,6 +112,10 @@ options parse(int argc, char** argv) {
       o.steps = std::atol(next());
     else if (a == "--error-message")
       o.error_message = next();
+    else if (a == "--linger-ms")
+      o.linger_ms = std::atol(next());
+    else if (a == "--others-exit-code")
+      o.others_exit_code = std::atoi(next());
     else if (a == "--lines")
       o.lines = std::atoi(next());
     else if (a == "--stderr-line")
@@ -206,15 +217,26 @@ int main(int argc, char** argv) {
       run_for(o.sleep_ms, o, rank, o.hang_after_ms, 1);
     else
       run_for(o.sleep_ms, o, rank);
-    return 0;
+    if (o.others_exit_code != 0)
+      std::fprintf(stderr, "rank %s: exiting with %d\n", rank.c_str(), o.others_exit_code);
+    return o.others_exit_code;
   }
   run_for(o.after_ms > 0 ? o.after_ms : o.sleep_ms, o, rank, o.hang_after_ms,
           o.others_ahead ? std::optional<long>(0) : std::nullopt);
   if (!o.error_message.empty() && !env("TORCHELASTIC_ERROR_FILE").empty()) {
     std::ofstream out(env("TORCHELASTIC_ERROR_FILE"));
+    const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
     out << R"({"message": {"message": ")" << o.error_message
-        << R"(", "extraInfo": {"py_callstack": "", "timestamp": "0"}}})"
-        << "\n";
+        << R"(", "extraInfo": {"py_callstack": "", "timestamp": ")" << now_ms / 1000
+        << R"(", "muster_time_ms": )" << now_ms << "}}}\n";
+  }
+  if (o.linger_ms > 0) {  // signals wait: this rank is ending already
+    sigset_t all;
+    sigfillset(&all);
+    sigprocmask(SIG_BLOCK, &all, nullptr);
+    std::this_thread::sleep_for(std::chrono::milliseconds(o.linger_ms));
   }
   if (!o.stderr_line.empty()) std::fprintf(stderr, "%s\n", o.stderr_line.c_str());
   if (o.signal != 0) {

@@ -129,6 +129,33 @@ TEST_CASE("muster run starts N ranks with torchrun's environment and records the
   CHECK(fs::exists(dir / "job.toml"));
 }
 
+TEST_CASE(
+    "a rank whose error came first is the first failure, though a peer it failed was reaped "
+    "before it",
+    "[local_run]") {
+  muster::test::temp_dir runs;
+  // rank 0 writes its error at 300 ms and takes 1.5 s more to end (its connections closed);
+  // rank 1, whose collective that closed, fails at 600 ms
+  const auto r = muster::test::run_process(
+      run_args(runs, 2,
+               {"--only-rank", "0", "--after-ms", "300", "--error-message",
+                "cannot create checkpoint directory /ro/ck: Read-only file system", "--linger-ms",
+                "1500", "--exit-code", "1", "--sleep-ms", "600", "--others-exit-code", "1"}));
+  INFO("stderr: " << r.err);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Catch::Contains("muster: rank 0 on ") &&
+                        Catch::Contains("failed first (exit code 1); 1 other rank(s) of this node "
+                                        "stopped") &&
+                        Catch::Contains("error file: cannot create checkpoint directory"));
+  muster::store::run_reader reader(muster::test::only_run_dir(runs.path()));
+  for (const auto& rank : reader.ranks()) {
+    INFO("rank " << rank.rank);
+    CHECK(rank.state ==
+          (rank.rank == 0 ? muster::store::rank_state::failed : muster::store::rank_state::killed));
+    CHECK(rank.exit_code == 1);
+  }
+}
+
 TEST_CASE("one rank exiting 3 stops the others within a second and muster exits 3", "[local_run]") {
   muster::test::temp_dir runs;
   auto start = clock_type::now();
