@@ -209,8 +209,9 @@ const field<job_config> kSchema[] = {
           "where checkpoints are saved, one directory per step (step-00000100); \"\" = "
           "<run directory>/checkpoints; a relative path is from the directory muster runs in"),
     FIELD(checkpoint.interval, "checkpoint.interval",
-          "save every this many steps and after the last; 0 = only when the launcher forwards "
-          "SIGUSR1 or SIGTERM"),
+          "save every this many steps; 0 = none between; either way after the last step and "
+          "when the launcher forwards SIGUSR1 or SIGTERM (Slurm's pre-timeout signal, scancel); "
+          "-1 = only when signalled"),
     FIELD(
         checkpoint.load, "checkpoint.load",
         "\"\" = resume from the newest checkpoint in checkpoint.dir when there is one; else "
@@ -219,6 +220,11 @@ const field<job_config> kSchema[] = {
         "resume whose learning-rate schedule (train.steps, warmup_steps, lr, min_lr) differs "
         "from the checkpoint's warns in the ranks' logs and goes on with this run's"),
     FIELD(checkpoint.keep, "checkpoint.keep", "newest checkpoints kept in checkpoint.dir; 0 = all"),
+    FIELD(checkpoint.load_optim, "checkpoint.load_optim",
+          "resume the optimizer state too; false = the weights and the step alone, with a fresh "
+          "optimizer (Megatron's --no-load-optim): to resume under another world size, sharding "
+          "or parallel.expert than the checkpoint's, whose optimizer state is sharded for its "
+          "own"),
     FIELD(comm.nccl_ub, "comm.nccl_ub",
           "NCCL user buffers (ncclMemAlloc + ncclCommRegister) for the FSDP all-gather and "
           "reduce-scatter buffers; refused together with expandable_segments:True"),
@@ -246,11 +252,28 @@ const field<job_config> kSchema[] = {
 
 #undef FIELD
 
-// A whole number of at least `min` (1 for sizes, 0 where 0 means "derive it").
+// What the key's least value means, from its documentation ("0 = all"), or "".
+std::string least_meaning(int min, std::string_view key) {
+  for (const auto& f : kSchema) {
+    if (f.key != key) continue;
+    const auto mark = fmt::format("{} = ", min);
+    auto at = f.doc.find(mark);
+    while (at != std::string_view::npos && at > 0 && f.doc[at - 1] != ' ' && f.doc[at - 1] != '(')
+      at = f.doc.find(mark, at + 1);  // "-1 = " is not "1 = "
+    if (at == std::string_view::npos) return {};
+    const auto end = f.doc.find_first_of(";)", at);
+    return std::string(f.doc.substr(at, end == std::string_view::npos ? end : end - at));
+  }
+  return {};
+}
+
+// A whole number of at least `min`; the message says what the least means where the key's
+// documentation does.
 void check_at_least(int value, int min, const config::sources& where, std::string_view key) {
+  const auto meaning = value < min ? least_meaning(min, key) : std::string();
   MUSTER_CHECK(value >= min, errc::config, "{}: {}: {} is below {}; use {} or more{}",
                config::place_of(where, key), key, value, min, min,
-               min == 0 ? " (0 = derive it)" : "");
+               meaning.empty() ? "" : " (" + meaning + ")");
 }
 
 // other_names: what other tools call a choice (any case), named in the message.
@@ -483,7 +506,7 @@ void validate_train(const train_section& t, const config::sources& where, sectio
 
 void validate_checkpoint(const checkpoint_section& c, const config::sources& where,
                          section_rules& r) {
-  r([&] { check_at_least(c.interval, 0, where, "checkpoint.interval"); });
+  r([&] { check_at_least(c.interval, -1, where, "checkpoint.interval"); });
   r([&] { check_at_least(c.keep, 0, where, "checkpoint.keep"); });
 }
 

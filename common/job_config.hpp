@@ -134,9 +134,11 @@ struct data_section {
 // Checkpoints of the built-in engine: Hugging Face safetensors plus our sharded optimizer state.
 struct checkpoint_section {
   std::string dir;   // "" = <run directory>/checkpoints
-  int interval = 0;  // save every N steps and after the last; 0 = only on SIGUSR1/SIGTERM
+  int interval = 0;  // save every N steps; always after the last and on SIGUSR1/SIGTERM; -1 =
+                     // only on those signals
   std::string load;  // "" = resume from dir's newest, if any; else a checkpoint or HF model dir
   int keep = 2;      // newest checkpoints kept in dir; 0 = all
+  bool load_optim = true;  // false: resume the weights and step with a fresh optimizer
 };
 
 // Communication settings.

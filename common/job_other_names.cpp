@@ -32,8 +32,7 @@ constexpr config::other_name kOtherNames[] = {
     {"untie-embeddings-and-output-weights", "model.tie_embeddings = false", "Megatron"},
     {"rotary-base", "model.rope_theta", "Megatron"},
     {"norm-epsilon", "model.norm_eps", "Megatron"},
-    {"moe-shared-expert-intermediate-size", "model.moe_shared_expert_ffn_hidden_size",
-     "Megatron"},
+    {"moe-shared-expert-intermediate-size", "model.moe_shared_expert_ffn_hidden_size", "Megatron"},
     {"moe-router-score-function", "model.moe_router_score", "Megatron"},
     {"moe-expert-capacity-factor", "model.moe_capacity_factor", "Megatron"},
     // batch, precision, schedule
@@ -49,6 +48,7 @@ constexpr config::other_name kOtherNames[] = {
     {"save", "checkpoint.dir", "Megatron"},
     {"load", "checkpoint.load", "Megatron"},
     {"save-interval", "checkpoint.interval", "Megatron"},
+    {"no-load-optim", "checkpoint.load_optim", "Megatron"},
     {"distributed-timeout-minutes", "comm.timeout (in seconds)", "Megatron"},
 };
 

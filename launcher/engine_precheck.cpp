@@ -1,6 +1,11 @@
 // The launchers' checks of a muster-train job: see engine_precheck.hpp.
 #include "launcher/engine_precheck.hpp"
 
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 
 #include "common/error.hpp"
@@ -9,6 +14,22 @@
 #include "launcher/launch_policy.hpp"
 
 namespace muster::launcher {
+namespace {
+
+// Why muster-train could not save under checkpoint directory `dir` (made when missing), or "".
+std::string unwritable(const std::filesystem::path& dir) {
+  std::error_code ec;
+  auto at = std::filesystem::absolute(dir, ec);
+  while (at.has_relative_path() && !std::filesystem::exists(at, ec)) at = at.parent_path();
+  if (!std::filesystem::is_directory(at, ec))
+    return fmt::format("{} is not a directory", at.string());
+  if (::access(at.c_str(), W_OK | X_OK) != 0)
+    return fmt::format("{}{} cannot be written: {}", at.string(),
+                       at == dir ? "" : " (where it would be made)", std::strerror(errno));
+  return {};
+}
+
+}  // namespace
 
 void check_engine_job(const job_config& config, const std::vector<std::string>& argv) {
   if (!runs_builtin_engine(argv)) return;
@@ -21,6 +42,14 @@ void check_engine_job(const job_config& config, const std::vector<std::string>& 
                "model directory, or leave it empty to resume from the newest under "
                "checkpoint.dir",
                load, std::filesystem::exists(load, ec) ? "not a directory" : "does not exist");
+  // found now, not at the first save, checkpoint.interval steps in
+  if (const auto& dir = config.checkpoint.dir; !dir.empty() && config.checkpoint.interval >= 0)
+    if (const auto why = unwritable(dir); !why.empty())
+      MUSTER_THROW(errc::invalid_input,
+                   "checkpoint.dir = {}: {}; muster-train could save no checkpoint there: "
+                   "choose a folder this user can write, or leave it empty for the run "
+                   "directory's",
+                   dir, why);
 }
 
 }  // namespace muster::launcher

@@ -274,12 +274,15 @@ std::int64_t load_checkpoint(const fs::path& dir, parallel::sharded_model& model
   }
   if (!fs::exists(dir / "trainer_state.json")) return 0;  // weights only
   const auto state = read_json_file(dir / "trainer_state.json");
+  // checkpoint.load_optim = false: the weights and the step, the optimizer afresh
+  if (!config.checkpoint.load_optim) return state.at("step").get<std::int64_t>();
   const auto now = layout_of(config, world);
   for (const auto& key : {"world_size", "sharding", "expert"})
     MUSTER_CHECK(state.at(key) == now.at(key), errc::invalid_input,
                  "checkpoint {} was saved with {} = {}, this run has {}; its optimizer state is "
-                 "sharded for that layout: run with the same layout, or start from its weights "
-                 "alone by copying them without trainer_state.json",
+                 "sharded for that layout: run with the same layout, or set "
+                 "checkpoint.load_optim = false to take its weights and step with a fresh "
+                 "optimizer",
                  dir.string(), key, state.at(key).dump(), now.at(key).dump());
   const int rank = world ? world->rank() : 0;
   const safetensors_file moments(dir / "optimizer" / fmt::format("rank-{:05d}.safetensors", rank));

@@ -36,7 +36,8 @@ std::filesystem::path save_checkpoint(const std::filesystem::path& root, std::in
 // Loads the weights of `dir` (ours or any Hugging Face model directory: index.json + shards, or
 // one model.safetensors; Qwen or Mixtral names; F32, BF16 or F16) into the model, each rank
 // reading only its units' tensors. When `dir` is ours, also the optimizer state, which needs the
-// same world size, sharding and EP; returns the steps it was saved after (0 for weights only).
+// same world size, sharding and EP, unless checkpoint.load_optim is false (then the optimizer
+// starts afresh); returns the steps it was saved after (0 for weights only).
 // Throws errc::invalid_input naming the directory and the tensor or setting that does not match.
 std::int64_t load_checkpoint(const std::filesystem::path& dir, parallel::sharded_model& model,
                              parallel::flat_adamw& optimizer, const job_config& config,

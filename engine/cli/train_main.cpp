@@ -312,9 +312,17 @@ int run(engine::train::trainer& trainer, const job_config& config) {
           "loaded the weights of {} (no trainer_state.json: no optimizer state nor "
           "step), training from step 1",
           from->string());
+    else if (trainer.next_step() >= config.train.steps)
+      logger->warn(
+          "loaded checkpoint {}: it is at step {}, and train.steps = {} are done already; "
+          "nothing to train: raise train.steps to train on",
+          from->string(), trainer.next_step(), config.train.steps);
     else
-      logger->info("loaded checkpoint {}: continuing at step {}", from->string(),
-                   trainer.next_step() + 1);
+      logger->info("loaded checkpoint {}: continuing at step {}{}", from->string(),
+                   trainer.next_step() + 1,
+                   config.checkpoint.load_optim
+                       ? ""
+                       : " with a fresh optimizer state (checkpoint.load_optim = false)");
     if (const auto change = engine::checkpoint::schedule_change(*from, config.train))
       logger->warn("{}", *change);
   }
@@ -363,8 +371,8 @@ int run(engine::train::trainer& trainer, const job_config& config) {
       logger->info("stopping after step {} ({})", r.step + 1, strsignal(signal));
       return 128 + signal;
     }
-    if (interval > 0 &&
-        (trainer.next_step() % interval == 0 || trainer.next_step() == config.train.steps))
+    if ((interval > 0 && trainer.next_step() % interval == 0) ||
+        (interval >= 0 && trainer.next_step() == config.train.steps))
       save();
   }
   log_profile(profile.finish(trainer.next_step()));

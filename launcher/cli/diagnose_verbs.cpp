@@ -197,8 +197,11 @@ int run_diagnose(const diagnose_options& o) {
     if (analysis) print_analysis(*analysis);
     // where a stopped or failed run goes on from: muster-train resumes from the newest
     // checkpoint under checkpoint.dir by itself
+    // (not when the checkpoint itself is what failed to load)
+    const bool checkpoint_failed =
+        result.failed() && result.findings.front().category == "checkpoint_mismatch";
     if (d.newest_checkpoint && (result.failed() || result.stopped_as_asked || cancelled) &&
-        !recovered)
+        !recovered && !checkpoint_failed)
       fmt::print(
           "resume: its newest checkpoint is {}; run the job again with checkpoint.load={} and "
           "muster-train goes on from there (without checkpoint.load it takes the newest under "

@@ -430,6 +430,16 @@ void setup(finding& f) {
           "comm.nccl_ub = false (Megatron: drop --use-nccl-ub)",
           "PyTorch 2.11 and later support both together"};
     }
+  } else if (f.category == "checkpoint_mismatch" && !fact(f, "layout").empty()) {
+    f.summary = fmt::format(
+        "the checkpoint's optimizer state is sharded for another layout on {}: it was saved with "
+        "{}",
+        ranks, fact(f, "layout"));
+    f.fixes = {
+        "resume under the layout it was saved with (the same ranks, parallel.sharding "
+        "and parallel.expert)",
+        "or set checkpoint.load_optim = false: its weights and step, with a fresh optimizer "
+        "state (Megatron's --no-load-optim)"};
   } else if (f.category == "checkpoint_mismatch") {
     std::string what;
     if (!fact(f, "tensor").empty())
@@ -444,7 +454,8 @@ void setup(finding& f) {
         "checkpoint.load (Megatron --load) points at another model's directory? muster "
         "resumes from the newest step-N under checkpoint.dir",
         "a checkpoint saved under another TP/PP/EP layout must be converted (Megatron "
-        "dist-ckpt, or an HF export); muster's are layout-free"};
+        "dist-ckpt, or an HF export); muster's weights are layout-free, its optimizer state is "
+        "not (checkpoint.load_optim = false leaves it out)"};
   } else if (f.category == "rendezvous_timeout" && fact(f, "source") == "muster") {
     launchers_rendezvous(f);
   } else if (f.category == "rendezvous_timeout" && !fact(f, "unresolved").empty()) {

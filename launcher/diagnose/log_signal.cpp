@@ -1,6 +1,8 @@
 // One log line read for what it says about a failure: see log_signal.hpp.
 #include "launcher/diagnose/log_signal.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
 #include <csignal>
@@ -413,6 +415,8 @@ std::optional<log_signal> env_misconfig(std::string_view line) {
 //   "Error(s) in loading state_dict for GPTModel:", "Missing key(s) in state_dict: ...",
 //   torch.distributed.checkpoint's "Size mismatch between saved torch.Size([...]) and current:
 //   torch.Size([...]) for ...", the engine's "... the checkpoint is of another model ...".
+constexpr std::string_view kShardedForLayout = "optimizer state is sharded for that layout";
+
 log_signal checkpoint_mismatch(std::string_view line) {
   auto s = signal_of("checkpoint_mismatch");
   put(s, "tensor", between(line, "size mismatch for ", {": "}));
@@ -420,6 +424,12 @@ log_signal checkpoint_mismatch(std::string_view line) {
   put(s, "model_shape", after(line, "the shape in current model is ", ""));
   if (has(line, "Missing key(s)")) s.facts["problem"] = "missing keys";
   if (has(line, "Unexpected key(s)")) s.facts["problem"] = "unexpected keys";
+  // muster-train's: "checkpoint D was saved with world_size = 2, this run has 4; its optimizer
+  // state is sharded for that layout: ..."
+  if (has(line, kShardedForLayout))
+    s.facts["layout"] = fmt::format(
+        "{} = {}, this run has {}", between(line, " was saved with ", {" = "}),
+        between(line, " = ", {", this run has"}), between(line, ", this run has ", {";"}));
   return s;
 }
 
@@ -506,6 +516,7 @@ std::span<const std::string_view> signal_keywords() {
       "key(s) in state_dict",
       "Size mismatch between saved",
       "checkpoint is of another model",
+      kShardedForLayout,
   };
   return kWords;
 }
@@ -642,7 +653,7 @@ std::optional<log_signal> match_log_line(std::string_view line) {
     s = std::move(env);
   } else if (has(line, "size mismatch for") || has(line, "in loading state_dict") ||
              has(line, "key(s) in state_dict") || has(line, "Size mismatch between saved") ||
-             has(line, "checkpoint is of another model")) {
+             has(line, "checkpoint is of another model") || has(line, kShardedForLayout)) {
     s = checkpoint_mismatch(line);
   }
   // muster's launcher's own line: its srun -l label is its node's task, never a rank

@@ -76,6 +76,14 @@ TEST_CASE("relative data and checkpoint paths are made absolute from the current
 }
 
 TEST_CASE("job config validation names the place and the fix", "[job_config]") {
+  // a value below the least says what the least means, from the key's own documentation
+  CHECK_THAT(load_error("[checkpoint]\nkeep = -1\n"),
+             Catch::EndsWith("checkpoint.keep: -1 is below 0; use 0 or more (0 = all)"));
+  CHECK_THAT(load_error("[checkpoint]\ninterval = -5\n"),
+             Catch::EndsWith("checkpoint.interval: -5 is below -1; use -1 or more (-1 = only when "
+                             "signalled)"));
+  CHECK_THAT(load_error("[train]\nwarmup_steps = -1\n"),
+             Catch::EndsWith("train.warmup_steps: -1 is below 0; use 0 or more"));
   CHECK_THAT(load_error("[launch]\nnproc = -1\n"),
              Catch::Matches(".*job.toml:2:9: launch.nproc: -1 is negative; use the number of ranks "
                             "per node, or 0 for one per GPU"));

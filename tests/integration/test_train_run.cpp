@@ -52,6 +52,14 @@ TEST_CASE("muster run trains with muster-train and sees its progress", "[train_r
              Catch::Contains("train.warmup_steps = 10 is above train.steps = 5") &&
                  Catch::Contains("a step: global batch 2 = micro-batch 2 x accumulation 1 x "
                                  "data-parallel 1\n"));
+  // the last step saved (checkpoint.interval = 0); -1 saves nothing unless signalled
+  CHECK(fs::exists(run / "checkpoints" / "step-00000005" / "trainer_state.json"));
+  const auto unsaved =
+      muster::test::run_process({kMuster, "run", (dir / "tiny.toml").string(),
+                                 "launch.runs_dir=" + (dir / "unsaved").string(), "launch.nproc=1",
+                                 "train.steps=1", "checkpoint.interval=-1", "--", kTrain});
+  CHECK(unsaved.exit_code == 0);
+  CHECK_FALSE(fs::exists(muster::test::only_run_dir(dir / "unsaved") / "checkpoints"));
   // by hand (one rank), a global batch the micro-batch does not divide is refused
   const auto hand = muster::test::run_process(
       {kTrain, (dir / "tiny.toml").string(), "train.global_batch_size=3"});
@@ -205,6 +213,15 @@ TEST_CASE(
                                  "model.vocab_size=200", "--", kTrain});
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err, Catch::Contains("holds token ids up to 255 but model.vocab_size is 200"));
+  CHECK_FALSE(std::filesystem::exists(dir / "runs"));
+  // a checkpoint folder that cannot be made: said now, not at the first save
+  muster::test::write_file(dir / "a-file", "");
+  r = muster::test::run_process(
+      {kMuster, "run", (dir / "tiny.toml").string(), "launch.runs_dir=" + (dir / "runs").string(),
+       "launch.nproc=1", "checkpoint.dir=" + (dir / "a-file" / "ckpt").string(), "--", kTrain});
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("checkpoint.dir = " + (dir / "a-file" / "ckpt").string() +
+                                    ": " + (dir / "a-file").string() + " is not a directory"));
   CHECK_FALSE(std::filesystem::exists(dir / "runs"));
 
   // what only a rank finds (no GPU it can see, for train.device = "cuda") is in the run store,
@@ -550,6 +567,22 @@ TEST_CASE(
                              "(model.layers.0.mlp.experts.2.down_proj.weight, "));
   CHECK_THAT(refused("narrower", "model.moe_ffn_hidden_size=16"),
              Catch::Contains("has shape [32, 32], the model's is [16, 32]"));
+  // another layout: its optimizer state is sharded for its own, so only the weights and the
+  // step are taken, when asked
+  CHECK_THAT(refused("other-layout", "parallel.expert=1"),
+             Catch::Contains("was saved with expert = 2, this run has 1") &&
+                 Catch::Contains("set checkpoint.load_optim = false"));
+  run("relayout", 11,
+      {"parallel.expert=1", "parallel.sharding=no_shard", "checkpoint.load=" + step10.string(),
+       "checkpoint.load_optim=false"});
+  CHECK_THAT(
+      muster::test::read_file(muster::test::only_run_dir(dir / "relayout") / "logs" / "rank-0.log"),
+      Catch::Contains("continuing at step 11 with a fresh optimizer state"));
+  // a checkpoint at train.steps already: nothing to train, said
+  run("done", 10, {"checkpoint.load=" + step10.string()});
+  CHECK_THAT(
+      muster::test::read_file(muster::test::only_run_dir(dir / "done") / "logs" / "rank-0.log"),
+      Catch::Contains("train.steps = 10 are done already; nothing to train"));
   // a model whose head is its embedding takes weights that ship lm_head.weight too (as some
   // Hugging Face tied models do): the head is not another layer
   const auto weights = dir / "weights-only";

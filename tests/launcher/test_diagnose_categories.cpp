@@ -387,6 +387,20 @@ TEST_CASE("checkpoints that do not fit the model are checkpoint_mismatch", "[dia
             "256], the model needs 65536 elements; the checkpoint is of another model (compare "
             "its config.json with the job's model section)")
             .category == "checkpoint_mismatch");
+  // muster-train's checkpoint of another layout: its optimizer state, with the way round it
+  const auto layout = diagnose_lines(
+      {"[rank0] muster-train: checkpoint /ckpt/step-00000010 was saved with world_size = 2, this "
+       "run has 4; its optimizer state is sharded for that layout: run with the same layout, or "
+       "set checkpoint.load_optim = false to take its weights and step with a fresh optimizer"},
+      4);
+  REQUIRE(layout.failed());
+  CHECK(root_of(layout).category == "checkpoint_mismatch");
+  CHECK(root_of(layout).facts.at("layout") == "world_size = 2, this run has 4");
+  CHECK_THAT(root_of(layout).summary,
+             Catch::Contains("sharded for another layout on rank 0: it was saved with "
+                             "world_size = 2, this run has 4"));
+  REQUIRE(root_of(layout).fixes.size() == 2);
+  CHECK_THAT(root_of(layout).fixes[1], Catch::Contains("checkpoint.load_optim = false"));
   // the root, with a cascade of timeouts on the ranks that loaded fine
   const auto d = diagnose_lines(
       {"[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, "
