@@ -314,12 +314,15 @@ class node_supervisor {
     return error->time_ms;
   }
 
-  // A worker still running that wrote its error file before `w` ended (and before w's own):
-  // the one that failed first, w its knock-on. A rank that closes its connections after writing
-  // its error and before it exits makes its peers' collectives fail, and they may be reaped
-  // first.
+  // A worker still running that wrote its error file before `w` wrote its own: the one that
+  // failed first, w its knock-on. A rank that closes its connections after writing its error
+  // and before it exits makes its peers' collectives fail, and they may be reaped first. A w
+  // with no error file (killed, or not ours) stays first: when it died is known only as late as
+  // it was reaped.
   std::optional<int> failed_earlier(const worker& w) const {
-    std::int64_t earliest = error_time(w).value_or(w.exit.time_ms);
+    const auto mine = error_time(w);
+    if (!mine) return std::nullopt;
+    std::int64_t earliest = *mine;
     std::optional<int> found;
     for (const auto& other : workers_)
       if (&other != &w && other.running)

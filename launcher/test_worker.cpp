@@ -23,7 +23,7 @@
 //   --linger-ms N       after the error file, take N ms more to exit, whatever signal comes (a
 //                       rank that closed its connections and is still ending)
 //   --others-exit-code C  with --only-rank: the other ranks exit C after --sleep-ms (peers whose
-//                       collective failed), where they exit 0
+//                       collective failed), where they exit 0, writing their error file as such
 //   --stderr-line T     print T on stderr before failing (a traceback's last line, for diagnose)
 //   --lines N           print N numbered lines before anything else
 //   --stop-on-usr1 MS   on SIGUSR1, wait MS ms (a checkpoint being saved) and exit 138 (128 +
@@ -58,6 +58,18 @@ void on_signal(int sig) {
 std::string env(const char* name) {
   const char* value = std::getenv(name);
   return value ? value : "";
+}
+
+// `message` in $TORCHELASTIC_ERROR_FILE, as muster's JSON with the time (when the variable is set).
+void write_error_file(const std::string& message) {
+  if (env("TORCHELASTIC_ERROR_FILE").empty()) return;
+  std::ofstream out(env("TORCHELASTIC_ERROR_FILE"));
+  const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  out << R"({"message": {"message": ")" << message
+      << R"(", "extraInfo": {"py_callstack": "", "timestamp": ")" << now_ms / 1000
+      << R"(", "muster_time_ms": )" << now_ms << "}}}\n";
 }
 
 struct options {
@@ -217,21 +229,15 @@ int main(int argc, char** argv) {
       run_for(o.sleep_ms, o, rank, o.hang_after_ms, 1);
     else
       run_for(o.sleep_ms, o, rank);
-    if (o.others_exit_code != 0)
+    if (o.others_exit_code != 0) {
+      write_error_file("collective failed: a peer closed its connection");
       std::fprintf(stderr, "rank %s: exiting with %d\n", rank.c_str(), o.others_exit_code);
+    }
     return o.others_exit_code;
   }
   run_for(o.after_ms > 0 ? o.after_ms : o.sleep_ms, o, rank, o.hang_after_ms,
           o.others_ahead ? std::optional<long>(0) : std::nullopt);
-  if (!o.error_message.empty() && !env("TORCHELASTIC_ERROR_FILE").empty()) {
-    std::ofstream out(env("TORCHELASTIC_ERROR_FILE"));
-    const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                            std::chrono::system_clock::now().time_since_epoch())
-                            .count();
-    out << R"({"message": {"message": ")" << o.error_message
-        << R"(", "extraInfo": {"py_callstack": "", "timestamp": ")" << now_ms / 1000
-        << R"(", "muster_time_ms": )" << now_ms << "}}}\n";
-  }
+  if (!o.error_message.empty()) write_error_file(o.error_message);
   if (o.linger_ms > 0) {  // signals wait: this rank is ending already
     sigset_t all;
     sigfillset(&all);
