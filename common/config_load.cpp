@@ -314,6 +314,30 @@ std::string format_value(const value_ptr& value) {
       value);
 }
 
+// A string left open on line `line_no` (an odd count of unescaped double quotes before any
+// comment): toml++ then speaks of control characters or the end of the line.
+std::string open_quote_hint(std::string_view text, std::size_t line_no) {
+  std::size_t n = 1, at = 0;
+  for (; n < line_no && at != std::string_view::npos; ++n) {
+    at = text.find('\n', at);
+    if (at != std::string_view::npos) ++at;
+  }
+  if (at == std::string_view::npos) return "";
+  const auto line = text.substr(at, text.find('\n', at) - at);
+  int quotes = 0;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    if (line[i] == '\\')
+      ++i;  // an escaped character
+    else if (line[i] == '"')
+      ++quotes;
+    else if (line[i] == '#' && quotes % 2 == 0)
+      break;
+  }
+  return quotes % 2 == 1 ? "; a string on this line is not closed: end it with \" on the same "
+                           "line"
+                         : "";
+}
+
 void load_text(std::string_view text, std::string_view source_name,
                std::span<const bound_field> fields, sources& where,
                std::span<const other_name> other_names) {
@@ -325,12 +349,16 @@ void load_text(std::string_view text, std::string_view source_name,
     const auto first = text.find_first_not_of(" \t\r\n");
     const bool json =
         source_name.ends_with(".json") || (first != std::string_view::npos && text[first] == '{');
-    MUSTER_THROW(errc::config, "{}: invalid TOML: {}{}", position(source_name, e.source()),
-                 e.description(),
-                 json ? "; this is JSON, not a job file: a Hugging Face config.json is given as "
-                        "model.config_json=FILE after a job file (etc/examples/job.toml lists "
-                        "every key)"
-                      : leading_zero_hint(text, e.source().begin.line, e.description(), fields));
+    MUSTER_THROW(
+        errc::config, "{}: invalid TOML: {}{}", position(source_name, e.source()), e.description(),
+        json ? "; this is JSON, not a job file: a Hugging Face config.json is given as "
+               "model.config_json=FILE after a job file (etc/examples/job.toml lists "
+               "every key)"
+             : [&] {
+                 auto hint =
+                     leading_zero_hint(text, e.source().begin.line, e.description(), fields);
+                 return hint.empty() ? open_quote_hint(text, e.source().begin.line) : hint;
+               }());
   }
   std::vector<key_error> errors;
   walk(table, "", source_name, fields, where, errors, other_names);

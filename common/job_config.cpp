@@ -469,10 +469,39 @@ void validate_train(const train_section& t, const config::sources& where, sectio
   r([&] { check_at_least(t.steps, 1, where, "train.steps"); });
   r([&] { check_at_least(t.warmup_steps, 0, where, "train.warmup_steps"); });
   r([&] { check_at_least(t.profile_step_start, 0, where, "train.profile_step_start"); });
-  if (!r.held()) return;  // the rules below compare with those
   r([&] {
+    MUSTER_CHECK(t.lr > 0 && t.min_lr >= 0 && t.min_lr <= t.lr, errc::config,
+                 "{}: train.lr = {} and train.min_lr = {}: need 0 < min_lr <= lr (e.g. lr 3e-4, "
+                 "min_lr 3e-5)",
+                 config::place_of(where, "train.lr"), t.lr, t.min_lr);
+  });
+  // each its own rule, so every one out of range is named at its own line
+  for (const auto& [value, key] :
+       {std::pair{t.adam_beta1, "train.adam_beta1"}, std::pair{t.adam_beta2, "train.adam_beta2"}})
+    r([&, value = value, key = key] {
+      MUSTER_CHECK(value >= 0 && value < 1, errc::config,
+                   "{}: {}: {} is outside [0, 1) (0.9 and 0.95 are usual)",
+                   config::place_of(where, key), key, value);
+    });
+  r([&] {
+    MUSTER_CHECK(t.adam_eps > 0, errc::config,
+                 "{}: train.adam_eps: {} must be above 0 (1e-8 is "
+                 "usual)",
+                 config::place_of(where, "train.adam_eps"), t.adam_eps);
+  });
+  for (const auto& [value, key] :
+       {std::pair{t.weight_decay, "train.weight_decay"}, std::pair{t.grad_clip, "train.grad_clip"},
+        std::pair{t.peak_tflops, "train.peak_tflops"}})
+    r([&, value = value, key = key] {
+      MUSTER_CHECK(value >= 0, errc::config, "{}: {}: {} is negative; use 0 or more{}",
+                   config::place_of(where, key), key, value, [&] {
+                     const auto m = least_meaning(0, key);
+                     return m.empty() ? std::string() : " (" + m + ")";
+                   }());
+    });
+  r([&] {  // (a train.steps or profile_step_start out of range is said above)
     MUSTER_CHECK(
-        t.profile_step_start <= t.steps, errc::config,
+        t.steps < 1 || t.profile_step_start < 0 || t.profile_step_start <= t.steps, errc::config,
         "{}: train.profile_step_start = {} is past the run's last step (train.steps = {}); "
         "profile a step of the run, or set train.profile_step_start = 0",
         config::place_of(where, "train.profile_step_start"), t.profile_step_start, t.steps);
@@ -486,21 +515,6 @@ void validate_train(const train_section& t, const config::sources& where, sectio
                  "end 7); or set train.profile_step_end = 0",
                  config::place_of(where, "train.profile_step_end"), t.profile_step_end,
                  t.profile_step_start);
-  });
-  r([&] {
-    MUSTER_CHECK(t.lr > 0 && t.min_lr >= 0 && t.min_lr <= t.lr, errc::config,
-                 "{}: train.lr = {} and train.min_lr = {}: need 0 < min_lr <= lr (e.g. lr 3e-4, "
-                 "min_lr 3e-5)",
-                 config::place_of(where, "train.lr"), t.lr, t.min_lr);
-  });
-  r([&] {
-    MUSTER_CHECK(t.adam_beta1 >= 0 && t.adam_beta1 < 1 && t.adam_beta2 >= 0 && t.adam_beta2 < 1 &&
-                     t.adam_eps > 0 && t.weight_decay >= 0 && t.grad_clip >= 0 &&
-                     t.peak_tflops >= 0,
-                 errc::config,
-                 "{}: AdamW settings out of range: betas in [0, 1), eps > 0, weight_decay, "
-                 "grad_clip and peak_tflops 0 or more",
-                 config::place_of(where, "train.adam_beta1"));
   });
 }
 

@@ -41,6 +41,7 @@
 #include "engine/train/device_memory.hpp"
 #include "engine/train/step_profiler.hpp"
 #include "engine/train/trainer.hpp"
+#include "launcher/plan/job_plan.hpp"
 #include "muster/version.hpp"
 
 namespace {
@@ -255,7 +256,8 @@ int train(int argc, char** argv) {
   }
   if (job_file.empty() && !env("MUSTER_RUN_DIR").empty())
     job_file = std::filesystem::path(env("MUSTER_RUN_DIR")) / "job.toml";
-  const auto config = load_job_config(job_file, overrides).config;
+  const auto loaded = load_job_config(job_file, overrides);
+  const auto& config = loaded.config;
   g_job = config;
   // Freed activations stay in the heap for the next step instead of going back to the kernel
   // and faulting in again, zeroed (about a tenth of a CPU step at 4 x 256 tokens).
@@ -263,6 +265,13 @@ int train(int argc, char** argv) {
   ::mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
   log::setup(config.log.level);
   const auto world = env("WORLD_SIZE").empty() ? 1 : std::stoi(env("WORLD_SIZE"));
+  {  // the layout on this world, its errors naming the job file's lines (run by hand too)
+    launcher::plan::plan_request request;
+    request.world = launcher::plan::world_size{
+        world, env("WORLD_SIZE").empty() ? "one rank: WORLD_SIZE is not set" : "WORLD_SIZE"};
+    std::vector<std::string> warnings;
+    launcher::plan::checked_layout(config, loaded.where, request, warnings);
+  }
   if (!env("OMP_NUM_THREADS").empty()) torch::set_num_threads(std::stoi(env("OMP_NUM_THREADS")));
   auto documents = engine::data::open_job_documents(config);
   // Gloo on the CPU, NCCL on a GPU (train.device)

@@ -153,6 +153,22 @@ TEST_CASE("every wrong key of a file is listed in file order, and every broken s
                         Catch::Contains("launch.nproc: -1 is negative") &&
                         Catch::Contains("launch.tee: unknown value \"some\"") &&
                         !Catch::Contains("does not divide"));
+  // the train section's rules that compare with nothing wrong still speak beside train.steps
+  // = 0, and each optimizer setting out of range is named on its own
+  const auto train = load_error(
+      "[train]\nsteps = 0\nlr = -1\nadam_beta1 = 1.5\n"
+      "weight_decay = -3\nprofile_step_start = 5\nprofile_step_end = "
+      "2\n");
+  CHECK_THAT(train, Catch::StartsWith("the job has 5 problems:\n") &&
+                        Catch::Contains("job.toml:2:9: train.steps: 0 is below 1") &&
+                        Catch::Contains("job.toml:3:6: train.lr = -1") &&
+                        Catch::Contains("job.toml:4:14: train.adam_beta1: 1.5 is outside [0, 1)") &&
+                        Catch::Contains("job.toml:5:16: train.weight_decay: -3 is negative") &&
+                        Catch::Contains("train.profile_step_end = 2 with"));
+  // a string left open names the line's fix
+  CHECK_THAT(load_error("[job]\nname = \"x\n"),
+             Catch::Contains("a string on this line is not closed: end it with \" on the same "
+                             "line"));
   const auto splits = load_error("", {"model.num_attention_heads=5", "model.moe_router_topk=9"});
   CHECK_THAT(splits, Catch::StartsWith("the job has 3 problems:\n") &&
                          Catch::Contains("5 does not divide model.hidden_size 256") &&

@@ -137,4 +137,7 @@ TEST_CASE(
   CHECK(e.category() == muster::errc::invalid_input);
   CHECK_THAT(e.what(), Catch::Contains("holds token id 4000, which model.vocab_size = 300 has no "
                                        "embedding row for"));
+  // named where it is in the files: the last sequence (15 of 0..15), its last token (39)
+  CHECK_THAT(e.what(), Catch::StartsWith("data: sequence 15 of ") &&
+                           Catch::Contains(" (its token 39) holds token id 4000"));
 }

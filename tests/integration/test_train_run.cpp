@@ -64,8 +64,10 @@ TEST_CASE("muster run trains with muster-train and sees its progress", "[train_r
   const auto hand = muster::test::run_process(
       {kTrain, (dir / "tiny.toml").string(), "train.global_batch_size=3"});
   CHECK(hand.exit_code == 2);
-  CHECK_THAT(hand.err, Catch::Contains("train.global_batch_size = 3 is not a multiple of "
-                                       "train.micro_batch_size x data-parallel ranks = 2 x 1 = 2"));
+  CHECK_THAT(hand.err, Catch::Contains("command line 'train.global_batch_size=3': "
+                                       "train.global_batch_size: 3 is not a multiple of "
+                                       "micro_batch_size x data parallel = 2 x 1 = 2; use "
+                                       "global_batch_size = 2 or 4"));
   // every step reached the run store through the launcher
   const auto steps = muster::store::run_reader(run).steps();
   REQUIRE(steps.size() == 5);
