@@ -1,6 +1,9 @@
 // Recording a node's ranks and summing up: see run_recorder.hpp.
 #include "launcher/run_recorder.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -21,21 +24,64 @@ std::optional<std::string> last_output_tail(std::string_view message) {
   return "..." + std::string(output.substr(output.size() - kTail));
 }
 
+namespace {
+
+constexpr off_t kReserveBytes = 256 << 10;  // a run's end: a few pages of SQLite's WAL
+
+// Whether a store error is a full disk (SQLite's own code, or its advice on an I/O error).
+bool disk_full(const error& e) {
+  const std::string_view what = e.what();
+  return what.find("(SQLITE_FULL)") != what.npos || what.find(" is full") != what.npos;
+}
+
+}  // namespace
+
 template <class F>
-void run_recorder::write(F&& f) {
+void run_recorder::write(F&& f, bool essential) {
+  if (!essential && full_) return;  // what room there is, is the run's end's
   try {
     f();
+    return;
   } catch (const error& e) {
-    if (store_error_) return;
-    store_error_ = e.what();
-    fmt::print(stderr, "muster: {}; the ranks go on, but this node records nothing more\n",
-               e.what());
+    full_ = full_ || disk_full(e);
+    if (!store_error_) {
+      store_error_ = e.what();
+      fmt::print(stderr, "muster: {}; the ranks go on, and this node records {} from now on{}\n",
+                 e.what(), full_ ? "only their ends" : "what it still can",
+                 full_ ? " (in room it kept for them)" : "");
+    }
+    if (!essential || !full_ || reserve_.empty()) return;
+  }
+  // the disk is full: the room kept for the run's end, freed for it
+  std::error_code ec;
+  std::filesystem::remove(std::exchange(reserve_, {}), ec);
+  try {
+    f();
+  } catch (const error&) {
   }
 }
 
 run_recorder::run_recorder(store::node_writer& db, const store::run_paths& paths, std::string host,
                            int first_rank)
-    : db_(db), paths_(paths), host_(std::move(host)), first_rank_(first_rank) {}
+    : db_(db), paths_(paths), host_(std::move(host)), first_rank_(first_rank) {
+  // room kept on the run store's disk, so a disk that fills up during the run still takes the
+  // ranks' ends and the run's state (else the run reads as lost)
+  const auto reserve = paths_.dir() / fmt::format(".store-reserve-{}-{}", host_, first_rank_);
+  const int fd = ::open(reserve.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  const bool kept = ::posix_fallocate(fd, 0, kReserveBytes) == 0;
+  ::close(fd);
+  std::error_code ec;
+  if (kept)
+    reserve_ = reserve;
+  else
+    std::filesystem::remove(reserve, ec);
+}
+
+run_recorder::~run_recorder() {
+  std::error_code ec;
+  if (!reserve_.empty()) std::filesystem::remove(reserve_, ec);
+}
 
 void run_recorder::operator()(const supervisor_event& e) {
   using kind = supervisor_event::kind;
@@ -99,7 +145,7 @@ void run_recorder::event(std::optional<int> rank, store::severity level, std::st
 }
 
 void run_recorder::steps(const std::vector<store::step_record>& batch) {
-  write([&] { db_.add_steps(batch); });
+  write([&] { db_.add_steps(batch); }, /*essential=*/false);
 }
 
 void run_recorder::set_state(const std::string& run_id, store::run_state state) {

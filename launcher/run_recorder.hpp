@@ -30,6 +30,9 @@ class run_recorder {
   // Ranks first_rank .. on `host` write to `db`; their files are under paths.
   run_recorder(store::node_writer& db, const store::run_paths& paths, std::string host,
                int first_rank);
+  ~run_recorder();
+  run_recorder(const run_recorder&) = delete;
+  run_recorder& operator=(const run_recorder&) = delete;
 
   void operator()(const supervisor_event& e);
   // An event of the run (not of one rank when rank is unset).
@@ -49,8 +52,11 @@ class run_recorder {
  private:
   void put_rank(int rank, pid_t pid, store::rank_state state, const rank_exit* exit);
   void on_exit(const rank_exit& x);
+  // Runs a store write. Once the disk is full, only essential ones (the ranks, events, the
+  // run's state: not step records) are tried, and the first of them that fails frees the room
+  // kept for them (reserve_) and tries again.
   template <class F>
-  void write(F&& f);
+  void write(F&& f, bool essential = true);
 
   store::node_writer& db_;
   const store::run_paths& paths_;
@@ -58,6 +64,8 @@ class run_recorder {
   int first_rank_;
   std::optional<std::string> first_error_;
   std::optional<std::string> store_error_;
+  bool full_ = false;              // a write found the disk full
+  std::filesystem::path reserve_;  // the room kept for the run's end; empty once freed
 };
 
 // The end of a run on stderr: who failed first, the log, the error file, the last lines.

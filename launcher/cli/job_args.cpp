@@ -1,6 +1,8 @@
 // Splitting a verb's positional arguments into a job file and overrides: see verbs.hpp.
 #include <fmt/format.h>
 
+#include <filesystem>
+
 #include "common/error.hpp"
 #include "launcher/cli/verbs.hpp"
 
@@ -14,8 +16,15 @@ job_args split_job_args(const std::vector<std::string>& args, std::string_view v
       out.overrides.push_back(arg);
       continue;
     }
-    MUSTER_CHECK(out.file.empty(), errc::invalid_input, "{}: two job files given ({} and {}); {}",
-                 verb, out.file, arg, fmt::format(fmt::runtime(fix), arg));
+    // a key without its value ("train.steps") reads as a second file
+    const bool key_like = arg.find('.') != std::string::npos &&
+                          arg.find('/') == std::string::npos && !arg.ends_with(".toml") &&
+                          !std::filesystem::exists(arg);
+    MUSTER_CHECK(
+        out.file.empty(), errc::invalid_input, "{}: two job files given ({} and {}); {}", verb,
+        out.file, arg,
+        key_like ? fmt::format("{} is no file: an override is written key=value ({}=...)", arg, arg)
+                 : fmt::format(fmt::runtime(fix), arg));
     out.file = arg;
   }
   return out;

@@ -2,15 +2,49 @@
 // errors into one clear line on stderr and a documented exit code (see verbs.hpp).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "common/error.hpp"
+#include "common/job_other_names.hpp"
 #include "common/log.hpp"
 #include "launcher/cli/verbs.hpp"
 #include "muster/version.hpp"
+
+namespace {
+
+// A torchrun or Megatron option given to muster itself ("--nproc-per-node 4"), said as the job
+// key muster takes it as; nothing for any other argument. Only the arguments before "--".
+std::optional<std::string> other_tools_option(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (!arg.starts_with("--")) continue;
+    const auto eq = arg.find('=');
+    std::string name(arg.substr(2, eq == std::string_view::npos ? arg.npos : eq - 2));
+    std::replace(name.begin(), name.end(), '_', '-');
+    for (const auto& o : muster::job_other_names()) {
+      if (o.name != name) continue;
+      const std::string value = eq != std::string_view::npos ? std::string(arg.substr(eq + 1))
+                                : i + 1 < argc && !std::string_view(argv[i + 1]).starts_with("-")
+                                    ? argv[i + 1]
+                                    : "...";
+      const auto write = o.key.find('=') != std::string_view::npos
+                             ? std::string(o.key)
+                             : fmt::format("{}={}", o.key, value);
+      return fmt::format(
+          "{} is {}'s option; muster takes it from the job: give {} after the job file (or set "
+          "it in the job file's [{}] section); muster config --reference lists every key",
+          arg.substr(0, eq), o.tool, write, o.key.substr(0, o.key.find('.')));
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace muster::cli;
@@ -25,12 +59,18 @@ int main(int argc, char** argv) {
   // Everything after the first "--" is the workers' command (muster run ... -- python3 x.py):
   // split off here so CLI11 never reads the program's own options.
   std::vector<std::string> command;
+  bool dash_dash = false;
   for (int i = 1; i < argc; ++i)
     if (std::string_view(argv[i]) == "--") {
       command.assign(argv + i + 1, argv + argc);
       argc = i;
+      dash_dash = true;
       break;
     }
+  if (const auto theirs = other_tools_option(argc, argv)) {
+    fmt::print(stderr, "muster: {}\n", *theirs);
+    return kExitUsage;
+  }
   verb_action run;
   add_hostlist_verbs(app, run);
   add_config_verbs(app, run);
@@ -49,6 +89,12 @@ int main(int argc, char** argv) {
   }
   if (!command.empty() && !app.got_subcommand("run") && !app.got_subcommand("launch")) {
     fmt::print(stderr, "muster: only `muster run` and `muster launch` take a program after --\n");
+    return kExitUsage;
+  }
+  if (dash_dash && command.empty()) {
+    fmt::print(stderr,
+               "muster: nothing after --: put the program there (muster run job.toml -- python3 "
+               "train.py), or leave -- out to run muster-train\n");
     return kExitUsage;
   }
   try {

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "common/error.hpp"
 #include "launcher/cli/verbs.hpp"
 #include "launcher/local_run.hpp"
 #include "launcher/slurm_launch.hpp"
@@ -37,6 +38,13 @@ CLI::App* add_job_verb(CLI::App& app, verb_action& run, const std::vector<std::s
     run = [=, &command] {
       auto split = split_job_args(
           *args, verb, "put the program after --, e.g. muster " + verb + " job.toml -- {}");
+      // a program where the job file goes (muster run train.py): said before its "TOML" is read
+      if (const auto ext = std::filesystem::path(split.file).extension();
+          ext == ".py" || ext == ".sh" || ext == ".bash")
+        MUSTER_THROW(errc::invalid_input,
+                     "{} is a program, not a job file: put it after --, e.g. muster {} job.toml "
+                     "-- python3 {} (or muster {} -- python3 {} with every key at its default)",
+                     split.file, verb, split.file, verb, split.file);
       if (split.file.empty() && command.empty())  // easy to do by mistake: say what runs
         fmt::print(stderr,
                    "muster {}: no job file and no program after --: muster-train on the default "

@@ -351,6 +351,29 @@ TEST_CASE("bad input to muster run is one clear line and starts nothing", "[loca
   CHECK(stray.exit_code == 2);
   CHECK_THAT(stray.err,
              Catch::Contains("only `muster run` and `muster launch` take a program after --"));
+  // what a torchrun user types first, each said in muster's words, and nothing started
+  auto empty = muster::test::run_process({kMuster, "run", "launch.nproc=1", "--"});
+  CHECK(empty.exit_code == 2);
+  CHECK_THAT(empty.err, Catch::Contains("nothing after --: put the program there"));
+  auto script = muster::test::run_process({kMuster, "run", "ddp.py"});
+  CHECK(script.exit_code == 2);
+  CHECK_THAT(script.err, Catch::Contains("ddp.py is a program, not a job file: put it after --, "
+                                         "e.g. muster run job.toml -- python3 ddp.py"));
+  for (const std::vector<std::string>& torchrun :
+       {std::vector<std::string>{"--nproc-per-node", "4"}, {"--nproc_per_node=4"}}) {
+    std::vector<std::string> argv = {kMuster, "run"};
+    argv.insert(argv.end(), torchrun.begin(), torchrun.end());
+    argv.insert(argv.end(), {"--", kWorker});
+    const auto r = muster::test::run_process(argv);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::Contains("is torchrun's option; muster takes it from the job: give "
+                                      "launch.nproc=4 after the job file"));
+  }
+  auto no_value = muster::test::run_process({kMuster, "config", "job.toml", "train.steps"});
+  CHECK(no_value.exit_code == 2);
+  CHECK_THAT(no_value.err, Catch::Contains("train.steps is no file: an override is written "
+                                           "key=value (train.steps=...)"));
+  CHECK(fs::is_empty(runs.path()));
   muster::test::write_file(runs / "file", "");
   auto blocked = muster::test::run_process(
       {kMuster, "run", "launch.runs_dir=" + (runs / "file").string(), "--", kWorker});
@@ -650,22 +673,30 @@ TEST_CASE("a full disk: one clear line before anything starts, mid-run the ranks
     CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
   }
   {
-    // room for the run store and the first lines, not for 500 kB of output
-    small_disk disk("400k");
+    // room for the run store and the first lines, not for 3 MB of output
+    small_disk disk("2m");
     REQUIRE(disk.mounted());
     auto r = muster::test::run_process({kMuster, "run", "launch.nproc=2", "launch.tee=none",
                                         "launch.runs_dir=" + (disk.path() / "runs").string(), "--",
-                                        kWorker, "--lines", "20000"});
+                                        kWorker, "--lines", "60000", "--heartbeat-ms", "50",
+                                        "--steps", "40", "--sleep-ms", "2000"});
     INFO("stderr: " << r.err);
     CHECK(r.exit_code == 0);  // the ranks' own result
     CHECK_THAT(r.err, Catch::Contains("is full"));
-    CHECK_THAT(r.err, Catch::Contains("the ranks go on, but this node records nothing more"));
+    CHECK_THAT(r.err, Catch::Contains("the ranks go on, and this node records only their ends "
+                                      "from now on (in room it kept for them)"));
     std::vector<fs::path> dirs;
     for (const auto& e : fs::directory_iterator(disk.path() / "runs")) dirs.push_back(e.path());
     REQUIRE(dirs.size() == 1);
     muster::store::run_reader reader(dirs.front());
     CHECK(reader.integrity_check() == "ok");
     REQUIRE(reader.run());  // what was recorded before the disk filled up is still there
-    CHECK(reader.ranks().size() == 2);
+    // and the run's end, in the room kept for it: not a run that reads as lost
+    CHECK(reader.run()->state == muster::store::run_state::succeeded);
+    const auto ranks = reader.ranks();
+    CHECK(ranks.size() == 2);
+    for (const auto& rank : ranks) CHECK(rank.state == muster::store::rank_state::succeeded);
+    for (const auto& e : fs::directory_iterator(dirs.front()))
+      CHECK(e.path().filename().string().rfind(".store-reserve", 0) != 0);
   }
 }
