@@ -98,10 +98,12 @@ void run_recorder::operator()(const supervisor_event& e) {
                              : fmt::format("{} {}", signal_name(e.signal), e.detail));
       break;
     case kind::stopping:
+      stopped_by_ = fmt::format("the launcher's {}", signal_name(e.signal));
       event(std::nullopt, store::severity::warn, "launcher_signal",
             fmt::format("the launcher got {}: stopping the workers", signal_name(e.signal)));
       break;
     case kind::stop_requested:
+      stopped_by_ = "a failure on another node";
       event(std::nullopt, store::severity::warn, "remote_failure",
             fmt::format("stopping the workers: {}", e.detail));
       break;
@@ -186,7 +188,9 @@ void run_recorder::on_exit(const rank_exit& x) {
                       x.describe()));
   } else if (x.knock_on) {
     event(x.rank, store::severity::info, "knock_on",
-          fmt::format("rank {} stopped after the first failure: {}", x.rank, x.describe()));
+          fmt::format("rank {} stopped {}: {}", x.rank,
+                      stopped_by_.empty() ? "after the first failure" : "on " + stopped_by_,
+                      x.describe()));
   } else {
     event(x.rank, x.failed() ? store::severity::error : store::severity::info, "rank_exit",
           fmt::format("rank {}: {}", x.rank, x.describe()));

@@ -65,6 +65,7 @@ class run_recorder {
   std::optional<std::string> first_error_;
   std::optional<std::string> store_error_;
   bool full_ = false;              // a write found the disk full
+  std::string stopped_by_;         // what stopped the ranks, when not a rank's failure here
   std::filesystem::path reserve_;  // the room kept for the run's end; empty once freed
 };
 

@@ -204,7 +204,7 @@ void write_error_file(const std::exception& e, const engine::train::trainer* tra
   worker_error w{message_of(e), "startup", kind_of(e), std::nullopt, store::now_ms()};
   if (trainer) {
     w.phase = trainer->phase();
-    w.step = trainer->next_step();
+    if (const auto step = trainer->error_step(); step && *step >= 0) w.step = *step;
   }
   std::ofstream(file) << format_worker_error(w);
   g_error_written = true;

@@ -200,16 +200,20 @@ step_result trainer::step() {
 
 std::filesystem::path trainer::save(const std::filesystem::path& root, int keep) {
   phase_ = "checkpoint";
+  saving_ = true;
   auto dir = checkpoint::save_checkpoint(root, next_step_, *sharded_, *optimizer_, config_,
                                          dp_.get(), keep);
+  saving_ = false;
   phase_ = "data";
   return dir;
 }
 
 void trainer::load(const std::filesystem::path& dir) {
   phase_ = "checkpoint";
+  loading_ = true;
   next_step_ = static_cast<int>(
       checkpoint::load_checkpoint(dir, *sharded_, *optimizer_, config_, dp_.get()));
+  loading_ = false;
   phase_ = "data";
 }
 

@@ -17,6 +17,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 #include <torch/torch.h>
 
@@ -68,6 +69,13 @@ class trainer {
   // What this rank is doing, for its error record: startup, data, forward, backward,
   // optimizer or checkpoint (the phase an exception escaped from).
   const char* phase() const { return phase_; }
+  // The 0-based step an error of phase() belongs to: the step being trained; a checkpoint's
+  // save, the last step done (the checkpoint of step N is step-N's); none while loading one.
+  std::optional<int> error_step() const {
+    if (loading_) return std::nullopt;
+    if (saving_) return next_step_ - 1;
+    return next_step_;
+  }
   // Training FLOPs per token (launcher/plan/model_params.hpp) and the peak MFU is taken of.
   double flops_per_token() const { return flops_per_token_; }
   double peak_tflops() const { return peak_tflops_; }
@@ -97,6 +105,7 @@ class trainer {
   int next_step_ = 0;
   bool stop_requested_ = false;
   const char* phase_ = "startup";
+  bool loading_ = false, saving_ = false;  // in load() or save()
   torch::Device device_ = torch::kCPU;  // train.device, resolved (device_choice.hpp)
   double flops_per_token_ = 0;
   double peak_tflops_ = 0;

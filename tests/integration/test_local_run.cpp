@@ -292,12 +292,20 @@ TEST_CASE("SIGUSR1 to the launcher reaches every worker, SIGTERM stops them", "[
   muster::store::run_reader reader(dir);
   CHECK(reader.run()->state == muster::store::run_state::cancelled);
   bool forwarded = false, stopping = false;
+  int stopped_by_launcher = 0;
   for (const auto& e : reader.events()) {
     forwarded |= e.kind == "signal_forwarded" && e.message.find("SIGUSR1") != std::string::npos;
     stopping |= e.kind == "launcher_signal";
+    // the ranks stopped on the launcher's signal: no failure is named
+    if (e.kind == "knock_on") {
+      INFO(e.message);
+      CHECK_THAT(e.message, Catch::Contains("stopped on the launcher's SIGTERM"));
+      ++stopped_by_launcher;
+    }
   }
   CHECK(forwarded);
   CHECK(stopping);
+  CHECK(stopped_by_launcher == 3);
   for (const auto& rank : reader.ranks()) CHECK(rank.exit_code == 143);
 }
 
