@@ -274,6 +274,12 @@ std::vector<step_entry> node_store::recent_steps(int limit) {
   return query_steps(stmt);
 }
 
+std::vector<step_entry> node_store::running_steps() {
+  auto stmt = db_.prepare(fmt::format(
+      "SELECT {} FROM steps WHERE state = 'running' ORDER BY started_ms", kStepColumns));
+  return query_steps(stmt);
+}
+
 std::vector<step_entry> node_store::steps_of(const std::string& job_id) {
   auto stmt = db_.prepare(
       fmt::format("SELECT {} FROM steps WHERE job_id = ?1 ORDER BY started_ms", kStepColumns));

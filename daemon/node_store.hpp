@@ -93,6 +93,8 @@ class node_store {
 
   // The newest steps first.
   std::vector<step_entry> recent_steps(int limit);
+  // The steps not recorded as ended, oldest first.
+  std::vector<step_entry> running_steps();
   std::vector<step_entry> steps_of(const std::string& job_id);
   std::vector<decision_entry> decisions_of(const std::string& job_id);
   std::vector<preflight_entry> preflights_of(const std::string& job_id);

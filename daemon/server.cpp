@@ -12,6 +12,8 @@
 
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "common/run_store_records.hpp"
+#include "daemon/orphan_steps.hpp"
 #include "daemon/session.hpp"
 #include "daemon/systemd_notify.hpp"
 
@@ -128,6 +130,7 @@ server::~server() {
 
 void server::run(std::unique_ptr<node_store> store) {
   store_ = std::move(store);
+  close_orphans();  // what ended while no musterd ran (before any request: this thread alone)
   accept();
   wait_signal();
   prune_later();
@@ -189,6 +192,19 @@ void server::run_work(store_work work, std::function<void(std::string)> done) {
   });
 }
 
+void server::close_orphans() {
+  try {
+    if (const int closed = close_orphan_steps(*store_, store::now_ms()); closed > 0)
+      log::get("daemon")->info(
+          "node store: {} step(s) whose launcher is gone, without their end recorded, marked "
+          "cancelled",
+          closed);
+  } catch (const std::exception& e) {
+    log::get("daemon")->warn("node store: closing steps whose launcher is gone failed: {}",
+                             e.what());
+  }
+}
+
 void server::prune_later() {
   prune_.expires_after(std::chrono::hours(6));
   prune_.async_wait([this](const boost::system::error_code& ec) {
@@ -199,6 +215,7 @@ void server::prune_later() {
       } catch (const std::exception& e) {
         log::get("daemon")->warn("node store: pruning old records failed: {}", e.what());
       }
+      close_orphans();
     });
     prune_later();
   });

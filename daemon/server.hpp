@@ -51,6 +51,8 @@ class server {
 
   void run_work(store_work work, std::function<void(std::string)> done);
   void prune_later();
+  // Closes the node store's steps whose launcher is gone (orphan_steps.hpp), logging how many.
+  void close_orphans();
 
   server_options options_;
   std::shared_ptr<const router> router_;

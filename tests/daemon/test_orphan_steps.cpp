@@ -1,0 +1,47 @@
+// Steps whose launcher is gone (daemon/orphan_steps.hpp), against real processes and a real
+// node store: a dead launcher's step is closed, a live one's stays running, a reused pid is
+// another process.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include "common/run_store_records.hpp"
+#include "daemon/node_store.hpp"
+#include "daemon/orphan_steps.hpp"
+#include "tests/support/subprocess.hpp"
+#include "tests/support/temp_dir.hpp"
+
+using namespace muster::daemon;
+
+TEST_CASE("a running step whose launcher is gone is closed, a live launcher's stays",
+          "[orphan_steps]") {
+  muster::test::temp_dir dir;
+  node_store store(dir / "musterd.db", 90);
+  const auto now = muster::store::now_ms();
+  // a launcher that has ended: a real process, waited for
+  const auto gone = muster::test::spawn_process({"true"});
+  muster::test::wait_process(gone.pid);
+  ::close(gone.out_fd);
+  store.step_started(
+      {"local-1", "0", 0, gone.pid, "/runs/a", 2, "running", now - 1000, {}, {}, ""});
+  // this test process: alive, started before its step
+  store.step_started({"local-2", "0", 0, ::getpid(), "/runs/b", 2, "running", now, {}, {}, ""});
+  // alive, but started after the step it is said to be the launcher of: a reused pid
+  store.step_started(
+      {"local-3", "0", 0, ::getpid(), "/runs/c", 2, "running", now - 86'400'000, {}, {}, ""});
+  CHECK(started_by(::getpid(), now));
+  CHECK_FALSE(started_by(::getpid(), now - 86'400'000));
+  CHECK_FALSE(started_by(gone.pid, now));
+
+  CHECK(close_orphan_steps(store, now + 5) == 2);
+  const auto first = store.steps_of("local-1");
+  REQUIRE(first.size() == 1);
+  CHECK(first[0].state == "cancelled");
+  CHECK(first[0].ended_ms == now + 5);
+  CHECK_THAT(first[0].message, Catch::Contains("its launcher (pid " + std::to_string(gone.pid) +
+                                               ") was gone without recording the step's end"));
+  CHECK(store.steps_of("local-2")[0].state == "running");
+  CHECK(store.steps_of("local-3")[0].state == "cancelled");
+  CHECK(close_orphan_steps(store, now + 10) == 0);  // nothing more to close
+}
