@@ -36,16 +36,17 @@ bool all_digits(std::string_view s) {
 }
 
 access_result allow() {
-  return {true, "", ""};
+  return {true, "", "", std::nullopt};
 }
 
 access_result judge(const std::string& job_id, const job_owner& owner, uid_t uid) {
-  if (uid == 0 || uid == owner.uid) return allow();
+  if (uid == 0 || uid == owner.uid) return {true, "", "", owner};
   return {false, "denied",
           fmt::format("job {} belongs to uid {} ({}); uid {} may not read or change its records",
                       job_id, describe_uid(owner.uid),
                       owner.source == "slurm" ? "as Slurm reports it" : "who first recorded it",
-                      describe_uid(uid))};
+                      describe_uid(uid)),
+          owner};
 }
 
 // What Slurm says of the job: its owner, "unknown" (Slurm answered: no such job), or why it
@@ -169,29 +170,40 @@ bool looks_like_slurm_job(std::string_view job_id) {
 
 namespace {
 
-// The owner the store remembers; none when the store cannot be read (a lock held past the busy
-// timeout), logged: Slurm is asked instead.
-std::optional<job_owner> remembered_owner(node_store& store, const std::string& job_id) {
+// The owner the store remembers, or none; `unreadable` (logged) when the store cannot be read
+// (a lock held past the busy timeout, an I/O error): then only Slurm's word or root counts.
+std::optional<job_owner> remembered_owner(node_store& store, const std::string& job_id,
+                                          std::string& unreadable) {
   try {
     return store.owner_of(job_id);
   } catch (const error& e) {
     if (e.category() != errc::store) throw;
-    log::get("daemon")->warn("job {}'s owner not read from the node store, asked anew: {}", job_id,
-                             e.what());
+    unreadable = e.what();
+    log::get("daemon")->warn("job {}'s owner not read from the node store: {}", job_id, e.what());
     return std::nullopt;
   }
 }
 
+// Slurm's owner, kept for the next request: not kept costs a squeue later, nothing else.
 void remember_owner(node_store& store, const std::string& job_id, const job_owner& owner) {
   write_or_warn(fmt::format("job {}'s owner", job_id),
                 [&] { store.set_owner(job_id, owner, store::now_ms()); });
+}
+
+access_result unavailable(const std::string& job_id, const std::string& why) {
+  return {false, "unavailable",
+          fmt::format("cannot tell who owns job {}: {}; try again (a full disk or a held lock "
+                      "at musterd's daemon.state_dir: see its journal)",
+                      job_id, why),
+          std::nullopt};
 }
 
 }  // namespace
 
 access_result authorize_job(node_store& store, const slurm_lookup& lookup,
                             const std::string& job_id, uid_t uid, job_use use) {
-  if (auto known = remembered_owner(store, job_id)) {
+  std::string unreadable;
+  if (auto known = remembered_owner(store, job_id, unreadable)) {
     auto verdict = judge(job_id, *known, uid);
     if (verdict.allowed || known->source != "slurm") return verdict;
     // Slurm reuses job ids: ask again before refusing the uid Slurm may now name
@@ -211,6 +223,10 @@ access_result authorize_job(node_store& store, const slurm_lookup& lookup,
     remember_owner(store, job_id, owner);
     return judge(job_id, owner, uid);
   }
+  // the store could not say whether someone recorded the job first: no claim on it, but root's
+  if (!unreadable.empty())
+    return uid == 0 ? allow()
+                    : unavailable(job_id, "the node store cannot be read (" + unreadable + ")");
   if (!slurm.why_not.empty()) {
     if (uid == 0) return allow();  // root may act even when Slurm cannot be asked
     return {
@@ -218,17 +234,30 @@ access_result authorize_job(node_store& store, const slurm_lookup& lookup,
         fmt::format("cannot tell who owns job {}: {}; try again when slurmctld answers (a node "
                     "with no Slurm controller to ask: set slurm.squeue = \"\" in musterd's config, "
                     "/etc/muster/musterd.toml by default; to ask another cluster: slurm.conf)",
-                    job_id, slurm.why_not)};
+                    job_id, slurm.why_not),
+        std::nullopt};
   }
   if (use == job_use::read)
-    return {false, "not_found", fmt::format("no job {} was recorded on this node", job_id)};
+    return {false, "not_found", fmt::format("no job {} was recorded on this node", job_id),
+            std::nullopt};
   if (slurm.unknown_job && uid != 0)
     return {false, "denied",
             fmt::format("Slurm knows no job {}; only root may record a Slurm job id that Slurm "
                         "does not know",
-                        job_id)};
-  remember_owner(store, job_id, {uid, "first_record"});
-  return allow();
+                        job_id),
+            std::nullopt};
+  // the first recorder owns it only once that is kept: else the next one would be first too
+  const job_owner owner{uid, "first_record"};
+  try {
+    store.set_owner(job_id, owner, store::now_ms());
+  } catch (const error& e) {
+    if (e.category() != errc::store) throw;
+    log::get("daemon")->warn("job {}'s first recorder not recorded: {}", job_id, e.what());
+    if (uid == 0) return allow();
+    return unavailable(
+        job_id, "the node store cannot record its first recorder (" + std::string(e.what()) + ")");
+  }
+  return {true, "", "", owner};
 }
 
 }  // namespace muster::daemon

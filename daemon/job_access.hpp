@@ -42,6 +42,7 @@ struct access_result {
   bool allowed = false;
   std::string code;     // when not allowed: denied, not_found or unavailable (protocol.hpp)
   std::string message;  // when not allowed: one line naming the job, the uids and why
+  std::optional<job_owner> owner;  // the job's owner, where it is known
 };
 
 // Whether Slurm still has job `job_id` allocated (running, completing, suspended...): false for

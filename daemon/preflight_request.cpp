@@ -50,7 +50,7 @@ request_work preflight_work(const json& request, const node_context& node, uid_t
     out.access = authorize_job(store, node.slurm, ref.id, uid, job_use::claim);
     if (!out.access.allowed) return out;
     // the run directory is the job's: judged for its owner when root asks (a prolog)
-    const auto owner = store.owner_of(ref.id);
+    const auto& owner = out.access.owner;
     ask.uid = uid == 0 && owner ? owner->uid : uid;
     const auto facts = probe_preflight(ask, node.preflight, node.limits, node.slurm);
     const auto result = run_preflight(facts, node.limits);

@@ -78,7 +78,8 @@ request_work record_work(const json& request, const slurm_lookup& slurm, const p
       out.access = {false, "not_found",
                     fmt::format("job {} step \"{}\" never started on this node; record its "
                                 "start first",
-                                step.job_id, step.step_id)};
+                                step.job_id, step.step_id),
+                    std::nullopt};
       return out;
     }
     out.fields = fmt::format(R"("recorded":"{}")", event);

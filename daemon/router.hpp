@@ -48,7 +48,7 @@ using store_work = std::function<std::string(node_store&)>;
 // What a request's store work makes: the reply's fields (JSON object members), or the access
 // refusal that replaces them.
 struct work_result {
-  access_result access{true, "", ""};
+  access_result access{true, "", "", std::nullopt};
   std::string fields;
 };
 using request_work = std::function<work_result(node_store&)>;

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "common/sqlite_db.hpp"
 #include "daemon/job_access.hpp"
 #include "tests/support/musterd_harness.hpp"
 #include "tests/support/slurm_cluster.hpp"
@@ -104,6 +105,30 @@ TEST_CASE("another uid is denied a job's records, and still reads the node's pub
   const auto mine = root.ask(job_query("local-1"));
   CHECK(mine["steps"][0]["state"] == "running");
   CHECK(root.ask(job_query("local-2"))["ok"] == true);
+}
+
+TEST_CASE(
+    "a node store that cannot take an owner gives no job to its first asker: unavailable, and "
+    "the owner stays",
+    "[musterd]") {
+  running_daemon d({"--mode", "0666"}, "[slurm]\nsqueue = \"\"\n");
+  if (!nobody_can_ask(d.socket)) return;
+  client root(d.socket);
+  REQUIRE(root.ask(record_start("local-1"))["ok"] == true);
+  // another process holds the store's write lock: nobody's claim of a new id cannot be kept
+  muster::store::sqlite_db lock(d.dir / "state/musterd.db", muster::store::open_mode::read_write);
+  lock.exec("BEGIN EXCLUSIVE", "hold the write lock");
+  auto replies = ask_as_nobody(d.socket, {record_start("local-9"), job_query("local-1")});
+  INFO(replies[0].dump() << "\n" << replies[1].dump());
+  CHECK(replies[0]["error"]["code"] == "unavailable");
+  CHECK_THAT(replies[0]["error"]["message"].get<std::string>(),
+             Catch::Contains("cannot record its first recorder"));
+  CHECK(replies[1]["error"]["code"] == "denied");  // root's job stays root's
+  lock.exec("ROLLBACK", "let go of the write lock");
+  // kept now: nobody's own
+  replies = ask_as_nobody(d.socket, {record_start("local-9")});
+  CHECK(replies[0]["ok"] == true);
+  CHECK(root.ask(job_query("local-9"))["job"]["uid"] == 65534);
 }
 
 TEST_CASE("a Slurm job's owner is the one Slurm reports, and an id Slurm does not know is refused",
