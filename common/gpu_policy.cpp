@@ -267,27 +267,30 @@ void flight_recorder(policy_run& p) {
                   "the dumps land in the run directory, one file per rank");
 }
 
-// NCCL_SOCKET_IFNAME or NCCL_IB_HCA from the node's `names`: set where unset (or set empty); a
-// user's list that selects none of them is replaced, as NCCL would `fail` with it. A socket list
-// of loopback (lo: one node's ranks alone) is the user's to keep.
+// NCCL_SOCKET_IFNAME (`sockets`) or NCCL_IB_HCA from the node's `names`: set where unset (or
+// set empty); a user's list that selects none of them is replaced, as NCCL would `fail` with
+// it. For the sockets the value is the ib* (IPoIB) interfaces where there are any, as NCCL's
+// own choice prefers them, and a user's list naming loopback (lo: one node's ranks alone) stays.
 void nccl_devices(policy_run& p, const char* rule, std::string_view var,
-                  std::vector<std::string> names, std::string_view what, std::string_view fail,
-                  bool loopback_ok) {
+                  const std::vector<std::string>& names, std::string_view what,
+                  std::string_view fail, bool sockets) {
   if (!p.on_gpus() || names.empty()) return;
-  const auto node_list = "=" + join(names, ",");
+  std::vector<std::string> chosen = names;
+  if (sockets &&
+      std::any_of(names.begin(), names.end(), [](const auto& n) { return n.starts_with("ib"); }))
+    std::erase_if(chosen, [](const auto& n) { return !n.starts_with("ib"); });
+  const auto node_list = "=" + join(chosen, ",");
   const auto had = p.user(var);
   if (!had || had->empty()) {
     p.set(rule, var, node_list, fmt::format("the node's {}", what));
     return;
   }
-  loopback_ok = loopback_ok && !had->starts_with('^');  // naming it, not leaving it out
-  if (loopback_ok) names.emplace_back("lo");
-  if (!nccl_list_selects(*had, names))
-    p.set(
-        rule, var, node_list,
-        fmt::format("{}={} selects none of the node's {} ({}): {}", var, *had, what,
-                    join(std::vector<std::string>(names.begin(), names.end() - loopback_ok), ", "),
-                    fail));
+  auto selectable = names;  // a user's list is judged against every one
+  if (sockets && !had->starts_with('^')) selectable.emplace_back("lo");  // naming it
+  if (!nccl_list_selects(*had, selectable))
+    p.set(rule, var, node_list,
+          fmt::format("{}={} selects none of the node's {} ({}): {}", var, *had, what,
+                      join(names, ", "), fail));
 }
 
 void nvls(policy_run& p) {

@@ -50,10 +50,6 @@ node_network probe_node_network(const fs::path& sys) {
     if (first_line(interface / "operstate") == "up" && !loopback(interface) &&
         !virtual_bridge(interface.filename().string()))
       out.interfaces.push_back(interface.filename().string());
-  // NCCL prefers ib* interfaces and uses only those when there are any: so does the probe
-  if (std::any_of(out.interfaces.begin(), out.interfaces.end(),
-                  [](const std::string& name) { return name.starts_with("ib"); }))
-    std::erase_if(out.interfaces, [](const std::string& name) { return !name.starts_with("ib"); });
   for (const auto& hca : entries(sys / "class" / "infiniband")) {
     // ports/<n>/state reads "4: ACTIVE" for a port in use
     const auto ports = entries(hca / "ports");

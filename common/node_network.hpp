@@ -2,7 +2,6 @@
 // loopback and not a container or VM bridge (docker*, veth*, virbr*, br-*, ...; /sys/class/net),
 // and InfiniBand/RoCE HCAs with an active port
 // (/sys/class/infiniband). The GPU policy sets NCCL_SOCKET_IFNAME and NCCL_IB_HCA from them.
-// Where any interface is an ib* one (IPoIB), only those, as NCCL's own choice prefers them.
 #pragma once
 
 #include <filesystem>
@@ -12,7 +11,7 @@
 namespace muster {
 
 struct node_network {
-  std::vector<std::string> interfaces;  // sorted: "eth0", "eth1"; or "ib0", "ib1"
+  std::vector<std::string> interfaces;  // sorted: "eth0", "ib0"
   std::vector<std::string> ib_hcas;     // sorted: "mlx5_0", "mlx5_1"
 };
 

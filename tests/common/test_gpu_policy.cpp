@@ -251,12 +251,13 @@ TEST_CASE(
     "[gpu_policy]") {
   auto in = gpu_job();
   auto r = decide_gpu_policy(in);
-  CHECK(decision(r, "NCCL_SOCKET_IFNAME")->value == "=eth0,ib0");
+  CHECK(decision(r, "NCCL_SOCKET_IFNAME")->value == "=ib0");  // IPoIB, as NCCL prefers it
+  CHECK_THAT(decision(r, "NCCL_SOCKET_IFNAME")->reason, Catch::Contains("network interfaces"));
   CHECK(decision(r, "NCCL_SOCKET_IFNAME")->rule == "nccl-socket-ifname");
   CHECK(decision(r, "NCCL_IB_HCA")->value == "=mlx5_0,mlx5_1");
   CHECK(decision(r, "NCCL_IB_HCA")->rule == "nccl-ib-hca");
   // lists NCCL can use here stay: prefixes, exact names, exclusions, ports
-  for (const char* ok : {"eth", "=ib0", "^docker,lo", "en,eth", "lo", "=lo"}) {
+  for (const char* ok : {"eth", "=ib0", "^docker,lo", "en,eth", "lo", "=lo", "eth0", "^ib"}) {
     in.env = {{"NCCL_SOCKET_IFNAME", ok}};
     INFO(ok);
     CHECK_FALSE(decision(decide_gpu_policy(in), "NCCL_SOCKET_IFNAME"));
@@ -269,7 +270,7 @@ TEST_CASE(
     INFO(bad);
     auto d = decision(decide_gpu_policy(in), "NCCL_SOCKET_IFNAME");
     REQUIRE(d);
-    CHECK(d->value == "=eth0,ib0");
+    CHECK(d->value == "=ib0");
     CHECK_THAT(d->reason,
                Catch::Contains(std::string("NCCL_SOCKET_IFNAME=") + bad +
                                " selects none of the node's network interfaces (eth0, ib0)"));
@@ -281,7 +282,11 @@ TEST_CASE(
                              "finds no InfiniBand device and falls back to TCP sockets"));
   // set but empty: as unset
   in.env = {{"NCCL_SOCKET_IFNAME", ""}};
-  CHECK(decision(decide_gpu_policy(in), "NCCL_SOCKET_IFNAME")->value == "=eth0,ib0");
+  CHECK(decision(decide_gpu_policy(in), "NCCL_SOCKET_IFNAME")->value == "=ib0");
+  // no IPoIB: every interface
+  in.env.clear();
+  in.node.interfaces = {"eth0", "eth1"};
+  CHECK(decision(decide_gpu_policy(in), "NCCL_SOCKET_IFNAME")->value == "=eth0,eth1");
   in.node.ib_hcas.clear();  // no HCAs: nothing said
   CHECK_FALSE(decision(decide_gpu_policy(in), "NCCL_IB_HCA"));
 }

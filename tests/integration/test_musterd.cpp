@@ -223,7 +223,7 @@ TEST_CASE("musterd takes the node's facts and the site's policy from its configu
           "[musterd]") {
   running_daemon d({}, std::string(kGpuNode) + "[policy]\nnvls_off = true\ntrace_buffer = 64\n");
   client c(d.socket);
-  CHECK(set_value(c, "NCCL_SOCKET_IFNAME") == "=eth0,ib0");
+  CHECK(set_value(c, "NCCL_SOCKET_IFNAME") == "=ib0");
   CHECK(set_value(c, "NCCL_IB_HCA") == "=mlx5_0");
   CHECK(set_value(c, "NCCL_NVLS_ENABLE") == "0");
   CHECK(set_value(c, "TORCH_NCCL_TRACE_BUFFER_SIZE") == "64");
@@ -250,7 +250,7 @@ TEST_CASE("SIGHUP reloads a good configuration and keeps the running one over a 
     std::this_thread::sleep_for(20ms);
   CHECK_THAT(d.log(), Catch::Contains("musterd.toml:2:"));  // the bad line, named
   CHECK(set_value(c, "NCCL_NVLS_ENABLE") == "0");           // still the good configuration
-  CHECK(set_value(c, "NCCL_SOCKET_IFNAME") == "=eth0,ib0");
+  CHECK(set_value(c, "NCCL_SOCKET_IFNAME") == "=ib0");
 }
 
 TEST_CASE(
@@ -383,7 +383,7 @@ TEST_CASE(
                                           // daemon's node facts reach the workers
     const auto log =
         muster::test::read_file(muster::test::only_run_dir(runs / "asked") / "logs" / "rank-0.log");
-    CHECK_THAT(log, Catch::Contains("NCCL_SOCKET_IFNAME==eth0,ib0\n"));
+    CHECK_THAT(log, Catch::Contains("NCCL_SOCKET_IFNAME==ib0\n"));
   }
 
   env.set["MUSTER_DAEMON_SOCKET"] = (d.dir / "nobody.sock").string();
