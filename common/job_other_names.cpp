@@ -48,7 +48,7 @@ constexpr config::other_name kOtherNames[] = {
     {"save", "checkpoint.dir", "Megatron"},
     {"load", "checkpoint.load", "Megatron"},
     {"save-interval", "checkpoint.interval", "Megatron"},
-    {"no-load-optim", "checkpoint.load_optim", "Megatron"},
+    {"no-load-optim", "checkpoint.load_optim = false", "Megatron"},
     {"distributed-timeout-minutes", "comm.timeout (in seconds)", "Megatron"},
 };
 

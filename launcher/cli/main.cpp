@@ -9,13 +9,23 @@
 #include <string_view>
 #include <vector>
 
+#include "common/config_schema.hpp"
 #include "common/error.hpp"
+#include "common/job_config.hpp"
 #include "common/job_other_names.hpp"
 #include "common/log.hpp"
 #include "launcher/cli/verbs.hpp"
 #include "muster/version.hpp"
 
 namespace {
+
+// Whether job key `key` is a bool (a switch on other tools' command lines).
+bool is_bool_key(const std::string& key) {
+  muster::job_config c;
+  for (const auto& f : muster::config::bind_fields(c, muster::job_config_schema()))
+    if (f.key == key) return std::holds_alternative<bool*>(f.value);
+  return false;
+}
 
 // A torchrun or Megatron option given to muster itself ("--nproc-per-node 4"), said as the job
 // key muster takes it as; nothing for any other argument. Only the arguments before "--".
@@ -28,17 +38,22 @@ std::optional<std::string> other_tools_option(int argc, char** argv) {
     std::replace(name.begin(), name.end(), '_', '-');
     for (const auto& o : muster::job_other_names()) {
       if (o.name != name) continue;
+      // a switch (its key a bool) takes no value: the next argument is not its
+      const std::string key(o.key.substr(0, o.key.find_first_of(" =")));
+      const bool flag = is_bool_key(key);
       const std::string value = eq != std::string_view::npos ? std::string(arg.substr(eq + 1))
+                                : flag                       ? "true"
                                 : i + 1 < argc && !std::string_view(argv[i + 1]).starts_with("-")
                                     ? argv[i + 1]
                                     : "...";
-      const auto write = o.key.find('=') != std::string_view::npos
+      // "parallel.sharding = \"optim\"", "comm.timeout (in seconds)": as the table says it
+      const auto write = o.key.find_first_of(" =") != std::string_view::npos
                              ? std::string(o.key)
                              : fmt::format("{}={}", o.key, value);
       return fmt::format(
           "{} is {}'s option; muster takes it from the job: give {} after the job file (or set "
           "it in the job file's [{}] section); muster config --reference lists every key",
-          arg.substr(0, eq), o.tool, write, o.key.substr(0, o.key.find('.')));
+          arg.substr(0, eq), o.tool, write, key.substr(0, key.find('.')));
     }
   }
   return std::nullopt;

@@ -377,6 +377,13 @@ TEST_CASE("bad input to muster run is one clear line and starts nothing", "[loca
     CHECK_THAT(r.err, Catch::Contains("is torchrun's option; muster takes it from the job: give "
                                       "launch.nproc=4 after the job file"));
   }
+  // a switch takes no value: the job file after it is not one
+  auto flag = muster::test::run_process({kMuster, "run", "--qk-layernorm", "job.toml"});
+  CHECK(flag.exit_code == 2);
+  CHECK_THAT(flag.err, Catch::Contains("--qk-layernorm is Megatron's option; muster takes it from "
+                                       "the job: give model.qk_norm=true after the job file"));
+  auto no_optim = muster::test::run_process({kMuster, "run", "--no-load-optim", "job.toml"});
+  CHECK_THAT(no_optim.err, Catch::Contains("give checkpoint.load_optim = false"));
   auto no_value = muster::test::run_process({kMuster, "config", "job.toml", "train.steps"});
   CHECK(no_value.exit_code == 2);
   CHECK_THAT(no_value.err, Catch::Contains("train.steps is no file: an override is written "
