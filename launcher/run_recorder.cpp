@@ -27,6 +27,7 @@ std::optional<std::string> last_output_tail(std::string_view message) {
 namespace {
 
 constexpr off_t kReserveBytes = 256 << 10;  // a run's end: a few pages of SQLite's WAL
+constexpr std::size_t kMaxPending = 4096;   // records kept for it (ranks, events, errors)
 
 // Whether a store error is a full disk (SQLite's own code, or its advice on an I/O error).
 bool disk_full(const error& e) {
@@ -36,28 +37,35 @@ bool disk_full(const error& e) {
 
 }  // namespace
 
-template <class F>
-void run_recorder::write(F&& f, bool essential) {
-  if (!essential && full_) return;  // what room there is, is the run's end's
+void run_recorder::write(std::function<void()> f, bool essential) {
+  if (full_) {  // what room there is, is the run's end's: kept for it, in order
+    if (essential && pending_.size() < kMaxPending) pending_.push_back(std::move(f));
+    return;
+  }
   try {
     f();
-    return;
   } catch (const error& e) {
-    full_ = full_ || disk_full(e);
+    full_ = disk_full(e);
     if (!store_error_) {
       store_error_ = e.what();
       fmt::print(stderr, "muster: {}; the ranks go on, and this node records {} from now on{}\n",
                  e.what(), full_ ? "only their ends" : "what it still can",
                  full_ ? " (in room it kept for them)" : "");
     }
-    if (!essential || !full_ || reserve_.empty()) return;
+    if (full_ && essential) pending_.push_back(std::move(f));
   }
-  // the disk is full: the room kept for the run's end, freed for it
-  std::error_code ec;
-  std::filesystem::remove(std::exchange(reserve_, {}), ec);
-  try {
-    f();
-  } catch (const error&) {
+}
+
+void run_recorder::write_pending() {
+  if (!full_) return;
+  std::error_code ec;  // the room kept for the run's end, freed for it
+  if (!reserve_.empty()) std::filesystem::remove(std::exchange(reserve_, {}), ec);
+  full_ = false;
+  for (auto& f : std::exchange(pending_, {})) {
+    try {
+      f();
+    } catch (const error&) {
+    }
   }
 }
 
@@ -135,23 +143,24 @@ void run_recorder::put_rank(int rank, pid_t pid, store::rank_state state, const 
   if (exit && exit->exit_code) r.exit_code = *exit->exit_code;
   if (exit && exit->signal) r.signal = *exit->signal;
   r.updated_ms = store::now_ms();
-  write([&] { db_.put_rank(r); });
+  write([this, r] { db_.put_rank(r); });
 }
 
 void run_recorder::event(std::optional<int> rank, store::severity level, std::string kind,
                          std::string text) {
-  write([&] {
-    db_.add_event({store::now_ms(), rank ? std::optional<std::int64_t>(*rank) : std::nullopt, level,
-                   std::move(kind), std::move(text)});
-  });
+  store::event_record record{store::now_ms(),
+                             rank ? std::optional<std::int64_t>(*rank) : std::nullopt, level,
+                             std::move(kind), std::move(text)};
+  write([this, record] { db_.add_event(record); });
 }
 
 void run_recorder::steps(const std::vector<store::step_record>& batch) {
-  write([&] { db_.add_steps(batch); }, /*essential=*/false);
+  write([this, &batch] { db_.add_steps(batch); }, /*essential=*/false);  // never kept
 }
 
 void run_recorder::set_state(const std::string& run_id, store::run_state state) {
-  write([&] { db_.set_run_state(run_id, state, store::now_ms()); });
+  write_pending();  // the run's end: what could not be written for a full disk, first
+  write([this, run_id, state] { db_.set_run_state(run_id, state, store::now_ms()); });
 }
 
 void run_recorder::on_exit(const rank_exit& x) {
@@ -162,10 +171,13 @@ void run_recorder::on_exit(const rank_exit& x) {
   std::optional<worker_error> error;
   if (x.failed()) error = read_worker_error(paths_.rank_error_file(x.rank));
   if (error) {
-    write([&] {
-      db_.add_error({error->time_ms > 0 ? error->time_ms : store::now_ms(), x.rank, error->step,
-                     error->phase, error->kind, error->message});
-    });
+    const store::error_record record{error->time_ms > 0 ? error->time_ms : store::now_ms(),
+                                     x.rank,
+                                     error->step,
+                                     error->phase,
+                                     error->kind,
+                                     error->message};
+    write([this, record] { db_.add_error(record); });
   }
   if (x.first_failure) {
     first_error_.reset();

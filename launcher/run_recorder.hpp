@@ -7,9 +7,11 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/run_store.hpp"
 #include "common/run_dir.hpp"
@@ -52,11 +54,11 @@ class run_recorder {
  private:
   void put_rank(int rank, pid_t pid, store::rank_state state, const rank_exit* exit);
   void on_exit(const rank_exit& x);
-  // Runs a store write. Once the disk is full, only essential ones (the ranks, events, the
-  // run's state: not step records) are tried, and the first of them that fails frees the room
-  // kept for them (reserve_) and tries again.
-  template <class F>
-  void write(F&& f, bool essential = true);
+  // Runs a store write (owning what it writes). Once the disk is full, step records are
+  // dropped and essential ones (the ranks, events, errors) kept in order until the run's end,
+  // set_state, which frees the room kept for them (reserve_) and writes them first.
+  void write(std::function<void()> f, bool essential = true);
+  void write_pending();
 
   store::node_writer& db_;
   const store::run_paths& paths_;
@@ -67,6 +69,7 @@ class run_recorder {
   bool full_ = false;              // a write found the disk full
   std::string stopped_by_;         // what stopped the ranks, when not a rank's failure here
   std::filesystem::path reserve_;  // the room kept for the run's end; empty once freed
+  std::vector<std::function<void()>> pending_;  // essential writes the full disk held back
 };
 
 // The end of a run on stderr: who failed first, the log, the error file, the last lines.
