@@ -145,21 +145,58 @@ std::optional<uid_t> parse_squeue_owner(std::string_view output) {
   return static_cast<uid_t>(uid);
 }
 
-std::optional<bool> slurm_job_allocated(const slurm_lookup& lookup, const std::string& job_id) {
-  if (lookup.squeue.empty() || !looks_like_slurm_job(job_id)) return std::nullopt;
-  std::vector<std::string> env;
-  if (!lookup.conf.empty()) env.push_back("SLURM_CONF=" + lookup.conf);
-  const auto run =
-      run_program({lookup.squeue, "--noheader", "--states=all", "--jobs=" + job_id, "--format=%T"},
-                  lookup.timeout, env);
-  if (run.started && run.output.find("Invalid job id") != std::string::npos) return false;
-  if (!run.ok()) return std::nullopt;
-  const auto state = one_line(run.output);
-  if (state.empty()) return false;  // purged: long ended
+namespace {
+
+bool allocated_state(std::string_view state) {
   for (const char* allocated : {"RUNNING", "COMPLETING", "SUSPENDED", "CONFIGURING", "STOPPED",
                                 "RESIZING", "SIGNALING", "STAGE_OUT"})
     if (state.starts_with(allocated)) return true;
   return false;
+}
+
+}  // namespace
+
+std::optional<bool> slurm_job_allocated(const slurm_lookup& lookup, const std::string& job_id) {
+  const auto answers = slurm_jobs_allocated(lookup, {job_id});
+  const auto it = answers.find(job_id);
+  return it == answers.end() ? std::nullopt : std::optional<bool>(it->second);
+}
+
+std::map<std::string, bool> slurm_jobs_allocated(const slurm_lookup& lookup,
+                                                 const std::vector<std::string>& job_ids) {
+  std::map<std::string, bool> out;
+  std::string list;
+  for (const auto& id : job_ids)
+    if (looks_like_slurm_job(id)) list += (list.empty() ? "" : ",") + id;
+  if (lookup.squeue.empty() || list.empty()) return out;
+  std::vector<std::string> env;
+  if (!lookup.conf.empty()) env.push_back("SLURM_CONF=" + lookup.conf);
+  // "%i %T": the job (an array task as 123_4) and its state, a line each
+  const auto run =
+      run_program({lookup.squeue, "--noheader", "--states=all", "--jobs=" + list, "--format=%i %T"},
+                  lookup.timeout, env);
+  const bool invalid = run.started && run.output.find("Invalid job id") != std::string::npos;
+  if (!run.ok() && !invalid) return out;  // squeue cannot say
+  if (invalid && job_ids.size() > 1) {
+    // an id Slurm has purged makes squeue refuse the whole list: each on its own (rare)
+    for (const auto& id : job_ids)
+      if (const auto one = slurm_job_allocated(lookup, id)) out[id] = *one;
+    return out;
+  }
+  for (const auto& id : job_ids)
+    if (looks_like_slurm_job(id)) out[id] = false;  // not listed: ended long ago
+  std::string_view text = run.ok() ? std::string_view(run.output) : std::string_view();
+  while (!text.empty()) {
+    const auto end = std::min(text.find('\n'), text.size());
+    std::string_view line = text.substr(0, end);
+    text.remove_prefix(std::min(end + 1, text.size()));
+    while (!line.empty() && line.front() == ' ') line.remove_prefix(1);
+    const auto space = line.find(' ');
+    if (space == std::string_view::npos) continue;
+    const std::string id(line.substr(0, space));
+    if (out.contains(id)) out[id] = allocated_state(line.substr(space + 1));
+  }
+  return out;
 }
 
 bool looks_like_slurm_job(std::string_view job_id) {

@@ -9,9 +9,11 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "daemon/node_store.hpp"
 
@@ -49,6 +51,11 @@ struct access_result {
 // a job that ended or that it does not know, nullopt when squeue cannot say (or there is no
 // Slurm). Blocks for squeue, at most lookup.timeout.
 std::optional<bool> slurm_job_allocated(const slurm_lookup& lookup, const std::string& job_id);
+
+// The same for several jobs in one squeue (one lookup.timeout in all, where slurmctld is slow):
+// each job Slurm could be asked about, with its answer; none where squeue cannot say.
+std::map<std::string, bool> slurm_jobs_allocated(const slurm_lookup& lookup,
+                                                 const std::vector<std::string>& job_ids);
 
 // Decides whether `uid` may `use` job `job_id`, recording a newly learnt owner in `store`.
 // Blocks for squeue (at most lookup.timeout); a job Slurm does not know is remembered for a

@@ -192,11 +192,14 @@ preflight_facts probe_preflight(const preflight_ask& ask, const preflight_source
   for (const auto& d : f.gpus.devices)
     for (const auto& p : d.processes)
       if (auto job = job_of_process(p.pid)) f.job_of_pid[p.pid] = *job;
-  if (ask.gpus.empty() && ask.num_gpus < 0)  // no GPUs named: whose jobs still run here
+  if (ask.gpus.empty() && ask.num_gpus < 0) {  // no GPUs named: whose jobs still run here
+    std::vector<std::string> others;
     for (const auto& [pid, job] : f.job_of_pid)
-      if (!job.empty() && job != ask.job_id && !f.job_allocated.contains(job))
-        if (const auto allocated = slurm_job_allocated(slurm, job))
-          f.job_allocated[job] = *allocated;
+      if (!job.empty() && job != ask.job_id &&
+          std::find(others.begin(), others.end(), job) == others.end())
+        others.push_back(job);
+    if (!others.empty()) f.job_allocated = slurm_jobs_allocated(slurm, others);  // one squeue
+  }
   f.kernel_log = recent_xids(sources.kernel_log, std::chrono::seconds(limits.xid_window_s));
   f.shm_dir = sources.shm_dir;
   struct ::statvfs shm {};

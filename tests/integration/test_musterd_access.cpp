@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
@@ -205,6 +206,9 @@ TEST_CASE(
   CHECK(slurm_job_allocated(lookup, "999999") == std::optional<bool>(false));
   CHECK_FALSE(
       slurm_job_allocated({"/nonexistent/squeue", "", std::chrono::milliseconds(500)}, other));
+  // several at once, one of them long gone (squeue refuses such a list: each asked alone)
+  CHECK(muster::daemon::slurm_jobs_allocated(lookup, {other, "999999", "local-3"}) ==
+        std::map<std::string, bool>{{other, true}, {"999999", false}});
   running_daemon d({}, "[node]\ngpu_description = \"" + (dir / "gpus.json").string() +
                            "\"\n[health]\nkernel_log = \"" + (dir / "kmsg").string() +
                            "\"\nmin_shm_mib = 1\n[slurm]\nsqueue = \"" +
