@@ -324,6 +324,9 @@ std::string open_quote_hint(std::string_view text, std::size_t line_no) {
   }
   if (at == std::string_view::npos) return "";
   const auto line = text.substr(at, text.find('\n', at) - at);
+  // literal ('...') and multi-line strings count quotes otherwise: no hint there
+  if (line.find('\'') != std::string_view::npos || line.find("\"\"\"") != std::string_view::npos)
+    return "";
   int quotes = 0;
   for (std::size_t i = 0; i < line.size(); ++i) {
     if (line[i] == '\\')

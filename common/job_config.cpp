@@ -261,8 +261,14 @@ std::string least_meaning(int min, std::string_view key) {
     while (at != std::string_view::npos && at > 0 && f.doc[at - 1] != ' ' && f.doc[at - 1] != '(')
       at = f.doc.find(mark, at + 1);  // "-1 = " is not "1 = "
     if (at == std::string_view::npos) return {};
-    const auto end = f.doc.find_first_of(";)", at);
-    return std::string(f.doc.substr(at, end == std::string_view::npos ? end : end - at));
+    // to the clause's end: a ';', or a ')' that closes what was open before it
+    std::size_t end = at;
+    for (int depth = 0; end < f.doc.size(); ++end) {
+      const char c = f.doc[end];
+      if (c == ';' || (c == ')' && depth == 0)) break;
+      depth += c == '(' ? 1 : c == ')' ? -1 : 0;
+    }
+    return std::string(f.doc.substr(at, end - at));
   }
   return {};
 }

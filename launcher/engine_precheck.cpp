@@ -43,7 +43,7 @@ void check_engine_job(const job_config& config, const std::vector<std::string>& 
                "checkpoint.dir",
                load, std::filesystem::exists(load, ec) ? "not a directory" : "does not exist");
   // found now, not at the first save, checkpoint.interval steps in
-  if (const auto& dir = config.checkpoint.dir; !dir.empty() && config.checkpoint.interval >= 0)
+  if (const auto& dir = config.checkpoint.dir; !dir.empty())  // signalled saves go there too
     if (const auto why = unwritable(dir); !why.empty())
       MUSTER_THROW(errc::invalid_input,
                    "checkpoint.dir = {}: {}; muster-train could save no checkpoint there: "

@@ -343,11 +343,19 @@ class node_supervisor {
     if (stopping_ && failing_first_ == index && w.exit.failed()) {
       w.exit.first_failure = true;  // its error came first; it ended after its peers
       first_failure_ = index;
+    } else if (stopping_ && failing_first_ == index && reaped_first_) {
+      // it wrote an error and still ended well: the rank reaped first failed first after all
+      auto& first = workers_[static_cast<std::size_t>(*reaped_first_)];
+      first.exit.knock_on = false;
+      first.exit.first_failure = true;
+      first_failure_ = *reaped_first_;
+      w.exit.knock_on = true;
     } else if (stopping_) {
       w.exit.knock_on = true;
     } else if (w.exit.failed() && !ended_by_forwarded(w.exit) && !w.exit.hung_ms &&
                (failing_first_ = failed_earlier(w))) {
       w.exit.knock_on = true;
+      reaped_first_ = index;
       stop_others = true;
     } else if (w.exit.failed() && ended_by_forwarded(w.exit)) {
       w.exit.stopped_as_asked = true;
@@ -431,6 +439,7 @@ class node_supervisor {
   std::optional<clock::time_point> kill_at_;
   std::optional<int> first_failure_;
   std::optional<int> failing_first_;  // still running, its error file before the first reaped
+  std::optional<int> reaped_first_;   // that first reaped, a knock-on of failing_first_
   std::set<int> hang_culprits_;  // hung ranks the other hung ones wait on (hang_culprits)
   std::optional<int> launcher_signal_;
   bool stop_requested_ = false;

@@ -50,11 +50,15 @@ TEST_CASE("relative data and checkpoint paths are made absolute from the current
   muster::test::write_file(dir / "job.toml",
                            "[data]\npaths = [\"corpus/a\", \"/srv/b\"]\n[checkpoint]\n"
                            "dir = \"ckpt/../ckpt2\"\n");
-  const auto before = std::filesystem::current_path();
-  std::filesystem::current_path(elsewhere.path());
   const std::vector<std::string> overrides = {"checkpoint.load=old/step-00000010"};
-  const auto loaded = muster::load_job_config(dir / "job.toml", overrides);
-  std::filesystem::current_path(before);
+  const auto loaded = [&] {
+    struct back_to {  // the working directory returns whatever loading does
+      std::filesystem::path where = std::filesystem::current_path();
+      ~back_to() { std::filesystem::current_path(where); }
+    } restore;
+    std::filesystem::current_path(elsewhere.path());
+    return muster::load_job_config(dir / "job.toml", overrides);
+  }();
   const auto from = std::filesystem::canonical(elsewhere.path());
   CHECK(loaded.config.data.paths ==
         std::vector<std::string>{(from / "corpus/a").string(), "/srv/b"});
@@ -84,6 +88,8 @@ TEST_CASE("job config validation names the place and the fix", "[job_config]") {
                              "signalled)"));
   CHECK_THAT(load_error("[train]\nwarmup_steps = -1\n"),
              Catch::EndsWith("train.warmup_steps: -1 is below 0; use 0 or more"));
+  CHECK_THAT(load_error("[parallel]\ndata = -1\n"),
+             Catch::EndsWith("use 0 or more (0 = derived: world / (tensor * pipeline * context))"));
   CHECK_THAT(load_error("[launch]\nnproc = -1\n"),
              Catch::Matches(".*job.toml:2:9: launch.nproc: -1 is negative; use the number of ranks "
                             "per node, or 0 for one per GPU"));
