@@ -106,7 +106,8 @@ gpu_inventory read_gpu_description(const std::filesystem::path& file) {
   text << in.rdbuf();
   const json doc = json::parse(text.str(), nullptr, false);
   MUSTER_CHECK(!doc.is_discarded() && doc.is_object(), errc::config,
-               "{}: not a JSON object (see daemon/gpu_inventory.hpp for the format)",
+               "{}: not a JSON object (docs/musterd.md shows the format: what muster node status "
+               "--json prints under \"gpus\")",
                file.string());
   gpu_inventory inv;
   inv.source = "description";

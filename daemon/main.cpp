@@ -1,7 +1,10 @@
 // musterd: the node daemon. main() only wires the parts together: the configuration (with the
 // command line's overrides), the router over the node's facts, the server; errors become one
 // line on stderr and exit code 2 (bad options, configuration or socket path) or 1.
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -66,6 +69,33 @@ prepared prepare(const std::string& config_file, bool required, const overrides&
   return p;
 }
 
+// Holds <state_dir>/musterd.lock for the process's life: one musterd a state directory (a
+// second one, on another socket, would interleave its records with the first's). Throws
+// errc::config naming the other daemon and the fix.
+void lock_state_dir(const std::filesystem::path& dir) {
+  std::error_code ec;
+  if (!std::filesystem::exists(dir, ec) && std::filesystem::create_directories(dir, ec))
+    std::filesystem::permissions(dir, std::filesystem::perms::owner_all, ec);
+  const auto file = dir / "musterd.lock";
+  const int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return;  // the store's own open says what is wrong with the directory
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    char pid[32] = {};
+    const auto n = ::pread(fd, pid, sizeof pid - 1, 0);
+    std::string other(pid, n > 0 ? static_cast<std::size_t>(n) : 0);
+    while (!other.empty() && (other.back() == '\n' || other.back() == ' ')) other.pop_back();
+    ::close(fd);
+    MUSTER_THROW(muster::errc::config,
+                 "another musterd{} uses the state directory {} (daemon.state_dir): stop it "
+                 "first, or give this one another --state-dir",
+                 other.empty() ? "" : " (pid " + other + ")", dir.string());
+  }
+  const auto mine = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd, 0) == 0 && ::pwrite(fd, mine.data(), mine.size(), 0) < 0) {
+    // the pid is for the message above only
+  }
+}  // fd stays open, and the lock held, until the process ends
+
 int serve(const std::string& config_file, bool required, const overrides& given) {
   const auto started = std::chrono::steady_clock::now();
   auto first = prepare(config_file, required, given, started);
@@ -95,6 +125,8 @@ int serve(const std::string& config_file, bool required, const overrides& given)
     }
   };
   server s(first.options, std::make_shared<const router>(first.context), reload);
+  lock_state_dir(first.config.daemon.state_dir);  // after the socket: a second musterd on it
+                                                  // is refused before it touches anything
   // after the socket: a second musterd is refused before it touches the store
   s.run(std::make_unique<node_store>(node_store_file(first.config), first.config.daemon.keep_days));
   return 0;

@@ -1,6 +1,8 @@
 // Gathering what preflight checks: see preflight_probe.hpp.
 #include "daemon/preflight_probe.hpp"
 
+#include "common/error.hpp"
+
 #include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
@@ -186,7 +188,12 @@ preflight_facts probe_preflight(const preflight_ask& ask, const preflight_source
                                 const preflight_thresholds& limits, const slurm_lookup& slurm) {
   preflight_facts f;
   f.job_id = ask.job_id;
-  f.gpus = probe_gpus(sources.gpu_description);
+  try {
+    f.gpus = probe_gpus(sources.gpu_description);
+  } catch (const error& e) {  // a description file broken since the start: a verdict on it
+    f.gpus.source = "none";
+    f.gpus.why_none = e.what();
+  }
   f.allocated = ask.gpus;
   f.num_allocated = ask.num_gpus;
   for (const auto& d : f.gpus.devices)

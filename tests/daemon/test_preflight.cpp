@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 
@@ -278,6 +279,18 @@ TEST_CASE("a GPU description file is read strictly, and without NVML there are n
   CHECK(none.source == "none");
   CHECK(none.devices.empty());
   CHECK_THAT(none.why_none, Catch::Contains("not loaded"));
+
+  // a description broken after musterd started: a preflight's verdict on it, not an error
+  preflight_ask ask;
+  ask.job_id = "4242";
+  ask.gpus = {0};
+  const auto facts = probe_preflight(ask, {(dir / "bad.json").string(), "/dev/null", "/tmp"}, {},
+                                     {"", "", std::chrono::milliseconds(100)});
+  const auto r = run_preflight(facts, {});
+  CHECK_FALSE(r.passed);
+  CHECK_THAT(check(r, "gpus_visible").detail,
+             Catch::Contains("GPU 0 of the allocation not visible: the node shows 0 GPU(s) (") &&
+                 Catch::Contains("bad.json: devices[0].index"));
 }
 
 TEST_CASE("a process's job comes from its Slurm cgroup or its environment", "[preflight]") {

@@ -175,6 +175,16 @@ TEST_CASE("a second musterd on a served socket is refused, naming the path and t
                                          ") is already serving " + d.socket.string()));
   CHECK_THAT(second.err, Catch::Contains("kill " + std::to_string(d.pid)));
   CHECK(client(d.socket).ask(R"({"version": 1, "request": "env"})")["ok"] == true);
+  // on another socket but the same state directory: refused too, and its socket gone
+  const auto other_socket = d.dir / "other.sock";
+  const auto shared = muster::test::run_process(
+      {kMusterd, "--socket", other_socket.string(), "--state-dir", (d.dir / "state").string()});
+  CHECK(shared.exit_code == 2);
+  CHECK_THAT(shared.err,
+             Catch::Contains("another musterd (pid " + std::to_string(d.pid) +
+                             ") uses the state directory " + (d.dir / "state").string()));
+  CHECK_FALSE(fs::exists(other_socket));
+  CHECK(client(d.socket).ask(R"({"version": 1, "request": "env"})")["ok"] == true);
 }
 
 TEST_CASE("musterd replaces the stale socket file of a daemon that died", "[musterd]") {
