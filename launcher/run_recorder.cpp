@@ -19,7 +19,12 @@ std::optional<std::string> last_output_tail(std::string_view message) {
   constexpr std::size_t kTail = 400;
   const auto at = message.find(kLastOutput);
   if (at == std::string_view::npos) return std::nullopt;
-  const auto output = message.substr(at + kLastOutput.size());
+  auto output = message.substr(at + kLastOutput.size());
+  // faulthandler's dump ends with the modules loaded, after the stack that says where it stood
+  if (const auto modules = output.rfind("Extension modules: ");
+      modules != std::string_view::npos &&
+      (modules == 0 || output.substr(0, modules).ends_with(" | ")))
+    output = output.substr(0, modules == 0 ? 0 : modules - 3);
   if (output.size() <= kTail) return std::string(output);
   return "..." + std::string(output.substr(output.size() - kTail));
 }

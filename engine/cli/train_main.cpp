@@ -303,6 +303,23 @@ int run(engine::train::trainer& trainer, const job_config& config) {
                t.micro_batch_size * trainer.grad_accum_steps() * trainer.dp_size(),
                t.micro_batch_size, trainer.grad_accum_steps(), trainer.dp_size(),
                t.global_batch_size > 0 ? " (from train.global_batch_size)" : "");
+  {  // how much data there is against what the run reads: a small set is gone over again
+    const auto& docs = trainer.documents();
+    std::int64_t tokens = 0;
+    for (std::int64_t d = 0; d < docs.num_documents(); ++d) tokens += docs.document_length(d);
+    const auto rows = trainer.rows_per_epoch();
+    const double step_rows =
+        double(t.micro_batch_size) * trainer.grad_accum_steps() * trainer.dp_size();
+    const double epochs = step_rows * t.steps / double(std::max<std::int64_t>(rows, 1));
+    logger->info(
+        "data: {}: {} documents, {} tokens, {} rows of {} tokens an epoch; {} steps of {} rows "
+        "read {}",
+        docs.describe(), docs.num_documents(), tokens, rows,
+        t.max_tokens_per_pack > 0 ? t.max_tokens_per_pack : t.seq_length, t.steps, step_rows,
+        epochs >= 1 ? fmt::format("it {:.2f} times{}", epochs,
+                                  epochs > 1 ? " (each epoch in a new order)" : "")
+                    : fmt::format("{:.2g}% of it", 100 * epochs));
+  }
   const auto held = trainer.held();
   logger->info("held by this rank ({}): params {} B | grads {} B | optimizer {} B",
                config.parallel.sharding, held.params, held.grads, held.optimizer);

@@ -88,6 +88,9 @@ class trainer {
   // train.global_batch_size over the data-parallel ranks.
   int grad_accum_steps() const { return config_.train.grad_accum_steps; }
   int dp_size() const { return dp_ ? dp_->size() : 1; }
+  // The training data, and the rows of the model's width it fills an epoch (pack_plan.hpp).
+  const data::document_source& documents() const { return *documents_; }
+  std::int64_t rows_per_epoch() const { return plan_->rows_per_epoch(); }
   // This rank's persistent parameter, gradient and optimizer bytes.
   parallel::held_bytes held() const;
   // Gathered parameters and whole gradients alive at once, at the most so far.

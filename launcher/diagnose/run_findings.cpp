@@ -274,8 +274,12 @@ std::string memory_words(const rank_analysis& a) {
   }
   if (a.planned_mem_bytes > 0) {
     if (!out.empty()) out += "; ";
-    out += fmt::format("the planner estimated {} {}", format_bytes(a.planned_mem_bytes),
-                       cpu ? "a rank without a GPU's reserve" : "a GPU");
+    out += cpu ? fmt::format(
+                     "the planner estimated {} of a rank's tensors (resident memory "
+                     "also holds the program, LibTorch and the allocator's cache, so "
+                     "the two do not compare on the CPU)",
+                     format_bytes(a.planned_mem_bytes))
+               : fmt::format("the planner estimated {} a GPU", format_bytes(a.planned_mem_bytes));
   }
   return out;
 }

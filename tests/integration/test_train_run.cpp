@@ -51,7 +51,8 @@ TEST_CASE("muster run trains with muster-train and sees its progress", "[train_r
   CHECK_THAT(muster::test::read_file(run / "logs" / "rank-0.log"),
              Catch::Contains("train.warmup_steps = 10 is above train.steps = 5") &&
                  Catch::Contains("a step: global batch 2 = micro-batch 2 x accumulation 1 x "
-                                 "data-parallel 1\n"));
+                                 "data-parallel 1\n") &&
+                 Catch::Contains(" rows of 64 tokens an epoch; 5 steps of 2 rows read "));
   // the last step saved (checkpoint.interval = 0); -1 saves nothing unless signalled
   CHECK(fs::exists(run / "checkpoints" / "step-00000005" / "trainer_state.json"));
   const auto unsaved =
@@ -116,7 +117,8 @@ TEST_CASE("muster run trains with muster-train and sees its progress", "[train_r
   CHECK(diagnosis.exit_code == 0);
   CHECK_THAT(diagnosis.out, Catch::Contains("(resident memory, on the CPU); the planner estimated "
                                             "") &&
-                                Catch::Contains("MiB a rank without a GPU's reserve"));
+                                Catch::Contains("MiB of a rank's tensors (resident memory "
+                                                "also holds the program"));
   CHECK(muster::test::run_process({kMuster, "status", id}, {{}, {"MUSTER_RUNS_DIR"}}).exit_code ==
         2);  // not in ./muster-runs
   // --watch is a flag (=SECONDS sets its period): the run after it is the run, and an ended

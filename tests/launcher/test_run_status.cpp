@@ -16,6 +16,7 @@
 #include "common/run_store.hpp"
 #include "common/worker_error.hpp"
 #include "launcher/local_run.hpp"
+#include "launcher/run_recorder.hpp"
 #include "launcher/status/run_status.hpp"
 #include "launcher/status/slurm_job_state.hpp"
 #include "launcher/status/status_output.hpp"
@@ -560,4 +561,19 @@ TEST_CASE("the ranks of a run stopped by a signal are said to have stopped as as
       .put_rank({0, "node-a", 0, 100, store::rank_state::killed, 143, std::nullopt, now});
   CHECK_THAT(status_text(read_run_status(failed.dir(), now), now),
              Catch::Contains("exit 143") && !Catch::Contains("as asked"));
+}
+
+TEST_CASE("a rank's last output leaves out faulthandler's module list after its stack",
+          "[run_status]") {
+  using muster::launcher::kLastOutput;
+  using muster::launcher::last_output_tail;
+  const std::string dump = std::string("rank 0 failed first") + std::string(kLastOutput) +
+                           "Thread 0x7f (most recent call first): |   File \"<string>\", line 3 "
+                           "in wait_for_peer | Extension modules: numpy.core._multiarray_umath, "
+                           "torch._C (total: 2)";
+  CHECK(last_output_tail(dump) ==
+        "Thread 0x7f (most recent call first): |   File \"<string>\", line 3 in wait_for_peer");
+  // any other last line stays
+  CHECK(last_output_tail(std::string("x") + std::string(kLastOutput) + "a | b") == "a | b");
+  CHECK_FALSE(last_output_tail("no output here"));
 }
