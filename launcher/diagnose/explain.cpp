@@ -116,10 +116,16 @@ void collective(finding& f, const explain_context& context) {
   const auto ranks = ranks_of(f);
   if (f.category == "hang_watchdog_stuck") {
     if (fact(f, "source") == "muster") {
+      // every rank of the world hung at once: none waited on another that went on
+      const bool all =
+          context.world_size > 0 && static_cast<int>(f.ranks.size()) >= context.world_size;
       f.summary = fmt::format(
-          "{} hung: its heartbeat stopped and muster's hang detection "
-          "stopped it; the other ranks waited on it{}",
-          ranks,
+          "{} hung: {} and muster's hang detection stopped {}{}{}", ranks,
+          f.ranks.size() > 1 ? "their heartbeats stopped" : "its heartbeat stopped",
+          f.ranks.size() > 1 ? "them" : "it",
+          all ? "; every rank stopped at once: a collective none finished, or data, a file "
+                "system or a GPU that stalled them all"
+              : "; the other ranks waited on it",
           fact(f, "stood_at").empty() ? ""
                                       : fmt::format("; rank {} stood at {}",
                                                     fact(f, "stood_at_rank"), fact(f, "stood_at")));

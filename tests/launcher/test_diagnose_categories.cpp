@@ -1168,3 +1168,20 @@ TEST_CASE("Ctrl-C's tracebacks and an environment dump are no suspicious lines",
   REQUIRE(other.suspicious.size() == 2);  // its start and its KeyError
   CHECK(other.suspicious[0].line == 1);
 }
+
+TEST_CASE("every rank hung at once is not said to have waited on another", "[diagnose]") {
+  const std::vector<std::string> lines = {
+      "muster: rank 0 is hung: SIGABRT sent; last heartbeats: rank 0: step 12, 3010 ms ago, "
+      "rank 1: step 12, 3004 ms ago",
+      "muster: rank 1 is hung: SIGABRT sent; last heartbeats: rank 0: step 12, 3010 ms ago, "
+      "rank 1: step 12, 3004 ms ago"};
+  const auto both = diagnose_lines(lines, 2);
+  REQUIRE(both.failed());
+  CHECK(root_of(both).category == "hang_watchdog_stuck");
+  CHECK_THAT(root_of(both).summary, Catch::Contains("their heartbeats stopped") &&
+                                        Catch::Contains("every rank stopped at once") &&
+                                        !Catch::Contains("the other ranks waited"));
+  // one of four: the others waited on it
+  const auto one = diagnose_lines({lines[0]}, 4);
+  CHECK_THAT(root_of(one).summary, Catch::Contains("the other ranks waited on it"));
+}
