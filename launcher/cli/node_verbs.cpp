@@ -20,6 +20,7 @@
 
 #include "common/error.hpp"
 #include "common/job_config.hpp"
+#include "launcher/cli/node_job.hpp"
 #include "launcher/cli/verbs.hpp"
 #include "launcher/daemon_client.hpp"
 #include "launcher/launch_policy.hpp"
@@ -281,6 +282,24 @@ int node_job_end(const std::string& job_arg) {
   return kExitOk;
 }
 
+int node_job(const std::string& job, bool as_json) {
+  const json request = {{"version", 1}, {"request", "job"}, {"job", {{"id", job}}}};
+  const auto r = ask("job", request.dump(), {"not_found", "denied", "unavailable"});
+  if (!r) return kExitNotAsked;
+  if (!r->value("ok", false)) {  // an answer all the same: no such job here, or not yours
+    fmt::print(stderr, "muster: node job: {}\n", launcher::reply_error_text(r->dump()));
+    return kExitFailure;
+  }
+  if (as_json) {
+    fmt::print("{}\n", r->dump(2));
+    return kExitOk;
+  }
+  return print_reply("job", *r, [](const json& reply) {
+    fmt::print("{}", node_job_text(reply));
+    return kExitOk;
+  });
+}
+
 }  // namespace
 
 void add_node_verbs(CLI::App& app, verb_action& run) {
@@ -317,6 +336,13 @@ void add_node_verbs(CLI::App& app, verb_action& run) {
   pre_cmd->add_option("--run-dir", pre->run_dir, "the run directory the job will write");
   pre_cmd->add_flag("--json", pre->json, "the daemon's reply as JSON");
   pre_cmd->callback([pre, &run] { run = [pre] { return node_preflight(*pre); }; });
+
+  auto job = std::make_shared<std::pair<std::string, bool>>();
+  auto* job_cmd = node->add_subcommand(
+      "job", "what this node recorded of a job: its owner, steps, preflights and decisions");
+  job_cmd->add_option("id", job->first, "the job id (a Slurm job's, or a run's id)")->required();
+  job_cmd->add_flag("--json", job->second, "the daemon's reply as JSON");
+  job_cmd->callback([job, &run] { run = [job] { return node_job(job->first, job->second); }; });
 
   auto end_job = std::make_shared<std::string>();
   auto* end_cmd = node->add_subcommand(

@@ -483,6 +483,19 @@ TEST_CASE("muster node status, env and preflight show what musterd says, and say
   const auto bad = muster::test::run_process({muster, "node", "preflight", "--gpus", "0,x"}, env);
   CHECK(bad.exit_code == 2);
   CHECK_THAT(bad.err, Catch::Contains("--gpus: \"x\" in \"0,x\" is not a GPU index"));
+  // muster node job: what the node recorded of the job, its failed preflight among it
+  const auto job = muster::test::run_process({muster, "node", "job", "4242"}, env);
+  INFO(job.out << job.err);
+  CHECK(job.exit_code == 0);
+  CHECK_THAT(job.out, Catch::StartsWith("job       4242: ") &&
+                          Catch::Contains(" step -: FAILED\n          fail gpus_visible: GPU 0, 9 "
+                                          "of the allocation not visible"));
+  CHECK(json::parse(muster::test::run_process({muster, "node", "job", "4242", "--json"}, env)
+                        .out)["preflights"]
+            .size() == 2);
+  const auto unknown = muster::test::run_process({muster, "node", "job", "no-such-job"}, env);
+  CHECK(unknown.exit_code == 1);
+  CHECK_THAT(unknown.err, Catch::Contains("no job no-such-job was recorded on this node"));
 
   env.set["MUSTER_DAEMON_SOCKET"] = (d.dir / "nobody.sock").string();
   // a preflight that could not ask is not a node found unfit
