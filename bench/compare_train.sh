@@ -41,6 +41,8 @@ seq_length = 256
 max_tokens_per_pack = 256
 steps = $steps
 precision = "fp32"
+[checkpoint]
+interval = -1
 TOML
 
 # The median of the numbers on stdin.
