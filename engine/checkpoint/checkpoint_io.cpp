@@ -149,7 +149,7 @@ void check_all_used(const std::map<std::string, std::pair<std::string, std::stri
 
 }  // namespace
 
-fs::path save_checkpoint(const fs::path& root, std::int64_t steps_done,
+fs::path save_checkpoint(const fs::path& root, std::int64_t steps_done, std::int64_t rows_consumed,
                          parallel::sharded_model& model, parallel::flat_adamw& optimizer,
                          const job_config& config, comm::communicator* world, int keep) {
   const int rank = world ? world->rank() : 0, size = world ? world->size() : 1;
@@ -208,6 +208,7 @@ fs::path save_checkpoint(const fs::path& root, std::int64_t steps_done,
     write_text(partial / "config.json", hf_config_text(config.model));
     auto state = layout_of(config, world);
     state["step"] = steps_done;
+    state["rows_consumed"] = rows_consumed;  // the data's position, whatever the global batch
     state["seed"] = config.train.seed;
     // the learning-rate schedule it was trained on, for a resumed run to say where it differs
     state["schedule"] = {{"steps", config.train.steps},
@@ -233,6 +234,14 @@ fs::path save_checkpoint(const fs::path& root, std::int64_t steps_done,
   }
   barrier(world);
   return done;
+}
+
+std::optional<std::int64_t> rows_consumed(const fs::path& dir) {
+  if (!fs::exists(dir / "trainer_state.json")) return std::nullopt;
+  const auto state = read_json_file(dir / "trainer_state.json");
+  const auto it = state.find("rows_consumed");
+  if (it == state.end() || !it->is_number_integer()) return std::nullopt;  // saved before
+  return it->get<std::int64_t>();
 }
 
 std::int64_t load_checkpoint(const fs::path& dir, parallel::sharded_model& model,

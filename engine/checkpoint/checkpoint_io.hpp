@@ -29,7 +29,7 @@ namespace muster::engine::checkpoint {
 // checkpoint's directory. Collective over `world` (null: one rank). Throws errc::io naming the
 // file that could not be written.
 std::filesystem::path save_checkpoint(const std::filesystem::path& root, std::int64_t steps_done,
-                                      parallel::sharded_model& model,
+                                      std::int64_t rows_consumed, parallel::sharded_model& model,
                                       parallel::flat_adamw& optimizer, const job_config& config,
                                       comm::communicator* world, int keep);
 
@@ -39,6 +39,10 @@ std::filesystem::path save_checkpoint(const std::filesystem::path& root, std::in
 // same world size, sharding and EP, unless checkpoint.load_optim is false (then the optimizer
 // starts afresh); returns the steps it was saved after (0 for weights only).
 // Throws errc::invalid_input naming the directory and the tensor or setting that does not match.
+// The data rows checkpoint `dir`'s steps read (trainer_state.json's rows_consumed), where it
+// says: a run whose global batch differs goes on after them, reading no row twice.
+std::optional<std::int64_t> rows_consumed(const std::filesystem::path& dir);
+
 std::int64_t load_checkpoint(const std::filesystem::path& dir, parallel::sharded_model& model,
                              parallel::flat_adamw& optimizer, const job_config& config,
                              comm::communicator* world);

@@ -351,6 +351,12 @@ int run(engine::train::trainer& trainer, const job_config& config) {
                        : " with a fresh optimizer state (checkpoint.load_optim = false)");
     if (const auto change = engine::checkpoint::schedule_change(*from, config.train))
       logger->warn("{}", *change);
+    if (trainer.row_offset() != 0)
+      logger->info(
+          "the checkpoint's steps read {} data rows, at another global batch than this run's "
+          "{}: the data goes on after them, so no row is read twice or skipped",
+          trainer.row_offset() + std::int64_t{trainer.next_step()} * trainer.rows_per_step(),
+          trainer.rows_per_step());
   }
   g_stop_handled.store(true);
   auto save = [&] {

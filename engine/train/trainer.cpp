@@ -137,7 +137,7 @@ step_result trainer::step() {
   for (int m = 0; m < t.grad_accum_steps; ++m) {
     std::vector<std::int64_t> rows;
     for (int i = 0; i < t.micro_batch_size; ++i)
-      rows.push_back(data::global_row(next_step_, m, dp_rank, i, shape));
+      rows.push_back(data::global_row(next_step_, m, dp_rank, i, shape) + row_offset_);
     micro.push_back(
         make_batch(*plan_, rows, config_.model.vocab_size, documents_->describe()).to(device_));
     label_tokens += micro.back().num_label_tokens;
@@ -201,8 +201,9 @@ step_result trainer::step() {
 std::filesystem::path trainer::save(const std::filesystem::path& root, int keep) {
   phase_ = "checkpoint";
   saving_ = true;
-  auto dir = checkpoint::save_checkpoint(root, next_step_, *sharded_, *optimizer_, config_,
-                                         dp_.get(), keep);
+  auto dir =
+      checkpoint::save_checkpoint(root, next_step_, row_offset_ + next_step_ * rows_per_step(),
+                                  *sharded_, *optimizer_, config_, dp_.get(), keep);
   saving_ = false;
   phase_ = "data";
   return dir;
@@ -213,6 +214,9 @@ void trainer::load(const std::filesystem::path& dir) {
   loading_ = true;
   next_step_ = static_cast<int>(
       checkpoint::load_checkpoint(dir, *sharded_, *optimizer_, config_, dp_.get()));
+  // its steps read rows_consumed rows: the data goes on after them, whatever this run's batch
+  const auto consumed = checkpoint::rows_consumed(dir);
+  row_offset_ = consumed ? *consumed - std::int64_t{next_step_} * rows_per_step() : 0;
   loading_ = false;
   phase_ = "data";
 }

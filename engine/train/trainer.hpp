@@ -88,6 +88,14 @@ class trainer {
   // train.global_batch_size over the data-parallel ranks.
   int grad_accum_steps() const { return config_.train.grad_accum_steps; }
   int dp_size() const { return dp_ ? dp_->size() : 1; }
+  // The data rows a step reads over all ranks: the global batch.
+  std::int64_t rows_per_step() const {
+    return std::int64_t{config_.train.micro_batch_size} * config_.train.grad_accum_steps *
+           dp_size();
+  }
+  // Rows a resumed run is ahead of (or behind) step x rows_per_step(): the checkpoint's steps
+  // read another global batch; 0 otherwise.
+  std::int64_t row_offset() const { return row_offset_; }
   // The training data, and the rows of the model's width it fills an epoch (pack_plan.hpp).
   const data::document_source& documents() const { return *documents_; }
   std::int64_t rows_per_epoch() const { return plan_->rows_per_epoch(); }
@@ -109,6 +117,7 @@ class trainer {
   bool stop_requested_ = false;
   const char* phase_ = "startup";
   bool loading_ = false, saving_ = false;  // in load() or save()
+  std::int64_t row_offset_ = 0;            // row_offset()
   torch::Device device_ = torch::kCPU;  // train.device, resolved (device_choice.hpp)
   double flops_per_token_ = 0;
   double peak_tflops_ = 0;

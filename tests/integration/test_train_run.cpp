@@ -582,6 +582,16 @@ TEST_CASE(
   CHECK_THAT(
       muster::test::read_file(muster::test::only_run_dir(dir / "relayout") / "logs" / "rank-0.log"),
       Catch::Contains("continuing at step 11 with a fresh optimizer state"));
+  // another global batch: the data goes on after the rows the checkpoint's steps read
+  CHECK(nlohmann::json::parse(muster::test::read_file(
+            step10 / "trainer_state.json"))["rows_consumed"] == 40);  // 10 steps x 2 ranks x 2 rows
+  run("half-batch", 11,
+      {"train.micro_batch_size=1", "checkpoint.load=" + step10.string(),
+       "checkpoint.load_optim=false"});
+  CHECK_THAT(muster::test::read_file(muster::test::only_run_dir(dir / "half-batch") / "logs" /
+                                     "rank-0.log"),
+             Catch::Contains("the checkpoint's steps read 40 data rows, at another global batch "
+                             "than this run's 2: the data goes on after them"));
   // a checkpoint at train.steps already: nothing to train, said
   run("done", 10, {"checkpoint.load=" + step10.string()});
   CHECK_THAT(
