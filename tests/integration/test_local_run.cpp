@@ -383,7 +383,17 @@ TEST_CASE("bad input to muster run is one clear line and starts nothing", "[loca
   CHECK_THAT(flag.err, Catch::Contains("--qk-layernorm is Megatron's option; muster takes it from "
                                        "the job: give model.qk_norm=true after the job file"));
   auto no_optim = muster::test::run_process({kMuster, "run", "--no-load-optim", "job.toml"});
-  CHECK_THAT(no_optim.err, Catch::Contains("give checkpoint.load_optim = false"));
+  CHECK_THAT(no_optim.err, Catch::Contains("give checkpoint.load_optim=false after"));
+  // an option named as a key is (Megatron's --global-batch-size), and values made words
+  // muster takes; muster's own options (plan's --nodes) are no other tool's
+  auto global = muster::test::run_process({kMuster, "run", "--global-batch-size", "8"});
+  CHECK_THAT(global.err, Catch::Contains("give train.global_batch_size=8 after the job file"));
+  auto minutes = muster::test::run_process({kMuster, "run", "--distributed-timeout-minutes", "10"});
+  CHECK_THAT(minutes.err, Catch::Contains("give comm.timeout=600 after"));
+  auto data = muster::test::run_process({kMuster, "run", "--data-path", "/d/x"});
+  CHECK_THAT(data.err, Catch::Contains("give 'data.paths=[\"/d/x\"]' after"));
+  auto own = muster::test::run_process({kMuster, "plan", "--nodes", "2", "--gpus-per-node", "8"});
+  CHECK(own.exit_code != 2);
   auto no_value = muster::test::run_process({kMuster, "config", "job.toml", "train.steps"});
   CHECK(no_value.exit_code == 2);
   CHECK_THAT(no_value.err, Catch::Contains("train.steps is no file: an override is written "
