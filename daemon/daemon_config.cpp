@@ -223,7 +223,9 @@ void warn_ib_hcas(const daemon_config& c, const config::sources& where,
 
 // An executable named by a path (with a '/'), or found on PATH.
 bool runnable(const std::string& program) {
-  if (program.find('/') != std::string::npos) return ::access(program.c_str(), X_OK) == 0;
+  std::error_code ec;
+  if (program.find('/') != std::string::npos)
+    return std::filesystem::is_regular_file(program, ec) && ::access(program.c_str(), X_OK) == 0;
   const char* path = std::getenv("PATH");
   std::string_view dirs = path ? path : "/usr/bin:/bin";
   while (!dirs.empty()) {
@@ -256,6 +258,16 @@ void warn_host(const daemon_config& c, const config::sources& where,
     warnings.push_back(fmt::format(
         "{}: health.kernel_log: cannot read {} ({}): preflight skips its Xid check",
         place_of(where, "health.kernel_log"), c.health.kernel_log, std::strerror(errno)));
+  else if (std::filesystem::is_directory(c.health.kernel_log, ec))
+    warnings.push_back(fmt::format(
+        "{}: health.kernel_log: {} is a directory, not the kernel's log (/dev/kmsg): preflight "
+        "finds no Xid there",
+        place_of(where, "health.kernel_log"), c.health.kernel_log));
+  if (!c.slurm.conf.empty() && !std::filesystem::is_regular_file(c.slurm.conf, ec))
+    warnings.push_back(fmt::format(
+        "{}: slurm.conf: {} is no file: squeue cannot be asked who owns a job, so only root may "
+        "record a Slurm job id",
+        place_of(where, "slurm.conf"), c.slurm.conf));
   if (!std::filesystem::is_directory(c.health.shm_dir, ec))
     warnings.push_back(fmt::format(
         "{}: health.shm_dir: {} is no directory: preflight's shm_size check fails every job",

@@ -100,12 +100,6 @@ int serve(const std::string& config_file, bool required, const overrides& given)
   const auto started = std::chrono::steady_clock::now();
   auto first = prepare(config_file, required, given, started);
   auto logger = muster::log::get("daemon");
-  std::error_code ec;
-  logger->info("musterd {}: configuration {}; node store {}", muster::kVersion,
-               std::filesystem::exists(config_file, ec)
-                   ? config_file
-                   : fmt::format("{} is absent: the defaults", config_file),
-               node_store_file(first.config).string());
   for (const auto& w : first.warnings) logger->warn("{}", w);
   // SIGHUP: the file again; a bad one keeps what runs ([daemon] changes need a restart)
   auto reload = [&]() -> std::shared_ptr<const router> {
@@ -127,6 +121,12 @@ int serve(const std::string& config_file, bool required, const overrides& given)
   server s(first.options, std::make_shared<const router>(first.context), reload);
   lock_state_dir(first.config.daemon.state_dir);  // after the socket: a second musterd on it
                                                   // is refused before it touches anything
+  std::error_code ec;
+  logger->info("musterd {}: configuration {}; node store {}", muster::kVersion,
+               std::filesystem::exists(config_file, ec)
+                   ? config_file
+                   : fmt::format("{} is absent: the defaults", config_file),
+               node_store_file(first.config).string());
   // after the socket: a second musterd is refused before it touches the store
   s.run(std::make_unique<node_store>(node_store_file(first.config), first.config.daemon.keep_days));
   return 0;

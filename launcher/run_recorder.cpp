@@ -227,13 +227,23 @@ void print_summary(const supervise_result& result, const store::run_paths& paths
     if (result.launcher_signal)
       fmt::print(stderr, "muster: stopped by {}; logs in {}\n",
                  signal_name(*result.launcher_signal), paths.logs_dir().string());
-    else if (result.stopped_as_asked())
+    else if (result.stopped_as_asked()) {
+      // ranks the signal itself ended had no handler yet (still starting): they saved nothing
+      std::vector<int> unhandled;
+      for (const auto& e : result.exits)
+        if (e.signal && *e.signal == result.forwarded_signals.back()) unhandled.push_back(e.rank);
       fmt::print(stderr,
-                 "muster: the ranks stopped on the {} passed on to them, as asked (the built-in "
-                 "engine saves a checkpoint first; exit code {}); logs in {}\n",
-                 signal_name(result.forwarded_signals.back()), result.exit_code(),
+                 "muster: the ranks stopped on the {} passed on to them, as asked ({}); logs "
+                 "in {}\n",
+                 signal_name(result.forwarded_signals.back()),
+                 unhandled.empty()
+                     ? fmt::format("the built-in engine saves a checkpoint first; exit code {}",
+                                   result.exit_code())
+                     : fmt::format("rank(s) {} ended by the signal itself, before they handled "
+                                   "it: no checkpoint from them",
+                                   fmt::join(unhandled, ", ")),
                  paths.logs_dir().string());
-    else if (result.exit_code() == 0)  // the run's id, for status and diagnose
+    } else if (result.exit_code() == 0)  // the run's id, for status and diagnose
       fmt::print(stderr, "muster: run {}: the {} rank(s) of this node succeeded; logs in {}\n",
                  paths.run_id(), result.exits.size(), paths.logs_dir().string());
     return;

@@ -201,12 +201,18 @@ int run_diagnose(const diagnose_options& o) {
     const bool checkpoint_failed =
         result.failed() && result.findings.front().category == "checkpoint_mismatch";
     if (d.newest_checkpoint && (result.failed() || result.stopped_as_asked || cancelled) &&
-        !recovered && !checkpoint_failed)
+        !recovered && !checkpoint_failed) {
+      const auto newest = fs::absolute(*d.newest_checkpoint).lexically_normal().string();
       fmt::print(
           "resume: its newest checkpoint is {}; run the job again with checkpoint.load={} and "
-          "muster-train goes on from there (without checkpoint.load it takes the newest under "
-          "checkpoint.dir by itself, as a requeued job does)\n",
-          d.newest_checkpoint->string(), d.newest_checkpoint->string());
+          "muster-train goes on from there{}\n",
+          newest, newest,
+          d.checkpoint_dir_set
+              ? " (without checkpoint.load it takes the newest under checkpoint.dir by itself, "
+                "as a requeued job does)"
+              : " (its checkpoint.dir is the run directory's, new for each muster run: a "
+                "requeued Slurm job keeps it)");
+    }
     // ranks that were their own Slurm tasks wrote to the job's output, not to logs/
     if (d.run && d.run->one_task_per_rank && o.logs.empty() && !fs::exists(run_dir / "slurm.out"))
       fmt::print(

@@ -120,6 +120,7 @@ run_diagnosis diagnose_run(const fs::path& run_dir, const std::vector<fs::path>&
       const auto job = load_job_config(store::run_paths(run_dir).job_config(), {});
       out.newest_checkpoint = engine::checkpoint::newest_checkpoint(
           engine::checkpoint::checkpoint_root(job.config, run_dir));
+      out.checkpoint_dir_set = !job.config.checkpoint.dir.empty();
       // muster-train read the job file: an OOM's fixes leave out what it does already
       if (ran_engine(out.events, out.analysis->peak_mem_bytes > 0)) {
         const auto& c = job.config;

@@ -22,6 +22,7 @@ struct run_diagnosis {
   // the newest checkpoint muster-train saved for the run (under its job's checkpoint.dir, else
   // <run directory>/checkpoints), where a stopped or failed run goes on from
   std::optional<std::filesystem::path> newest_checkpoint;
+  bool checkpoint_dir_set = false;  // the job set checkpoint.dir (else the run directory's)
 };
 
 // `run_dir` may be empty (only `logs`). `world_size` 0: the run's own, else the number of rank

@@ -128,6 +128,15 @@ TEST_CASE(
   CHECK(
       said("slurm.squeue: cannot run /usr/bin/squeu (no such executable): a job's owner cannot "
            "be asked of Slurm, so only root may record a Slurm job id"));
+  // a directory where a program or the log should be, and a slurm.conf that is not there
+  muster::test::write_file(dir / "musterd.toml",
+                           "[health]\nkernel_log = \"/tmp\"\n[slurm]\nsqueue = \"/tmp\"\n"
+                           "conf = \"/nonexistent/slurm.conf\"\n");
+  warnings.clear();
+  load_daemon_config(dir / "musterd.toml", true, {}, &warnings);
+  CHECK(said("health.kernel_log: /tmp is a directory"));
+  CHECK(said("slurm.squeue: cannot run /tmp (no such executable)"));
+  CHECK(said("slurm.conf: /nonexistent/slurm.conf is no file"));
   // the same keys set to what the host has: none of these
   muster::test::write_file(dir / "musterd.toml",
                            "[daemon]\ngroup = \"\"\n[health]\nkernel_log = \"" +

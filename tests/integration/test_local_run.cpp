@@ -271,6 +271,24 @@ TEST_CASE("a launcher killed with SIGKILL leaves no worker running, and status s
   CHECK_THAT(status(""), Catch::Contains("lost") && !Catch::Contains("running"));
 }
 
+TEST_CASE("ranks the passed-on SIGUSR1 itself ended are said to have saved nothing",
+          "[local_run]") {
+  muster::test::temp_dir runs, out;
+  // sleep has no handler: SIGUSR1 ends it, as it does a rank still starting up
+  const pid_t launcher =
+      muster::test::spawn_logged({kMuster, "run", "launch.runs_dir=" + runs.path().string(),
+                                  "launch.nproc=2", "--", "sleep", "60"},
+                                 {}, out / "launcher.log");
+  running_pids(runs, 2);
+  ::kill(launcher, SIGUSR1);
+  const auto result = muster::test::wait_process(launcher);
+  const auto said = muster::test::read_file(out / "launcher.log");
+  INFO(said);
+  CHECK(result.exit_code == 128 + SIGUSR1);
+  CHECK_THAT(said, Catch::Contains("rank(s) 0, 1 ended by the signal itself, before they handled "
+                                   "it: no checkpoint from them"));
+}
+
 TEST_CASE("SIGUSR1 to the launcher reaches every worker, SIGTERM stops them", "[local_run]") {
   muster::test::temp_dir runs;
   auto child = muster::test::spawn_process(run_args(runs, 3, {"--sleep-ms", "60000"}));
