@@ -295,9 +295,9 @@ void worker(finding& f, const explain_context& context) {
         "find what killed the launcher: dmesg -T | grep -i -E 'killed process|oom' (the OOM "
         "killer), journalctl, sacct -j <job>; stop a run with SIGTERM or SIGINT (Ctrl-C), which "
         "it records",
-        "resume: muster run the job with checkpoint.dir set to this run's checkpoints (<run "
-        "directory>/checkpoints unless it set checkpoint.dir); muster-train starts from the "
-        "newest one there"};
+        "resume from the newest checkpoint it saved: a \"resume:\" line below names it where "
+        "there is one (checkpoint.load=<it>); with none (checkpoint.interval = 0 saves only "
+        "after the last step, or on a signal) the job starts over"};
     return;
   }
   if (f.category == "worker_killed_sigkill" && !fact(f, "srun_ended_step").empty()) {
