@@ -2,6 +2,7 @@
 #include "launcher/engine_precheck.hpp"
 
 #include <fmt/format.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -23,6 +24,13 @@ std::string unwritable(const std::filesystem::path& dir) {
   while (at.has_relative_path() && !std::filesystem::exists(at, ec)) at = at.parent_path();
   if (!std::filesystem::is_directory(at, ec))
     return fmt::format("{} is not a directory", at.string());
+  // /proc, /sys: a file system that stores nothing (no blocks), where no folder can be made
+  struct ::statvfs vfs {};
+  if (at != dir && ::statvfs(at.c_str(), &vfs) == 0 && vfs.f_blocks == 0)
+    return fmt::format(
+        "{} (where it would be made) is on a file system that stores nothing, "
+        "such as /proc or /sys",
+        at.string());
   if (::access(at.c_str(), W_OK | X_OK) != 0)
     return fmt::format("{}{} cannot be written: {}", at.string(),
                        at == dir ? "" : " (where it would be made)", std::strerror(errno));

@@ -129,6 +129,11 @@ void refuse_task_counts(const std::vector<std::string>& sbatch_options) {
                  "launch.nproc instead; for one Slurm task per rank, write a script of your own "
                  "(docs/slurm.md, \"One task per rank\")",
                  option);
+    // torchrun's node count, which sbatch has not: its own is --nodes
+    MUSTER_CHECK(!option.starts_with("--nnodes"), muster::errc::invalid_input,
+                 "sbatch option {}: torchrun's name; sbatch's is --nodes N (or set slurm.nodes "
+                 "in the job file)",
+                 option);
   }
 }
 

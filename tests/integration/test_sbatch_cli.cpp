@@ -56,6 +56,12 @@ TEST_CASE("muster-sbatch refuses a layout the job's world cannot hold before sub
                                 Catch::Contains("Give the nodes (--nodes N or slurm.nodes) and "
                                                 "launch.nproc instead"));
   }
+  // torchrun's node count, which sbatch has not
+  const auto nnodes = muster::test::run_process(
+      {kSbatch, (dir / "job.toml").string(), "--dry-run", "--nnodes", "2"});
+  CHECK(nnodes.exit_code == 2);
+  CHECK_THAT(nnodes.err, Catch::Contains("sbatch option --nnodes: torchrun's name; sbatch's is "
+                                         "--nodes N (or set slurm.nodes in the job file)"));
   // a time limit with no pre-timeout checkpoint: said before submitting
   const auto no_lead =
       muster::test::run_process({kSbatch, (dir / "job.toml").string(), "slurm.time=1:00:00",

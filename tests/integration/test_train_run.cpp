@@ -227,6 +227,12 @@ TEST_CASE(
   CHECK_THAT(r.err, Catch::Contains("checkpoint.dir = " + (dir / "a-file" / "ckpt").string() +
                                     ": " + (dir / "a-file").string() + " is not a directory"));
   CHECK_FALSE(std::filesystem::exists(dir / "runs"));
+  r = muster::test::run_process({kMuster, "run", (dir / "tiny.toml").string(),
+                                 "launch.runs_dir=" + (dir / "runs").string(), "launch.nproc=1",
+                                 "checkpoint.dir=/proc/muster-ckpt", "--", kTrain});
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("checkpoint.dir = /proc/muster-ckpt: /proc (where it would "
+                                    "be made) is on a file system that stores nothing"));
 
   // what only a rank finds (no GPU it can see, for train.device = "cuda") is in the run store,
   // with the phase the ranks failed in (the first to fail has the launcher stop the other,
