@@ -91,6 +91,16 @@ std::map<std::string, std::chrono::steady_clock::time_point>& unknown_jobs() {
   return jobs;
 }
 
+// squeue's `format` of `jobs` ("123,124"), every state, with the lookup's SLURM_CONF and
+// timeout; started with an argv, never a shell.
+program_result squeue(const slurm_lookup& lookup, const std::string& jobs, const char* format) {
+  std::vector<std::string> env;
+  if (!lookup.conf.empty()) env.push_back("SLURM_CONF=" + lookup.conf);
+  return run_program({lookup.squeue, "--noheader", "--states=all", "--jobs=" + jobs,
+                      std::string("--format=") + format},
+                     lookup.timeout, env);
+}
+
 slurm_answer ask_slurm(const slurm_lookup& lookup, const std::string& job_id) {
   slurm_answer a;
   if (lookup.squeue.empty()) {
@@ -104,11 +114,7 @@ slurm_answer ask_slurm(const slurm_lookup& lookup, const std::string& job_id) {
     a.unknown_job = true;
     return a;
   }
-  std::vector<std::string> env;
-  if (!lookup.conf.empty()) env.push_back("SLURM_CONF=" + lookup.conf);
-  const auto run =
-      run_program({lookup.squeue, "--noheader", "--states=all", "--jobs=" + job_id, "--format=%U"},
-                  lookup.timeout, env);
+  const auto run = squeue(lookup, job_id, "%U");
   // no squeue on PATH and no Slurm: a node without it. A path named in slurm.squeue that is not
   // there is a mistake, not an absence: then no job is its first recorder's.
   if (!run.started && run.spawn_errno == ENOENT && lookup.squeue.find('/') == std::string::npos &&
@@ -169,12 +175,8 @@ std::map<std::string, bool> slurm_jobs_allocated(const slurm_lookup& lookup,
   for (const auto& id : job_ids)
     if (looks_like_slurm_job(id)) list += (list.empty() ? "" : ",") + id;
   if (lookup.squeue.empty() || list.empty()) return out;
-  std::vector<std::string> env;
-  if (!lookup.conf.empty()) env.push_back("SLURM_CONF=" + lookup.conf);
   // "%i %T": the job (an array task as 123_4) and its state, a line each
-  const auto run =
-      run_program({lookup.squeue, "--noheader", "--states=all", "--jobs=" + list, "--format=%i %T"},
-                  lookup.timeout, env);
+  const auto run = squeue(lookup, list, "%i %T");
   const bool invalid = run.started && run.output.find("Invalid job id") != std::string::npos;
   if (!run.ok() && !invalid) return out;  // squeue cannot say
   if (invalid && job_ids.size() > 1) {
