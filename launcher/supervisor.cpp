@@ -270,9 +270,10 @@ class node_supervisor {
     begin_stop(sig);
   }
 
-  void begin_stop(int sig) {
+  // `spare`: a worker ending by itself (failing_first_), left its own exit until the grace ends
+  void begin_stop(int sig, std::optional<int> spare = std::nullopt) {
     stopping_ = true;
-    stop_all(sig);
+    stop_all(sig, spare);
     kill_at_ = clock::now() + options_.kill_grace;
   }
 
@@ -282,8 +283,9 @@ class node_supervisor {
       if (w.running) ::kill(-w.exit.pid, sig);
   }
   // Signals every worker's group, running or not (its children may still be there).
-  void stop_all(int sig) {
-    for (auto& w : workers_) ::kill(-w.exit.pid, sig);
+  void stop_all(int sig, std::optional<int> spare = std::nullopt) {
+    for (auto& w : workers_)
+      if (!spare || &w - workers_.data() != *spare) ::kill(-w.exit.pid, sig);
   }
 
   void reap(bool block) {
@@ -370,7 +372,10 @@ class node_supervisor {
     w.exit.last_lines.assign(w.lines.begin(), w.lines.end());
     if (!w.partial.empty()) w.exit.last_lines.push_back(w.partial);
     emit(supervisor_event::kind::exited, w.exit.rank, w.exit.pid, 0, &w.exit);
-    if ((w.exit.first_failure && !stopping_) || stop_others) begin_stop(SIGTERM);
+    if (stop_others)  // the rank whose error came first ends by itself: its exit code is the run's
+      begin_stop(SIGTERM, failing_first_);
+    else if (w.exit.first_failure && !stopping_)
+      begin_stop(SIGTERM);
   }
 
   void read_output(worker& w) {
