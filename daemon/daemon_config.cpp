@@ -17,6 +17,7 @@
 
 #include "common/config_load.hpp"
 #include "common/error.hpp"
+#include "common/executable_path.hpp"
 #include "common/node_network.hpp"
 #include "daemon/gpu_inventory.hpp"
 
@@ -221,20 +222,11 @@ void warn_ib_hcas(const daemon_config& c, const config::sources& where,
       host.empty() ? std::string("none") : fmt::format("{}", fmt::join(host, ", "))));
 }
 
-// An executable named by a path (with a '/'), or found on PATH.
+// An executable named by a path (with a '/'), or found on PATH as posix_spawnp finds it
+// (run_program): glibc searches /bin:/usr/bin when PATH is unset.
 bool runnable(const std::string& program) {
-  std::error_code ec;
-  if (program.find('/') != std::string::npos)
-    return std::filesystem::is_regular_file(program, ec) && ::access(program.c_str(), X_OK) == 0;
   const char* path = std::getenv("PATH");
-  std::string_view dirs = path ? path : "/usr/bin:/bin";
-  while (!dirs.empty()) {
-    const auto end = std::min(dirs.find(':'), dirs.size());
-    const std::string dir(dirs.substr(0, end));
-    dirs.remove_prefix(std::min(end + 1, dirs.size()));
-    if (!dir.empty() && ::access((dir + "/" + program).c_str(), X_OK) == 0) return true;
-  }
-  return false;
+  return executable_path(program, path ? path : "", "/bin:/usr/bin").has_value();
 }
 
 // What the configuration names that this host lacks, beside the interfaces: each start, SIGHUP

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "common/error.hpp"
+#include "common/executable_path.hpp"
 
 namespace muster::launcher {
 namespace {
@@ -57,26 +58,14 @@ struct fd_guard {
 std::filesystem::path find_executable(const std::string& command, const std::string& path) {
   MUSTER_CHECK(!command.empty(), errc::invalid_input,
                "no command to run; give one after --, e.g. muster run job.toml -- python3 train.py");
-  if (command.find('/') != std::string::npos) {
-    MUSTER_CHECK(::access(command.c_str(), X_OK) == 0, errc::invalid_input,
-                 "command '{}': {}; check the path and that it is executable", command,
-                 std::strerror(errno));
-    return command;
-  }
-  std::string dirs = path.empty() ? "/usr/local/bin:/usr/bin:/bin" : path;
-  for (std::size_t begin = 0; begin <= dirs.size();) {
-    auto end = std::min(dirs.find(':', begin), dirs.size());
-    std::filesystem::path dir = dirs.substr(begin, end - begin);
-    if (dir.empty()) dir = ".";
-    auto candidate = dir / command;
-    std::error_code ec;
-    if (::access(candidate.c_str(), X_OK) == 0 && !std::filesystem::is_directory(candidate, ec))
-      return candidate;
-    begin = end + 1;
-  }
+  errno = 0;
+  if (auto file = executable_path(command, path)) return *file;
+  MUSTER_CHECK(command.find('/') == std::string::npos, errc::invalid_input,
+               "command '{}': {}; check the path and that it is executable", command,
+               std::strerror(errno));
   MUSTER_THROW(errc::invalid_input,
                "command '{}' is not on the workers' PATH ({}); give its path or install it",
-               command, dirs);
+               command, path.empty() ? "/usr/local/bin:/usr/bin:/bin" : path);
 }
 
 spawned_worker spawn_worker(const worker_spec& spec) {
