@@ -22,6 +22,7 @@
 #include "common/heartbeat_line.hpp"
 #include "common/job_config.hpp"
 #include "common/launcher_lock.hpp"
+#include "common/proc_stat.hpp"
 #include "common/run_dir.hpp"
 #include "common/run_reader.hpp"
 #include "common/step_line.hpp"
@@ -67,14 +68,15 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// Whether a process with this pid exists (one of another user's counts), not counting a zombie:
-// a rank dead with its launcher waits there until init reaps it.
-bool process_exists(std::int64_t pid) {
+// Whether the rank's recorded process is still there (one of another user's counts): not a
+// zombie (a rank dead with its launcher waits there until init reaps it), and not a later
+// process given its pid (it started after the rank was recorded running: after a reboot, say).
+bool rank_process_alive(const store::rank_record& rank) {
+  if (!rank.pid) return false;
+  const auto pid = *rank.pid;
   if (pid <= 0 || (::kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM)) return false;
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  const auto name_end = text.rfind(')');  // "pid (name) state ...": the name may hold ") "
-  return name_end == std::string::npos || text.compare(name_end + 1, 2, " Z") != 0;
+  if (!read_proc_stat(pid)) return true;  // /proc hides it (hidepid): kill said it is there
+  return process_started_by(pid, rank.updated_ms);
 }
 
 // Whether this host's launchers of the run have all ended: their lock is there and free
@@ -221,7 +223,7 @@ run_status read_run_status(const fs::path& dir, store::epoch_ms now) {
     running = true;
     // its pid on this host, and its heartbeat as stale as a laggard's: a pid alone misleads in
     // another PID namespace of the same host name, or while the launcher records a rank's end
-    r.alive_here = r.rank.host == here && r.rank.pid && process_exists(*r.rank.pid);
+    r.alive_here = r.rank.host == here && rank_process_alive(r.rank);
     r.gone = r.rank.host == here && r.rank.pid && !r.alive_here &&
              (launchers_ended || !r.heartbeat_age_s || *r.heartbeat_age_s > stale_s);
     s.lost = s.lost && r.gone;
@@ -264,7 +266,7 @@ std::vector<run_entry> list_runs(const fs::path& runs_dir) {
         for (const auto& r : ranks) {
           if (r.state != store::rank_state::running) continue;
           any = true;
-          lost = lost && r.host == here && r.pid && !process_exists(*r.pid);
+          lost = lost && r.host == here && r.pid && !rank_process_alive(r);
         }
         lost = lost && any;
       }

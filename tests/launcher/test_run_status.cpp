@@ -108,6 +108,16 @@ TEST_CASE("a run whose launcher died unrecorded is lost: its running ranks' proc
   CHECK_FALSE(s.lost);  // rank 1 still runs
   CHECK_THAT(status_text(s, now),
              Catch::Contains("<- process gone") && !Catch::Contains("\nlost "));
+  // its pid given to a later process (after a reboot, say): this test started after a rank
+  // recorded running a day ago, so it is not that rank
+  {
+    store::node_writer db(paths.node_db("node-a"));
+    db.put_rank({1, here, 1, ::getpid(), store::rank_state::running, std::nullopt, std::nullopt,
+                 now - 86'400'000});
+  }
+  s = read_run_status(paths.dir(), now);
+  CHECK(s.ranks[1].gone);
+  CHECK(s.lost);
 
   put(1, here, dead_pid());
   s = read_run_status(paths.dir(), now);

@@ -1,0 +1,27 @@
+// What /proc/<pid>/stat says of a process that muster needs: its state letter and when it
+// started. Used to tell a process still running from a zombie, and a pid's process from a later
+// one given the same pid (after the first ended, or after a reboot). Linux only; `proc` is /proc
+// (a parameter for tests).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace muster {
+
+struct proc_stat {
+  char state = '?';             // 'R', 'S', 'D', 'Z' (zombie), ... as proc(5) lists them
+  std::int64_t started_ms = 0;  // epoch ms it started (boot time + starttime); 0: not known
+};
+
+// The process's stat, or nullopt when there is no such process (or its stat cannot be read).
+std::optional<proc_stat> read_proc_stat(std::int64_t pid, const std::string& proc = "/proc");
+
+// Whether process `pid` is there, not a zombie, and started by `started_ms` (epoch ms) with a
+// few seconds' grace: a process that started later is another one given the same pid. A start
+// that cannot be told is taken as in time.
+bool process_started_by(std::int64_t pid, std::int64_t started_ms,
+                        const std::string& proc = "/proc");
+
+}  // namespace muster
