@@ -433,7 +433,18 @@ std::vector<std::string_view> sections_of(std::span<const bound_field> fields) {
   return sections;
 }
 
-std::string to_toml(std::span<const bound_field> fields, bool with_docs) {
+namespace {
+
+// "  # job.toml:4:1" after a key's line, from `origins` (none without them)
+std::string origin_comment(const sources* origins, std::string_view key) {
+  if (!origins) return "";
+  const auto it = origins->find(key);
+  return fmt::format("  # {}", it == origins->end() ? "default" : it->second);
+}
+
+}  // namespace
+
+std::string to_toml(std::span<const bound_field> fields, bool with_docs, const sources* origins) {
   auto sections = sections_of(fields);
   std::stable_partition(sections.begin(), sections.end(), [](auto s) { return s.empty(); });
   std::string out;
@@ -442,10 +453,27 @@ std::string to_toml(std::span<const bound_field> fields, bool with_docs) {
     for (const auto& f : fields) {
       if (section_of(f.key) != section) continue;
       if (with_docs) out += fmt::format("# {}\n", f.doc);
-      out += fmt::format("{} = {}\n", f.key.substr(section.empty() ? 0 : section.size() + 1),
-                         format_value(f.value));
+      out += fmt::format("{} = {}{}\n", f.key.substr(section.empty() ? 0 : section.size() + 1),
+                         format_value(f.value), origin_comment(origins, f.key));
     }
   }
+  return out;
+}
+
+std::string value_text(std::span<const bound_field> fields, std::string_view key,
+                       const sources* origins, std::span<const other_name> other_names) {
+  if (const bound_field* f = find_field(fields, key)) {
+    const auto* text = std::get_if<std::string*>(&f->value);
+    return fmt::format("{}{}\n", text ? **text : format_value(f->value),
+                       origin_comment(origins, f->key));
+  }
+  std::string out;
+  for (const auto& f : fields)
+    if (!key.empty() && section_of(f.key) == key)
+      out += fmt::format("{} = {}{}\n", f.key.substr(key.size() + 1), format_value(f.value),
+                         origin_comment(origins, f.key));
+  MUSTER_CHECK(!out.empty(), errc::config, "config --get: unknown key '{}'{}", key,
+               suggest(fields, key, false, other_names));
   return out;
 }
 

@@ -58,8 +58,19 @@ std::string_view section_of(std::string_view key);
 std::vector<std::string_view> sections_of(std::span<const bound_field> fields);
 
 // The config as TOML, one `[section]` per key prefix in schema order, each key preceded by
-// its doc as a comment when `with_docs`. load_text(to_toml(x)) gives x back.
-std::string to_toml(std::span<const bound_field> fields, bool with_docs);
+// its doc as a comment when `with_docs`, and followed by where its value came from as a comment
+// when `origins` is given ("# job.toml:4:1", "# command line 'train.steps=5'", "# default").
+// load_text(to_toml(x)) gives x back.
+std::string to_toml(std::span<const bound_field> fields, bool with_docs,
+                    const sources* origins = nullptr);
+
+// What `muster config --get` prints of `key`: its value on one line (a string as its bare text,
+// for scripts; other values as TOML), or for a section's name its keys as `key = value` lines;
+// with `origins`, where each came from after it as a comment. Throws errc::config for a name
+// that is neither, with the nearest known.
+std::string value_text(std::span<const bound_field> fields, std::string_view key,
+                       const sources* origins = nullptr,
+                       std::span<const other_name> other_names = {});
 
 // The place a key's value came from for validate() messages: its entry in `where`, or
 // "not set (its default)" when the key was not set.

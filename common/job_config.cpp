@@ -755,9 +755,16 @@ std::vector<std::string> made_absolute_overrides(const loaded_job_config& loaded
   return out;
 }
 
-std::string to_toml(const job_config& config, bool with_docs) {
+std::string to_toml(const job_config& config, bool with_docs, const config::sources* origins) {
   job_config copy = config;  // bind_fields needs a mutable object; the output is the same
-  return config::to_toml(config::bind_fields(copy, job_config_schema()), with_docs);
+  return config::to_toml(config::bind_fields(copy, job_config_schema()), with_docs, origins);
+}
+
+std::string value_text(const job_config& config, std::string_view key,
+                       const config::sources* origins) {
+  job_config copy = config;
+  return config::value_text(config::bind_fields(copy, job_config_schema()), key, origins,
+                            job_other_names());
 }
 
 std::string job_config_reference() {

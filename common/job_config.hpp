@@ -205,8 +205,16 @@ std::vector<std::string> made_absolute_overrides(const loaded_job_config& loaded
 // Checks ranges and relations between values; messages name the place from `where`.
 void validate(const job_config& config, const config::sources& where);
 
-// The resolved config as TOML (what a run directory records).
-std::string to_toml(const job_config& config, bool with_docs);
+// The resolved config as TOML (what a run directory records); with `origins`, each key followed
+// by where its value came from (config::to_toml).
+std::string to_toml(const job_config& config, bool with_docs,
+                    const config::sources* origins = nullptr);
+
+// One key's value, or a section's keys, as `muster config --get` prints them
+// (config::value_text); an unknown name is errc::config with the nearest key, or the job key
+// another tool's name stands for.
+std::string value_text(const job_config& config, std::string_view key,
+                       const config::sources* origins = nullptr);
 
 // Every key with its type, default and doc, as Markdown tables (`muster config --reference`,
 // docs/job-file.md).

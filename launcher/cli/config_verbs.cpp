@@ -1,9 +1,11 @@
-// `muster config`: load a job file with overrides, validate it and print the resolved config,
-// or print every key with its default (`--defaults`, a starting point for a new job file), or
-// the reference of every key as Markdown (`--reference`, docs/job-file.md).
+// `muster config`: load a job file with overrides, validate it and print the resolved config
+// (or one key's value, `--get`, and where each value came from, `--origin`), or print every key
+// with its default (`--defaults`, a starting point for a new job file), or the reference of every
+// key as Markdown (`--reference`, docs/job-file.md).
 #include <fmt/format.h>
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/error.hpp"
@@ -16,13 +18,14 @@ namespace {
 
 // With train.global_batch_size set, the grad_accum_steps printed is not the one used: the plan
 // derives it from the world's data-parallel size, which a job file alone does not give.
+constexpr std::string_view kDerivedNote =
+    "derived from global_batch_size on the job's world (muster plan prints it)";
+
 std::string with_derived_note(std::string toml, const job_config& config) {
   if (config.train.global_batch_size <= 0) return toml;
-  const auto key = fmt::format("\ngrad_accum_steps = {}\n", config.train.grad_accum_steps);
+  const auto key = fmt::format("\ngrad_accum_steps = {}", config.train.grad_accum_steps);
   if (const auto at = toml.find(key); at != std::string::npos)
-    toml.insert(at + key.size() - 1,
-                "  # derived from global_batch_size on the job's world (muster plan "
-                "prints it)");
+    toml.insert(toml.find('\n', at + 1), fmt::format("  # {}", kDerivedNote));
   return toml;
 }
 
@@ -34,6 +37,8 @@ void add_config_verbs(CLI::App& app, verb_action& run) {
     bool defaults = false;
     bool reference = false;
     bool docs = false;
+    bool origin = false;
+    std::vector<std::string> get;
   };
   auto opts = std::make_shared<options>();
   auto* verb = app.add_subcommand(
@@ -42,6 +47,14 @@ void add_config_verbs(CLI::App& app, verb_action& run) {
   verb->add_option("args", opts->args, "JOB.toml and/or section.key=value overrides");
   verb->add_flag("--defaults", opts->defaults, "print every key with its default and its doc");
   verb->add_flag("--docs", opts->docs, "print each key's doc as a comment");
+  verb->add_option("--get", opts->get,
+                   "print only this key's value (a string bare, for scripts), or a section's "
+                   "keys; repeatable")
+      ->type_name("KEY")
+      ->allow_extra_args(false);
+  verb->add_flag("--origin", opts->origin,
+                 "say after each key where its value came from: the job file's line, the "
+                 "command line, or the default");
   verb->add_flag("--reference", opts->reference,
                  "print every key with its type, default and doc as Markdown tables "
                  "(docs/job-file.md)");
@@ -61,8 +74,23 @@ void add_config_verbs(CLI::App& app, verb_action& run) {
         fmt::print("{}", to_toml(job_config{}, true));
         return kExitOk;
       }
+      MUSTER_CHECK(opts->get.empty() || !opts->docs, errc::invalid_input,
+                   "config --get prints values alone; leave out --docs (muster config --docs "
+                   "prints every key with its doc)");
       auto loaded = load_job_config(file, overrides);
-      fmt::print("{}", with_derived_note(to_toml(loaded.config, opts->docs), loaded.config));
+      const auto* origins = opts->origin ? &loaded.where : nullptr;
+      if (opts->get.empty()) {
+        fmt::print("{}",
+                   with_derived_note(to_toml(loaded.config, opts->docs, origins), loaded.config));
+        return kExitOk;
+      }
+      std::string out;  // every key checked before anything is printed
+      for (const auto& key : opts->get) out += value_text(loaded.config, key, origins);
+      fmt::print("{}", out);
+      for (const auto& key : opts->get)
+        if (loaded.config.train.global_batch_size > 0 &&
+            (key == "train.grad_accum_steps" || key == "train"))
+          fmt::print(stderr, "muster: config: train.grad_accum_steps is {}\n", kDerivedNote);
       return kExitOk;
     };
   });

@@ -225,3 +225,28 @@ TEST_CASE("config reading a missing file names the file and the reason", "[confi
   CHECK(c.a.count == 11);
   CHECK_THAT(where.at("a.count"), Catch::EndsWith("ok.toml:1:11"));
 }
+
+TEST_CASE("config prints one key's value, a section's keys, and where each value came from",
+          "[config]") {
+  auto l = load("[a]\ncount = 7\nname = \"two words\"\n", {"a.hosts=[\"x\", \"y\"]"});
+  auto fields = muster::config::bind_fields(l.config, kSchema);
+  using muster::config::value_text;
+  CHECK(value_text(fields, "a.count") == "7\n");
+  CHECK(value_text(fields, "a.name") == "two words\n");  // bare, for $(muster config --get)
+  CHECK(value_text(fields, "a.hosts") == "[\"x\", \"y\"]\n");
+  CHECK(value_text(fields, "a.count", &l.where) == "7  # job.toml:2:9\n");
+  CHECK(value_text(fields, "a.hosts", &l.where) ==
+        "[\"x\", \"y\"]  # command line 'a.hosts=[\"x\", \"y\"]'\n");
+  CHECK(value_text(fields, "a.flag", &l.where) == "false  # default\n");
+  CHECK(value_text(fields, "b.inner") == "depth = 1\n");  // a section: its keys
+  CHECK_THAT(value_text(fields, "a", &l.where),
+             Catch::StartsWith("flag = false  # default\ncount = 7  # job.toml:2:9\n"));
+  CHECK(muster::test::expect_error(muster::errc::config, [&] { value_text(fields, "a.cont"); }) ==
+        "config --get: unknown key 'a.cont'; did you mean 'a.count'?");
+  CHECK_THROWS(value_text(fields, ""));
+
+  const auto text = muster::config::to_toml(fields, false, &l.where);
+  CHECK_THAT(text, Catch::Contains("\ncount = 7  # job.toml:2:9\n") &&
+                       Catch::Contains("\nratio = 0.5  # default\n"));
+  CHECK(load(text).config.a.count == 7);  // the comments load back
+}

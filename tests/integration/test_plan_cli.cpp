@@ -176,3 +176,29 @@ TEST_CASE("muster config says grad_accum_steps is derived where global_batch_siz
              Catch::Contains("\ngrad_accum_steps = 1  " + note));
   CHECK_THAT(config({"train.global_batch_size=0"}), !Catch::Contains(note));
 }
+
+TEST_CASE("muster config --get prints a key's value alone, --origin where it came from",
+          "[plan_cli]") {
+  const auto config = [](std::vector<std::string> args) {
+    args.insert(args.begin(), {kMuster, "config", kExample});
+    return muster::test::run_process(args, no_slurm());
+  };
+  auto r = config({"--get", "train.steps", "--get", "job.name", "job.name=pretrain"});
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Matches("[0-9]+\npretrain\n"));  // a string bare, for scripts
+  r = config({"--get", "job.name", "--origin", "job.name=x"});
+  CHECK(r.out == "x  # command line 'job.name=x'\n");
+  r = config({"--get", "trian.steps"});
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.empty());
+  CHECK_THAT(r.err, Catch::Contains("config --get: unknown key 'trian.steps'; did you mean "
+                                    "'train.steps'?"));
+  // the accumulation a global batch derives is said not to be the one printed
+  r = config({"--get", "train.grad_accum_steps", "train.global_batch_size=64"});
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.err, Catch::Contains("train.grad_accum_steps is derived from global_batch_size"));
+  r = config({"--origin", "train.steps=9"});
+  CHECK_THAT(r.out, Catch::Contains("\nname = \"muster-job\"  # " + kExample + ":") &&
+                        Catch::Contains("\nsteps = 9  # command line 'train.steps=9'\n"));
+}
