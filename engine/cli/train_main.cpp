@@ -108,12 +108,13 @@ std::string env(const char* name) {
   return v ? v : "";
 }
 
-// The heartbeat line for the launcher: written beside and renamed over the file.
-void beat(const std::string& file, const engine::train::step_result& r, int steps) {
+// The heartbeat line for the launcher ($MUSTER_HEARTBEAT_FILE): written beside and renamed over
+// the file.
+void beat(const heartbeat_progress& progress) {
+  static const auto file = env("MUSTER_HEARTBEAT_FILE");
   if (file.empty()) return;
   const auto temp = file + ".tmp";
-  std::ofstream(temp, std::ios::trunc)
-      << format_heartbeat({r.step + 1, steps, r.loss, r.tokens_per_s});
+  std::ofstream(temp, std::ios::trunc) << format_heartbeat(progress);
   std::filesystem::rename(temp, file);
 }
 
@@ -333,6 +334,8 @@ int run(engine::train::trainer& trainer, const job_config& config) {
                         : engine::checkpoint::newest_checkpoint(root);
   if (from) {
     trainer.load(*from);
+    // the progress the checkpoint brings, for `muster status` before (or without) a step
+    beat({trainer.next_step(), config.train.steps, std::nullopt, std::nullopt});
     if (trainer.next_step() == 0)
       logger->info(
           "loaded the weights of {} (no trainer_state.json: no optimizer state nor "
@@ -367,7 +370,6 @@ int run(engine::train::trainer& trainer, const job_config& config) {
   // stores the lines from another process), against the steps' own time.
   double report_s = 0, steps_s = 0;
   int reported = 0;
-  const auto heartbeat = env("MUSTER_HEARTBEAT_FILE");
   std::ofstream steps;
   if (!env("MUSTER_STEPS_FILE").empty()) steps.open(env("MUSTER_STEPS_FILE"), std::ios::app);
   engine::train::memory_meter memory(trainer.device());
@@ -383,7 +385,7 @@ int run(engine::train::trainer& trainer, const job_config& config) {
     const auto r = trainer.step();
     log_profile(profile.after_step(r.step + 1));
     const auto report_start = std::chrono::steady_clock::now();
-    beat(heartbeat, r, config.train.steps);
+    beat({r.step + 1, config.train.steps, r.loss, r.tokens_per_s});
     record(steps, memory, r);
     report_s +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - report_start).count();

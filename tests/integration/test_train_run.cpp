@@ -603,6 +603,10 @@ TEST_CASE(
   CHECK_THAT(
       muster::test::read_file(muster::test::only_run_dir(dir / "done") / "logs" / "rank-0.log"),
       Catch::Contains("train.steps = 10 are done already; nothing to train"));
+  // and status shows the checkpoint's progress, not step 0
+  const auto done_status = muster::test::run_process(
+      {kMuster, "status", muster::test::only_run_dir(dir / "done").string()});
+  CHECK_THAT(done_status.out, Catch::Contains("\nprogress  step 10 of 10\n"));
   // a model whose head is its embedding takes weights that ship lm_head.weight too (as some
   // Hugging Face tied models do): the head is not another layer
   const auto weights = dir / "weights-only";
