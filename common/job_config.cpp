@@ -215,8 +215,9 @@ const field<job_config> kSchema[] = {
     FIELD(
         checkpoint.load, "checkpoint.load",
         "\"\" = resume from the newest checkpoint in checkpoint.dir when there is one; else "
-        "a checkpoint directory to start from (ours, or a Hugging Face model directory; a relative "
-        "path is from the directory muster runs in). A "
+        "a checkpoint directory to start from (ours, or a Hugging Face model directory), or the "
+        "folder our step-N directories are in, for the newest of them (as Megatron's --load); a "
+        "relative path is from the directory muster runs in. A "
         "resume whose learning-rate schedule (train.steps, warmup_steps, lr, min_lr) differs "
         "from the checkpoint's warns in the ranks' logs and goes on with this run's"),
     FIELD(checkpoint.keep, "checkpoint.keep", "newest checkpoints kept in checkpoint.dir; 0 = all"),

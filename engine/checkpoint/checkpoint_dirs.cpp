@@ -18,6 +18,14 @@ std::optional<fs::path> newest_checkpoint(const fs::path& root) {
   return newest;
 }
 
+std::optional<fs::path> checkpoint_to_load(const fs::path& load) {
+  std::error_code ec;
+  if (fs::exists(load / "model.safetensors", ec) ||
+      fs::exists(load / "model.safetensors.index.json", ec))
+    return load;
+  return newest_checkpoint(load);
+}
+
 fs::path checkpoint_root(const job_config& config, const fs::path& run_dir) {
   return config.checkpoint.dir.empty() ? run_dir / "checkpoints" : fs::path(config.checkpoint.dir);
 }

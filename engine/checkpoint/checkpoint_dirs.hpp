@@ -15,6 +15,12 @@ namespace muster::engine::checkpoint {
 // .partial), if any.
 std::optional<std::filesystem::path> newest_checkpoint(const std::filesystem::path& root);
 
+// The checkpoint `load` (checkpoint.load) names: `load` itself when it holds a model's weights
+// (model.safetensors, or its .index.json: a step-N directory or a Hugging Face model directory),
+// else the newest complete step-N under it when there is one (a checkpoint root, as Megatron's
+// --load names its --save folder); nullopt when it is neither.
+std::optional<std::filesystem::path> checkpoint_to_load(const std::filesystem::path& load);
+
 // The job's checkpoint root: checkpoint.dir, else `run_dir`/checkpoints.
 std::filesystem::path checkpoint_root(const job_config& config,
                                       const std::filesystem::path& run_dir);

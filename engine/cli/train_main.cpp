@@ -329,9 +329,14 @@ int run(engine::train::trainer& trainer, const job_config& config) {
   const auto run_dir = env("MUSTER_RUN_DIR").empty() ? std::filesystem::path(".")
                                                      : std::filesystem::path(env("MUSTER_RUN_DIR"));
   const auto root = engine::checkpoint::checkpoint_root(config, run_dir);
-  const auto from = !config.checkpoint.load.empty()
-                        ? std::optional<std::filesystem::path>(config.checkpoint.load)
-                        : engine::checkpoint::newest_checkpoint(root);
+  auto from = engine::checkpoint::newest_checkpoint(root);
+  if (const std::filesystem::path load = config.checkpoint.load; !load.empty()) {
+    // a checkpoint root (the folder step-N directories are in) stands for its newest
+    from = engine::checkpoint::checkpoint_to_load(load).value_or(load);
+    if (*from != load)
+      logger->info("checkpoint.load = {} holds step directories: loading the newest, {}",
+                   load.string(), from->string());
+  }
   if (from) {
     trainer.load(*from);
     // the progress the checkpoint brings, for `muster status` before (or without) a step

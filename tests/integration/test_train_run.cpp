@@ -275,8 +275,26 @@ TEST_CASE("a rank that fails loading its checkpoint records the phase and step i
   CHECK_THAT(r.err, Catch::Contains("checkpoint.load = " + (dir / "no-such-step").string() +
                                     ": does not exist; name a checkpoint directory"));
   CHECK_FALSE(std::filesystem::exists(dir / "runs"));
-  // one without a model in it, the rank's
+  // nor one that holds no checkpoint; a step directory misnamed is said with the one there is
   std::filesystem::create_directories(dir / "empty-step");
+  std::filesystem::create_directories(dir / "step-00000004");
+  muster::test::write_file(dir / "step-00000004" / "trainer_state.json", "{}");
+  r = muster::test::run_process({kMuster, "run", (dir / "tiny.toml").string(),
+                                 "launch.runs_dir=" + (dir / "runs").string(), "launch.nproc=1",
+                                 "launch.tee=none",
+                                 "checkpoint.load=" + (dir / "empty-step").string(), "--", kTrain});
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("empty-step: holds neither model.safetensors (or its "
+                                    ".index.json) nor a complete step-N directory"));
+  r = muster::test::run_process({kMuster, "run", (dir / "tiny.toml").string(),
+                                 "launch.runs_dir=" + (dir / "runs").string(), "launch.nproc=1",
+                                 "launch.tee=none", "checkpoint.load=" + (dir / "step-4").string(),
+                                 "--", kTrain});
+  CHECK_THAT(r.err, Catch::Contains("step-4: does not exist (the newest checkpoint there is " +
+                                    (dir / "step-00000004").string() + ")"));
+  CHECK_FALSE(std::filesystem::exists(dir / "runs"));
+  // one whose weights cannot be read: the rank's to find
+  muster::test::write_file(dir / "empty-step" / "model.safetensors", "not a safetensors file");
   r = muster::test::run_process({kMuster, "run", (dir / "tiny.toml").string(),
                                  "launch.runs_dir=" + (dir / "runs").string(), "launch.nproc=1",
                                  "launch.tee=none",
@@ -289,7 +307,7 @@ TEST_CASE("a rank that fails loading its checkpoint records the phase and step i
   CHECK(errors[0].rank == 0);
   CHECK(errors[0].phase == "checkpoint");
   CHECK_FALSE(errors[0].step);
-  CHECK_THAT(errors[0].message, Catch::Contains("empty-step: neither"));
+  CHECK_THAT(errors[0].message, Catch::Contains("empty-step"));
 }
 
 TEST_CASE(
@@ -598,11 +616,14 @@ TEST_CASE(
                                      "rank-0.log"),
              Catch::Contains("the checkpoint's steps read 40 data rows, at another global batch "
                              "than this run's 2: the data goes on after them"));
-  // a checkpoint at train.steps already: nothing to train, said
-  run("done", 10, {"checkpoint.load=" + step10.string()});
+  // a checkpoint at train.steps already: nothing to train, said; named by the folder the step
+  // directories are in, as Megatron's --load, for the newest of them
+  run("done", 10, {"checkpoint.load=" + checkpoints.string()});
   CHECK_THAT(
       muster::test::read_file(muster::test::only_run_dir(dir / "done") / "logs" / "rank-0.log"),
-      Catch::Contains("train.steps = 10 are done already; nothing to train"));
+      Catch::Contains("checkpoint.load = " + checkpoints.string() +
+                      " holds step directories: loading the newest, " + step10.string()) &&
+          Catch::Contains("train.steps = 10 are done already; nothing to train"));
   // and status shows the checkpoint's progress, not step 0
   const auto done_status = muster::test::run_process(
       {kMuster, "status", muster::test::only_run_dir(dir / "done").string()});
