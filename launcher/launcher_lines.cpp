@@ -30,6 +30,13 @@ std::optional<bool> ran_builtin_engine(const std::vector<store::event_record>& e
   return ran;
 }
 
+std::optional<bool> ran_without_gpus(const std::vector<store::event_record>& events) {
+  std::optional<bool> none;
+  for (const auto& e : events)
+    if (e.kind == "devices") none = none.value_or(true) && e.message == kNoGpuSaid;
+  return none;
+}
+
 bool is_node_start_line(std::string_view line) {
   return line.starts_with(kNodeStart) && line.find(kStartsRanks) != std::string_view::npos;
 }

@@ -16,6 +16,11 @@ namespace muster::launcher {
 // The "program" event's message, before the program's path: "the ranks run /usr/bin/muster-train".
 inline constexpr std::string_view kProgramSaid = "the ranks run ";
 
+// The "devices" event's message of a node whose ranks get no GPU (none there, or
+// CUDA_VISIBLE_DEVICES empty): diagnose then reads the run's memory as a CPU run's.
+inline constexpr std::string_view kNoGpuSaid =
+    "no GPU for the ranks of this node (no /dev/nvidia* device, or CUDA_VISIBLE_DEVICES empty)";
+
 // How the launcher names the rank whose end stopped the others: on stderr ("muster: rank 1 on
 // gpu-a07 failed first (signal 9 (SIGKILL)); ..."), in its first_failure event ("rank 1 on
 // gpu-a07 (pid 4242) failed first: exit code 1; ...") and in a node's failure told to the other
@@ -25,6 +30,9 @@ inline constexpr std::string_view kFailedFirst = " failed first";
 // Whether a run's "program" events say its ranks ran muster-train; nullopt without one (a muster
 // before 2026-11-27).
 std::optional<bool> ran_builtin_engine(const std::vector<store::event_record>& events);
+
+// Whether every node's "devices" event says its ranks got no GPU; nullopt without one.
+std::optional<bool> ran_without_gpus(const std::vector<store::event_record>& events);
 
 // A node launcher's first line under `muster launch` (one launcher per node):
 // "muster: node 1 of 2 (gpu-a02) starts ranks 8-15 of 16; run directory /runs/tiny-moe-4242".

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "common/error.hpp"
 #include "common/gpu_policy.hpp"
@@ -127,6 +128,17 @@ node_run_result run_node(const node_run_plan& plan, const store::run_paths& path
     recorder.event(std::nullopt, store::severity::info, "rendezvous", plan.rendezvous);
   for (const auto& d : policy)
     recorder.event(std::nullopt, store::severity::info, "gpu_policy", describe(d));
+  std::vector<std::string> assigned;
+  for (int i = 0; i < n && has_gpus; ++i)
+    assigned.push_back(fmt::format("rank {} GPU {}", plan.first_rank + i, *gpus[i]));
+  recorder.event(
+      std::nullopt, store::severity::info, "devices",
+      !has_gpus ? std::string(kNoGpuSaid)
+      : config.launch.gpu_binding == "rank"
+          ? fmt::format("each rank sees its GPU alone (CUDA_VISIBLE_DEVICES): {}",
+                        fmt::join(assigned, ", "))
+          : fmt::format("the ranks see the node's GPUs and take theirs by LOCAL_RANK: {}",
+                        fmt::join(assigned, ", ")));
 
   worker_identity who;
   who.world_size = plan.world_size;

@@ -111,6 +111,9 @@ run_diagnosis diagnose_run(const fs::path& run_dir, const std::vector<fs::path>&
     }
     add_store_findings(d, *out.run, out.events);
     out.analysis = analyse_ranks(*out.run, 0);
+    // no step measured the memory: the launchers said whether the ranks had GPUs
+    if (out.analysis->peak_mem_device.empty() && ran_without_gpus(out.events).value_or(false))
+      out.analysis->peak_mem_device = "cpu";
     if (out.run->run)
       out.analysis->planned_mem_bytes = planned_memory(
           run_dir, *out.run->run, ran_engine(out.events, out.analysis->peak_mem_bytes > 0),

@@ -274,6 +274,9 @@ std::string memory_words(const rank_analysis& a) {
   }
   if (a.planned_mem_bytes > 0) {
     if (!out.empty()) out += "; ";
+    if (cpu && !a.peak_mem_rank)
+      return out + fmt::format("the planner estimated {} of a rank's tensors, on the CPU",
+                               format_bytes(a.planned_mem_bytes));
     out += cpu ? fmt::format(
                      "the planner estimated {} of a rank's tensors (resident memory "
                      "also holds the program, LibTorch and the allocator's cache, so "

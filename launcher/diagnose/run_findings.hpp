@@ -49,7 +49,8 @@ struct rank_analysis {
   double oldest_heartbeat_age_s = 0;
   std::int64_t peak_mem_bytes = 0;  // the highest of any rank
   std::optional<std::int64_t> peak_mem_rank;
-  // what that rank's figures measured (step_record::mem_device): "cuda", "cpu"; empty: not said
+  // what that rank's figures measured (step_record::mem_device): "cuda", "cpu"; empty: not said.
+  // Without a measure, "cpu" where the launchers said the ranks had no GPU (a "devices" event)
   std::string peak_mem_device;
   std::int64_t planned_mem_bytes = 0;  // the planner's worst-stage estimate; 0: unknown
 };

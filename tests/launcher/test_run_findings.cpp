@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "launcher/diagnose/run_findings.hpp"
+#include "launcher/launcher_lines.hpp"
 #include "tests/support/temp_dir.hpp"
 
 using namespace muster;
@@ -165,6 +166,26 @@ TEST_CASE("the rank analysis finds stragglers, the oldest heartbeat and the memo
         "8.00 MiB of a rank's tensors (resident memory also holds the program, LibTorch and the "
         "allocator's cache, so the two do not compare on the CPU)");
   CHECK(memory_words(analyse_ranks({}, 0)).empty());
+  // no step measured, on ranks the launchers gave no GPU: the estimate is a CPU rank's
+  auto unmeasured = analyse_ranks({}, 8 << 20);
+  CHECK(memory_words(unmeasured) == "the planner estimated 8.00 MiB a GPU");
+  unmeasured.peak_mem_device = "cpu";
+  CHECK(memory_words(unmeasured) ==
+        "the planner estimated 8.00 MiB of a rank's tensors, on the CPU");
+}
+
+TEST_CASE("the launchers' devices events say whether every node's ranks ran without a GPU",
+          "[diagnose]") {
+  using muster::launcher::kNoGpuSaid;
+  using muster::launcher::ran_without_gpus;
+  const auto devices = [](std::string message) {
+    return store::event_record{1, std::nullopt, store::severity::info, "devices", message};
+  };
+  CHECK_FALSE(ran_without_gpus({}));  // an older muster said nothing
+  CHECK(ran_without_gpus({devices(std::string(kNoGpuSaid))}) == true);
+  CHECK(ran_without_gpus({devices(std::string(kNoGpuSaid)),
+                          devices("each rank sees its GPU alone (CUDA_VISIBLE_DEVICES): rank 2 "
+                                  "GPU 0")}) == false);
 }
 
 TEST_CASE("in synchronous training the straggler is the rank that waits least", "[diagnose]") {
