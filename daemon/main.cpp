@@ -15,6 +15,7 @@
 
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "common/writable_dir.hpp"
 #include "daemon/daemon_config.hpp"
 #include "daemon/server.hpp"
 #include "muster/version.hpp"
@@ -96,6 +97,25 @@ void lock_state_dir(const std::filesystem::path& dir) {
   }
 }  // fd stays open, and the lock held, until the process ends
 
+// What --check-config says beside the start's own checks: whether this user could make and
+// write the socket's directory and daemon.state_dir, which the start does only after the socket
+// is bound (as another user, the start may see otherwise).
+std::vector<std::string> directory_warnings(const daemon_config& c) {
+  std::vector<std::string> out;
+  const auto check = [&](std::string_view key, const std::string& value,
+                         const std::filesystem::path& dir, std::string_view what) {
+    if (const auto why = muster::unwritable_dir(dir); !why.empty())
+      out.push_back(
+          fmt::format("{} = {}: {}, so musterd as this user (uid {}) could not keep {} "
+                      "there; choose a directory it can write",
+                      key, value, why, ::geteuid(), what));
+  };
+  check("daemon.socket", c.daemon.socket, std::filesystem::path(c.daemon.socket).parent_path(),
+        "its socket");
+  check("daemon.state_dir", c.daemon.state_dir, c.daemon.state_dir, "its node store and lock");
+  return out;
+}
+
 int serve(const std::string& config_file, bool required, const overrides& given) {
   const auto started = std::chrono::steady_clock::now();
   auto first = prepare(config_file, required, given, started);
@@ -169,7 +189,8 @@ int main(int argc, char** argv) {
   try {
     muster::log::setup();
     if (check_only) {
-      const auto checked = prepare(config_file, required, given, {});
+      auto checked = prepare(config_file, required, given, {});
+      for (auto& w : directory_warnings(checked.config)) checked.warnings.push_back(std::move(w));
       for (const auto& w : checked.warnings) fmt::print(stderr, "musterd: warning: {}\n", w);
       fmt::print("{}", to_toml(checked.config));
       return 0;

@@ -2,41 +2,18 @@
 #include "launcher/engine_precheck.hpp"
 
 #include <fmt/format.h>
-#include <sys/statvfs.h>
-#include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 
 #include "common/error.hpp"
 #include "common/train_limits.hpp"
+#include "common/writable_dir.hpp"
 #include "engine/checkpoint/checkpoint_dirs.hpp"
 #include "engine/data/job_documents.hpp"
 #include "launcher/launch_policy.hpp"
 
 namespace muster::launcher {
 namespace {
-
-// Why muster-train could not save under checkpoint directory `dir` (made when missing), or "".
-std::string unwritable(const std::filesystem::path& dir) {
-  std::error_code ec;
-  auto at = std::filesystem::absolute(dir, ec);
-  while (at.has_relative_path() && !std::filesystem::exists(at, ec)) at = at.parent_path();
-  if (!std::filesystem::is_directory(at, ec))
-    return fmt::format("{} is not a directory", at.string());
-  // /proc, /sys: a file system that stores nothing (no blocks), where no folder can be made
-  struct ::statvfs vfs {};
-  if (at != dir && ::statvfs(at.c_str(), &vfs) == 0 && vfs.f_blocks == 0)
-    return fmt::format(
-        "{} (where it would be made) is on a file system that stores nothing, "
-        "such as /proc or /sys",
-        at.string());
-  if (::access(at.c_str(), W_OK | X_OK) != 0)
-    return fmt::format("{}{} cannot be written: {}", at.string(),
-                       at == dir ? "" : " (where it would be made)", std::strerror(errno));
-  return {};
-}
 
 // Why checkpoint.load = `load` names no checkpoint muster-train can load, or "": a step
 // directory misnamed is said with the newest there is ("step-3" for step-00000003).
@@ -69,7 +46,7 @@ void check_engine_job(const job_config& config, const std::vector<std::string>& 
                    load, why);
   // found now, not at the first save, checkpoint.interval steps in
   if (const auto& dir = config.checkpoint.dir; !dir.empty())  // signalled saves go there too
-    if (const auto why = unwritable(dir); !why.empty())
+    if (const auto why = unwritable_dir(dir); !why.empty())
       MUSTER_THROW(errc::invalid_input,
                    "checkpoint.dir = {}: {}; muster-train could save no checkpoint there: "
                    "choose a folder this user can write, or leave it empty for the run "

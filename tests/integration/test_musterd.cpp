@@ -316,6 +316,16 @@ TEST_CASE("musterd --check-config prints the configuration, or names the bad lin
       {kMusterd, "--config", (dir / "none.toml").string(), "--check-config"});
   CHECK(missing.exit_code == 2);
   CHECK_THAT(missing.err, Catch::Contains("none.toml"));
+  // directories this user could not make or write are said, as the start would find them only
+  // after binding the socket
+  auto dirs = muster::test::run_process({kMusterd, "--config", (dir / "good.toml").string(),
+                                         "--check-config", "--socket", "/proc/muster/m.sock",
+                                         "--state-dir", (dir / "state").string()});
+  CHECK(dirs.exit_code == 0);
+  CHECK_THAT(dirs.err, Catch::Contains("warning: daemon.socket = /proc/muster/m.sock: /proc (where "
+                                       "it would be made) is on a file system that stores "
+                                       "nothing") &&
+                           !Catch::Contains("daemon.state_dir"));
   // a bad option is exit 2 too, as musterd(8) says
   auto option = muster::test::run_process({kMusterd, "--bogus"});
   CHECK(option.exit_code == 2);
