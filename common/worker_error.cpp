@@ -1,6 +1,7 @@
 // A worker's error file: see worker_error.hpp.
 #include "common/worker_error.hpp"
 
+#include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -34,6 +35,12 @@ worker_error parse_worker_error(std::string_view text) {
         e.step = s->get<std::int64_t>();
       if (auto t = extra.find("muster_time_ms"); t != extra.end() && t->is_number_integer())
         e.time_ms = t->get<std::int64_t>();
+      // torchelastic's @record: "timestamp" in epoch seconds, as a string
+      else if (auto ts = extra.find("timestamp"); ts != extra.end() && ts->is_string())
+        try {
+          e.time_ms = std::stoll(ts->get<std::string>()) * 1000;
+        } catch (const std::exception&) {
+        }
     }
     message = message.value("message", nlohmann::json());
   }
@@ -46,7 +53,14 @@ std::optional<worker_error> read_worker_error(const std::filesystem::path& file)
   if (!in) return std::nullopt;
   std::stringstream text;
   text << in.rdbuf();
-  return parse_worker_error(text.str());
+  auto e = parse_worker_error(text.str());
+  std::error_code ec;
+  if (e.time_ms == 0)  // no time in it: when the file was written
+    if (const auto written = std::filesystem::last_write_time(file, ec); !ec)
+      e.time_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::file_clock::to_sys(written).time_since_epoch())
+                      .count();
+  return e;
 }
 
 }  // namespace muster

@@ -22,6 +22,8 @@ struct worker_error {
   std::string phase;  // startup, data, forward, backward, optimizer, checkpoint; "" = unknown
   std::string kind;   // exception, collective_timeout, oom, bad_input; "" = unknown
   std::optional<std::int64_t> step;  // 0-based step it failed in
+  // when it was written: ours (muster_time_ms), torchelastic's "timestamp" (seconds), else the
+  // file's modification time (read_worker_error); 0 = not known
   store::epoch_ms time_ms = 0;
 };
 

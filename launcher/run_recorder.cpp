@@ -173,8 +173,13 @@ void run_recorder::on_exit(const rank_exit& x) {
                : x.knock_on || x.stopped_as_asked ? store::rank_state::killed
                                                   : store::rank_state::failed;
   put_rank(x.rank, x.pid, state, &x);
-  std::optional<worker_error> error;
-  if (x.failed()) error = read_worker_error(paths_.rank_error_file(x.rank));
+  // its error file, unless an earlier attempt's (a restart, a requeued job's start): that was
+  // recorded then, or lost with it
+  const auto error = [&]() -> std::optional<worker_error> {
+    auto e = x.failed() ? read_worker_error(paths_.rank_error_file(x.rank)) : std::nullopt;
+    if (!e || (e->time_ms > 0 && e->time_ms < x.started_ms)) return std::nullopt;
+    return e;
+  }();
   if (error) {
     const store::error_record record{error->time_ms > 0 ? error->time_ms : store::now_ms(),
                                      x.rank,

@@ -47,7 +47,6 @@ struct worker {
   bool running = true;
   bool tee = false;
   bool hang_signalled = false;    // sent the hang signal: not found hung again
-  std::int64_t started_ms = 0;    // error files older than this are an earlier attempt's
   std::string partial;            // the unfinished last line
   std::deque<std::string> lines;  // the last kLastLines lines
 };
@@ -102,7 +101,7 @@ class node_supervisor {
     w.log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     MUSTER_CHECK(w.log_fd >= 0, errc::io, "rank {}: cannot open its log {}: {}", spec.rank,
                  log.string(), strerror(errno));
-    w.started_ms = store::now_ms();
+    w.exit.started_ms = store::now_ms();
     auto spawned = spawn_worker(spec);
     w.exit.pid = spawned.pid;
     w.output_fd = spawned.output_fd;
@@ -312,7 +311,7 @@ class node_supervisor {
   std::optional<std::int64_t> error_time(const worker& w) const {
     if (!options_.error_path) return std::nullopt;
     const auto error = read_worker_error(options_.error_path(w.exit.rank));
-    if (!error || error->time_ms < w.started_ms) return std::nullopt;
+    if (!error || error->time_ms < w.exit.started_ms) return std::nullopt;
     return error->time_ms;
   }
 

@@ -41,6 +41,8 @@ struct rank_exit {
   std::optional<int> signal;            // set when a signal ended it
   bool first_failure = false;           // the failure that stopped the others
   bool knock_on = false;                // ended after the others were being stopped
+  std::int64_t started_ms = 0;          // epoch ms when this attempt started it (error files
+                                        // older than this are an earlier attempt's)
   std::int64_t time_ms = 0;             // epoch ms when it was reaped
   std::vector<std::string> last_lines;  // its last output lines (up to kLastLines)
   std::optional<std::int64_t> hung_ms;  // set when it was stopped for no heartbeat this long
