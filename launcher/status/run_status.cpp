@@ -218,14 +218,18 @@ run_status read_run_status(const fs::path& dir, store::epoch_ms now) {
   const auto here = short_hostname();
   bool running = false;
   s.lost = s.run && s.run->state == store::run_state::running;
+  // the run's end recorded (by another node's launcher) where this rank's launcher recorded none
+  const bool run_ended = s.run && s.run->state != store::run_state::running;
   for (auto& r : s.ranks) {
     if (r.rank.state != store::rank_state::running) continue;
     running = true;
     // its pid on this host, and its heartbeat as stale as a laggard's: a pid alone misleads in
     // another PID namespace of the same host name, or while the launcher records a rank's end
     r.alive_here = r.rank.host == here && rank_process_alive(r.rank);
-    r.gone = r.rank.host == here && r.rank.pid && !r.alive_here &&
-             (launchers_ended || !r.heartbeat_age_s || *r.heartbeat_age_s > stale_s);
+    const bool stale = !r.heartbeat_age_s || *r.heartbeat_age_s > stale_s;
+    r.gone = (r.rank.host == here && r.rank.pid && !r.alive_here && (launchers_ended || stale)) ||
+             // on another host: its launcher gone with its node while the others ended the run
+             (run_ended && !r.alive_here && stale);
     s.lost = s.lost && r.gone;
   }
   // ranks that were their own Slurm tasks end unrecorded: Slurm says the end (slurm_job_state)

@@ -84,14 +84,19 @@ slurm_job_state ask_job_state(const std::string& id, const std::optional<std::st
 }
 
 void apply_job_state(run_status& s, const slurm_job_state& said) {
-  if (said.is != slurm_job_state::kind::ended || !s.run ||
-      s.run->state != store::run_state::running)
-    return;
+  if (said.is != slurm_job_state::kind::ended || !s.run) return;
   // a process of it here says otherwise (squeue of another cluster, a job id used again)
   if (std::any_of(s.ranks.begin(), s.ranks.end(), [](const rank_status& r) {
         return r.rank.state == store::rank_state::running && r.alive_here;
       }))
     return;
+  // a run whose end is recorded: ranks its nodes' launchers left "running" (gone with a node)
+  // run no more
+  if (s.run->state != store::run_state::running) {
+    for (auto& r : s.ranks)
+      if (r.rank.state == store::rank_state::running) r.gone = true;
+    return;
+  }
   // ranks that were their own tasks end unrecorded, the run's success too: Slurm says the end
   if (s.one_task_per_rank) {
     s.slurm_ended = said.state;
@@ -108,8 +113,11 @@ void apply_job_state(run_status& s, const slurm_job_state& said) {
 }
 
 bool asks_slurm(const run_status& s) {
-  return !s.lost && s.run && s.run->state == store::run_state::running && s.run->slurm_job_id &&
-         !s.run->slurm_job_id->empty();
+  if (s.lost || !s.run || !s.run->slurm_job_id || s.run->slurm_job_id->empty()) return false;
+  return s.run->state == store::run_state::running ||
+         std::any_of(s.ranks.begin(), s.ranks.end(), [](const rank_status& r) {
+           return r.rank.state == store::rank_state::running && !r.gone;
+         });
 }
 
 void check_with_slurm(run_status& s, std::chrono::milliseconds timeout) {

@@ -38,13 +38,15 @@ slurm_job_state ask_job_state(const std::string& id, const std::optional<std::st
 
 // A run the store says is running, whose Slurm job `said` is over: lost, its running ranks
 // gone, and `lost_why` says what Slurm said; a run of one task per rank, which records no end
-// of its own, is not lost but ended, as `slurm_ended` says. Anything else leaves `s` as it is,
+// of its own, is not lost but ended, as `slurm_ended` says. A run whose end is recorded has the
+// ranks still recorded running gone (their node's launcher died with it). Anything else leaves
+// `s` as it is,
 // and so does a running rank whose process is alive on this host (the squeue of another
 // cluster, an id used again).
 void apply_job_state(run_status& s, const slurm_job_state& said);
 
 // Whether Slurm's word is worth asking for `s`: recorded running under Slurm, not lost
-// already.
+// already; or ended, with ranks still recorded running (a node's launcher gone with it).
 bool asks_slurm(const run_status& s);
 
 // ask_job_state and apply_job_state where asks_slurm says so.

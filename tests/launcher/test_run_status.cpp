@@ -587,3 +587,41 @@ TEST_CASE("a rank's last output leaves out faulthandler's module list after its 
   CHECK(last_output_tail(std::string("x") + std::string(kLastOutput) + "a | b") == "a | b");
   CHECK_FALSE(last_output_tail("no output here"));
 }
+
+TEST_CASE("a rank its node's launcher left running in a run another node ended is gone",
+          "[status]") {
+  test::temp_dir tmp;
+  store::run_paths paths(tmp.path(), "job-20261128-100000-abcd");
+  paths.create();
+  const auto now = store::now_ms();
+  {
+    // node-a's launcher recorded the end; node-b's died with its node, its rank left running
+    store::node_writer a(paths.node_db("node-a"));
+    a.put_run({paths.run_id(), "job", store::run_state::cancelled, now - 60000, now - 1000, 2, 2,
+               std::string("4242"), paths.job_config().string(), "", std::nullopt, std::nullopt});
+    a.put_rank({0, "node-a", 0, 1, store::rank_state::killed, 143, std::nullopt, now - 1000});
+    store::node_writer b(paths.node_db("node-b"));
+    b.put_run({paths.run_id(), "job", store::run_state::running, now - 60000, now - 50000, 2, 2,
+               std::string("4242"), paths.job_config().string(), "", std::nullopt, std::nullopt});
+    b.put_rank(
+        {1, "node-b", 0, 1, store::rank_state::running, std::nullopt, std::nullopt, now - 50000});
+  }
+  // a fresh heartbeat: node-b may still be stopping it
+  muster::test::write_file(paths.rank_heartbeat_file(1), "step=3\n");
+  auto s = read_run_status(paths.dir(), now);
+  REQUIRE(s.ranks.size() == 2);
+  CHECK(s.run->state == store::run_state::cancelled);
+  CHECK_FALSE(s.ranks[1].gone);
+  CHECK(asks_slurm(s));  // whose word settles it
+  apply_job_state(s, parse_job_state(0, "NODE_FAIL\n"));
+  CHECK(s.ranks[1].gone);
+  CHECK_FALSE(s.lost);  // the run's end is recorded: cancelled, not lost
+  CHECK_THAT(status_text(s, now), Catch::Contains("<- process gone"));
+  // its heartbeat as old as a laggard's: gone without asking
+  std::filesystem::last_write_time(
+      paths.rank_heartbeat_file(1),
+      std::filesystem::file_time_type::clock::now() - std::chrono::minutes(5));
+  s = read_run_status(paths.dir(), now);
+  CHECK(s.ranks[1].gone);
+  CHECK_FALSE(asks_slurm(s));
+}
