@@ -21,6 +21,11 @@ inline constexpr std::string_view kProgramSaid = "the ranks run ";
 inline constexpr std::string_view kNoGpuSaid =
     "no GPU for the ranks of this node (no /dev/nvidia* device, or CUDA_VISIBLE_DEVICES empty)";
 
+// How a hang event names a rank the others wait on because its process is stopped (state T):
+// "; waited on: rank 1 (its process is stopped: SIGSTOP or a debugger holds it)".
+inline constexpr std::string_view kStoppedSaid =
+    "its process is stopped: SIGSTOP or a debugger holds it";
+
 // How the launcher names the rank whose end stopped the others: on stderr ("muster: rank 1 on
 // gpu-a07 failed first (signal 9 (SIGKILL)); ..."), in its first_failure event ("rank 1 on
 // gpu-a07 (pid 4242) failed first: exit code 1; ...") and in a node's failure told to the other

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -18,9 +19,11 @@
 #include <set>
 
 #include "common/error.hpp"
+#include "common/proc_stat.hpp"
 #include "common/run_store_records.hpp"
 #include "common/worker_error.hpp"
 #include "launcher/heartbeat.hpp"
+#include "launcher/launcher_lines.hpp"
 #include "launcher/progress_line.hpp"
 
 namespace muster::launcher {
@@ -191,10 +194,19 @@ class node_supervisor {
     std::vector<std::pair<int, std::optional<heartbeat>>> hung_beats;
     for (worker* w : hung)
       hung_beats.emplace_back(w->exit.rank, read_heartbeat(options_.heartbeat_path(w->exit.rank)));
-    const auto culprits = hang_culprits(hung_beats);
+    // a rank whose process is stopped (SIGSTOP, a debugger: state T or t) is the one the others
+    // wait on, whatever the steps say; else the ranks a step behind the others
+    std::vector<int> stopped;
+    for (const worker* w : hung)
+      if (const auto st = read_proc_stat(w->exit.pid); st && (st->state == 'T' || st->state == 't'))
+        stopped.push_back(w->exit.rank);
+    const bool by_state = !stopped.empty() && stopped.size() < hung.size();
+    const auto culprits = by_state ? stopped : hang_culprits(hung_beats);
     hang_culprits_.insert(culprits.begin(), culprits.end());
     const std::string detail =
-        "last heartbeats: " + describe_heartbeats(beats) + describe_hang_culprits(hung_beats);
+        "last heartbeats: " + describe_heartbeats(beats) +
+        (by_state ? fmt::format("; waited on: rank {} ({})", fmt::join(stopped, ", "), kStoppedSaid)
+                  : describe_hang_culprits(hung_beats));
     for (worker* w : hung) {
       emit(supervisor_event::kind::hung, w->exit.rank, w->exit.pid, options_.hang_signal, nullptr,
            detail);

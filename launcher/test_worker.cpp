@@ -18,6 +18,10 @@
 //   --others-ahead      with --only-rank and --hang-after-ms: the other ranks stop too, at the
 //                       same moment, one step further (their last beat one step on), as ranks
 //                       waiting in the collective the stuck one never reached
+//   --others-hang       with --only-rank and --hang-after-ms: the other ranks stop too, at the
+//                       same moment, on the same step
+//   --stop-self         with --hang-after-ms: stop (SIGSTOP) itself there, as a rank held by a
+//                       debugger or stopped by hand
 //   --error-message T   write T to $TORCHELASTIC_ERROR_FILE (muster's JSON, with the time) before
 //                       failing
 //   --linger-ms N       after the error file, take N ms more to exit, whatever signal comes (a
@@ -83,6 +87,8 @@ struct options {
   long steps = 0;
   long hang_after_ms = -1;
   bool others_ahead = false;
+  bool others_hang = false;
+  bool stop_self = false;
   std::string error_message;
   long linger_ms = 0;
   int others_exit_code = 0;
@@ -120,6 +126,10 @@ options parse(int argc, char** argv) {
       o.hang_after_ms = std::atol(next());
     else if (a == "--others-ahead")
       o.others_ahead = true;
+    else if (a == "--others-hang")
+      o.others_hang = true;
+    else if (a == "--stop-self")
+      o.stop_self = true;
     else if (a == "--steps")
       o.steps = std::atol(next());
     else if (a == "--error-message")
@@ -225,8 +235,8 @@ int main(int argc, char** argv) {
 
   const bool acts = o.only_rank < 0 || std::to_string(o.only_rank) == rank;
   if (!acts) {
-    if (o.others_ahead)
-      run_for(o.sleep_ms, o, rank, o.hang_after_ms, 1);
+    if (o.others_ahead || o.others_hang)
+      run_for(o.sleep_ms, o, rank, o.hang_after_ms, o.others_ahead ? 1 : 0);
     else
       run_for(o.sleep_ms, o, rank);
     if (o.others_exit_code != 0) {
@@ -235,8 +245,12 @@ int main(int argc, char** argv) {
     }
     return o.others_exit_code;
   }
+  if (o.stop_self && o.hang_after_ms >= 0) {
+    run_for(o.hang_after_ms + 20, o, rank, o.hang_after_ms, 0);
+    ::raise(SIGSTOP);
+  }
   run_for(o.after_ms > 0 ? o.after_ms : o.sleep_ms, o, rank, o.hang_after_ms,
-          o.others_ahead ? std::optional<long>(0) : std::nullopt);
+          o.others_ahead || o.others_hang ? std::optional<long>(0) : std::nullopt);
   if (!o.error_message.empty()) write_error_file(o.error_message);
   if (o.linger_ms > 0) {  // signals wait: this rank is ending already
     sigset_t all;

@@ -129,6 +129,19 @@ void collective(finding& f, const explain_context& context) {
           fact(f, "stood_at").empty() ? ""
                                       : fmt::format("; rank {} stood at {}",
                                                     fact(f, "stood_at_rank"), fact(f, "stood_at")));
+      if (fact(f, "stopped") == "true") {
+        f.summary = fmt::format(
+            "{} hung: {} process was stopped (SIGSTOP or a debugger) and the other ranks "
+            "waited on it in their collectives; muster's hang detection ended them",
+            ranks, f.ranks.size() > 1 ? "their" : "its");
+        f.fixes = {
+            "find what stopped it: a debugger attached (gdb, a py-spy that is not "
+            "--nonblocking), a kill -STOP, a ^Z in the terminal of a rank started by hand; "
+            "a stopped rank holds every collective of the run",
+            "detach the debugger (or kill -CONT it) within launch.timeout_hang, or raise "
+            "it while you debug"};
+        return;
+      }
       f.fixes = {
           "read that rank's log and stack (launch.hang_dump = true sends SIGABRT: a Python "
           "rank dumps every thread's stack into its log, muster sets PYTHONFAULTHANDLER=1 for "

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "launcher/diagnose/line_fields.hpp"
+#include "launcher/launcher_lines.hpp"
 
 namespace muster::launcher::diagnose {
 namespace {
@@ -189,16 +190,9 @@ log_signal hang(std::string_view line) {
   auto s = signal_of("hang_watchdog_stuck");
   put(s, "stuck_s", between(line, "got stuck for ", {" seconds"}));
   if (has(line, " is hung: ")) {
-    s.facts["source"] = "muster";
-    if (auto r = between(line, "rank ", {" is hung"}); !r.empty())
-      if (auto n = number_at(r)) s.rank = *n;
-    // a rank hung waiting on another names the one it waited on: that one is the hang
-    const auto culprits = hang_waited_on(line);
-    if (!culprits.empty() &&
-        (!s.rank || std::find(culprits.begin(), culprits.end(), *s.rank) == culprits.end())) {
-      s.rank = culprits.front();
-      s.more_ranks.assign(culprits.begin() + 1, culprits.end());
-    }
+    std::optional<int> hung;
+    if (auto r = between(line, "rank ", {" is hung"}); !r.empty()) hung = number_at(r);
+    return muster_hang_signal(line, hung);
   } else if (auto r = after(line, " Rank ", "]"); !r.empty()) {
     if (auto n = number_at(r)) s.rank = *n;
   }
@@ -447,6 +441,21 @@ log_signal ray_channel_timeout(std::string_view line) {
 bool engine_collective_line(std::string_view line) {
   return has(line, " seq=") && has(line, " bytes=") && has(line, "; not arrived: ") &&
          (has(line, " failed after ") || has(line, " timed out after "));
+}
+
+log_signal muster_hang_signal(std::string_view line, std::optional<int> hung) {
+  auto s = signal_of("hang_watchdog_stuck");
+  s.facts["source"] = "muster";
+  s.rank = hung;
+  if (has(line, kStoppedSaid)) s.facts["stopped"] = "true";
+  // a rank hung waiting on another names the one it waited on: that one is the hang
+  const auto culprits = hang_waited_on(line);
+  if (!culprits.empty() &&
+      (!hung || std::find(culprits.begin(), culprits.end(), *hung) == culprits.end())) {
+    s.rank = culprits.front();
+    s.more_ranks.assign(culprits.begin() + 1, culprits.end());
+  }
+  return s;
 }
 
 std::vector<int> hang_waited_on(std::string_view line) {

@@ -36,6 +36,11 @@ std::optional<log_signal> match_log_line(std::string_view line);
 // (step 1 of 2)", launcher/heartbeat.hpp's hang_culprits); empty when it names none.
 std::vector<int> hang_waited_on(std::string_view line);
 
+// The signal of muster's hang line (its stderr line, or the run store's hang event) about rank
+// `hung`: the hang is the rank it waited on where it names one, and a stopped process is said
+// (fact "stopped").
+log_signal muster_hang_signal(std::string_view line, std::optional<int> hung);
+
 // Whether `line` is muster's engine's line of a failed collective (engine/comm/laggards.hpp):
 // "[rank 1/4 group world] all_reduce seq=12 bytes=4096 timed out after 600000 ms; not arrived:
 // ..." or "... failed after 812 ms (timeout 600000 ms); not arrived: ...".

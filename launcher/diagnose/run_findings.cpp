@@ -85,15 +85,8 @@ void add_store_findings(diagnoser& d, const status::run_status& run,
     ++number;
     if (e.kind != "hang" || !e.rank) continue;
     hung.insert(*e.rank);
-    // a rank hung waiting on another (the message names it): the other is the hang
-    const auto culprits = hang_waited_on(e.message);
-    log_signal s{"hang_watchdog_stuck", static_cast<int>(*e.rank), {{"source", "muster"}}};
-    if (!culprits.empty() &&
-        std::find(culprits.begin(), culprits.end(), *e.rank) == culprits.end()) {
-      s.rank = culprits.front();
-      s.more_ranks.assign(culprits.begin() + 1, culprits.end());
-    }
-    d.add_signal(std::move(s), {store_file("events"), number, e.message, seconds(e.time_ms)});
+    d.add_signal(muster_hang_signal(e.message, static_cast<int>(*e.rank)),
+                 {store_file("events"), number, e.message, seconds(e.time_ms)});
   }
 
   std::set<std::int64_t> with_error;

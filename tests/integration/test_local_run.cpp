@@ -510,6 +510,38 @@ TEST_CASE("ranks hung at once: the one a step behind is the hang, the others wai
   CHECK(findings[0]["ranks"] == nlohmann::json::array({1}));
 }
 
+TEST_CASE("ranks hung at once on the same step: the one whose process is stopped is the hang",
+          "[local_run]") {
+  muster::test::temp_dir runs;
+  // rank 1 stopped (SIGSTOP, a debugger) where the others' beats stop too, on the same step:
+  // only its process state tells it from them
+  auto r = muster::test::run_process(
+      run_args(runs, 3,
+               {"--heartbeat-ms", "50", "--steps", "1000", "--sleep-ms", "60000", "--only-rank",
+                "1", "--hang-after-ms", "300", "--others-hang", "--stop-self"},
+               {"launch.timeout_hang=1", "launch.kill_grace=2"}));
+  INFO("stderr: " << r.err);
+  CHECK_THAT(r.err, Catch::Contains("rank 1 on") && Catch::Contains("failed first"));
+  const auto dir = muster::test::only_run_dir(runs.path());
+  muster::store::run_reader reader(dir);
+  int stopped = 0;
+  for (const auto& e : reader.events())
+    stopped += e.kind == "hang" && e.message.find(
+                                       "; waited on: rank 1 (its process is stopped: "
+                                       "SIGSTOP or a debugger holds it)") != std::string::npos;
+  CHECK(stopped >= 1);
+  for (const auto& rank : reader.ranks()) {
+    INFO("rank " << rank.rank);
+    CHECK(rank.state ==
+          (rank.rank == 1 ? muster::store::rank_state::failed : muster::store::rank_state::killed));
+  }
+  const auto diagnosed = muster::test::run_process({kMuster, "diagnose", dir.string(), "--json"});
+  const auto findings = nlohmann::json::parse(diagnosed.out)["findings"];
+  REQUIRE_FALSE(findings.empty());
+  CHECK(findings[0]["category"] == "hang_watchdog_stuck");
+  CHECK(findings[0]["ranks"] == nlohmann::json::array({1}));
+}
+
 TEST_CASE("on a terminal, rank 0's heartbeat is a progress line redrawn in place", "[local_run]") {
   muster::test::temp_dir runs;
   const std::vector<std::string> worker = {"--heartbeat-ms", "50",  "--steps", "10",
