@@ -386,8 +386,44 @@ void diagnoser::add_stack_line(const std::string& file, std::int64_t number, std
   stack_open_.erase(open);  // its innermost frame is the one that says where it stood
 }
 
+namespace {
+
+// Whether a stack's innermost frame stands in a collective (torch.distributed's, or a call of a
+// collective's name): a rank waiting there waits on another.
+bool in_collective(std::string_view frame) {
+  if (frame.find("/torch/distributed/") != std::string_view::npos) return true;
+  static constexpr std::string_view kCalls[] = {" in all_reduce",
+                                                " in all_gather",
+                                                " in reduce_scatter",
+                                                " in all_to_all",
+                                                " in broadcast",
+                                                " in barrier",
+                                                " in monitored_barrier",
+                                                " in all_gather_into_tensor",
+                                                " in reduce_scatter_tensor",
+                                                " in all_to_all_single",
+                                                " in wait"};
+  while (!frame.empty() && (frame.back() == ' ' || frame.back() == '\r')) frame.remove_suffix(1);
+  return std::any_of(std::begin(kCalls), std::end(kCalls),
+                     [&](std::string_view call) { return frame.ends_with(call); });
+}
+
+}  // namespace
+
 void diagnoser::quote_stack(finding& f) const {
   if (f.category != "hang_watchdog_stuck" || !has_fact(f, "source", "muster")) return;
+  // ranks hung at once, with nothing in their beats to tell them apart: the stacks do. Those
+  // that stood outside a collective are the hang, those in one waited on them
+  if (f.ranks.size() > 1) {
+    std::vector<int> outside, inside;
+    for (const int rank : f.ranks)
+      if (const auto at = stood_at_.find(rank); at != stood_at_.end())
+        (in_collective(at->second.first.text) ? inside : outside).push_back(rank);
+    if (!outside.empty() && !inside.empty() && outside.size() + inside.size() == f.ranks.size()) {
+      f.ranks = std::set<int>(outside.begin(), outside.end());
+      f.facts["waited_in_collective"] = fmt::format("{}", fmt::join(inside, ", "));
+    }
+  }
   for (const int rank : f.ranks) {
     const auto at = stood_at_.find(rank);
     if (at == stood_at_.end()) continue;

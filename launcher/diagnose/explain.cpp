@@ -125,6 +125,14 @@ void collective(finding& f, const explain_context& context) {
           f.ranks.size() > 1 ? "them" : "it",
           all ? "; every rank stopped at once: a collective none finished, or data, a file "
                 "system or a GPU that stalled them all"
+          : !fact(f, "waited_in_collective").empty()
+              ? fmt::format(
+                    "; it stood outside any collective while {} {} waited in {} (their stacks)",
+                    fact(f, "waited_in_collective").find(',') == std::string::npos ? "rank"
+                                                                                   : "ranks",
+                    fact(f, "waited_in_collective"),
+                    fact(f, "waited_in_collective").find(',') == std::string::npos ? "one"
+                                                                                   : "theirs")
               : "; the other ranks waited on it",
           fact(f, "stood_at").empty() ? ""
                                       : fmt::format("; rank {} stood at {}",

@@ -1109,6 +1109,49 @@ TEST_CASE("a hung Python rank's faulthandler stack says where it stood", "[diagn
   CHECK_FALSE(root_of(raised.finish()).facts.contains("stood_at"));
 }
 
+TEST_CASE("ranks hung at once: the one whose stack stood outside a collective is the hang",
+          "[diagnose]") {
+  diagnoser d(3);
+  const auto stack = [&](int rank, const std::string& frame) {
+    const auto log = "logs/rank-" + std::to_string(rank) + ".log";
+    d.add_line(log, 1, "Fatal Python error: Aborted", rank);
+    d.add_line(log, 2, "Current thread 0x00007f0000000000 (most recent call first):", rank);
+    d.add_line(log, 3, frame, rank);
+  };
+  const std::string in_all_reduce =
+      "  File \"/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py\", line "
+      "1541 in all_reduce";
+  // the launcher's hang lines, then what each rank's faulthandler dumped on its SIGABRT
+  for (int rank = 0; rank < 3; ++rank)
+    d.add_line("launcher.log", rank + 1,
+               fmt::format("muster: rank {} is hung: SIGABRT sent; last heartbeats: rank 0: step "
+                           "3, 3087 ms ago, rank 1: step 3, 3088 ms ago, rank 2: step 3, 3088 ms "
+                           "ago",
+                           rank));
+  stack(0, in_all_reduce);
+  stack(1, "  File \"/work/train.py\", line 18 in <module>");
+  stack(2, in_all_reduce);
+  const auto result = d.finish();
+  const auto& root = root_of(result);
+  CHECK(root.category == "hang_watchdog_stuck");
+  CHECK(root.ranks == std::set<int>{1});
+  CHECK_THAT(root.summary,
+             Catch::Contains("rank 1 hung: its heartbeat stopped") &&
+                 Catch::Contains("it stood outside any collective while ranks 0, 2 waited in "
+                                 "theirs (their stacks); rank 1 stood at File \"/work/train.py\", "
+                                 "line 18 in <module>"));
+  // every stack in a collective: nothing tells them apart, every rank is said
+  diagnoser all(2);
+  for (int rank = 0; rank < 2; ++rank) {
+    const auto log = "logs/rank-" + std::to_string(rank) + ".log";
+    all.add_line(log, 1, "Current thread 0x00007f0000000000 (most recent call first):", rank);
+    all.add_line(log, 2, in_all_reduce, rank);
+    all.add_line("launcher.log", rank + 1,
+                 fmt::format("muster: rank {} is hung: SIGABRT sent; last heartbeats: -", rank));
+  }
+  CHECK(root_of(all.finish()).ranks == std::set<int>{0, 1});
+}
+
 TEST_CASE("a CUDA OOM's fixes leave out what the job does already", "[diagnose]") {
   const std::string oom =
       "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 1 "
