@@ -41,7 +41,8 @@ const field<job_config> kSchema[] = {
     FIELD(launch.timeout_hang, "launch.timeout_hang",
           "seconds a rank may go without touching its heartbeat file (MUSTER_HEARTBEAT_FILE) "
           "before it is called hung and the job fails; ranks that never touch it are not "
-          "watched; 0 = off"),
+          "watched; 0 = off. muster-train's ranks are given at least comm.timeout + 60, so its "
+          "collective timeouts, which name the ranks that never arrived, come first"),
     FIELD(launch.hang_dump, "launch.hang_dump",
           "send a hung rank SIGABRT, for a core file and a stack dump (a Python rank's "
           "stacks: PYTHONFAULTHANDLER=1 is set unless set), rather than SIGTERM"),
@@ -212,14 +213,13 @@ const field<job_config> kSchema[] = {
           "save every this many steps; 0 = none between; either way after the last step and "
           "when the launcher forwards SIGUSR1 or SIGTERM (Slurm's pre-timeout signal, scancel); "
           "-1 = only when signalled"),
-    FIELD(
-        checkpoint.load, "checkpoint.load",
-        "\"\" = resume from the newest checkpoint in checkpoint.dir when there is one; else "
-        "a checkpoint directory to start from (ours, or a Hugging Face model directory), or the "
-        "folder our step-N directories are in, for the newest of them (as Megatron's --load); a "
-        "relative path is from the directory muster runs in. A "
-        "resume whose learning-rate schedule (train.steps, warmup_steps, lr, min_lr) differs "
-        "from the checkpoint's warns in the ranks' logs and goes on with this run's"),
+    FIELD(checkpoint.load, "checkpoint.load",
+          "\"\" = resume from the newest checkpoint in checkpoint.dir when there is one; else "
+          "a checkpoint directory to start from (ours, or a Hugging Face model directory), or the "
+          "folder our step-N directories are in, for the newest of them (as Megatron's --load); a "
+          "relative path is from the directory muster runs in. A "
+          "resume whose learning-rate schedule (train.steps, warmup_steps, lr, min_lr) differs "
+          "from the checkpoint's warns in the ranks' logs and goes on with this run's"),
     FIELD(checkpoint.keep, "checkpoint.keep", "newest checkpoints kept in checkpoint.dir; 0 = all"),
     FIELD(checkpoint.load_optim, "checkpoint.load_optim",
           "resume the optimizer state too; false = the weights and the step alone, with a fresh "

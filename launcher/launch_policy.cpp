@@ -13,6 +13,12 @@ bool runs_builtin_engine(const std::vector<std::string>& argv) {
   return !argv.empty() && std::filesystem::path(argv.front()).filename() == "muster-train";
 }
 
+int hang_timeout_s(const job_config& config, const std::vector<std::string>& argv) {
+  const int set = config.launch.timeout_hang;
+  if (set <= 0 || !runs_builtin_engine(argv)) return set;
+  return std::max(set, config.comm.timeout + kHangAfterCollective);
+}
+
 gpu_policy_input launch_policy_input(const job_config& config, const plan::layout& layout, int gpus,
                                      const env_vars& env, const std::filesystem::path& dump_dir,
                                      bool double_buffer) {

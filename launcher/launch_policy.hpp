@@ -26,6 +26,13 @@ gpu_policy_input launch_policy_input(const job_config& config, const plan::layou
 // Whether `argv` runs the built-in engine (muster-train).
 bool runs_builtin_engine(const std::vector<std::string>& argv);
 
+// The hang detection's limit for `argv`'s ranks: launch.timeout_hang, but for muster-train at
+// least comm.timeout + kHangAfterCollective, so that its collective timeouts (which name the
+// ranks that never arrived) come first and the hang detection catches what no collective waits
+// on. 0: off.
+inline constexpr int kHangAfterCollective = 60;
+int hang_timeout_s(const job_config& config, const std::vector<std::string>& argv);
+
 // The environment decisions for the workers of a job on this node (`argv` they run, `gpus` it
 // sees, `env` the environment they inherit, `dump_dir` where NCCL's flight recorder dumps; the
 // daemon records them under `step`). Throws errc::config naming the rule and the fix when the job's

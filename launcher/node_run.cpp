@@ -19,6 +19,7 @@
 #include "common/log.hpp"
 #include "common/run_store.hpp"
 #include "launcher/device_assignment.hpp"
+#include "launcher/launch_policy.hpp"
 #include "launcher/launcher_lines.hpp"
 #include "launcher/run_recorder.hpp"
 #include "launcher/step_collector.hpp"
@@ -185,7 +186,14 @@ node_run_result run_node(const node_run_plan& plan, const store::run_paths& path
     if (g && e.what == supervisor_event::kind::forwarded_signal && config.launch.requeue_on_signal)
       g->ask_requeue(fmt::format("{}, seen first on {}", signal_name(e.signal), plan.host));
   };
-  options.timeout_hang = std::chrono::seconds(config.launch.timeout_hang);
+  const int hang_s = hang_timeout_s(config, plan.argv);
+  options.timeout_hang = std::chrono::seconds(hang_s);
+  if (hang_s != config.launch.timeout_hang)
+    recorder.event(std::nullopt, store::severity::info, "hang_timeout",
+                   fmt::format("launch.timeout_hang = {} s is taken as {} s for muster-train, "
+                               "past comm.timeout = {} s: its collective timeouts, which name "
+                               "the ranks that never arrived, come first",
+                               config.launch.timeout_hang, hang_s, config.comm.timeout));
   options.heartbeat_path = [&paths](int rank) { return paths.rank_heartbeat_file(rank); };
   options.error_path = [&paths](int rank) { return paths.rank_error_file(rank); };
   options.hang_signal = config.launch.hang_dump ? SIGABRT : SIGTERM;
