@@ -185,7 +185,10 @@ int run_diagnose(const diagnose_options& o) {
   if (o.json) {
     auto out = to_json(result, analysis);
     if (recovered) out["recovered"] = true;
-    if (d.newest_checkpoint) out["newest_checkpoint"] = d.newest_checkpoint->string();
+    if (d.newest_checkpoint) {
+      out["newest_checkpoint"] = d.newest_checkpoint->string();
+      out["checkpoint_before_run"] = d.checkpoint_before_run;
+    }
     fmt::print("{}\n", out.dump(2, ' ', false, json::error_handler_t::replace));
   } else {
     if (recovered)
@@ -204,8 +207,12 @@ int run_diagnose(const diagnose_options& o) {
         !recovered && !checkpoint_failed) {
       const auto newest = fs::absolute(*d.newest_checkpoint).lexically_normal().string();
       fmt::print(
-          "resume: its newest checkpoint is {}; run the job again with checkpoint.load={} and "
-          "muster-train goes on from there{}\n",
+          "resume: {} {}; run the job again with checkpoint.load={} and muster-train goes on "
+          "from there{}\n",
+          d.checkpoint_before_run
+              ? "this run saved no checkpoint; the newest under its checkpoint.dir, from an "
+                "earlier run, is"
+              : "its newest checkpoint is",
           newest, newest,
           d.checkpoint_dir_set
               ? " (without checkpoint.load it takes the newest under checkpoint.dir by itself, "

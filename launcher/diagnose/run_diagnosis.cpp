@@ -121,9 +121,19 @@ run_diagnosis diagnose_run(const fs::path& run_dir, const std::vector<fs::path>&
     d.set_planned_memory(out.analysis->planned_mem_bytes);
     try {
       const auto job = load_job_config(store::run_paths(run_dir).job_config(), {});
-      out.newest_checkpoint = engine::checkpoint::newest_checkpoint(
-          engine::checkpoint::checkpoint_root(job.config, run_dir));
+      if (ran_engine(out.events, out.analysis->peak_mem_bytes > 0))
+        out.newest_checkpoint = engine::checkpoint::newest_checkpoint(
+            engine::checkpoint::checkpoint_root(job.config, run_dir));
       out.checkpoint_dir_set = !job.config.checkpoint.dir.empty();
+      if (out.newest_checkpoint && out.run->run) {
+        // its trainer_state.json is the save's last file
+        std::error_code ec;
+        const auto saved = fs::last_write_time(*out.newest_checkpoint / "trainer_state.json", ec);
+        out.checkpoint_before_run =
+            !ec && std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::file_clock::to_sys(saved).time_since_epoch())
+                           .count() < out.run->run->created_ms;
+      }
       // muster-train read the job file: an OOM's fixes leave out what it does already
       if (ran_engine(out.events, out.analysis->peak_mem_bytes > 0)) {
         const auto& c = job.config;

@@ -21,8 +21,10 @@ struct run_diagnosis {
   std::optional<rank_analysis> analysis;    // with the store
   // the newest checkpoint muster-train saved for the run (under its job's checkpoint.dir, else
   // <run directory>/checkpoints), where a stopped or failed run goes on from
+  // (only for a run of muster-train: another program's checkpoints are its own)
   std::optional<std::filesystem::path> newest_checkpoint;
   bool checkpoint_dir_set = false;  // the job set checkpoint.dir (else the run directory's)
+  bool checkpoint_before_run = false;  // newest_checkpoint was saved before the run started
 };
 
 // `run_dir` may be empty (only `logs`). `world_size` 0: the run's own, else the number of rank

@@ -749,6 +749,17 @@ TEST_CASE(
   const auto steps = muster::store::run_reader(muster::test::only_run_dir(dir / "second")).steps();
   REQUIRE(steps.size() == 4);  // 2 steps x 2 ranks
   CHECK(steps.front().step == step);
+
+  // a program of the user's own with the same checkpoint.dir: muster-train's checkpoints are no
+  // place for it to go on from
+  argv = {kMuster, "run", (dir / "tiny.toml").string(), "launch.runs_dir=" + (dir / "own").string()};
+  argv.insert(argv.end(), common.begin(), common.end());
+  argv.insert(argv.end(), {"--", std::string(MUSTER_BIN_DIR) + "/muster-test-worker",
+                           "--exit-code", "1"});
+  CHECK(muster::test::run_process(argv).exit_code == 1);
+  const auto own = muster::test::run_process(
+      {kMuster, "diagnose", muster::test::only_run_dir(dir / "own").string()});
+  CHECK_THAT(own.out, Catch::Contains("failed") && !Catch::Contains("resume:"));
 }
 
 TEST_CASE(
