@@ -26,6 +26,10 @@ inline constexpr std::string_view kNoGpuSaid =
 inline constexpr std::string_view kStoppedSaid =
     "its process is stopped: SIGSTOP or a debugger holds it";
 
+// How a node's launcher says another node's launcher vanished mid-run (its connection to the
+// rendezvous store closed without its last word): "the launcher on n2 (node 1) is gone: ...".
+inline constexpr std::string_view kLauncherGone = ") is gone: its connection to the rendezvous";
+
 // How the launcher names the rank whose end stopped the others: on stderr ("muster: rank 1 on
 // gpu-a07 failed first (signal 9 (SIGKILL)); ..."), in its first_failure event ("rank 1 on
 // gpu-a07 (pid 4242) failed first: exit code 1; ...") and in a node's failure told to the other

@@ -61,10 +61,9 @@ rendezvous::group_failure vanished(const node_run_plan& plan) {
   f.host = plan.host;
   f.exit_code = 1;
   f.what = fmt::format(
-      "the launcher on {} (node {}) is gone: its connection to the rendezvous store closed "
-      "while its ranks ran (killed, or {} went down); its ranks ended with it. See {}'s "
-      "output and `dmesg` there for why",
-      plan.host, plan.node_rank, plan.host, plan.host);
+      "the launcher on {} (node {}{} store closed while its ranks ran (killed, or {} went "
+      "down); its ranks ended with it. See {}'s output and `dmesg` there for why",
+      plan.host, plan.node_rank, kLauncherGone, plan.host, plan.host);
   f.no_restart = true;  // that node's part of the job is gone: a restart cannot bring it back
   return f;
 }

@@ -43,6 +43,9 @@ inline constexpr category_info kCategories[] = {
     {"worker_failed_see_error_file", category_role::cause,
      "a worker exited with an error; its error file or log says which"},
     {"slurm_time_limit", category_role::cause, "Slurm cancelled the job or step at its time limit"},
+    {"node_failure", category_role::cause,
+     "a node of the job went down, or its launcher vanished with its ranks (Slurm's node "
+     "failure, muster's launcher gone)"},
     {"gpu_hardware_fault", category_role::cause,
      "the driver reported a fault of the GPU or its links (an Xid of the hardware, ECC)"},
     {"env_misconfig", category_role::cause,

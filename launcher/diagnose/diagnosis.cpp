@@ -492,7 +492,8 @@ void diagnoser::add_now(log_signal signal, evidence_line evidence, std::int64_t 
   ++it->count;
   if (signal.rank) it->ranks.insert(*signal.rank);
   it->ranks.insert(signal.more_ranks.begin(), signal.more_ranks.end());
-  for (const char* key : {"op", "timeout_ms"})  // a line that names no op fills in from another
+  // a line that names no op (or job, node, Slurm's word) fills in from another
+  for (const char* key : {"op", "timeout_ms", "job", "node_rank", "slurm", "launcher_gone"})
     if (auto v = signal.facts.find(key); v != signal.facts.end() && !it->facts.count(key))
       it->facts[key] = v->second;
   if (auto host = signal.facts.find("host"); host != signal.facts.end())

@@ -548,6 +548,26 @@ void node(finding& f, const explain_context& context) {
                                              "--signal=B:USR1@300 and "
                                              "launch.requeue_on_signal = true to come back where "
                                              "it stopped"};
+  } else if (f.category == "node_failure") {
+    const auto nodes =
+        f.hosts.empty() ? std::string("a node") : fmt::format("{}", fmt::join(f.hosts, ", "));
+    const bool slurm = fact(f, "slurm") == "yes";
+    f.summary = slurm ? fmt::format(
+                            "Slurm says {} failed{}: the ranks there ended with it, and the "
+                            "others' collectives failed for want of them",
+                            nodes, fact(f, "job").empty() ? "" : " (job " + fact(f, "job") + ")")
+                      : fmt::format(
+                            "the launcher on {} vanished with its ranks (killed, or the node went "
+                            "down): the others' collectives failed for want of them",
+                            nodes);
+    f.fixes = {
+        fmt::format("ask why: sinfo -R, scontrol show node {} (its Reason), and dmesg or "
+                    "journalctl on it; drain it if it is faulty",
+                    f.hosts.empty() ? "<node>" : *f.hosts.begin()),
+        fmt::format("run again without it (sbatch --exclude={}), from the newest "
+                    "checkpoint; slurm.requeue = true lets Slurm requeue a job whose node "
+                    "failed, and it goes on from there",
+                    f.hosts.empty() ? "<node>" : fmt::format("{}", fmt::join(f.hosts, ",")))};
   } else if (f.category == "host_oom_kill") {
     f.summary = fmt::format("the kernel's OOM killer ended {} (host memory, not GPU memory)",
                             f.ranks.empty() ? "a task" : ranks);
@@ -602,7 +622,7 @@ void explain_category(finding& f, const explain_context& context) {
   else if (c == "worker_killed_sigkill" || c == "worker_failed_see_error_file")
     worker(f, context);
   else if (c == "slurm_time_limit" || c == "host_oom_kill" || c == "host_memory_error" ||
-           c == "gpu_hardware_fault" || c == "nccl_system_error")
+           c == "gpu_hardware_fault" || c == "nccl_system_error" || c == "node_failure")
     node(f, context);
   else
     setup(f);

@@ -2,6 +2,7 @@
 #include "launcher/diagnose/log_signal.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cctype>
@@ -134,6 +135,25 @@ log_signal host_memory_error(std::string_view line) {
   return s;
 }
 
+// The ranks the engine's line says never arrived: "rank 2 (at seq 439), rank 3 (no collective
+// yet) (Connection closed by peer)" gives "rank 2, 3"; "none (...)" gives "none".
+std::string not_arrived(std::string_view line) {
+  const auto at = line.find("not arrived: ");
+  if (at == std::string_view::npos) return "";
+  auto rest = line.substr(at + 13);
+  if (!rest.starts_with("rank ")) return between(line, "not arrived: ", {" ("});
+  std::vector<int> ranks;
+  while (rest.starts_with("rank ")) {
+    const auto n = number_at(rest.substr(5));
+    if (!n) break;
+    ranks.push_back(*n);
+    const auto next = rest.find(", rank ");
+    if (next == std::string_view::npos) break;
+    rest.remove_prefix(next + 2);
+  }
+  return fmt::format("rank {}", fmt::join(ranks, ", "));
+}
+
 log_signal nccl_timeout(std::string_view line) {
   auto s = signal_of("nccl_timeout");
   if (gloo_timeout_line(line)) {
@@ -154,7 +174,7 @@ log_signal nccl_timeout(std::string_view line) {
       put(s, "timeout_ms", between(line, "(timeout ", {" ms"}));
       put(s, "error", last_group(line));
     }
-    put(s, "not_arrived", between(line, "not arrived: ", {" ("}));
+    put(s, "not_arrived", not_arrived(line));
     const auto group = line.find(" group ");
     if (group != std::string_view::npos) {
       const auto op = line.find("] ", group);
@@ -487,6 +507,9 @@ std::span<const std::string_view> signal_keywords() {
       "watchdog got stuck",
       " is hung: ",
       "DUE TO TIME LIMIT",
+      "DUE TO NODE FAILURE",
+      "Node failure on ",
+      ") is gone: its connection",
       "oom_kill event",
       "oom-kill event",
       ": Out Of Memory",
@@ -615,6 +638,22 @@ std::optional<log_signal> match_log_line(std::string_view line) {
     put(*s, "job", after(line, "*** JOB ", " "));
     put(*s, "step", after(line, "*** STEP ", " "));
     put(*s, "host", after(line, " ON ", " "));
+  } else if (has(line, "DUE TO NODE FAILURE") && has(line, "CANCELLED AT")) {
+    // said by a node still up ("ON n1"), of the job a node of which failed
+    s = signal_of("node_failure");
+    put(*s, "at", after(line, "CANCELLED AT ", " "));
+    put(*s, "job", after(line, "*** JOB ", " "));
+    put(*s, "step", after(line, "*** STEP ", " "));
+    s->facts["slurm"] = "yes";
+  } else if (has(line, "srun: error: Node failure on ")) {
+    s = signal_of("node_failure");
+    if (auto node = after(line, "Node failure on ", " "); !node.empty()) s->hosts.push_back(node);
+    s->facts["slurm"] = "yes";
+  } else if (has(line, kLauncherGone)) {
+    s = signal_of("node_failure");
+    if (auto node = after(line, "the launcher on ", " "); !node.empty()) s->hosts.push_back(node);
+    put(*s, "node_rank", after(line, " (node ", ")"));
+    s->facts["launcher_gone"] = "yes";
   } else if (has(line, "oom_kill event") || has(line, "oom-kill event") ||
              has(line, ": Out Of Memory") || has(line, "of memory: Killed process")) {
     s = signal_of("host_oom_kill");

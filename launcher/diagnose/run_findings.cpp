@@ -83,6 +83,10 @@ void add_store_findings(diagnoser& d, const status::run_status& run,
   std::int64_t number = 0;
   for (const auto& e : events) {
     ++number;
+    // another node's launcher gone with its ranks, as this node's launcher was told
+    if (e.kind == "remote_failure")
+      if (auto s = match_log_line(e.message); s && s->category == "node_failure")
+        d.add_signal(std::move(*s), {store_file("events"), number, e.message, seconds(e.time_ms)});
     if (e.kind != "hang" || !e.rank) continue;
     hung.insert(*e.rank);
     d.add_signal(muster_hang_signal(e.message, static_cast<int>(*e.rank)),

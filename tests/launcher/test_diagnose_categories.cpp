@@ -1228,3 +1228,25 @@ TEST_CASE("every rank hung at once is not said to have waited on another", "[dia
   const auto one = diagnose_lines({lines[0]}, 4);
   CHECK_THAT(root_of(one).summary, Catch::Contains("the other ranks waited on it"));
 }
+
+TEST_CASE("a node's launcher gone with its ranks is the root, not the collectives it failed",
+          "[diagnose]") {
+  diagnoser d(4);
+  d.add_line("slurm.out", 1,
+             "0: [rank 0] [2026-11-28 15:02:10.412] [engine] [error] [rank 0/4 group world] "
+             "all_gather seq=440 bytes=65536 failed after 176 ms (timeout 600000 ms); not "
+             "arrived: rank 2 (at seq 439), rank 3 (at seq 439) (Connection closed by peer)");
+  d.add_line("slurm.out", 2,
+             "0: muster: stopping the workers: the launcher on n2 (node 1) is gone: its "
+             "connection to the rendezvous store closed while its ranks ran (killed, or n2 went "
+             "down); its ranks ended with it. See n2's output and `dmesg` there for why");
+  const auto result = d.finish();
+  const auto& root = root_of(result);
+  CHECK(root.category == "node_failure");
+  CHECK(root.hosts == std::set<std::string>{"n2"});
+  CHECK_THAT(root.summary, Catch::StartsWith("the launcher on n2 vanished with its ranks (killed, "
+                                             "or the node went down)"));
+  CHECK_THAT(root.fixes.front(), Catch::Contains("scontrol show node n2"));
+  REQUIRE(result.findings.size() == 2);
+  CHECK(result.findings[1].category == "nccl_timeout_cascade");
+}
