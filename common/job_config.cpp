@@ -235,6 +235,10 @@ const field<job_config> kSchema[] = {
     FIELD(slurm.nodes, "slurm.nodes", "nodes muster-sbatch asks for (one muster launch task each)"),
     FIELD(slurm.gpus_per_node, "slurm.gpus_per_node",
           "GPUs per node muster-sbatch asks for (--gpus-per-node); 0 = none"),
+    FIELD(slurm.cpus_per_task, "slurm.cpus_per_task",
+          "CPUs muster-sbatch asks for each node's launcher task, which all the node's ranks "
+          "share (--cpus-per-task, given to srun too); 0 = Slurm's default (one, unless the "
+          "site sets DefCpuPerGPU or gives whole nodes)"),
     FIELD(slurm.time, "slurm.time",
           "time limit (--time): minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS (e.g. "
           "\"4:00:00\" or \"1-00:00:00\"), or UNLIMITED; \"\" = the partition's default"),
@@ -538,6 +542,7 @@ void validate_comm(const comm_section& c, const config::sources& where, section_
 void validate_slurm(const slurm_section& s, const config::sources& where, section_rules& r) {
   r([&] { check_at_least(s.nodes, 1, where, "slurm.nodes"); });
   r([&] { check_at_least(s.gpus_per_node, 0, where, "slurm.gpus_per_node"); });
+  r([&] { check_at_least(s.cpus_per_task, 0, where, "slurm.cpus_per_task"); });
   r([&] { check_at_least(s.checkpoint_lead, 0, where, "slurm.checkpoint_lead"); });
   r([&] {
     MUSTER_CHECK(s.time.empty() || slurm_time_seconds(s.time), errc::config,

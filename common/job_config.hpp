@@ -152,6 +152,7 @@ struct comm_section {
 struct slurm_section {
   int nodes = 1;
   int gpus_per_node = 0;      // --gpus-per-node; 0 = ask for none (CPU jobs)
+  int cpus_per_task = 0;      // --cpus-per-task of a node's one task (all its ranks); 0 = Slurm's
   std::string time;           // --time (slurm_time_seconds); "" = the partition's default
   std::string partition;      // "" = the cluster's default
   std::string account;        // "" = the user's default

@@ -107,7 +107,8 @@ node_run_result run_node(const node_run_plan& plan, const store::run_paths& path
                                             : std::optional(parse_visible_devices(visible->second)),
                   plan.num_gpus);
   const bool has_gpus = gpus.front().has_value();
-  const auto cpus = split_cpus(allowed_cpus(), n);
+  const auto allowed = allowed_cpus();
+  const auto cpus = split_cpus(allowed, n);
   const auto& policy = plan.policy;
   apply_gpu_policy(policy, base_env);
 
@@ -128,6 +129,17 @@ node_run_result run_node(const node_run_plan& plan, const store::run_paths& path
     recorder.event(std::nullopt, store::severity::info, "rendezvous", plan.rendezvous);
   for (const auto& d : policy)
     recorder.event(std::nullopt, store::severity::info, "gpu_policy", describe(d));
+  // where it matters: ranks with GPUs to feed, or a Slurm task given too few (a local CPU run of
+  // more ranks than cores is asked for as it is)
+  if (!allowed.empty() && static_cast<int>(allowed.size()) < n && (has_gpus || plan.slurm_job_id)) {
+    const auto text = fmt::format(
+        "{} CPU(s) for {} ranks on {} (this launcher's affinity{}): the ranks share them, and "
+        "each waits on the others for its data loading and kernel launches; ask for more "
+        "(slurm.cpus_per_task, srun/sbatch --cpus-per-task, or --exclusive)",
+        allowed.size(), n, plan.host, plan.slurm_job_id ? ", its Slurm task's CPUs" : "");
+    fmt::print(stderr, "muster: warning: {}\n", text);
+    recorder.event(std::nullopt, store::severity::warn, "cpus", text);
+  }
   std::vector<std::string> assigned;
   for (int i = 0; i < n && has_gpus; ++i)
     assigned.push_back(fmt::format("rank {} GPU {}", plan.first_rank + i, *gpus[i]));

@@ -87,6 +87,7 @@ std::string batch_script(const job_config& config, const batch_request& request)
   line("#SBATCH --nodes={}", s.nodes);
   line("#SBATCH --ntasks-per-node=1");
   if (s.gpus_per_node > 0) line("#SBATCH --gpus-per-node={}", s.gpus_per_node);
+  if (s.cpus_per_task > 0) line("#SBATCH --cpus-per-task={}", s.cpus_per_task);
   if (!s.time.empty()) line("#SBATCH --time={}", s.time);
   if (!s.partition.empty()) line("#SBATCH --partition={}", s.partition);
   if (!s.account.empty()) line("#SBATCH --account={}", s.account);
@@ -102,6 +103,8 @@ std::string batch_script(const job_config& config, const batch_request& request)
        config.job.name);
   line("mkdir -p \"$run_dir\" && ln -sfn \"../slurm-$SLURM_JOB_ID.out\" \"$run_dir/slurm.out\"");
   std::string srun = "srun --ntasks-per-node=1 --kill-on-bad-exit=1 --label";
+  // srun of Slurm 22.05 to 23.02 takes no --cpus-per-task from the job's: said again
+  if (s.cpus_per_task > 0) srun += fmt::format(" --cpus-per-task={}", s.cpus_per_task);
   for (const auto& arg : launch_args(config, request)) srun += " " + shell_quote(arg);
   line("{} &", srun);
   line("step=$!");

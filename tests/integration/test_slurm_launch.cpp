@@ -342,3 +342,21 @@ TEST_CASE("bad input to muster launch is one clear line", "[launch]") {
   CHECK_THAT(stranger.err, Catch::Contains("SLURMD_NODENAME=gpu-b07"));
   CHECK((!fs::exists(runs.path()) || fs::is_empty(runs.path())));
 }
+
+TEST_CASE("a launcher given fewer CPUs than its ranks says so at its start", "[launch]") {
+  muster::test::temp_dir runs;
+  auto args = launch_args(runs.path(), {"--sleep-ms", "10"});
+  args.insert(args.begin(), {"taskset", "-c", "0"});  // as a Slurm task of one CPU
+  const auto results = run_step(fresh_job_id(), 1, 1, args);
+  REQUIRE(results.size() == 1);
+  INFO("stderr: " << results[0].err);
+  CHECK(results[0].exit_code == 0);
+  CHECK_THAT(results[0].err,
+             Catch::Contains("muster: warning: 1 CPU(s) for 2 ranks on gpu-a01 (this launcher's "
+                             "affinity, its Slurm task's CPUs): the ranks share them") &&
+                 Catch::Contains("slurm.cpus_per_task"));
+  int said = 0;
+  for (const auto& e : muster::store::run_reader(muster::test::only_run_dir(runs.path())).events())
+    said += e.kind == "cpus";
+  CHECK(said == 1);
+}

@@ -32,10 +32,11 @@ TEST_CASE("shell_quote makes one word of anything", "[sbatch]") {
 
 TEST_CASE("the batch script, line by line", "[sbatch]") {
   muster::test::temp_dir dir;
-  muster::test::write_file(dir / "job.toml",
-                           "[job]\nname = \"moe-a\"\n[slurm]\nnodes = 4\ngpus_per_node = 8\n"
-                           "time = \"4:00:00\"\npartition = \"gpu\"\naccount = \"ml\"\n"
-                           "checkpoint_lead = 600\nrequeue = true\n");
+  muster::test::write_file(
+      dir / "job.toml",
+      "[job]\nname = \"moe-a\"\n[slurm]\nnodes = 4\ngpus_per_node = 8\n"
+      "cpus_per_task = 96\ntime = \"4:00:00\"\npartition = \"gpu\"\naccount = \"ml\"\n"
+      "checkpoint_lead = 600\nrequeue = true\n");
   const std::vector<std::string> overrides = {"train.steps=100", "job.name=moe-a"};
   const auto loaded = load_job_config(dir / "job.toml", overrides);
   const slurm::batch_request request{
@@ -50,6 +51,7 @@ TEST_CASE("the batch script, line by line", "[sbatch]") {
       "#SBATCH --nodes=4",
       "#SBATCH --ntasks-per-node=1",
       "#SBATCH --gpus-per-node=8",
+      "#SBATCH --cpus-per-task=96",
       "#SBATCH --time=4:00:00",
       "#SBATCH --partition=gpu",
       "#SBATCH --account=ml",
@@ -63,7 +65,8 @@ TEST_CASE("the batch script, line by line", "[sbatch]") {
       "id=${SLURM_ARRAY_JOB_ID:+${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}}",
       "run_dir='/shared/runs'/moe-a-${id:-$SLURM_JOB_ID}",
       "mkdir -p \"$run_dir\" && ln -sfn \"../slurm-$SLURM_JOB_ID.out\" \"$run_dir/slurm.out\"",
-      "srun --ntasks-per-node=1 --kill-on-bad-exit=1 --label '/opt/muster/bin/muster' 'launch' '" +
+      "srun --ntasks-per-node=1 --kill-on-bad-exit=1 --label --cpus-per-task=96 "
+      "'/opt/muster/bin/muster' 'launch' '" +
           (dir / "job.toml").string() +
           "' 'launch.runs_dir=/shared/runs' 'launch.requeue_on_signal=true' 'train.steps=100' "
           "'job.name=moe-a' 'checkpoint.dir=\"/submit/ckpt\"' &",
