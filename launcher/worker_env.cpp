@@ -38,6 +38,21 @@ env_map worker_env(const env_map& base, const worker_identity& who) {
   if (who.gpu) set("CUDA_VISIBLE_DEVICES", *who.gpu);
   if (who.python_stacks && env.find("PYTHONFAULTHANDLER") == env.end())
     set("PYTHONFAULTHANDLER", 1);
+  // under a Slurm task (one a node, all its ranks): Slurm's task variables as a step of one task
+  // a rank would give them, for code that reads them before torchrun's (Lightning's
+  // SLURMEnvironment, submitit); SLURM_NODEID is the node's already
+  if (env.find("SLURM_PROCID") != env.end()) {
+    const auto per_node = who.num_nodes > 1 ? std::to_string(who.local_world_size) + "(x" +
+                                                  std::to_string(who.num_nodes) + ")"
+                                            : std::to_string(who.local_world_size);
+    set("SLURM_PROCID", who.rank);
+    set("SLURM_LOCALID", who.local_rank);
+    for (const char* name : {"SLURM_NTASKS", "SLURM_NPROCS", "SLURM_STEP_NUM_TASKS"})
+      set(name, who.world_size);
+    set("SLURM_NTASKS_PER_NODE", who.local_world_size);
+    set("SLURM_TASKS_PER_NODE", per_node);
+    set("SLURM_STEP_TASKS_PER_NODE", per_node);
+  }
   if (env.find("OMP_NUM_THREADS") == env.end())
     set("OMP_NUM_THREADS", std::max(1, who.cpus_on_node / std::max(1, who.local_world_size)));
   return env;

@@ -11,6 +11,9 @@
 //   MUSTER_STEPS_FILE (append a line per step: common/step_line.hpp),
 //   CUDA_VISIBLE_DEVICES (the rank's GPU, when GPUs are known), PYTHONFAULTHANDLER=1 (only when
 //   unset, under launch.hang_dump: a hung Python rank's SIGABRT dumps its stacks)
+//   Under a Slurm task (SLURM_PROCID set), Slurm's task variables as one task a rank would have
+//   them: SLURM_PROCID, SLURM_LOCALID, SLURM_NTASKS (SLURM_NPROCS, SLURM_STEP_NUM_TASKS),
+//   SLURM_NTASKS_PER_NODE, SLURM_TASKS_PER_NODE and SLURM_STEP_TASKS_PER_NODE ("4(x2)")
 //
 // A pure function of its inputs: no I/O, no getenv. Not here: choosing the GPU
 // (device_assignment.hpp), the GPU

@@ -70,3 +70,38 @@ TEST_CASE("a rank's GPU becomes its CUDA_VISIBLE_DEVICES, without one it is left
   CHECK(worker_env({{"CUDA_VISIBLE_DEVICES", "4,5"}}, who).at("CUDA_VISIBLE_DEVICES") == "4,5");
   CHECK(worker_env({}, who).count("CUDA_VISIBLE_DEVICES") == 0);
 }
+
+TEST_CASE("under a Slurm task of a node, a rank gets Slurm's task variables as its own task's",
+          "[worker_env]") {
+  // the launcher's task: task 1 of a step of one task on each of 2 nodes
+  env_map base = {{"SLURM_PROCID", "1"},
+                  {"SLURM_LOCALID", "0"},
+                  {"SLURM_NODEID", "1"},
+                  {"SLURM_NTASKS", "2"},
+                  {"SLURM_TASKS_PER_NODE", "1(x2)"},
+                  {"SLURM_JOB_ID", "4242"}};
+  worker_identity who;
+  who.rank = 5;
+  who.local_rank = 1;
+  who.world_size = 8;
+  who.local_world_size = 4;
+  who.node_rank = 1;
+  who.num_nodes = 2;
+  auto env = worker_env(base, who);
+  const env_map expected = {{"SLURM_PROCID", "5"},
+                            {"SLURM_LOCALID", "1"},
+                            {"SLURM_NODEID", "1"},
+                            {"SLURM_NTASKS", "8"},
+                            {"SLURM_NPROCS", "8"},
+                            {"SLURM_STEP_NUM_TASKS", "8"},
+                            {"SLURM_NTASKS_PER_NODE", "4"},
+                            {"SLURM_TASKS_PER_NODE", "4(x2)"},
+                            {"SLURM_STEP_TASKS_PER_NODE", "4(x2)"},
+                            {"SLURM_JOB_ID", "4242"}};
+  for (const auto& [name, value] : expected) {
+    INFO(name);
+    CHECK(env.at(name) == value);
+  }
+  // outside Slurm none is made up
+  CHECK_FALSE(worker_env({}, who).contains("SLURM_PROCID"));
+}
