@@ -117,6 +117,12 @@ class diagnoser {
     slurm_job_ = std::move(job);
     muster_sbatch_ = muster_sbatch;
   }
+  // The job's slurm.time in seconds (0: unknown or none) and slurm.checkpoint_lead: a time
+  // limit's fixes propose a lead the limit allows.
+  void set_time_limit(std::int64_t limit_s, int checkpoint_lead_s) {
+    time_limit_s_ = limit_s;
+    checkpoint_lead_s_ = checkpoint_lead_s;
+  }
   // Lines read in all (a reader that skips lines without keywords() still counts them).
   void add_lines_read(std::int64_t lines) { lines_ += lines; }
   diagnosis finish() const;
@@ -147,6 +153,8 @@ class diagnoser {
   std::map<std::string, std::string> memory_settings_;
   std::string slurm_job_;
   bool muster_sbatch_ = false;
+  std::int64_t time_limit_s_ = 0;
+  int checkpoint_lead_s_ = -1;  // -1: unknown
   std::optional<int> first_failed_;
   std::map<int, std::string> rank_hosts_;
   std::optional<srun_tasks> srun_tasks_;

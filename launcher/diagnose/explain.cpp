@@ -1,11 +1,12 @@
 // What a finding means for people: see explain.hpp.
 #include "launcher/diagnose/explain.hpp"
 
-#include <csignal>
-#include <cstdlib>
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include <algorithm>
+#include <csignal>
+#include <cstdlib>
 
 #include "common/byte_size.hpp"
 #include "launcher/supervisor.hpp"
@@ -538,16 +539,31 @@ void node(finding& f, const explain_context& context) {
         fmt::format("Slurm cancelled {} at its time limit ({})",
                     fact(f, "job").empty() ? "step " + fact(f, "step") : "job " + fact(f, "job"),
                     fact(f, "at"));
-    f.fixes = context.muster_sbatch
-                  ? std::vector<std::string>{"ask for more time (slurm.time)",
-                                             "checkpoint before the limit: slurm.checkpoint_lead "
-                                             "= 300 (seconds), and slurm.requeue = true to come "
-                                             "back where it stopped"}
-                  : std::vector<std::string>{"ask for more time (sbatch --time)",
-                                             "checkpoint before the limit: sbatch "
-                                             "--signal=B:USR1@300 and "
-                                             "launch.requeue_on_signal = true to come back where "
-                                             "it stopped"};
+    // a lead the limit allows: under it (muster-sbatch refuses one that is not)
+    const auto lead = context.time_limit_s > 0
+                          ? std::clamp<std::int64_t>(context.time_limit_s / 4, 1, 300)
+                          : std::int64_t{300};
+    f.fixes =
+        context.muster_sbatch
+            ? std::vector<
+                  std::string>{"ask for more time (slurm.time)",
+                               context.checkpoint_lead_s > 0
+                                   ? fmt::format(
+                                         "its checkpoint_lead's USR1, {} s before the limit, "
+                                         "left too little time to save and stop: raise "
+                                         "slurm.checkpoint_lead (below slurm.time), or make the "
+                                         "program stop on USR1",
+                                         context.checkpoint_lead_s)
+                                   : fmt::format(
+                                         "checkpoint before the limit: slurm.checkpoint_lead "
+                                         "= {} (seconds), and slurm.requeue = true to come "
+                                         "back where it stopped",
+                                         lead)}
+            : std::vector<std::string>{"ask for more time (sbatch --time)",
+                                       "checkpoint before the limit: sbatch "
+                                       "--signal=B:USR1@300 and "
+                                       "launch.requeue_on_signal = true to come back where "
+                                       "it stopped"};
   } else if (f.category == "node_failure") {
     const auto nodes =
         f.hosts.empty() ? std::string("a node") : fmt::format("{}", fmt::join(f.hosts, ", "));

@@ -1032,6 +1032,21 @@ TEST_CASE("a muster-sbatch job's fixes name its [slurm] keys, and sacct its job"
   CHECK(root_of(d).fixes[0] == "ask for more time (slurm.time)");
   CHECK_THAT(root_of(d).fixes[1], Catch::Contains("slurm.checkpoint_lead = 300") &&
                                       Catch::Contains("slurm.requeue = true"));
+  // a lead its time limit allows (muster-sbatch refuses one not below it), or, where one was set,
+  // that it came too late
+  diagnoser minute;
+  minute.set_slurm_job("4242", true);
+  minute.set_time_limit(60, 0);
+  minute.add_line("slurm.out", 1, limit);
+  d = minute.finish();
+  CHECK_THAT(root_of(d).fixes[1], Catch::Contains("slurm.checkpoint_lead = 15 (seconds)"));
+  diagnoser late;
+  late.set_slurm_job("4242", true);
+  late.set_time_limit(3600, 30);
+  late.add_line("slurm.out", 1, limit);
+  d = late.finish();
+  CHECK_THAT(root_of(d).fixes[1], Catch::Contains("its checkpoint_lead's USR1, 30 s before the "
+                                                  "limit, left too little time to save and stop"));
   // a rank killed: sacct names the run's job, where a log alone has no job to name
   const std::string killed = "muster: rank 1 on n1 (pid 77) failed first: signal 9 (SIGKILL)";
   diagnoser known;
