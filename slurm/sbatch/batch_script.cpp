@@ -74,6 +74,44 @@ std::vector<std::string> launch_args(const job_config& config, const batch_reque
   return args;
 }
 
+std::optional<std::string> output_shell_word(std::string_view pattern, std::string_view job_name) {
+  std::string out = "\"";
+  const auto literal = [&](char c) {
+    if (c == '"' || c == '\\' || c == '$' || c == '`') out += '\\';
+    out += c;
+  };
+  for (std::size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] != '%') {
+      literal(pattern[i]);
+      continue;
+    }
+    if (++i == pattern.size()) return std::nullopt;
+    switch (pattern[i]) {
+      case 'j':
+        out += "${SLURM_JOB_ID}";
+        break;
+      case 'A':
+        out += "${SLURM_ARRAY_JOB_ID}";
+        break;
+      case 'a':
+        out += "${SLURM_ARRAY_TASK_ID}";
+        break;
+      case 'u':
+        out += "${USER}";
+        break;
+      case 'x':
+        for (char c : job_name) literal(c);
+        break;
+      case '%':
+        out += '%';
+        break;
+      default:
+        return std::nullopt;
+    }
+  }
+  return out + "\"";
+}
+
 std::string batch_script(const job_config& config, const batch_request& request) {
   const auto& s = config.slurm;
   std::string out;
@@ -101,7 +139,16 @@ std::string batch_script(const job_config& config, const batch_request& request)
   line("id=${{SLURM_ARRAY_JOB_ID:+${{SLURM_ARRAY_JOB_ID}}_${{SLURM_ARRAY_TASK_ID}}}}");
   line("run_dir={}/{}-${{id:-$SLURM_JOB_ID}}", shell_quote(request.runs_dir.string()),
        config.job.name);
-  line("mkdir -p \"$run_dir\" && ln -sfn \"../slurm-$SLURM_JOB_ID.out\" \"$run_dir/slurm.out\"");
+  if (request.output.empty()) {
+    line("mkdir -p \"$run_dir\" && ln -sfn \"../slurm-$SLURM_JOB_ID.out\" \"$run_dir/slurm.out\"");
+  } else if (const auto output = output_shell_word(
+                 request.output, request.job_name.empty() ? config.job.name : request.job_name)) {
+    line("# the output is where sbatch's --output said");
+    line("mkdir -p \"$run_dir\" && ln -sfn {} \"$run_dir/slurm.out\"", *output);
+  } else {
+    line("# sbatch's --output names what only Slurm fills in: no slurm.out link");
+    line("mkdir -p \"$run_dir\"");
+  }
   std::string srun = "srun --ntasks-per-node=1 --kill-on-bad-exit=1 --label";
   // srun of Slurm 22.05 to 23.02 takes no --cpus-per-task from the job's: said again
   if (s.cpus_per_task > 0) srun += fmt::format(" --cpus-per-task={}", s.cpus_per_task);

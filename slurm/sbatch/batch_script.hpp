@@ -11,6 +11,7 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,7 +29,16 @@ struct batch_request {
   std::vector<std::string> command;    // the worker command after `--`; empty: the engine
   std::filesystem::path runs_dir;      // absolute
   std::filesystem::path muster;        // the muster binary, absolute
+  // sbatch's --output the user gave (it wins over the script's), absolute; empty: the script's
+  // <runs_dir>/slurm-%j.out
+  std::string output;
+  std::string job_name;  // sbatch's --job-name the user gave, for its %x; empty: job.name
 };
+
+// sbatch's --output filename pattern as a shell word that names the file from inside the job
+// (%j, %x, %A, %a, %u and %% as Slurm fills them in); nullopt for a pattern of another
+// replacement (%N, %n, %t, %s, a padded %4j), which only Slurm can fill.
+std::optional<std::string> output_shell_word(std::string_view pattern, std::string_view job_name);
 
 // `text` as one word for a POSIX shell: single-quoted, a quote inside written '\''.
 std::string shell_quote(std::string_view text);

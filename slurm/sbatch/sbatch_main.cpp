@@ -242,6 +242,39 @@ std::string slurm_keys(const muster::loaded_job_config& loaded) {
   return out;
 }
 
+// The value of sbatch option `name` (long, "--output") or `letter` ("-o") among the options
+// given, the last one winning as sbatch takes it; "" when none.
+std::string option_value(const std::vector<std::string>& options, std::string_view name,
+                         std::string_view letter) {
+  std::string value;
+  for (std::size_t i = 0; i < options.size(); ++i) {
+    const auto& o = options[i];
+    if (o.starts_with(std::string(name) + "="))
+      value = o.substr(name.size() + 1);
+    else if ((o == name || o == letter) && i + 1 < options.size())
+      value = options[++i];
+    else if (o.starts_with(letter) && o.size() > letter.size() && !o.starts_with("--"))
+      value = o.substr(letter.size());
+  }
+  return value;
+}
+
+// The user's --output, absolute as sbatch takes it (from --chdir, else from here).
+std::string user_output(const std::vector<std::string>& options) {
+  const auto output = option_value(options, "--output", "-o");
+  if (output.empty() || output.starts_with("/")) return output;
+  const auto chdir = option_value(options, "--chdir", "-D");
+  return (chdir.empty() ? fs::current_path() : fs::absolute(chdir)) / output;
+}
+
+// The user's --output pattern with the job's id in it (what `ls` finds), other replacements
+// left as Slurm writes them.
+std::string output_named(std::string pattern, const std::string& id) {
+  for (auto at = pattern.find("%j"); at != std::string::npos; at = pattern.find("%j", at))
+    pattern.replace(at, 2, id);
+  return pattern;
+}
+
 int submit(const arguments& a) {
   const auto loaded = muster::load_job_config(a.job_file, a.overrides);
   const auto& config = loaded.config;
@@ -262,7 +295,9 @@ int submit(const arguments& a) {
                                        muster::made_absolute_overrides(loaded),
                                        a.command,
                                        fs::absolute(config.launch.runs_dir).lexically_normal(),
-                                       muster_binary()};
+                                       muster_binary(),
+                                       user_output(a.sbatch_options),
+                                       option_value(a.sbatch_options, "--job-name", "-J")};
   const auto script = muster::slurm::batch_script(config, request);
   const auto stamped = stamp();
   std::vector<std::string> sbatch = {"sbatch", "--parsable"};
@@ -312,8 +347,11 @@ int submit(const arguments& a) {
   else
     fmt::print(stderr,
                "muster-sbatch: submitted job {} ({}); run directory {}/{}-{}, Slurm output "
-               "{}/slurm-{}.out; follow it with: muster status --runs-dir {} {}\n",
-               id, file.string(), runs, config.job.name, id, runs, id, runs, id);
+               "{}; follow it with: muster status --runs-dir {} {}\n",
+               id, file.string(), runs, config.job.name, id,
+               request.output.empty() ? fmt::format("{}/slurm-{}.out", runs, id)
+                                      : output_named(request.output, id),
+               runs, id);
   return kExitOk;
 }
 

@@ -72,6 +72,19 @@ TEST_CASE("muster-sbatch refuses a layout the job's world cannot hold before sub
                              "'slurm.checkpoint_lead=0'): nothing saves at the time limit"));
 }
 
+TEST_CASE("muster-sbatch links the run's slurm.out to the user's --output", "[sbatch]") {
+  muster::test::temp_dir dir;
+  muster::test::write_file(dir / "job.toml", "[job]\nname = \"outtest\"\n");
+  // relative to sbatch's --chdir, as sbatch takes it
+  const auto r = muster::test::run_process({kSbatch, (dir / "job.toml").string(), "-J", "renamed",
+                                            "--chdir=" + dir.path().string(),
+                                            "--output=logs/%x-%j.out", "--dry-run"});
+  INFO("stderr: " << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("ln -sfn \"" + (dir / "logs").string() +
+                                    "/renamed-${SLURM_JOB_ID}.out\" \"$run_dir/slurm.out\""));
+}
+
 TEST_CASE("muster-sbatch --dry-run writes nothing and says where the script would go", "[sbatch]") {
   muster::test::temp_dir dir;
   muster::test::write_file(dir / "job.toml", "[job]\nname = \"dry\"\n");

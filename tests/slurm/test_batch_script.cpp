@@ -41,7 +41,7 @@ TEST_CASE("the batch script, line by line", "[sbatch]") {
   const auto loaded = load_job_config(dir / "job.toml", overrides);
   const slurm::batch_request request{
       dir / "job.toml",        overrides, {"checkpoint.dir=\"/submit/ckpt\""}, {}, "/shared/runs",
-      "/opt/muster/bin/muster"};
+      "/opt/muster/bin/muster", "", ""};
   const auto lines = lines_of(slurm::batch_script(loaded.config, request));
   const std::vector<std::string> expected = {
       "#!/bin/bash",
@@ -94,7 +94,8 @@ TEST_CASE("the defaults ask for no GPUs, time, partition or account, and no requ
   muster::test::temp_dir dir;
   muster::test::write_file(dir / "job.toml", "[slurm]\ncheckpoint_lead = 0\n");
   const auto loaded = load_job_config(dir / "job.toml", {});
-  const slurm::batch_request request{dir / "job.toml", {}, {}, {"/bin/worker", "--x"}, "/r", "/m"};
+  const slurm::batch_request request{
+      dir / "job.toml", {}, {}, {"/bin/worker", "--x"}, "/r", "/m", "", ""};
   const auto script = slurm::batch_script(loaded.config, request);
   for (const char* absent :
        {"--gpus-per-node", "--time", "--partition", "--account", "--signal", "requeue_on_signal"})
@@ -126,4 +127,28 @@ TEST_CASE("each submission's script has a file of its own, in the same second to
   // each holds its own script
   CHECK(muster::test::read_file(first) == "one\n");
   CHECK(muster::test::read_file(second) == "two\n");
+}
+
+TEST_CASE("the user's --output is where the run directory's slurm.out link points", "[sbatch]") {
+  CHECK(slurm::output_shell_word("/logs/%x-%j.out", "renamed") ==
+        "\"/logs/renamed-${SLURM_JOB_ID}.out\"");
+  CHECK(slurm::output_shell_word("/l/%A_%a-%u-100%%.out", "j") ==
+        "\"/l/${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}-${USER}-100%.out\"");
+  CHECK(slurm::output_shell_word("/l/$x\"`y`.out", "a$b") == "\"/l/\\$x\\\"\\`y\\`.out\"");
+  CHECK(slurm::output_shell_word("/l/%x.out", "a$b") == "\"/l/a\\$b.out\"");
+  CHECK_FALSE(slurm::output_shell_word("/l/%N-%j.out", "j"));  // the node: only Slurm knows it
+  CHECK_FALSE(slurm::output_shell_word("/l/%4j.out", "j"));
+  CHECK_FALSE(slurm::output_shell_word("/l/x%", "j"));
+
+  muster::test::temp_dir dir;
+  muster::test::write_file(dir / "job.toml", "[job]\nname = \"outtest\"\n");
+  const auto loaded = load_job_config(dir / "job.toml", {});
+  slurm::batch_request request{dir / "job.toml", {}, {}, {}, "/r", "/m", "/logs/%x-%j.out",
+                               "renamed"};
+  CHECK_THAT(slurm::batch_script(loaded.config, request),
+             Catch::Contains("\nmkdir -p \"$run_dir\" && ln -sfn "
+                             "\"/logs/renamed-${SLURM_JOB_ID}.out\" \"$run_dir/slurm.out\"\n"));
+  request.output = "/logs/%N.out";
+  CHECK_THAT(slurm::batch_script(loaded.config, request),
+             Catch::Contains("no slurm.out link\nmkdir -p \"$run_dir\"\n"));
 }
