@@ -30,6 +30,14 @@ std::optional<bool> ran_builtin_engine(const std::vector<store::event_record>& e
   return ran;
 }
 
+std::string ended_early(std::int64_t rank, std::int64_t before_ms) {
+  return fmt::format(
+      "rank {} had ended well (exit code 0) {:.1f} s before, with the others still running: a "
+      "rank that leaves early makes its peers' next collective fail (data uneven across the "
+      "ranks, or a loop that stops early on one rank)",
+      rank, static_cast<double>(before_ms) / 1000);
+}
+
 std::optional<bool> ran_without_gpus(const std::vector<store::event_record>& events) {
   std::optional<bool> none;
   for (const auto& e : events)

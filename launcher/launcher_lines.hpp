@@ -36,6 +36,11 @@ inline constexpr std::string_view kLauncherGone = ") is gone: its connection to 
 // nodes. diagnose reads what follows it: " (" or ": ", then "signal N (NAME)" or "exit code N".
 inline constexpr std::string_view kFailedFirst = " failed first";
 
+// A rank that ended well (exit code 0) this long or more before the first failure, while its
+// peers ran on, is said beside it: ended_early's words.
+inline constexpr std::int64_t kEndedEarlyMs = 2000;
+std::string ended_early(std::int64_t rank, std::int64_t before_ms);
+
 // Whether a run's "program" events say its ranks ran muster-train; nullopt without one (a muster
 // before 2026-11-27).
 std::optional<bool> ran_builtin_engine(const std::vector<store::event_record>& events);

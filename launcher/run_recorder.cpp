@@ -173,6 +173,7 @@ void run_recorder::on_exit(const rank_exit& x) {
                : x.knock_on || x.stopped_as_asked ? store::rank_state::killed
                                                   : store::rank_state::failed;
   put_rank(x.rank, x.pid, state, &x);
+  if (!x.failed() && !first_success_) first_success_ = x;
   // its error file, unless an earlier attempt's (a restart, a requeued job's start): that was
   // recorded then, or lost with it
   const auto error = [&]() -> std::optional<worker_error> {
@@ -201,6 +202,10 @@ void run_recorder::on_exit(const rank_exit& x) {
     std::string text = fmt::format("rank {} on {} (pid {}){}: {}", x.rank, host_, x.pid,
                                    kFailedFirst, x.describe());
     if (first_error_) text += fmt::format("; error file: {}", *first_error_);
+    ended_early_.reset();
+    if (first_success_ && x.time_ms - first_success_->time_ms >= kEndedEarlyMs)
+      ended_early_ = ended_early(first_success_->rank, x.time_ms - first_success_->time_ms);
+    if (ended_early_) text += "; " + *ended_early_;
     if (!x.last_lines.empty())
       text += fmt::format("{}{}", kLastOutput, fmt::join(x.last_lines, " | "));
     event(x.rank, store::severity::error, "first_failure", text);
@@ -242,7 +247,8 @@ void print_summary(const supervise_result& result, const store::run_paths& paths
                  "in {}\n",
                  signal_name(result.forwarded_signals.back()),
                  unhandled.empty()
-                     ? fmt::format("the built-in engine saves a checkpoint first; exit code {}",
+                     ? fmt::format("a program that handles it, as the built-in engine does, "
+                                   "saves a checkpoint first; exit code {}",
                                    result.exit_code())
                      : fmt::format("rank(s) {} ended by the signal itself, before they handled "
                                    "it: no checkpoint from them",
@@ -260,6 +266,7 @@ void print_summary(const supervise_result& result, const store::run_paths& paths
              paths.rank_log(x.rank).string());
   if (const auto& error = recorder.first_error())
     fmt::print(stderr, "muster: rank {} error file: {}\n", x.rank, *error);
+  if (const auto& early = recorder.ended_early_note()) fmt::print(stderr, "muster: {}\n", *early);
   for (const auto& line : x.last_lines) fmt::print(stderr, "  [rank {}] {}\n", x.rank, line);
 }
 

@@ -50,6 +50,8 @@ class run_recorder {
   const std::string& host() const { return host_; }
   // The error file of the latest first failure, as read when it was recorded.
   const std::optional<std::string>& first_error() const { return first_error_; }
+  // A rank of this node that had ended well well before the first failure (ended_early's words).
+  const std::optional<std::string>& ended_early_note() const { return ended_early_; }
 
  private:
   void put_rank(int rank, pid_t pid, store::rank_state state, const rank_exit* exit);
@@ -65,6 +67,8 @@ class run_recorder {
   std::string host_;
   int first_rank_;
   std::optional<std::string> first_error_;
+  std::optional<rank_exit> first_success_;  // the first rank of this node that ended well
+  std::optional<std::string> ended_early_;
   std::optional<std::string> store_error_;
   bool full_ = false;              // a write found the disk full
   std::string stopped_by_;         // what stopped the ranks, when not a rank's failure here

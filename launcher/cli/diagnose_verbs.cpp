@@ -17,6 +17,7 @@
 #include "common/error.hpp"
 #include "launcher/cli/verbs.hpp"
 #include "launcher/diagnose/run_diagnosis.hpp"
+#include "launcher/run_recorder.hpp"
 #include "launcher/status/run_status.hpp"
 #include "launcher/status/slurm_jobs.hpp"
 #include "launcher/status/status_output.hpp"
@@ -219,6 +220,16 @@ int run_diagnose(const diagnose_options& o) {
                 "as a requeued job does)"
               : " (its checkpoint.dir is the run directory's, new for each muster run: a "
                 "requeued Slurm job keeps it)");
+    }
+    // a rank that ended well long before the first failure (the launcher said so with it)
+    for (const auto& e : d.events) {
+      if (e.kind != "first_failure") continue;
+      const auto text = std::string_view(e.message).substr(0, e.message.find(launcher::kLastOutput));
+      const auto said = text.find(" had ended well (exit code 0) ");
+      if (said == std::string_view::npos) continue;
+      const auto from = text.rfind("; rank ", said);
+      if (from != std::string_view::npos)
+        fmt::print("note: {}\n", text.substr(from + 2, text.find("; ", said) - from - 2));
     }
     // ranks that were their own Slurm tasks wrote to the job's output, not to logs/
     if (d.run && d.run->one_task_per_rank && o.logs.empty() && !fs::exists(run_dir / "slurm.out"))

@@ -775,3 +775,26 @@ TEST_CASE("a full disk: one clear line before anything starts, mid-run the ranks
       CHECK(e.path().filename().string().rfind(".store-reserve", 0) != 0);
   }
 }
+
+TEST_CASE("a rank that ended well long before its peers failed is said beside the first failure",
+          "[local_run]") {
+  muster::test::temp_dir runs;
+  // rank 1 leaves after 200 ms with exit code 0; the others fail 3 s in, its connections gone
+  auto r = muster::test::run_process(
+      run_args(runs, 3,
+               {"--only-rank", "1", "--after-ms", "200", "--exit-code", "0", "--sleep-ms", "3000",
+                "--others-exit-code", "1"}));
+  INFO("stderr: " << r.err);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Catch::Matches("(.|\n)*muster: rank 1 had ended well \\(exit code 0\\) "
+                                   "[0-9.]+ s before, with the others still running(.|\n)*"));
+  const auto dir = muster::test::only_run_dir(runs.path());
+  const auto diagnosed = muster::test::run_process({kMuster, "diagnose", dir.string()});
+  CHECK_THAT(diagnosed.out, Catch::Contains("\nnote: rank 1 had ended well (exit code 0) ") &&
+                                Catch::Contains("data uneven across the ranks"));
+  // ranks that end together (a run's normal end) are no such note
+  muster::test::temp_dir together;
+  r = muster::test::run_process(
+      run_args(together, 2, {"--only-rank", "1", "--exit-code", "0", "--others-exit-code", "1"}));
+  CHECK_THAT(r.err, !Catch::Contains("had ended well"));
+}
