@@ -306,9 +306,12 @@ node_run_result run_node(const node_run_plan& plan, const store::run_paths& path
     state = store::run_state::cancelled;  // another node's launcher was stopped
   if (!failure && result.stopped_as_asked()) state = store::run_state::cancelled;
   recorder.set_state(paths.run_id(), state);
-  print_summary(
-      result, paths, recorder,
-      failure && failure->node != plan.node_rank ? std::optional(failure->what) : std::nullopt);
+  // a launcher signalled itself (scancel reaches every node's) says its own stop, not whichever
+  // other node's was published first
+  print_summary(result, paths, recorder,
+                failure && failure->node != plan.node_rank && !result.launcher_signal
+                    ? std::optional(failure->what)
+                    : std::nullopt);
   return out;
 }
 

@@ -462,6 +462,10 @@ TEST_CASE(
     return fields["JobState"] == "PENDING" && fields["Restarts"] == "1";
   };
   if (!wait_for(requeued, 20s)) FAIL("the job was not requeued within 20 s; " << context());
+  // each launcher got the SIGTERM and says its own stop, not the other node's
+  CHECK_THAT(muster::test::read_file(batch_log),
+             Catch::Contains("muster: stopped by SIGTERM") &&
+                 !Catch::Contains("was stopped by SIGTERM"));
   // A requeued job is held back until its BeginTime, cred_expire + 1 s after the requeue
   // (121 s by default; Reason=BeginTime), so that it never starts while the nodes still hold
   // its revoked credential. `scontrol update JobId=<id> StartTime=now` makes it eligible at
