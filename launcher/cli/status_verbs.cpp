@@ -127,6 +127,11 @@ int show(const status_options& o) {
         asked = now;
       }
       st::apply_job_state(s, *slurm);
+    } else if (s.run && s.run->slurm_job_id && ended(s)) {
+      // what Slurm did to the job, where the store says only that the run ended
+      const auto said =
+          st::ask_job_state(*s.run->slurm_job_id, s.run->slurm_cluster, std::chrono::seconds(5));
+      if (said.is != st::slurm_job_state::kind::unknown) s.slurm_now = said.state;
     }
     // clear the terminal; a file or a pipe gets one status after another
     if (o.watch > 0 && !o.json && ::isatty(STDOUT_FILENO) == 1) fmt::print("\x1b[H\x1b[2J");

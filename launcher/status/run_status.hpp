@@ -60,6 +60,9 @@ struct run_status {
   std::string slurm_ended;
   std::string lost_why;  // who says so, where it is not this host's pids: "Slurm says job 15
                          // is over (FAILED)" (slurm_job_state.hpp)
+  // of a run whose end is recorded: Slurm's state of its job now ("TIMEOUT", "NODE_FAIL",
+  // "PENDING" after a requeue), which the store's cancelled or failed cannot tell; "": not asked
+  std::string slurm_now;
 };
 
 // Reads run `dir` as of `now`. A running rank is a laggard when its newest step is 2 or more

@@ -67,6 +67,7 @@ std::string status_json(const run_status& s, store::epoch_ms now) {
               {"lost_why", s.lost_why},
               {"one_task_per_rank", s.one_task_per_rank},
               {"slurm_ended", s.slurm_ended.empty() ? json() : json(s.slurm_ended)},
+              {"slurm_now", s.slurm_now.empty() ? json() : json(s.slurm_now)},
               {"first_failure", s.first_failure ? json(s.first_failure->message) : json(nullptr)}};
   json ranks = json::array();
   for (const auto& r : s.ranks)

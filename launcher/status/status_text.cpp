@@ -24,6 +24,20 @@ std::string number(double v, const char* format) {
   return std::isnan(v) ? "-" : fmt::format(fmt::runtime(format), v);
 }
 
+// What a Slurm job state says of a run whose end the store recorded.
+std::string slurm_state_note(std::string_view state) {
+  if (state == "PENDING" || state == "REQUEUED" || state == "REQUEUE_HOLD" ||
+      state == "REQUEUE_FED")
+    return ": requeued, it starts again in this run directory (the built-in engine goes on "
+           "from its newest checkpoint)";
+  if (state == "RUNNING") return ": started again (a requeue), in this run directory";
+  if (state == "TIMEOUT") return ": it reached its time limit";
+  if (state == "NODE_FAIL") return ": a node of it failed";
+  if (state == "OUT_OF_MEMORY") return ": a task ran out of memory";
+  if (state == "PREEMPTED") return ": preempted";
+  return "";
+}
+
 }  // namespace
 
 std::string age_text(double s) {
@@ -54,6 +68,9 @@ std::string status_text(const run_status& s, store::epoch_ms now) {
         "their output is the job's (srun's); the store has their starts, the steps and errors "
         "they wrote\n",
         r.slurm_job_id ? "sacct -j " + *r.slurm_job_id : "sacct");
+  if (!s.slurm_now.empty())
+    put(out, "slurm     job {} is {}{}\n", r.slurm_job_id.value_or("?"), s.slurm_now,
+        slurm_state_note(s.slurm_now));
   if (s.lost)
     put(out,
         "lost      the store says running, but {}: the launcher ended without recording it "
