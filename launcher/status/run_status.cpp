@@ -208,8 +208,9 @@ run_status read_run_status(const fs::path& dir, store::epoch_ms now) {
   // which only muster-train reads; a program that writes no steps file says its progress there
   // alone (step=)
   bool planned = false;
-  for (const auto& r : s.ranks)
+  for (auto& r : s.ranks)
     if (const auto beat = read_heartbeat(paths.rank_heartbeat_file(r.rank.rank))) {
+      r.beat = beat->progress;
       if (!planned && beat->progress.steps) s.steps_planned = *beat->progress.steps;
       planned = true;
       if (s.history.empty() && beat->progress.step)

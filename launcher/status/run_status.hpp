@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/heartbeat_line.hpp"
 #include "common/run_store_records.hpp"
 
 namespace muster::launcher::status {
@@ -21,6 +22,8 @@ struct rank_status {
   bool gone = false;  // recorded running on this host, no process has its pid any more, and
                       // its heartbeat is stale (as a laggard's) or missing
   bool alive_here = false;  // recorded running on this host, and a process has its pid
+  // what its heartbeat says (a program that writes no steps file says its step and loss there)
+  heartbeat_progress beat{};
 };
 
 struct run_status {

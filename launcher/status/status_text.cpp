@@ -106,18 +106,24 @@ std::string status_text(const run_status& s, store::epoch_ms now) {
     if (!exit.empty() && s.run->state == store::run_state::cancelled &&
         rank.rank.state == store::rank_state::killed)
       exit += " (stopped as asked)";
-    std::string row = fmt::format(
-        "{:>5}  {:<16} {:<10} {:>7} {:>10} {:>9} {:>10}  {}{}", rank.rank.rank, rank.rank.host,
-        store::to_string(rank.rank.state), last ? std::to_string(last->step + 1) : "-",
-        last ? number(last->loss, "{:.4f}") : "-",
-        last && last->step_time_s > 0
-            ? fmt::format("{:.0f}", double(last->tokens) / last->step_time_s)
-            : "-",
-        rank.heartbeat_age_s ? age_text(*rank.heartbeat_age_s) + " ago" : "-",
-        rank.gone      ? "<- process gone "
-        : rank.laggard ? "<- behind "
-                       : "",
-        exit);
+    std::string row =
+        fmt::format("{:>5}  {:<16} {:<10} {:>7} {:>10} {:>9} {:>10}  {}{}", rank.rank.rank,
+                    rank.rank.host, store::to_string(rank.rank.state),
+                    last             ? std::to_string(last->step + 1)
+                    : rank.beat.step ? std::to_string(*rank.beat.step)
+                                     : "-",
+                    last             ? number(last->loss, "{:.4f}")
+                    : rank.beat.loss ? number(*rank.beat.loss, "{:.4f}")
+                                     : "-",
+                    last && last->step_time_s > 0
+                        ? fmt::format("{:.0f}", double(last->tokens) / last->step_time_s)
+                    : rank.beat.tokens_per_s ? fmt::format("{:.0f}", *rank.beat.tokens_per_s)
+                                             : "-",
+                    rank.heartbeat_age_s ? age_text(*rank.heartbeat_age_s) + " ago" : "-",
+                    rank.gone      ? "<- process gone "
+                    : rank.laggard ? "<- behind "
+                                   : "",
+                    exit);
     out += row.substr(0, row.find_last_not_of(' ') + 1) + "\n";
   }
   if (s.first_failure) {

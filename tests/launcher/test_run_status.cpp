@@ -273,12 +273,16 @@ TEST_CASE("a program that writes only heartbeats shows their step as its progres
   const auto now = store::now_ms();
   const auto paths = run_with_ranks(tmp.path(), store::run_state::succeeded,
                                     store::rank_state::succeeded, 0, 2, now);
-  std::ofstream(paths.rank_heartbeat_file(0)) << "step=2 steps=2\n";
+  std::ofstream(paths.rank_heartbeat_file(0)) << "step=2 steps=2 loss=0.125 tokens_per_s=900\n";
   std::ofstream(paths.rank_heartbeat_file(1)) << "step=1 steps=2\n";
   const auto s = read_run_status(paths.dir(), now);
   CHECK(s.steps_done == 2);  // the furthest rank's, as with steps files
   CHECK(s.steps_planned == 2);
   CHECK_THAT(status_text(s, now), Catch::Contains("progress  step 2 of 2\n"));
+  // each rank's row says its own beat's step, loss and speed
+  CHECK_THAT(status_text(s, now),
+             Catch::Matches(R"((.|\n)*\n +0 +\S+ +succeeded +2 +0\.1250 +900 (.|\n)*)") &&
+                 Catch::Matches(R"((.|\n)*\n +1 +\S+ +succeeded +1 +- +- (.|\n)*)"));
   // and the list of runs says the same
   const auto runs = list_runs(tmp.path());
   REQUIRE(runs.size() == 1);
