@@ -39,6 +39,7 @@ worker_error parse_worker_error(std::string_view text) {
       else if (auto ts = extra.find("timestamp"); ts != extra.end() && ts->is_string())
         try {
           e.time_ms = std::stoll(ts->get<std::string>()) * 1000;
+          e.time_in_seconds = true;
         } catch (const std::exception&) {
         }
     }

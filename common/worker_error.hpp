@@ -25,6 +25,12 @@ struct worker_error {
   // when it was written: ours (muster_time_ms), torchelastic's "timestamp" (seconds), else the
   // file's modification time (read_worker_error); 0 = not known
   store::epoch_ms time_ms = 0;
+  bool time_in_seconds = false;  // time_ms from a whole second (torchelastic's "timestamp")
+  // Whether it was written before `started_ms` (an earlier attempt's file): by the second where
+  // its time is a whole second's; an unknown time is not.
+  bool before(store::epoch_ms started_ms) const {
+    return time_ms > 0 && time_ms + (time_in_seconds ? 999 : 0) < started_ms;
+  }
 };
 
 // The file's JSON text.

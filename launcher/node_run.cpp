@@ -173,6 +173,7 @@ node_run_result run_node(const node_run_plan& plan, const store::run_paths& path
       std::filesystem::remove(paths.rank_heartbeat_file(rank));  // a restart starts unwatched
       who.rank = rank;
       who.local_rank = local;
+      who.shares_slurm_task = true;  // every rank of this node under this launcher's task
       who.error_file = std::filesystem::absolute(paths.rank_error_file(rank));
       who.heartbeat_file = std::filesystem::absolute(paths.rank_heartbeat_file(rank));
       who.steps_file = std::filesystem::absolute(paths.rank_steps_file(rank));

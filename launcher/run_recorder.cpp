@@ -173,12 +173,15 @@ void run_recorder::on_exit(const rank_exit& x) {
                : x.knock_on || x.stopped_as_asked ? store::rank_state::killed
                                                   : store::rank_state::failed;
   put_rank(x.rank, x.pid, state, &x);
-  if (!x.failed() && !first_success_) first_success_ = x;
+  // a rank that ended well by itself (not on the launcher's stop), this attempt's first
+  if (!x.failed() && !x.knock_on && !x.stopped_as_asked &&
+      (!first_success_ || first_success_->time_ms < x.started_ms))
+    first_success_ = x;
   // its error file, unless an earlier attempt's (a restart, a requeued job's start): that was
   // recorded then, or lost with it
   const auto error = [&]() -> std::optional<worker_error> {
     auto e = x.failed() ? read_worker_error(paths_.rank_error_file(x.rank)) : std::nullopt;
-    if (!e || (e->time_ms > 0 && e->time_ms < x.started_ms)) return std::nullopt;
+    if (!e || e->before(x.started_ms)) return std::nullopt;
     return e;
   }();
   if (error) {
@@ -203,7 +206,8 @@ void run_recorder::on_exit(const rank_exit& x) {
                                    kFailedFirst, x.describe());
     if (first_error_) text += fmt::format("; error file: {}", *first_error_);
     ended_early_.reset();
-    if (first_success_ && x.time_ms - first_success_->time_ms >= kEndedEarlyMs)
+    if (first_success_ && first_success_->time_ms >= x.started_ms &&
+        x.time_ms - first_success_->time_ms >= kEndedEarlyMs)
       ended_early_ = ended_early(first_success_->rank, x.time_ms - first_success_->time_ms);
     if (ended_early_) text += "; " + *ended_early_;
     if (!x.last_lines.empty())

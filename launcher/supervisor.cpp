@@ -196,11 +196,15 @@ class node_supervisor {
       hung_beats.emplace_back(w->exit.rank, read_heartbeat(options_.heartbeat_path(w->exit.rank)));
     // a rank whose process is stopped (SIGSTOP, a debugger: state T or t) is the one the others
     // wait on, whatever the steps say; else the ranks a step behind the others
+    // (of every running rank: a stopped one may cross the limit alone, a step before the rest)
     std::vector<int> stopped;
-    for (const worker* w : hung)
-      if (const auto st = read_proc_stat(w->exit.pid); st && (st->state == 'T' || st->state == 't'))
-        stopped.push_back(w->exit.rank);
-    const bool by_state = !stopped.empty() && stopped.size() < hung.size();
+    std::size_t running = 0;
+    for (const auto& w : workers_)
+      if (w.running && ++running)
+        if (const auto st = read_proc_stat(w.exit.pid);
+            st && (st->state == 'T' || st->state == 't'))
+          stopped.push_back(w.exit.rank);
+    const bool by_state = !stopped.empty() && stopped.size() < running;
     const auto culprits = by_state ? stopped : hang_culprits(hung_beats);
     hang_culprits_.insert(culprits.begin(), culprits.end());
     const std::string detail =
@@ -211,6 +215,9 @@ class node_supervisor {
       emit(supervisor_event::kind::hung, w->exit.rank, w->exit.pid, options_.hang_signal, nullptr,
            detail);
       ::kill(-w->exit.pid, options_.hang_signal);
+      // a stopped rank gets it once continued: its stack is dumped where it stood
+      if (by_state && std::find(stopped.begin(), stopped.end(), w->exit.rank) != stopped.end())
+        ::kill(-w->exit.pid, SIGCONT);
       w->hang_signalled = true;
     }
     // a dump that never ends, or a rank the signal cannot reach (stuck in the kernel), is cut
@@ -323,7 +330,7 @@ class node_supervisor {
   std::optional<std::int64_t> error_time(const worker& w) const {
     if (!options_.error_path) return std::nullopt;
     const auto error = read_worker_error(options_.error_path(w.exit.rank));
-    if (!error || error->time_ms < w.exit.started_ms) return std::nullopt;
+    if (!error || error->time_ms == 0 || error->before(w.exit.started_ms)) return std::nullopt;
     return error->time_ms;
   }
 

@@ -41,7 +41,7 @@ env_map worker_env(const env_map& base, const worker_identity& who) {
   // under a Slurm task (one a node, all its ranks): Slurm's task variables as a step of one task
   // a rank would give them, for code that reads them before torchrun's (Lightning's
   // SLURMEnvironment, submitit); SLURM_NODEID is the node's already
-  if (env.find("SLURM_PROCID") != env.end()) {
+  if (who.shares_slurm_task && env.find("SLURM_PROCID") != env.end()) {
     const auto per_node = who.num_nodes > 1 ? std::to_string(who.local_world_size) + "(x" +
                                                   std::to_string(who.num_nodes) + ")"
                                             : std::to_string(who.local_world_size);

@@ -11,7 +11,8 @@
 //   MUSTER_STEPS_FILE (append a line per step: common/step_line.hpp),
 //   CUDA_VISIBLE_DEVICES (the rank's GPU, when GPUs are known), PYTHONFAULTHANDLER=1 (only when
 //   unset, under launch.hang_dump: a hung Python rank's SIGABRT dumps its stacks)
-//   Under a Slurm task (SLURM_PROCID set), Slurm's task variables as one task a rank would have
+//   Under a Slurm task of the node (SLURM_PROCID set, shares_slurm_task), Slurm's task
+//   variables as one task a rank would have
 //   them: SLURM_PROCID, SLURM_LOCALID, SLURM_NTASKS (SLURM_NPROCS, SLURM_STEP_NUM_TASKS),
 //   SLURM_NTASKS_PER_NODE, SLURM_TASKS_PER_NODE and SLURM_STEP_TASKS_PER_NODE ("4(x2)")
 //
@@ -50,6 +51,9 @@ struct worker_identity {
   // of launch.hang_dump (and on a crash), where the hang would otherwise leave nothing
   bool python_stacks = false;
   std::optional<std::string> gpu;       // CUDA_VISIBLE_DEVICES; unset: left as it is
+  // the ranks run under one launcher task a node (muster launch), not one Slurm task each:
+  // Slurm's task variables are the node's task's, and are rewritten as the rank's own
+  bool shares_slurm_task = false;
 };
 
 // `base` with the contract's variables set (replacing any of the same name in `base`).

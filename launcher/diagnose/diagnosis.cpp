@@ -388,21 +388,23 @@ void diagnoser::add_stack_line(const std::string& file, std::int64_t number, std
 
 namespace {
 
-// Whether a stack's innermost frame stands in a collective (torch.distributed's, or a call of a
-// collective's name): a rank waiting there waits on another.
+// Whether a stack's innermost frame stands in a collective (torch.distributed's, a Work's wait
+// among them, or a call of a collective's name): a rank waiting there waits on another. A bare
+// `wait` is no collective: a data loader's queue waits in threading.py.
 bool in_collective(std::string_view frame) {
   if (frame.find("/torch/distributed/") != std::string_view::npos) return true;
-  static constexpr std::string_view kCalls[] = {" in all_reduce",
-                                                " in all_gather",
-                                                " in reduce_scatter",
-                                                " in all_to_all",
-                                                " in broadcast",
-                                                " in barrier",
-                                                " in monitored_barrier",
-                                                " in all_gather_into_tensor",
-                                                " in reduce_scatter_tensor",
-                                                " in all_to_all_single",
-                                                " in wait"};
+  static constexpr std::string_view kCalls[] = {
+      " in all_reduce",
+      " in all_gather",
+      " in reduce_scatter",
+      " in all_to_all",
+      " in broadcast",
+      " in barrier",
+      " in monitored_barrier",
+      " in all_gather_into_tensor",
+      " in reduce_scatter_tensor",
+      " in all_to_all_single",
+  };
   while (!frame.empty() && (frame.back() == ' ' || frame.back() == '\r')) frame.remove_suffix(1);
   return std::any_of(std::begin(kCalls), std::end(kCalls),
                      [&](std::string_view call) { return frame.ends_with(call); });

@@ -128,7 +128,8 @@ void collective(finding& f, const explain_context& context) {
                 "system or a GPU that stalled them all"
           : !fact(f, "waited_in_collective").empty()
               ? fmt::format(
-                    "; it stood outside any collective while {} {} waited in {} (their stacks)",
+                    "; {} outside any collective while {} {} waited in {} (their stacks)",
+                    f.ranks.size() > 1 ? "they stood" : "it stood",
                     fact(f, "waited_in_collective").find(',') == std::string::npos ? "rank"
                                                                                    : "ranks",
                     fact(f, "waited_in_collective"),
@@ -147,8 +148,9 @@ void collective(finding& f, const explain_context& context) {
             "find what stopped it: a debugger attached (gdb, a py-spy that is not "
             "--nonblocking), a kill -STOP, a ^Z in the terminal of a rank started by hand; "
             "a stopped rank holds every collective of the run",
-            "detach the debugger (or kill -CONT it) within launch.timeout_hang, or raise "
-            "it while you debug"};
+            "detach the debugger (or kill -CONT it) within the hang limit "
+            "(launch.timeout_hang; muster-train's is at least comm.timeout + 60 s), or raise it "
+            "while you debug"};
         return;
       }
       f.fixes = {
@@ -581,9 +583,10 @@ void node(finding& f, const explain_context& context) {
                     "journalctl on it; drain it if it is faulty",
                     f.hosts.empty() ? "<node>" : *f.hosts.begin()),
         fmt::format("run again without it (sbatch --exclude={}), from the newest "
-                    "checkpoint; slurm.requeue = true lets Slurm requeue a job whose node "
-                    "failed, and it goes on from there",
-                    f.hosts.empty() ? "<node>" : fmt::format("{}", fmt::join(f.hosts, ",")))};
+                    "checkpoint; {} lets Slurm requeue a job whose node failed, and it goes on "
+                    "from there",
+                    f.hosts.empty() ? "<node>" : fmt::format("{}", fmt::join(f.hosts, ",")),
+                    context.muster_sbatch ? "slurm.requeue = true" : "sbatch --requeue")};
   } else if (f.category == "host_oom_kill") {
     f.summary = fmt::format("the kernel's OOM killer ended {} (host memory, not GPU memory)",
                             f.ranks.empty() ? "a task" : ranks);

@@ -90,14 +90,15 @@ std::optional<std::string> output_shell_word(std::string_view pattern, std::stri
       case 'j':
         out += "${SLURM_JOB_ID}";
         break;
+      // %A, %a and %u as Slurm fills them for a job of no array too (under the script's set -u)
       case 'A':
-        out += "${SLURM_ARRAY_JOB_ID}";
+        out += "${SLURM_ARRAY_JOB_ID:-${SLURM_JOB_ID}}";
         break;
       case 'a':
-        out += "${SLURM_ARRAY_TASK_ID}";
+        out += "${SLURM_ARRAY_TASK_ID:-4294967294}";
         break;
       case 'u':
-        out += "${USER}";
+        out += "${SLURM_JOB_USER:-${USER:-}}";
         break;
       case 'x':
         for (char c : job_name) literal(c);

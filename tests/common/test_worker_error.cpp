@@ -37,3 +37,20 @@ TEST_CASE("a missing error file is no error", "[worker_error]") {
   REQUIRE(e);
   CHECK(e->phase == "data");
 }
+
+TEST_CASE("an error file's time says whether an earlier attempt wrote it, to its precision",
+          "[worker_error]") {
+  // torchelastic's timestamp is a whole second: written within the second an attempt started
+  // is not before it
+  auto e = muster::parse_worker_error(
+      R"({"message": {"message": "x", "extraInfo": {"timestamp": "1800000000"}}})");
+  CHECK(e.time_ms == 1'800'000'000'000);
+  CHECK(e.time_in_seconds);
+  CHECK_FALSE(e.before(1'800'000'000'700));
+  CHECK(e.before(1'800'000'001'000));
+  // ours to the millisecond
+  muster::worker_error ours{"y", "forward", "exception", 3, 1'800'000'000'500};
+  CHECK(ours.before(1'800'000'000'501));
+  CHECK_FALSE(ours.before(1'800'000'000'500));
+  CHECK_FALSE(muster::worker_error{}.before(1));  // a time not known
+}

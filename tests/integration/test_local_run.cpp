@@ -540,6 +540,25 @@ TEST_CASE("ranks hung at once on the same step: the one whose process is stopped
   REQUIRE_FALSE(findings.empty());
   CHECK(findings[0]["category"] == "hang_watchdog_stuck");
   CHECK(findings[0]["ranks"] == nlohmann::json::array({1}));
+
+  // stopped alone while the others still beat: it is the hang, and once continued it gets the
+  // hang signal (its stack dumped where it stood)
+  muster::test::temp_dir alone;
+  r = muster::test::run_process(
+      run_args(alone, 3,
+               {"--heartbeat-ms", "50", "--steps", "1000", "--sleep-ms", "60000", "--only-rank",
+                "1", "--hang-after-ms", "300", "--stop-self"},
+               {"launch.timeout_hang=1", "launch.kill_grace=5"}));
+  INFO("stderr: " << r.err);
+  CHECK_THAT(r.err, Catch::Contains("rank 1 on") &&
+                        Catch::Contains("failed first (hung (no heartbeat for ") &&
+                        Catch::Contains("then signal 6 (SIGABRT)"));
+  muster::store::run_reader lone(muster::test::only_run_dir(alone.path()));
+  int said = 0;
+  for (const auto& e : lone.events())
+    said += e.kind == "hang" &&
+            e.message.find("waited on: rank 1 (its process is stopped") != std::string::npos;
+  CHECK(said == 1);
 }
 
 TEST_CASE("on a terminal, rank 0's heartbeat is a progress line redrawn in place", "[local_run]") {

@@ -1165,6 +1165,19 @@ TEST_CASE("ranks hung at once: the one whose stack stood outside a collective is
                  fmt::format("muster: rank {} is hung: SIGABRT sent; last heartbeats: -", rank));
   }
   CHECK(root_of(all.finish()).ranks == std::set<int>{0, 1});
+  // a data loader's queue waits in threading.py: no collective, that rank is the hang
+  diagnoser loader(2);
+  for (int rank = 0; rank < 2; ++rank)
+    loader.add_line("launcher.log", rank + 1,
+                    fmt::format("muster: rank {} is hung: SIGABRT sent; last heartbeats: -", rank));
+  loader.add_line("logs/rank-0.log", 1,
+                  "Current thread 0x00007f0000000000 (most recent call first):", 0);
+  loader.add_line("logs/rank-0.log", 2, in_all_reduce, 0);
+  loader.add_line("logs/rank-1.log", 1,
+                  "Current thread 0x00007f0000000000 (most recent call first):", 1);
+  loader.add_line("logs/rank-1.log", 2,
+                  "  File \"/usr/lib/python3.11/threading.py\", line 320 in wait", 1);
+  CHECK(root_of(loader.finish()).ranks == std::set<int>{1});
 }
 
 TEST_CASE("a CUDA OOM's fixes leave out what the job does already", "[diagnose]") {

@@ -55,3 +55,39 @@ TEST_CASE("a rank's end records its error file, not one an earlier attempt left"
   test::write_file(paths.rank_error_file(3), "plain text");
   CHECK(read_worker_error(paths.rank_error_file(3))->time_ms >= now - 5000);
 }
+
+TEST_CASE("only a rank that ended well by itself, in this attempt, is said to have left early",
+          "[run_recorder]") {
+  test::temp_dir tmp;
+  store::run_paths paths(tmp.path(), "job-20261128-100000-abcd");
+  paths.create();
+  store::node_writer db(paths.node_db("node-a"));
+  launcher::run_recorder recorder(db, paths, "node-a", 0);
+  const auto now = store::now_ms();
+  const auto end = [&](int rank, std::int64_t started, std::int64_t at, int code, bool knock_on,
+                       bool first) {
+    launcher::rank_exit x;
+    x.rank = rank;
+    x.pid = 100 + rank;
+    x.exit_code = code;
+    x.started_ms = started;
+    x.time_ms = at;
+    x.knock_on = knock_on;
+    x.first_failure = first;
+    recorder({launcher::supervisor_event::kind::exited, rank, x.pid, 0, &x, ""});
+  };
+  // attempt 1: rank 2 ends well on the launcher's stop (a knock-on), rank 1 fails 5 s later
+  end(2, now - 20'000, now - 10'000, 0, true, false);
+  end(1, now - 20'000, now - 5'000, 1, false, true);
+  CHECK_FALSE(recorder.ended_early_note());
+  // attempt 1 had a rank end well by itself; attempt 2's failure is not its
+  end(0, now - 20'000, now - 15'000, 0, false, false);
+  end(1, now - 4'000, now, 1, false, true);
+  CHECK_FALSE(recorder.ended_early_note());
+  // attempt 2: rank 0 ends well by itself 3 s before rank 1 fails
+  end(0, now - 4'000, now + 1'000, 0, false, false);
+  end(1, now - 4'000, now + 4'000, 1, false, true);
+  REQUIRE(recorder.ended_early_note());
+  CHECK_THAT(*recorder.ended_early_note(),
+             Catch::StartsWith("rank 0 had ended well (exit code 0) 3.0 s before"));
+}

@@ -87,6 +87,9 @@ TEST_CASE("under a Slurm task of a node, a rank gets Slurm's task variables as i
   who.local_world_size = 4;
   who.node_rank = 1;
   who.num_nodes = 2;
+  // a rank that is its own Slurm task has Slurm's own (its tasks per node may be uneven)
+  CHECK(worker_env(base, who).at("SLURM_TASKS_PER_NODE") == "1(x2)");
+  who.shares_slurm_task = true;
   auto env = worker_env(base, who);
   const env_map expected = {{"SLURM_PROCID", "5"},
                             {"SLURM_LOCALID", "1"},

@@ -3,12 +3,14 @@
 // node with every user word quoted, and the background step with the USR1 trap.
 #include <catch2/catch.hpp>
 
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "muster/version.hpp"
 #include "slurm/sbatch/batch_script.hpp"
+#include "tests/support/subprocess.hpp"
 #include "tests/support/temp_dir.hpp"
 
 using namespace muster;
@@ -132,8 +134,24 @@ TEST_CASE("each submission's script has a file of its own, in the same second to
 TEST_CASE("the user's --output is where the run directory's slurm.out link points", "[sbatch]") {
   CHECK(slurm::output_shell_word("/logs/%x-%j.out", "renamed") ==
         "\"/logs/renamed-${SLURM_JOB_ID}.out\"");
-  CHECK(slurm::output_shell_word("/l/%A_%a-%u-100%%.out", "j") ==
-        "\"/l/${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}-${USER}-100%.out\"");
+  const auto array = slurm::output_shell_word("/l/%A_%a-%u-100%%.out", "j");
+  REQUIRE(array);
+  // what bash makes of it under the script's set -u, in a job of an array and in one of none
+  const auto expand = [&](std::map<std::string, std::string> set) {
+    muster::test::env_change env;
+    env.set = std::move(set);
+    env.unset = {"SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURM_JOB_USER", "USER"};
+    for (const auto& [name, value] : env.set) std::erase(env.unset, name);
+    return muster::test::run_process({"bash", "-u", "-c", "echo " + *array}, env);
+  };
+  auto r = expand({{"SLURM_JOB_ID", "42"}, {"SLURM_JOB_USER", "me"}});
+  CHECK(r.exit_code == 0);
+  CHECK(r.out == "/l/42_4294967294-me-100%.out\n");
+  r = expand({{"SLURM_JOB_ID", "43"},
+              {"SLURM_ARRAY_JOB_ID", "40"},
+              {"SLURM_ARRAY_TASK_ID", "3"},
+              {"USER", "you"}});
+  CHECK(r.out == "/l/40_3-you-100%.out\n");
   CHECK(slurm::output_shell_word("/l/$x\"`y`.out", "a$b") == "\"/l/\\$x\\\"\\`y\\`.out\"");
   CHECK(slurm::output_shell_word("/l/%x.out", "a$b") == "\"/l/a\\$b.out\"");
   CHECK_FALSE(slurm::output_shell_word("/l/%N-%j.out", "j"));  // the node: only Slurm knows it
