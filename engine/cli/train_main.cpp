@@ -331,11 +331,19 @@ int run(engine::train::trainer& trainer, const job_config& config) {
   const auto root = engine::checkpoint::checkpoint_root(config, run_dir);
   auto from = engine::checkpoint::newest_checkpoint(root);
   if (const std::filesystem::path load = config.checkpoint.load; !load.empty()) {
-    // a checkpoint root (the folder step-N directories are in) stands for its newest
-    from = engine::checkpoint::checkpoint_to_load(load).value_or(load);
-    if (*from != load)
+    // a checkpoint root (the folder step-N directories are in) stands for its newest; the job's
+    // own checkpoint.dir with none yet (a first run) for none
+    const auto found = engine::checkpoint::checkpoint_to_load(load);
+    const bool own_dir = load.lexically_normal() == root.lexically_normal();
+    from = found || !own_dir ? found.value_or(load) : std::optional<std::filesystem::path>();
+    if (from && *from != load)
       logger->info("checkpoint.load = {} holds step directories: loading the newest, {}",
                    load.string(), from->string());
+    else if (!from)
+      logger->info(
+          "checkpoint.load = {} (checkpoint.dir) holds no checkpoint yet: training "
+          "from step 1",
+          load.string());
   }
   if (from) {
     trainer.load(*from);

@@ -152,7 +152,10 @@ std::string batch_script(const job_config& config, const batch_request& request)
   }
   std::string srun = "srun --ntasks-per-node=1 --kill-on-bad-exit=1 --label";
   // srun of Slurm 22.05 to 23.02 takes no --cpus-per-task from the job's: said again
-  if (s.cpus_per_task > 0) srun += fmt::format(" --cpus-per-task={}", s.cpus_per_task);
+  if (!request.cpus_per_task.empty())
+    srun += " " + shell_quote("--cpus-per-task=" + request.cpus_per_task);
+  else if (s.cpus_per_task > 0)
+    srun += fmt::format(" --cpus-per-task={}", s.cpus_per_task);
   for (const auto& arg : launch_args(config, request)) srun += " " + shell_quote(arg);
   line("{} &", srun);
   line("step=$!");

@@ -33,6 +33,9 @@ struct batch_request {
   // <runs_dir>/slurm-%j.out
   std::string output;
   std::string job_name;  // sbatch's --job-name the user gave, for its %x; empty: job.name
+  // sbatch's --cpus-per-task the user gave (srun of Slurm 22.05 to 23.02 takes it from no job:
+  // said to srun too); empty: slurm.cpus_per_task's
+  std::string cpus_per_task;
 };
 
 // sbatch's --output filename pattern as a shell word that names the file from inside the job

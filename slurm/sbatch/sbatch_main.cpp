@@ -297,7 +297,8 @@ int submit(const arguments& a) {
                                        fs::absolute(config.launch.runs_dir).lexically_normal(),
                                        muster_binary(),
                                        user_output(a.sbatch_options),
-                                       option_value(a.sbatch_options, "--job-name", "-J")};
+                                       option_value(a.sbatch_options, "--job-name", "-J"),
+                                       option_value(a.sbatch_options, "--cpus-per-task", "-c")};
   const auto script = muster::slurm::batch_script(config, request);
   const auto stamped = stamp();
   std::vector<std::string> sbatch = {"sbatch", "--parsable"};

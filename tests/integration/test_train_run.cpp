@@ -293,6 +293,16 @@ TEST_CASE("a rank that fails loading its checkpoint records the phase and step i
   CHECK_THAT(r.err, Catch::Contains("step-4: does not exist (the newest checkpoint there is " +
                                     (dir / "step-00000004").string() + ")"));
   CHECK_FALSE(std::filesystem::exists(dir / "runs"));
+  // the job's own checkpoint.dir before its first save (Megatron's --load of its --save
+  // folder): a first run, from step 1
+  r = muster::test::run_process({kMuster, "run", (dir / "tiny.toml").string(),
+                                 "launch.runs_dir=" + (dir / "first").string(), "launch.nproc=1",
+                                 "launch.tee=none", "checkpoint.dir=" + (dir / "own").string(),
+                                 "checkpoint.load=" + (dir / "own").string(), "--", kTrain});
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(
+      muster::test::read_file(muster::test::only_run_dir(dir / "first") / "logs" / "rank-0.log"),
+      Catch::Contains("(checkpoint.dir) holds no checkpoint yet: training from step 1"));
   // one whose weights cannot be read: the rank's to find
   muster::test::write_file(dir / "empty-step" / "model.safetensors", "not a safetensors file");
   r = muster::test::run_process({kMuster, "run", (dir / "tiny.toml").string(),

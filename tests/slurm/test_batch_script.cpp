@@ -41,9 +41,15 @@ TEST_CASE("the batch script, line by line", "[sbatch]") {
       "checkpoint_lead = 600\nrequeue = true\n");
   const std::vector<std::string> overrides = {"train.steps=100", "job.name=moe-a"};
   const auto loaded = load_job_config(dir / "job.toml", overrides);
-  const slurm::batch_request request{
-      dir / "job.toml",        overrides, {"checkpoint.dir=\"/submit/ckpt\""}, {}, "/shared/runs",
-      "/opt/muster/bin/muster", "", ""};
+  const slurm::batch_request request{dir / "job.toml",
+                                     overrides,
+                                     {"checkpoint.dir=\"/submit/ckpt\""},
+                                     {},
+                                     "/shared/runs",
+                                     "/opt/muster/bin/muster",
+                                     "",
+                                     "",
+                                     ""};
   const auto lines = lines_of(slurm::batch_script(loaded.config, request));
   const std::vector<std::string> expected = {
       "#!/bin/bash",
@@ -97,7 +103,7 @@ TEST_CASE("the defaults ask for no GPUs, time, partition or account, and no requ
   muster::test::write_file(dir / "job.toml", "[slurm]\ncheckpoint_lead = 0\n");
   const auto loaded = load_job_config(dir / "job.toml", {});
   const slurm::batch_request request{
-      dir / "job.toml", {}, {}, {"/bin/worker", "--x"}, "/r", "/m", "", ""};
+      dir / "job.toml", {}, {}, {"/bin/worker", "--x"}, "/r", "/m", "", "", ""};
   const auto script = slurm::batch_script(loaded.config, request);
   for (const char* absent :
        {"--gpus-per-node", "--time", "--partition", "--account", "--signal", "requeue_on_signal"})
@@ -161,11 +167,14 @@ TEST_CASE("the user's --output is where the run directory's slurm.out link point
   muster::test::temp_dir dir;
   muster::test::write_file(dir / "job.toml", "[job]\nname = \"outtest\"\n");
   const auto loaded = load_job_config(dir / "job.toml", {});
-  slurm::batch_request request{dir / "job.toml", {}, {}, {}, "/r", "/m", "/logs/%x-%j.out",
-                               "renamed"};
+  slurm::batch_request request{dir / "job.toml",  {},        {},  {}, "/r", "/m",
+                               "/logs/%x-%j.out", "renamed", "12"};
   CHECK_THAT(slurm::batch_script(loaded.config, request),
              Catch::Contains("\nmkdir -p \"$run_dir\" && ln -sfn "
                              "\"/logs/renamed-${SLURM_JOB_ID}.out\" \"$run_dir/slurm.out\"\n"));
+  // a --cpus-per-task of the command line reaches srun too
+  CHECK_THAT(slurm::batch_script(loaded.config, request),
+             Catch::Contains("--label '--cpus-per-task=12' "));
   request.output = "/logs/%N.out";
   CHECK_THAT(slurm::batch_script(loaded.config, request),
              Catch::Contains("no slurm.out link\nmkdir -p \"$run_dir\"\n"));
