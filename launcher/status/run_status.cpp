@@ -10,9 +10,11 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <set>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -141,8 +143,23 @@ run_status read_run_status(const fs::path& dir, store::epoch_ms now) {
   s.history = reader.steps();
   s.errors = reader.errors();
   const auto events = reader.events();
+  // restarts that happened: the requeued starts (their SLURM_RESTART_COUNT), and the rounds of
+  // launch.max_restarts in each start, once however many nodes said them (a requeue asked for
+  // is no restart until the job starts again)
+  std::set<std::pair<std::int64_t, std::int64_t>> rounds;  // (start, round)
+  std::int64_t start = 0;
+  const auto number_after = [](const std::string& text, std::string_view key) -> std::int64_t {
+    const auto at = text.find(key);
+    return at == std::string::npos ? -1 : std::atoll(text.c_str() + at + key.size());
+  };
   for (const auto& e : events) {
-    if (e.kind == "restart" || e.kind == "requeue") ++s.restarts;
+    if (e.kind == "resumed")
+      start = std::max(start, number_after(e.message, "SLURM_RESTART_COUNT="));
+    if (e.kind == "restart" && e.message.starts_with("restart "))
+      rounds.emplace(start, number_after(e.message, "restart "));
+  }
+  s.restarts = static_cast<int>(start + static_cast<std::int64_t>(rounds.size()));
+  for (const auto& e : events) {
     if (e.kind == "restart" || e.kind == "resumed") s.attempt_starts.push_back(e.time_ms);
     if (e.kind == "first_failure" && !s.first_failure) s.first_failure = e;
     if (e.kind == "exec") s.one_task_per_rank = true;

@@ -44,7 +44,8 @@ struct run_status {
   double tokens_per_s = 0;     // summed over the ranks
   std::optional<double> mfu;   // mean over the ranks that report it
   std::vector<rank_status> ranks;
-  int restarts = 0;  // restarts of the ranks (launch.max_restarts), requeues
+  int restarts = 0;  // restarts that happened: of the ranks (launch.max_restarts, once for
+                     // all nodes) and the starts of a requeued job
   std::optional<store::event_record> first_failure;
   std::vector<store::error_record> errors;
   std::vector<store::step_record> history;  // every step of every rank, by (step, rank)

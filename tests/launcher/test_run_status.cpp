@@ -629,3 +629,25 @@ TEST_CASE("a rank its node's launcher left running in a run another node ended i
   CHECK(s.ranks[1].gone);
   CHECK_FALSE(asks_slurm(s));
 }
+
+TEST_CASE("restarts count the restarts that happened, once for all nodes", "[status]") {
+  test::temp_dir tmp;
+  const auto now = store::now_ms();
+  const auto paths = recorded_run(tmp.path(), "job-4242", "job", store::run_state::running,
+                                  now - 60000, 4, "4242");
+  const auto event = [&](const char* host, std::int64_t at, const char* kind, std::string text) {
+    store::node_writer db(paths.node_db(host));
+    db.add_event({now - at, std::nullopt, store::severity::warn, kind, std::move(text)});
+  };
+  // start 0: both nodes restart their ranks once, then node 0 asks for a requeue
+  event("node-a", 50000, "restart", "restart 1 of 2 after rank 1 failed");
+  event("node-b", 50000, "restart", "restart 1 of 2 after rank 1 failed");
+  event("node-a", 40000, "requeue", "requeued job 4242 after SIGUSR1, seen first on node-a");
+  CHECK(read_run_status(paths.dir(), now).restarts == 1);  // the requeue is not a start yet
+  // start 1 (the requeued job): both nodes resume, then restart once more
+  event("node-a", 30000, "resumed", "start 2 of this run (SLURM_RESTART_COUNT=1): resuming in x");
+  event("node-b", 30000, "resumed", "start 2 of this run (SLURM_RESTART_COUNT=1): resuming in x");
+  event("node-b", 20000, "restart", "restart 1 of 2 after rank 3 failed");
+  event("node-a", 20000, "restart", "restart 1 of 2 after rank 3 failed");
+  CHECK(read_run_status(paths.dir(), now).restarts == 3);
+}
