@@ -26,6 +26,7 @@
 #include "common/error.hpp"
 #include "common/job_config.hpp"
 #include "common/run_program.hpp"
+#include "launcher/engine_precheck.hpp"
 #include "launcher/local_gpus.hpp"
 #include "launcher/plan/job_plan.hpp"
 #include "muster/version.hpp"
@@ -281,6 +282,19 @@ int submit(const arguments& a) {
   refuse_task_counts(a.sbatch_options);
   check_plan(loaded, a.sbatch_options);
   check_lead(loaded, a.sbatch_options);
+  // muster-train's data and checkpoint.load, as this host sees them: a job that will fail at its
+  // start is said now, not after its wait in the queue (a warning: its nodes may see files this
+  // host does not)
+  try {
+    muster::launcher::check_engine_job(
+        config, a.command.empty() ? std::vector<std::string>{"muster-train"} : a.command);
+  } catch (const muster::error& e) {
+    if (e.category() != muster::errc::invalid_input) throw;
+    fmt::print(stderr,
+               "muster-sbatch: warning: {} (seen from this host; the job's nodes check again at "
+               "its start, and it fails there unless they see otherwise)\n",
+               e.what());
+  }
   if (const auto limit = time_limit(loaded, a.sbatch_options);
       limit && muster::slurm_time_seconds(limit->second).value_or(0) > 0 &&
       config.slurm.checkpoint_lead == 0)

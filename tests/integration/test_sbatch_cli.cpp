@@ -72,6 +72,23 @@ TEST_CASE("muster-sbatch refuses a layout the job's world cannot hold before sub
                              "'slurm.checkpoint_lead=0'): nothing saves at the time limit"));
 }
 
+TEST_CASE("muster-sbatch says at submit that muster-train's data is not there", "[sbatch]") {
+  muster::test::temp_dir dir;
+  muster::test::write_file(dir / "job.toml", "[job]\nname = \"nodata\"\n");
+  const auto missing = (dir / "no-such-data").string();
+  const auto r = muster::test::run_process(
+      {kSbatch, (dir / "job.toml").string(), "data.paths=[\"" + missing + "\"]", "--dry-run"});
+  CHECK(r.exit_code == 0);  // its nodes may see what this host does not
+  CHECK_THAT(r.err, Catch::Contains("muster-sbatch: warning: data.paths: " + missing +
+                                    " does not exist") &&
+                        Catch::Contains("seen from this host"));
+  // a program of the user's own reads its own data
+  const auto own = muster::test::run_process({kSbatch, (dir / "job.toml").string(),
+                                              "data.paths=[\"" + missing + "\"]", "--dry-run", "--",
+                                              "python3", "train.py"});
+  CHECK_THAT(own.err, !Catch::Contains("data.paths"));
+}
+
 TEST_CASE("muster-sbatch links the run's slurm.out to the user's --output", "[sbatch]") {
   muster::test::temp_dir dir;
   muster::test::write_file(dir / "job.toml", "[job]\nname = \"outtest\"\n");
