@@ -472,16 +472,43 @@ TEST_CASE("a hung rank that ignores its hang signal is said once and killed afte
   CHECK(hangs == 1);  // not again every 100 ms while it survives
 }
 
+namespace {
+
+// 3 ranks beating every 50 ms, rank 1's beats stopping after 300 ms as `how` says, found hung
+// after 1 s and killed after `kill_grace` s.
+muster::test::process_result run_hung(const muster::test::temp_dir& runs,
+                                      std::vector<std::string> how, int kill_grace = 2) {
+  std::vector<std::string> worker = {"--heartbeat-ms",  "50",    "--steps",     "1000",
+                                     "--sleep-ms",      "60000", "--only-rank", "1",
+                                     "--hang-after-ms", "300"};
+  worker.insert(worker.end(), how.begin(), how.end());
+  return muster::test::run_process(
+      run_args(runs, 3, worker,
+               {"launch.timeout_hang=1", "launch.kill_grace=" + std::to_string(kill_grace)}));
+}
+
+// A run of 3 ranks whose rank 1 hung: it failed, the others were stopped, and diagnose names it.
+void check_hang_of_rank_1(const std::filesystem::path& dir) {
+  for (const auto& rank : muster::store::run_reader(dir).ranks()) {
+    INFO("rank " << rank.rank);
+    CHECK(rank.state ==
+          (rank.rank == 1 ? muster::store::rank_state::failed : muster::store::rank_state::killed));
+  }
+  const auto diagnosed = muster::test::run_process({kMuster, "diagnose", dir.string(), "--json"});
+  const auto findings = nlohmann::json::parse(diagnosed.out)["findings"];
+  REQUIRE_FALSE(findings.empty());
+  CHECK(findings[0]["category"] == "hang_watchdog_stuck");
+  CHECK(findings[0]["ranks"] == nlohmann::json::array({1}));
+}
+
+}  // namespace
+
 TEST_CASE("ranks hung at once: the one a step behind is the hang, the others wait on it",
           "[local_run]") {
   muster::test::temp_dir runs;
   // every rank's beats stop at the same moment, rank 1's a step short: it never reached the
   // collective the others are stuck in
-  auto r = muster::test::run_process(
-      run_args(runs, 3,
-               {"--heartbeat-ms", "50", "--steps", "1000", "--sleep-ms", "60000", "--only-rank",
-                "1", "--hang-after-ms", "300", "--others-ahead"},
-               {"launch.timeout_hang=1", "launch.kill_grace=2"}));
+  auto r = run_hung(runs, {"--others-ahead"});
   INFO("stderr: " << r.err);
   CHECK(r.exit_code == 128 + SIGABRT);
   CHECK_THAT(r.err, Catch::Contains("failed first (hung (no heartbeat for "));
@@ -498,16 +525,7 @@ TEST_CASE("ranks hung at once: the one a step behind is the hang, the others wai
   }
   REQUIRE_FALSE(hung.empty());
   CHECK((waited == static_cast<int>(hung.size()) || hung == std::vector<std::int64_t>{1}));
-  for (const auto& rank : reader.ranks()) {
-    INFO("rank " << rank.rank);
-    CHECK(rank.state ==
-          (rank.rank == 1 ? muster::store::rank_state::failed : muster::store::rank_state::killed));
-  }
-  const auto diagnosed = muster::test::run_process({kMuster, "diagnose", dir.string(), "--json"});
-  const auto findings = nlohmann::json::parse(diagnosed.out)["findings"];
-  REQUIRE_FALSE(findings.empty());
-  CHECK(findings[0]["category"] == "hang_watchdog_stuck");
-  CHECK(findings[0]["ranks"] == nlohmann::json::array({1}));
+  check_hang_of_rank_1(dir);
 }
 
 TEST_CASE("ranks hung at once on the same step: the one whose process is stopped is the hang",
@@ -515,11 +533,7 @@ TEST_CASE("ranks hung at once on the same step: the one whose process is stopped
   muster::test::temp_dir runs;
   // rank 1 stopped (SIGSTOP, a debugger) where the others' beats stop too, on the same step:
   // only its process state tells it from them
-  auto r = muster::test::run_process(
-      run_args(runs, 3,
-               {"--heartbeat-ms", "50", "--steps", "1000", "--sleep-ms", "60000", "--only-rank",
-                "1", "--hang-after-ms", "300", "--others-hang", "--stop-self"},
-               {"launch.timeout_hang=1", "launch.kill_grace=2"}));
+  auto r = run_hung(runs, {"--others-hang", "--stop-self"});
   INFO("stderr: " << r.err);
   CHECK_THAT(r.err, Catch::Contains("rank 1 on") && Catch::Contains("failed first"));
   const auto dir = muster::test::only_run_dir(runs.path());
@@ -530,25 +544,12 @@ TEST_CASE("ranks hung at once on the same step: the one whose process is stopped
                                        "; waited on: rank 1 (its process is stopped: "
                                        "SIGSTOP or a debugger holds it)") != std::string::npos;
   CHECK(stopped >= 1);
-  for (const auto& rank : reader.ranks()) {
-    INFO("rank " << rank.rank);
-    CHECK(rank.state ==
-          (rank.rank == 1 ? muster::store::rank_state::failed : muster::store::rank_state::killed));
-  }
-  const auto diagnosed = muster::test::run_process({kMuster, "diagnose", dir.string(), "--json"});
-  const auto findings = nlohmann::json::parse(diagnosed.out)["findings"];
-  REQUIRE_FALSE(findings.empty());
-  CHECK(findings[0]["category"] == "hang_watchdog_stuck");
-  CHECK(findings[0]["ranks"] == nlohmann::json::array({1}));
+  check_hang_of_rank_1(dir);
 
   // stopped alone while the others still beat: it is the hang, and once continued it gets the
   // hang signal (its stack dumped where it stood)
   muster::test::temp_dir alone;
-  r = muster::test::run_process(
-      run_args(alone, 3,
-               {"--heartbeat-ms", "50", "--steps", "1000", "--sleep-ms", "60000", "--only-rank",
-                "1", "--hang-after-ms", "300", "--stop-self"},
-               {"launch.timeout_hang=1", "launch.kill_grace=5"}));
+  r = run_hung(alone, {"--stop-self"}, 5);
   INFO("stderr: " << r.err);
   CHECK_THAT(r.err, Catch::Contains("rank 1 on") &&
                         Catch::Contains("failed first (hung (no heartbeat for ") &&

@@ -10,11 +10,21 @@
 
 using namespace muster;
 
+namespace {
+
+// A fresh run directory under `tmp`, its folders made.
+store::run_paths fresh_run(const test::temp_dir& tmp) {
+  store::run_paths paths(tmp.path(), "job-20261128-100000-abcd");
+  paths.create();
+  return paths;
+}
+
+}  // namespace
+
 TEST_CASE("a rank's end records its error file, not one an earlier attempt left",
           "[run_recorder]") {
   test::temp_dir tmp;
-  store::run_paths paths(tmp.path(), "job-20261128-100000-abcd");
-  paths.create();
+  const auto paths = fresh_run(tmp);
   const auto now = store::now_ms();
   {
     store::node_writer db(paths.node_db("node-a"));
@@ -59,8 +69,7 @@ TEST_CASE("a rank's end records its error file, not one an earlier attempt left"
 TEST_CASE("only a rank that ended well by itself, in this attempt, is said to have left early",
           "[run_recorder]") {
   test::temp_dir tmp;
-  store::run_paths paths(tmp.path(), "job-20261128-100000-abcd");
-  paths.create();
+  const auto paths = fresh_run(tmp);
   store::node_writer db(paths.node_db("node-a"));
   launcher::run_recorder recorder(db, paths, "node-a", 0);
   const auto now = store::now_ms();

@@ -595,14 +595,12 @@ TEST_CASE("a rank's last output leaves out faulthandler's module list after its 
 TEST_CASE("a rank its node's launcher left running in a run another node ended is gone",
           "[status]") {
   test::temp_dir tmp;
-  store::run_paths paths(tmp.path(), "job-20261128-100000-abcd");
-  paths.create();
   const auto now = store::now_ms();
+  // node-a's launcher recorded the end; node-b's died with its node, its rank left running
+  const auto paths = recorded_run(tmp.path(), "job-20261128-100000-abcd", "job",
+                                  store::run_state::cancelled, now - 60000, 2, "4242");
   {
-    // node-a's launcher recorded the end; node-b's died with its node, its rank left running
     store::node_writer a(paths.node_db("node-a"));
-    a.put_run({paths.run_id(), "job", store::run_state::cancelled, now - 60000, now - 1000, 2, 2,
-               std::string("4242"), paths.job_config().string(), "", std::nullopt, std::nullopt});
     a.put_rank({0, "node-a", 0, 1, store::rank_state::killed, 143, std::nullopt, now - 1000});
     store::node_writer b(paths.node_db("node-b"));
     b.put_run({paths.run_id(), "job", store::run_state::running, now - 60000, now - 50000, 2, 2,

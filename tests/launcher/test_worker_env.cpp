@@ -7,8 +7,10 @@ using muster::launcher::env_map;
 using muster::launcher::worker_env;
 using muster::launcher::worker_identity;
 
-TEST_CASE("workers get torchrun's variables and muster's, over the launcher's", "[worker_env]") {
-  env_map base = {{"PATH", "/usr/bin"}, {"RANK", "99"}, {"HOME", "/root"}};
+namespace {
+
+// Rank 5 of 8: local rank 1 of 4 on node 1 of 2.
+worker_identity rank_5_of_8() {
   worker_identity who;
   who.rank = 5;
   who.local_rank = 1;
@@ -16,6 +18,14 @@ TEST_CASE("workers get torchrun's variables and muster's, over the launcher's", 
   who.local_world_size = 4;
   who.node_rank = 1;
   who.num_nodes = 2;
+  return who;
+}
+
+}  // namespace
+
+TEST_CASE("workers get torchrun's variables and muster's, over the launcher's", "[worker_env]") {
+  env_map base = {{"PATH", "/usr/bin"}, {"RANK", "99"}, {"HOME", "/root"}};
+  auto who = rank_5_of_8();
   who.master_addr = "gpu-a01";
   who.master_port = 41234;
   who.run_id = "moe-20261122-010203-abcd";
@@ -80,13 +90,7 @@ TEST_CASE("under a Slurm task of a node, a rank gets Slurm's task variables as i
                   {"SLURM_NTASKS", "2"},
                   {"SLURM_TASKS_PER_NODE", "1(x2)"},
                   {"SLURM_JOB_ID", "4242"}};
-  worker_identity who;
-  who.rank = 5;
-  who.local_rank = 1;
-  who.world_size = 8;
-  who.local_world_size = 4;
-  who.node_rank = 1;
-  who.num_nodes = 2;
+  auto who = rank_5_of_8();
   // a rank that is its own Slurm task has Slurm's own (its tasks per node may be uneven)
   CHECK(worker_env(base, who).at("SLURM_TASKS_PER_NODE") == "1(x2)");
   who.shares_slurm_task = true;
