@@ -40,8 +40,7 @@ void check_engine_job(const job_config& config, const std::vector<std::string>& 
   // the job's own checkpoint.dir, empty on a first run, starts from scratch (as Megatron's
   // --load of its --save folder does)
   const auto& load = config.checkpoint.load;
-  if (!load.empty() && std::filesystem::path(load).lexically_normal() !=
-                           std::filesystem::path(config.checkpoint.dir).lexically_normal())
+  if (!load.empty() && !engine::checkpoint::same_dir(load, config.checkpoint.dir))
     if (const auto why = no_checkpoint(load); !why.empty())
       MUSTER_THROW(errc::invalid_input,
                    "checkpoint.load = {}: {}; name a checkpoint directory (step-N), the folder "

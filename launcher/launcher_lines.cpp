@@ -1,6 +1,7 @@
 #include "launcher/launcher_lines.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "launcher/launch_policy.hpp"
 
@@ -36,6 +37,14 @@ std::string ended_early(std::int64_t rank, std::int64_t before_ms) {
       "rank that leaves early makes its peers' next collective fail (data uneven across the "
       "ranks, or a loop that stops early on one rank)",
       rank, static_cast<double>(before_ms) / 1000);
+}
+
+std::string hung_together(const std::vector<int>& ranks) {
+  return fmt::format(
+      "ranks {} were found hung at once, on the same step and none stopped: which one the "
+      "others waited on is not known here (muster diagnose tells them apart by the stacks "
+      "they dumped)",
+      fmt::join(ranks, ", "));
 }
 
 std::optional<bool> ran_without_gpus(const std::vector<store::event_record>& events) {

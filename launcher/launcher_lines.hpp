@@ -38,8 +38,11 @@ inline constexpr std::string_view kFailedFirst = " failed first";
 
 // A rank that ended well (exit code 0) this long or more before the first failure, while its
 // peers ran on, is said beside it: ended_early's words.
-inline constexpr std::int64_t kEndedEarlyMs = 2000;
+inline constexpr std::int64_t kEndedEarlyMs = 100;  // its peers' collectives fail within ms
 std::string ended_early(std::int64_t rank, std::int64_t before_ms);
+
+// Beside the first failure of ranks found hung at once with nothing to tell them apart.
+std::string hung_together(const std::vector<int>& ranks);
 
 // Whether a run's "program" events say its ranks ran muster-train; nullopt without one (a muster
 // before 2026-11-27).

@@ -210,6 +210,7 @@ void run_recorder::on_exit(const rank_exit& x) {
         x.time_ms - first_success_->time_ms >= kEndedEarlyMs)
       ended_early_ = ended_early(first_success_->rank, x.time_ms - first_success_->time_ms);
     if (ended_early_) text += "; " + *ended_early_;
+    if (!x.hung_together.empty()) text += "; " + hung_together(x.hung_together);
     if (!x.last_lines.empty())
       text += fmt::format("{}{}", kLastOutput, fmt::join(x.last_lines, " | "));
     event(x.rank, store::severity::error, "first_failure", text);
@@ -271,6 +272,7 @@ void print_summary(const supervise_result& result, const store::run_paths& paths
   if (const auto& error = recorder.first_error())
     fmt::print(stderr, "muster: rank {} error file: {}\n", x.rank, *error);
   if (const auto& early = recorder.ended_early_note()) fmt::print(stderr, "muster: {}\n", *early);
+  if (!x.hung_together.empty()) fmt::print(stderr, "muster: {}\n", hung_together(x.hung_together));
   for (const auto& line : x.last_lines) fmt::print(stderr, "  [rank {}] {}\n", x.rank, line);
 }
 

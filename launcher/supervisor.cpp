@@ -207,6 +207,9 @@ class node_supervisor {
     const bool by_state = !stopped.empty() && stopped.size() < running;
     const auto culprits = by_state ? stopped : hang_culprits(hung_beats);
     hang_culprits_.insert(culprits.begin(), culprits.end());
+    if (culprits.empty() && hung.size() > 1)
+      for (worker* w : hung)
+        for (const worker* other : hung) w->exit.hung_together.push_back(other->exit.rank);
     const std::string detail =
         "last heartbeats: " + describe_heartbeats(beats) +
         (by_state ? fmt::format("; waited on: rank {} ({})", fmt::join(stopped, ", "), kStoppedSaid)

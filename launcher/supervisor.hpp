@@ -46,6 +46,9 @@ struct rank_exit {
   std::int64_t time_ms = 0;             // epoch ms when it was reaped
   std::vector<std::string> last_lines;  // its last output lines (up to kLastLines)
   std::optional<std::int64_t> hung_ms;  // set when it was stopped for no heartbeat this long
+  // the ranks found hung with it, at once, with nothing (steps, a stopped process) to tell which
+  // the others waited on: which stopped first is not known here (diagnose reads their stacks)
+  std::vector<int> hung_together;
   // Ended by a signal the launcher passed on (SIGUSR1: checkpoint and stop), or with
   // 128 + it as the built-in engine does after saving: asked to, not a failure.
   bool stopped_as_asked = false;

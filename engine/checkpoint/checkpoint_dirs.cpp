@@ -26,6 +26,17 @@ std::optional<fs::path> checkpoint_to_load(const fs::path& load) {
   return newest_checkpoint(load);
 }
 
+bool same_dir(const fs::path& a, const fs::path& b) {
+  const auto plain = [](const fs::path& p) {
+    std::error_code ec;
+    auto out = fs::absolute(p, ec).lexically_normal();
+    if (!out.has_filename() && out.has_parent_path() && out != out.root_path())
+      out = out.parent_path();
+    return out;
+  };
+  return !a.empty() && !b.empty() && plain(a) == plain(b);
+}
+
 fs::path checkpoint_root(const job_config& config, const fs::path& run_dir) {
   return config.checkpoint.dir.empty() ? run_dir / "checkpoints" : fs::path(config.checkpoint.dir);
 }

@@ -21,6 +21,10 @@ std::optional<std::filesystem::path> newest_checkpoint(const std::filesystem::pa
 // --load names its --save folder); nullopt when it is neither.
 std::optional<std::filesystem::path> checkpoint_to_load(const std::filesystem::path& load);
 
+// Whether `a` and `b` name the same directory as written: made absolute, normalised, a
+// trailing '/' dropped ("ckpt/" is "./ckpt"). No file system access beyond the current directory.
+bool same_dir(const std::filesystem::path& a, const std::filesystem::path& b);
+
 // The job's checkpoint root: checkpoint.dir, else `run_dir`/checkpoints.
 std::filesystem::path checkpoint_root(const job_config& config,
                                       const std::filesystem::path& run_dir);

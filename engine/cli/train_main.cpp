@@ -334,7 +334,7 @@ int run(engine::train::trainer& trainer, const job_config& config) {
     // a checkpoint root (the folder step-N directories are in) stands for its newest; the job's
     // own checkpoint.dir with none yet (a first run) for none
     const auto found = engine::checkpoint::checkpoint_to_load(load);
-    const bool own_dir = load.lexically_normal() == root.lexically_normal();
+    const bool own_dir = engine::checkpoint::same_dir(load, root);
     from = found || !own_dir ? found.value_or(load) : std::optional<std::filesystem::path>();
     if (from && *from != load)
       logger->info("checkpoint.load = {} holds step directories: loading the newest, {}",

@@ -132,7 +132,10 @@ std::string batch_script(const job_config& config, const batch_request& request)
   if (!s.account.empty()) line("#SBATCH --account={}", s.account);
   if (s.checkpoint_lead > 0) line("#SBATCH --signal=B:USR1@{}", s.checkpoint_lead);
   line("#SBATCH {}", s.requeue ? "--requeue" : "--no-requeue");
-  line("#SBATCH --output={}/slurm-%j.out", request.runs_dir.string());
+  // sbatch splits an #SBATCH line's words at spaces unless they are quoted
+  const auto output = request.runs_dir.string() + "/slurm-%j.out";
+  line("#SBATCH --output={}",
+       output.find_first_of(" \t'\"") == std::string::npos ? output : "\"" + output + "\"");
   line("#SBATCH --open-mode=append");
   line("");
   line("set -u");

@@ -812,9 +812,11 @@ TEST_CASE("a rank that ended well long before its peers failed is said beside th
   const auto diagnosed = muster::test::run_process({kMuster, "diagnose", dir.string()});
   CHECK_THAT(diagnosed.out, Catch::Contains("\nnote: rank 1 had ended well (exit code 0) ") &&
                                 Catch::Contains("data uneven across the ranks"));
-  // ranks that end together (a run's normal end) are no such note
-  muster::test::temp_dir together;
+  // a rank that failed before any rank ended well: no such note
+  muster::test::temp_dir later;
   r = muster::test::run_process(
-      run_args(together, 2, {"--only-rank", "1", "--exit-code", "0", "--others-exit-code", "1"}));
+      run_args(later, 2,
+               {"--only-rank", "1", "--after-ms", "10", "--exit-code", "1", "--sleep-ms", "3000"}));
+  CHECK(r.exit_code == 1);
   CHECK_THAT(r.err, !Catch::Contains("had ended well"));
 }

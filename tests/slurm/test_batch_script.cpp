@@ -175,6 +175,10 @@ TEST_CASE("the user's --output is where the run directory's slurm.out link point
   // a --cpus-per-task of the command line reaches srun too
   CHECK_THAT(slurm::batch_script(loaded.config, request),
              Catch::Contains("--label '--cpus-per-task=12' "));
+  // a runs directory with a space: the #SBATCH line quotes it (sbatch splits its words)
+  request.runs_dir = "/my runs";
+  CHECK_THAT(slurm::batch_script(loaded.config, request),
+             Catch::Contains("\n#SBATCH --output=\"/my runs/slurm-%j.out\"\n"));
   request.output = "/logs/%N.out";
   CHECK_THAT(slurm::batch_script(loaded.config, request),
              Catch::Contains("no slurm.out link\nmkdir -p \"$run_dir\"\n"));
