@@ -616,8 +616,17 @@ diagnosis diagnoser::finish() const {
   // ranks (the store's failed rank beside the OOM in its log; ranks the watchdog aborted after
   // their timeout)
   std::set<int> explained;
-  for (const auto& f : d.findings)
-    if (!worker_death(f)) explained.insert(f.ranks.begin(), f.ranks.end());
+  for (const auto& f : d.findings) {
+    if (worker_death(f)) continue;
+    explained.insert(f.ranks.begin(), f.ranks.end());
+    // the hung ranks that waited in their collectives: aborted by the same hang detection
+    if (const auto waited = f.facts.find("waited_in_collective"); waited != f.facts.end())
+      for (std::string_view list = waited->second; !list.empty();) {
+        if (const auto n = number_at(list)) explained.insert(*n);
+        const auto comma = list.find(", ");
+        list.remove_prefix(comma == std::string_view::npos ? list.size() : comma + 2);
+      }
+  }
   std::erase_if(d.findings, [&](const finding& f) {
     return worker_death(f) && !f.ranks.empty() &&
            std::includes(explained.begin(), explained.end(), f.ranks.begin(), f.ranks.end());

@@ -1150,6 +1150,8 @@ TEST_CASE("ranks hung at once: the one whose stack stood outside a collective is
   const auto& root = root_of(result);
   CHECK(root.category == "hang_watchdog_stuck");
   CHECK(root.ranks == std::set<int>{1});
+  // the aborts the hang detection sent them all are no finding of their own
+  CHECK(result.findings.size() == 1);
   CHECK_THAT(root.summary,
              Catch::Contains("rank 1 hung: its heartbeat stopped") &&
                  Catch::Contains("it stood outside any collective while ranks 0, 2 waited in "
