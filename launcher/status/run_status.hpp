@@ -22,6 +22,7 @@ struct rank_status {
   bool gone = false;  // recorded running on this host, no process has its pid any more, and
                       // its heartbeat is stale (as a laggard's) or missing
   bool alive_here = false;  // recorded running on this host, and a process has its pid
+  bool stopped_here = false;  // ... and that process is stopped (SIGSTOP, a debugger: state T)
   // what its heartbeat says (a program that writes no steps file says its step and loss there)
   heartbeat_progress beat{};
 };

@@ -120,9 +120,10 @@ std::string status_text(const run_status& s, store::epoch_ms now) {
                     : rank.beat.tokens_per_s ? fmt::format("{:.0f}", *rank.beat.tokens_per_s)
                                              : "-",
                     rank.heartbeat_age_s ? age_text(*rank.heartbeat_age_s) + " ago" : "-",
-                    rank.gone      ? "<- process gone "
-                    : rank.laggard ? "<- behind "
-                                   : "",
+                    rank.gone           ? "<- process gone "
+                    : rank.stopped_here ? "<- process stopped (SIGSTOP or a debugger) "
+                    : rank.laggard      ? "<- behind "
+                                        : "",
                     exit);
     out += row.substr(0, row.find_last_not_of(' ') + 1) + "\n";
   }

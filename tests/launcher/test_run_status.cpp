@@ -2,6 +2,7 @@
 // the real node writer: progress at the newest complete step, laggards, restarts, failures.
 #include <catch2/catch.hpp>
 
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -648,4 +649,31 @@ TEST_CASE("restarts count the restarts that happened, once for all nodes", "[sta
   event("node-b", 20000, "restart", "restart 1 of 2 after rank 3 failed");
   event("node-a", 20000, "restart", "restart 1 of 2 after rank 3 failed");
   CHECK(read_run_status(paths.dir(), now).restarts == 3);
+}
+
+TEST_CASE("a running rank whose process is stopped is marked so", "[status]") {
+  test::temp_dir tmp;
+  const auto now = store::now_ms();
+  const auto paths = recorded_run(tmp.path(), "job-20261128-110000-abcd", "job",
+                                  store::run_state::running, now - 60000, 1);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  REQUIRE(child > 0);
+  ::kill(child, SIGSTOP);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, WUNTRACED) == child);  // stopped now
+  {
+    store::node_writer db(paths.node_db("node-a"));
+    db.put_rank({0, launcher::short_hostname(), 0, child, store::rank_state::running, std::nullopt,
+                 std::nullopt, now});
+  }
+  const auto s = read_run_status(paths.dir(), now);
+  REQUIRE(s.ranks.size() == 1);
+  CHECK(s.ranks[0].stopped_here);
+  CHECK_THAT(status_text(s, now), Catch::Contains("<- process stopped (SIGSTOP or a debugger)"));
+  ::kill(child, SIGKILL);
+  ::waitpid(child, &status, 0);
 }
