@@ -13,6 +13,8 @@ namespace muster {
 struct proc_stat {
   char state = '?';             // 'R', 'S', 'D', 'Z' (zombie), ... as proc(5) lists them
   std::int64_t started_ms = 0;  // epoch ms it started (boot time + starttime); 0: not known
+  // stopped by a signal (SIGSTOP, ^Z) or by a debugger's trace: it runs no more until continued
+  bool stopped() const { return state == 'T' || state == 't'; }
 };
 
 // The process's stat, or nullopt when there is no such process (or its stat cannot be read).

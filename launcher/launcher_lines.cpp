@@ -33,10 +33,10 @@ std::optional<bool> ran_builtin_engine(const std::vector<store::event_record>& e
 
 std::string ended_early(std::int64_t rank, std::int64_t before_ms) {
   return fmt::format(
-      "rank {} had ended well (exit code 0) {:.1f} s before, with the others still running: a "
+      "rank {}{}{:.1f} s before, with the others still running: a "
       "rank that leaves early makes its peers' next collective fail (data uneven across the "
       "ranks, or a loop that stops early on one rank)",
-      rank, static_cast<double>(before_ms) / 1000);
+      rank, kEndedWell, static_cast<double>(before_ms) / 1000);
 }
 
 std::string hung_together(const std::vector<int>& ranks) {

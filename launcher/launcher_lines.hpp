@@ -39,6 +39,7 @@ inline constexpr std::string_view kFailedFirst = " failed first";
 // A rank that ended well (exit code 0) this long or more before the first failure, while its
 // peers ran on, is said beside it: ended_early's words.
 inline constexpr std::int64_t kEndedEarlyMs = 100;  // its peers' collectives fail within ms
+inline constexpr std::string_view kEndedWell = " had ended well (exit code 0) ";
 std::string ended_early(std::int64_t rank, std::int64_t before_ms);
 
 // Beside the first failure of ranks found hung at once with nothing to tell them apart.

@@ -201,8 +201,7 @@ class node_supervisor {
     std::size_t running = 0;
     for (const auto& w : workers_)
       if (w.running && ++running)
-        if (const auto st = read_proc_stat(w.exit.pid);
-            st && (st->state == 'T' || st->state == 't'))
+        if (const auto st = read_proc_stat(w.exit.pid); st && st->stopped())
           stopped.push_back(w.exit.rank);
     const bool by_state = !stopped.empty() && stopped.size() < running;
     const auto culprits = by_state ? stopped : hang_culprits(hung_beats);

@@ -17,6 +17,7 @@
 #include "common/error.hpp"
 #include "launcher/cli/verbs.hpp"
 #include "launcher/diagnose/run_diagnosis.hpp"
+#include "launcher/launcher_lines.hpp"
 #include "launcher/run_recorder.hpp"
 #include "launcher/status/run_status.hpp"
 #include "launcher/status/slurm_jobs.hpp"
@@ -225,7 +226,7 @@ int run_diagnose(const diagnose_options& o) {
     for (const auto& e : d.events) {
       if (e.kind != "first_failure") continue;
       const auto text = std::string_view(e.message).substr(0, e.message.find(launcher::kLastOutput));
-      const auto said = text.find(" had ended well (exit code 0) ");
+      const auto said = text.find(launcher::kEndedWell);
       if (said == std::string_view::npos) continue;
       const auto from = text.rfind("; rank ", said);
       if (from != std::string_view::npos)

@@ -245,8 +245,7 @@ run_status read_run_status(const fs::path& dir, store::epoch_ms now) {
     // another PID namespace of the same host name, or while the launcher records a rank's end
     r.alive_here = r.rank.host == here && rank_process_alive(r.rank);
     if (r.alive_here)
-      if (const auto st = read_proc_stat(*r.rank.pid); st && (st->state == 'T' || st->state == 't'))
-        r.stopped_here = true;
+      if (const auto st = read_proc_stat(*r.rank.pid); st && st->stopped()) r.stopped_here = true;
     const bool stale = !r.heartbeat_age_s || *r.heartbeat_age_s > stale_s;
     r.gone = (r.rank.host == here && r.rank.pid && !r.alive_here && (launchers_ended || stale)) ||
              // on another host: its launcher gone with its node while the others ended the run
