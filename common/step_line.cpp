@@ -7,6 +7,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
 #include <sstream>
 #include <utility>
 
@@ -84,6 +85,16 @@ std::optional<store::step_record> parse_step_line(std::string_view line) {
   }
   if (!has_step) return std::nullopt;
   return s;
+}
+
+std::vector<store::step_record> read_step_file(const std::filesystem::path& file) {
+  std::vector<store::step_record> out;
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);) {
+    if (in.eof()) break;  // a line still being written has no newline yet
+    if (auto step = parse_step_line(line + "\n")) out.push_back(*step);
+  }
+  return out;
 }
 
 }  // namespace muster

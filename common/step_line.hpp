@@ -14,9 +14,11 @@
 // its newline (still being written) is not read yet.
 #pragma once
 
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/run_store_records.hpp"
 
@@ -28,5 +30,9 @@ std::string format_step_line(const store::step_record& s);
 // The record of one complete line (rank left 0), or std::nullopt for a line without a valid
 // step (a malformed line is skipped, never a reason to stop a run).
 std::optional<store::step_record> parse_step_line(std::string_view line);
+
+// Every complete line of a steps file, in the order written (the file is appended to by every
+// attempt of the run, so a step may come more than once); no file reads as none.
+std::vector<store::step_record> read_step_file(const std::filesystem::path& file);
 
 }  // namespace muster

@@ -246,6 +246,7 @@ meeting meet(const job_config& config, const slurm_step& step, int member,
 }  // namespace
 
 int run_slurm_launch(const job_request& request) {
+  const auto started_ms = store::now_ms();  // this start's steps are the ones reported after it
   auto loaded = load_job_config(request.job_file, request.overrides);
   const job_config& config = loaded.config;
   log::setup(config.log.level);
@@ -354,12 +355,21 @@ int run_slurm_launch(const job_request& request) {
   }
 
   if (node == 0 && config.launch.requeue_on_signal && result.requeue_asked) {
+    store::node_writer db(paths.node_db(host));
+    if (const auto in_vain = requeue_in_vain(read_requeue_history(paths, started_ms))) {
+      // a requeue that would only train the same steps again (and again): the job ends here
+      const auto what = fmt::format("not requeueing job {} after {}: {}", slurm_job_text(step),
+                                    *result.requeue_asked, *in_vain);
+      db.add_event(
+          {store::now_ms(), std::nullopt, store::severity::error, "requeue_refused", what});
+      fmt::print(stderr, "muster: {}\n", what);
+      return result.exit_code != 0 ? result.exit_code : 1;
+    }
     const auto requeued = requeue_job(slurm_job_text(step));
     // "requeued job 11 after SIGUSR1, seen first on gpu-a02 (scontrol requeue: ok)"
     const auto what = fmt::format("{} job {} after {} (scontrol requeue: {})",
                                   requeued.ok ? "requeued" : "could not requeue",
                                   slurm_job_text(step), *result.requeue_asked, requeued.message);
-    store::node_writer db(paths.node_db(host));
     db.add_event({store::now_ms(), std::nullopt,
                   requeued.ok ? store::severity::warn : store::severity::error, "requeue", what});
     fmt::print(stderr, "muster: {}\n", what);

@@ -222,6 +222,9 @@ int run_diagnose(const diagnose_options& o) {
               : " (its checkpoint.dir is the run directory's, new for each muster run: a "
                 "requeued Slurm job keeps it)");
     }
+    // a requeue node 0 did not ask for, since it would train the same steps again
+    for (const auto& e : d.events)
+      if (e.kind == "requeue_refused") fmt::print("note: {}\n", e.message);
     // a rank that ended well long before the first failure (the launcher said so with it)
     for (const auto& e : d.events) {
       if (e.kind != "first_failure") continue;

@@ -11,7 +11,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <iterator>
 #include <map>
 #include <set>
@@ -101,13 +100,9 @@ void add_rank_files(const store::run_paths& paths, const std::vector<store::rank
                     store::epoch_ms attempt, run_status& s) {
   std::map<std::pair<std::int64_t, std::int64_t>, store::step_record> newest;  // (step, rank)
   for (const auto& rank : ranks) {
-    std::ifstream steps(paths.rank_steps_file(rank.rank));
-    for (std::string line; std::getline(steps, line);) {
-      if (steps.eof()) break;  // a line still being written has no newline yet
-      if (auto step = parse_step_line(line + "\n")) {
-        step->rank = rank.rank;
-        newest[{step->step, rank.rank}] = *step;  // a later line is a later attempt's
-      }
+    for (auto& step : read_step_file(paths.rank_steps_file(rank.rank))) {
+      step.rank = rank.rank;
+      newest[{step.step, rank.rank}] = step;  // a later line is a later attempt's
     }
     if (const auto e = read_worker_error(paths.rank_error_file(rank.rank));
         e && !e->message.empty() && e->time_ms >= attempt)

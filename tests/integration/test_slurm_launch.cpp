@@ -11,6 +11,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <future>
@@ -359,4 +362,72 @@ TEST_CASE("a launcher given fewer CPUs than its ranks says so at its start", "[l
   for (const auto& e : muster::store::run_reader(muster::test::only_run_dir(runs.path())).events())
     said += e.kind == "cpus";
   CHECK(said == 1);
+}
+
+TEST_CASE("after the pre-timeout SIGUSR1, node 0 requeues only a job whose ranks handled it",
+          "[launch]") {
+  muster::test::temp_dir runs, out;
+  const auto job = fresh_job_id();
+  // `handled`: the workers save for 50 ms and exit 138, as muster-train does; else they are
+  // sleep(1), which the signal itself ends. No scontrol on PATH: the requeue asked for fails
+  // with its reason, which the store records.
+  const auto stop = [&](bool handled) {
+    std::vector<std::string> args = {kMuster,
+                                     "launch",
+                                     "launch.runs_dir=" + (runs / (handled ? "a" : "b")).string(),
+                                     "launch.master_addr=127.0.0.1",
+                                     "launch.nproc=2",
+                                     "launch.requeue_on_signal=true",
+                                     "--"};
+    if (handled)
+      args.insert(args.end(), {kWorker, "--sleep-ms", "60000", "--stop-on-usr1", "50"});
+    else
+      args.insert(args.end(), {"/bin/sleep", "60"});
+    std::vector<pid_t> launchers;
+    for (int task = 0; task < 2; ++task) {
+      auto env = step_env(handled ? job : job + 1, 2, 1, task);
+      env.set["PATH"] = "/nonexistent";
+      launchers.push_back(muster::test::spawn_logged(
+          args, env, out / fmt::format("{}-{}.log", handled ? "a" : "b", task)));
+    }
+    const auto dir = wait_for_ranks(runs / (handled ? "a" : "b"), handled ? 4 : 0);
+    // sleep writes nothing: wait for every rank's pid in the store
+    for (const auto end = clock_type::now() + 10s;; std::this_thread::sleep_for(20ms)) {
+      REQUIRE(clock_type::now() < end);
+      std::vector<muster::store::rank_record> ranks;
+      try {
+        ranks = muster::store::run_reader(dir).ranks();
+      } catch (const std::exception&) {
+        continue;  // no node file yet
+      }
+      if (ranks.size() == 4 &&
+          std::all_of(ranks.begin(), ranks.end(), [](const auto& r) { return r.pid; }))
+        break;
+    }
+    for (const pid_t p : launchers) ::kill(p, SIGUSR1);  // srun passes it to every task
+    std::vector<muster::test::process_result> ends;
+    for (const pid_t p : launchers) ends.push_back(muster::test::wait_process(p));
+    return std::make_pair(dir, ends);
+  };
+
+  const auto [refused_dir, refused] = stop(false);
+  const auto said = muster::test::read_file(out / "b-0.log");
+  INFO(said);
+  CHECK(refused[0].exit_code == 128 + SIGUSR1);
+  CHECK_THAT(said,
+             Catch::Contains(fmt::format("muster: not requeueing job {} after SIGUSR1", job + 1)) &&
+                 Catch::Contains("ended by the signal itself: the program has no handler"));
+  const auto events = muster::store::run_reader(refused_dir).events();
+  CHECK(has_event(events, "requeue_refused", "ended by the signal itself"));
+  CHECK_FALSE(has_event(events, "requeue", ""));
+  const auto diagnosed = muster::test::run_process({kMuster, "diagnose", refused_dir.string()});
+  CHECK_THAT(diagnosed.out, Catch::Contains(fmt::format("note: not requeueing job {}", job + 1)));
+
+  const auto [asked_dir, asked] = stop(true);
+  INFO(muster::test::read_file(out / "a-0.log"));
+  CHECK(asked[0].exit_code == 128 + SIGUSR1);
+  const auto asked_events = muster::store::run_reader(asked_dir).events();
+  CHECK(has_event(asked_events, "requeue",
+                  fmt::format("could not requeue job {} after SIGUSR1", job)));
+  CHECK_FALSE(has_event(asked_events, "requeue_refused", ""));
 }
