@@ -51,7 +51,25 @@ class gloo_group final : public communicator {
     // carries its own, shorter limit in its options.
     auto options = c10d::ProcessGroupGloo::Options::create(times.connect_timeout);
     options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
-    group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, rank_, size(), options);
+    // on the board before it waits: a member that never comes is named by its absence
+    board_->publish(seq_key(name_, rank_), kJoinedGroup);
+    const auto began = std::chrono::steady_clock::now();
+    try {
+      group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, rank_, size(), options);
+    } catch (const std::exception& e) {
+      collective_failure f;
+      f.rank = rank_;
+      f.size = size();
+      f.group = name_;
+      f.op = "connect";
+      f.seq = kJoinedGroup;
+      f.timeout = times.connect_timeout;
+      f.error = first_line(e.what());
+      f.waited = std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::chrono::steady_clock::now() - began);
+      f.timed_out = f.waited >= f.timeout * 9 / 10;  // Gloo's own wait ends a little early
+      throw_collective_failure(f, *board_, members_);
+    }
   }
 
   // A group whose collective failed may still have a Gloo thread blocked on a peer that never
@@ -263,8 +281,12 @@ std::shared_ptr<communicator> make_world(const world_options& options) {
   try {
     store = c10::make_intrusive<c10d::TCPStore>(addr, store_options);
   } catch (const std::exception& e) {
-    MUSTER_THROW(errc::comm, "[rank {}/{}] cannot {} the rendezvous store at {}:{}: {}", rank,
-                 world, rank == 0 ? "serve" : "reach", addr, port, e.what());
+    MUSTER_THROW(errc::comm, "[rank {}/{}] cannot {} the rendezvous store at {}:{}{}: {}", rank,
+                 world, rank == 0 ? "serve" : "reach", addr, port,
+                 rank == 0 ? ""
+                           : " (rank 0's process serves it: not started yet, or stuck before it; "
+                             "rank 0's log says which)",
+                 e.what());
   }
   // The board's own connection: its thread never shares a client with this one.
   c10d::TCPStoreOptions board_options = store_options;

@@ -29,7 +29,9 @@ std::string laggards(seq_board& board, const std::string& group, const std::vect
   for (std::size_t r = 0; r < members.size(); ++r) {
     const auto& theirs = (*seen)[r];
     if (theirs && *theirs >= seq) continue;
-    const auto at = theirs ? fmt::format("at seq {}", *theirs) : std::string("no collective yet");
+    const auto at = !theirs                   ? std::string("never joined the group")
+                    : *theirs == kJoinedGroup ? std::string("no collective yet")
+                                              : fmt::format("at seq {}", *theirs);
     out += fmt::format("{}rank {} ({})", out.empty() ? "" : ", ", members[r], at);
   }
   return out.empty() ? "none (every rank got there; the failure is in the transfer)" : out;
@@ -40,9 +42,10 @@ void throw_collective_failure(const collective_failure& f, seq_board& board,
   const auto how = f.timed_out ? fmt::format("timed out after {} ms", f.timeout.count())
                                : fmt::format("failed after {} ms (timeout {} ms)", f.waited.count(),
                                              f.timeout.count());
-  MUSTER_THROW(errc::comm, "[rank {}/{} group {}] {} seq={} bytes={} {}; not arrived: {} ({})",
-               f.rank, f.size, f.group, f.op, f.seq, f.bytes, how,
-               laggards(board, f.group, members, f.seq), f.error);
+  const auto what = f.seq == kJoinedGroup ? std::string(f.op)
+                                          : fmt::format("{} seq={} bytes={}", f.op, f.seq, f.bytes);
+  MUSTER_THROW(errc::comm, "[rank {}/{} group {}] {} {}; not arrived: {} ({})", f.rank, f.size,
+               f.group, what, how, laggards(board, f.group, members, f.seq), f.error);
 }
 
 }  // namespace muster::engine::comm

@@ -67,6 +67,7 @@ class nccl_group final : public communicator {
                  rv_.world_rank, name_);
     timeout_ = rv_.times.timeout;
     if (options_.user_buffers) check_nccl_ub_policy();
+    rv_.board->publish(seq_key(name_, rank_), kJoinedGroup);  // laggards: joined, no collective
     cuda_check(cudaGetDevice(&device_), "cudaGetDevice");
     const auto key = fmt::format("muster/{}/nccl_id", name_);
     ncclUniqueId id;

@@ -172,8 +172,12 @@ void collective(finding& f, const explain_context& context) {
     }
     return;
   }
+  // a group that did not form: the ranks' connecting to each other, before any collective
+  const bool connect = fact(f, "op") == "connect" && fact(f, "seq").empty();
   std::string missing;
-  if (context.world_size > 0 && !f.ranks.empty() && f.category == "nccl_timeout") {
+  if (connect && !fact(f, "not_arrived").empty())
+    missing = fmt::format("; never joined: {}", fact(f, "not_arrived"));
+  else if (context.world_size > 0 && !f.ranks.empty() && f.category == "nccl_timeout") {
     std::vector<int> silent;
     for (int r = 0; r < context.world_size; ++r)
       if (!f.ranks.contains(r) && !context.timed_out.contains(r)) silent.push_back(r);
@@ -196,14 +200,22 @@ void collective(finding& f, const explain_context& context) {
       failed_early ? fmt::format(", before its {} ms timeout", or_unknown("timeout_ms")) : "";
   const auto error = fact(f, "error").empty() ? "" : "; the error: " + fact(f, "error");
   // Gloo names the transfer it waited on (recv, send), not the collective or its number
-  const auto what = fact(f, "backend") == "gloo"
-                        ? fmt::format("a collective's Gloo {}", or_unknown("op"))
-                        : fmt::format("collective {} seq {}", or_unknown("op"), or_unknown("seq"));
+  const auto what =
+      fact(f, "backend") == "gloo" ? fmt::format("a collective's Gloo {}", or_unknown("op"))
+      : connect                    ? fmt::format("the {} group's connect", or_unknown("group"))
+                : fmt::format("collective {} seq {}", or_unknown("op"), or_unknown("seq"));
   f.summary =
       fmt::format("{}{} {} on {}{}{}{}{}", f.category == "nccl_timeout_cascade" ? "knock-on: " : "",
                   what, how, ranks, before, progress, missing, error);
   if (f.category == "nccl_timeout_cascade")
     f.fixes.push_back("fix the root cause above: these ranks waited on a rank that had failed");
+  else if (connect && !failed_early)
+    f.fixes = {
+        "the ranks that never joined: their logs say where they stood (still "
+        "starting: a slow import, a container start, data or a checkpoint loading; or stuck "
+        "before the engine's rendezvous)",
+        "raise comm.timeout (muster-train waits for the ranks as long as the larger of it and "
+        "launch.timeout_rendezvous) only when a start is legitimately that long"};
   else if (failed_early)
     f.fixes = {
         "a peer's end of the collective went away: find the rank that died first (muster "

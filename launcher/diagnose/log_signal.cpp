@@ -459,7 +459,9 @@ log_signal ray_channel_timeout(std::string_view line) {
 }  // namespace
 
 bool engine_collective_line(std::string_view line) {
-  return has(line, " seq=") && has(line, " bytes=") && has(line, "; not arrived: ") &&
+  // a collective, or a group that did not form ("] connect timed out after")
+  return ((has(line, " seq=") && has(line, " bytes=")) || has(line, "] connect ")) &&
+         has(line, "; not arrived: ") &&
          (has(line, " failed after ") || has(line, " timed out after "));
 }
 

@@ -5,6 +5,8 @@
 // exits 1.
 //   --stall-rank R   rank R sleeps instead of joining the all_gather (the others time out)
 //   --timeout-ms N   the collectives' timeout (default 30000)
+//   --late-rank R    rank R sleeps 60 s before it joins the world (a rank stuck at startup)
+//   --connect-timeout-ms N   how long the world waits for every rank to join (default 30000)
 //   --device cuda    the world on NCCL, each rank on GPU LOCAL_RANK (as muster-train's
 //                    train.device = "cuda"; test_nccl_ranks): the collectives and their *_into
 //                    forms, with CPU tensors staged through the device (the FSDP units' check
@@ -222,8 +224,8 @@ void check_units(const std::shared_ptr<communicator>& c) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int stall_rank = -1;
-  long timeout_ms = 30000;
+  int stall_rank = -1, late_rank = -1;
+  long timeout_ms = 30000, connect_timeout_ms = 30000;
   std::string device = "cpu";
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
@@ -231,12 +233,19 @@ int main(int argc, char** argv) {
       stall_rank = std::atoi(argv[i + 1]);
     else if (a == "--timeout-ms")
       timeout_ms = std::atol(argv[i + 1]);
+    else if (a == "--late-rank")
+      late_rank = std::atoi(argv[i + 1]);
+    else if (a == "--connect-timeout-ms")
+      connect_timeout_ms = std::atol(argv[i + 1]);
     else if (a == "--device")
       device = argv[i + 1];
   }
   try {
     world_options times;
     times.timeout = std::chrono::milliseconds(timeout_ms);
+    times.connect_timeout = std::chrono::milliseconds(connect_timeout_ms);
+    if (late_rank >= 0 && std::getenv("RANK") && std::atoi(std::getenv("RANK")) == late_rank)
+      std::this_thread::sleep_for(std::chrono::seconds(60));
     muster::train_section train;
     train.device = device;
     auto world = make_device_world(muster::engine::train::training_device(train), times,

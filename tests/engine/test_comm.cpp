@@ -40,3 +40,13 @@ TEST_CASE("a rank that never joins: the others time out naming it", "[comm]") {
   CHECK_THAT(r.out, Catch::Contains("[rank 0/2 group world] all_gather seq=5 bytes=12 timed out "
                                     "after 1500 ms; not arrived: rank 1 (at seq 4)"));
 }
+
+// (6 s: long enough for rank 0, starting beside the others, to serve the store first)
+TEST_CASE("a rank stuck before it joins: the others' group times out naming it", "[comm]") {
+  muster::test::temp_dir runs;
+  auto r = run_ranks(runs, 3, {"--late-rank", "2", "--connect-timeout-ms", "6000"});
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.out, Catch::Contains("group world] connect timed out after 6000 ms; not arrived: "
+                                    "rank 2 (never joined the group) ("));
+}

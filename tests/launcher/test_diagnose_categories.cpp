@@ -151,6 +151,29 @@ TEST_CASE("the NCCL timeout's progress line and the engine's collective line are
   CHECK_FALSE(s.facts.contains("failed_ms"));
 }
 
+TEST_CASE("the engine's group that did not form names the ranks that never joined it",
+          "[diagnose]") {
+  const std::string line =
+      "muster-train: [rank 0/3 group world] connect timed out after 600000 ms; not arrived: rank "
+      "2 (never joined the group) (Socket Timeout)";
+  const auto s = one(line);
+  CHECK(s.category == "nccl_timeout");
+  CHECK(s.rank == 0);
+  CHECK(s.facts.at("op") == "connect");
+  CHECK(s.facts.at("group") == "world");
+  CHECK(s.facts.at("timeout_ms") == "600000");
+  CHECK(s.facts.at("not_arrived") == "rank 2");
+  CHECK_FALSE(s.facts.contains("seq"));
+  const auto d = diagnose_lines({line}, 3);
+  REQUIRE(d.failed());
+  const auto& root = root_of(d);
+  CHECK(root.summary ==
+        "the world group's connect timed out after 600000 ms on rank 0; never joined: rank 2");
+  REQUIRE_FALSE(root.fixes.empty());
+  CHECK_THAT(root.fixes[0], Catch::StartsWith("the ranks that never joined: their logs say where "
+                                              "they stood (still starting"));
+}
+
 TEST_CASE("the engine's collective that failed before its timeout says how soon and why",
           "[diagnose]") {
   const std::string line =
