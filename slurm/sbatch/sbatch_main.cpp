@@ -31,6 +31,7 @@
 #include "launcher/plan/job_plan.hpp"
 #include "muster/version.hpp"
 #include "slurm/sbatch/batch_script.hpp"
+#include "slurm/sbatch/partition_time.hpp"
 
 namespace {
 
@@ -171,42 +172,81 @@ std::string place_or_default(const muster::loaded_job_config& loaded, const std:
   return loaded.where.count(key) ? muster::config::place_of(loaded.where, key) : "the default";
 }
 
+// The value of sbatch option `name` (long, "--output") or `letter` ("-o") among the options
+// given, and the option as given ("-t 30", "--time=30"), the last one winning as sbatch takes
+// it; nothing when none.
+std::optional<std::pair<std::string, std::string>> option_given(
+    const std::vector<std::string>& options, std::string_view name, std::string_view letter) {
+  std::optional<std::pair<std::string, std::string>> found;  // (value, as given)
+  for (std::size_t i = 0; i < options.size(); ++i) {
+    const auto& o = options[i];
+    if (o.starts_with(std::string(name) + "=")) {
+      found.emplace(o.substr(name.size() + 1), o);
+    } else if ((o == name || o == letter) && i + 1 < options.size()) {
+      found.emplace(options[i + 1], o + " " + options[i + 1]);
+      ++i;
+    } else if (o.starts_with(letter) && o.size() > letter.size() && !o.starts_with("--")) {
+      found.emplace(o.substr(letter.size()), o);
+    }
+  }
+  return found;
+}
+
+// The value of sbatch option `name` or `letter` (option_given), or "" when none.
+std::string option_value(const std::vector<std::string>& options, std::string_view name,
+                         std::string_view letter) {
+  const auto given = option_given(options, name, letter);
+  return given ? given->first : "";
+}
+
+// The value of sbatch option `name`/`letter`, else of its input environment variable `env`
+// (which sbatch takes between its options and the script's #SBATCH lines): the value, and what
+// set it for messages ("sbatch option -t 30", "SBATCH_TIMELIMIT=30 in the environment").
+std::optional<std::pair<std::string, std::string>> sbatch_setting(
+    const std::vector<std::string>& options, std::string_view name, std::string_view letter,
+    const char* env) {
+  if (auto given = option_given(options, name, letter))
+    return std::pair{given->first, "sbatch option " + given->second};
+  if (const char* value = std::getenv(env); value && *value)
+    return std::pair{std::string(value), fmt::format("{}={} in the environment", env, value)};
+  return std::nullopt;
+}
+
 // The job's time limit: what sets it, for messages ("sbatch option -t 30", or "slurm.time =
 // \"0:30:00\", <its place>"), and its text. An sbatch option (--time=T, --time T, -t T, -tT;
-// the last wins, as in sbatch) wins over SBATCH_TIMELIMIT, which wins over slurm.time. Nothing
-// when none sets one.
+// the last wins, as in sbatch) wins over SBATCH_TIMELIMIT, which wins over slurm.time; with
+// none of them, the partition's DefaultTime or MaxTime, as scontrol says it (the partition
+// given as sbatch's, then slurm.partition, else the default one). Nothing when nothing tells.
 std::optional<std::pair<std::string, std::string>> time_limit(
     const muster::loaded_job_config& loaded, const std::vector<std::string>& sbatch_options) {
-  std::optional<std::pair<std::string, std::string>> found;
-  for (std::size_t i = 0; i < sbatch_options.size(); ++i) {
-    const auto& o = sbatch_options[i];
-    if (o.starts_with("--time="))
-      found.emplace("sbatch option " + o, o.substr(7));
-    else if ((o == "--time" || o == "-t") && i + 1 < sbatch_options.size())
-      found.emplace("sbatch option " + o + " " + sbatch_options[i + 1], sbatch_options[i + 1]);
-    else if (o.starts_with("-t") && o.size() > 2)
-      found.emplace("sbatch option " + o, o.substr(2));
-  }
-  // sbatch's input environment comes between its options and the script's #SBATCH lines
-  if (const char* env = std::getenv("SBATCH_TIMELIMIT"); !found && env && *env)
-    found.emplace(fmt::format("SBATCH_TIMELIMIT={} in the environment", env), env);
-  if (found || loaded.config.slurm.time.empty()) return found;
-  return std::pair{fmt::format("slurm.time = \"{}\", {}", loaded.config.slurm.time,
-                               place_or_default(loaded, "slurm.time")),
-                   loaded.config.slurm.time};
+  if (auto set = sbatch_setting(sbatch_options, "--time", "-t", "SBATCH_TIMELIMIT"))
+    return std::pair{set->second, set->first};
+  const auto& slurm = loaded.config.slurm;
+  if (!slurm.time.empty())
+    return std::pair{
+        fmt::format("slurm.time = \"{}\", {}", slurm.time, place_or_default(loaded, "slurm.time")),
+        slurm.time};
+  const auto partition = sbatch_setting(sbatch_options, "--partition", "-p", "SBATCH_PARTITION");
+  const auto limit =
+      muster::slurm::ask_partition_time_limit(partition ? partition->first : slurm.partition);
+  if (!limit) return std::nullopt;
+  return std::pair{fmt::format("partition {}'s {}={}, which Slurm gives a job without --time; "
+                               "slurm.time sets one",
+                               limit->partition, limit->key, limit->value),
+                   limit->value};
 }
 
 // slurm.checkpoint_lead against the time limit: Slurm sends USR1 that long before the limit. A
 // lead not less than the limit sends it as the job starts (and with slurm.requeue the job
 // requeues itself for ever, no step done): throws errc::config. More than half: a warning.
 void check_lead(const muster::loaded_job_config& loaded,
-                const std::vector<std::string>& sbatch_options) {
+                const std::vector<std::string>& sbatch_options,
+                const std::optional<std::pair<std::string, std::string>>& limit) {
   const auto& s = loaded.config.slurm;
   if (s.checkpoint_lead == 0) return;
   for (const auto& option : sbatch_options)
     if (option.starts_with("--signal")) return;  // sbatch's own USR1 wins over the lead
-  const auto limit = time_limit(loaded, sbatch_options);
-  if (!limit) return;  // the partition's default: unknown here
+  if (!limit) return;                            // no Slurm here to ask for the partition's
   auto seconds = muster::slurm_time_seconds(limit->second);
   if (!seconds || *seconds == 0) return;  // sbatch refuses it, or no limit
   *seconds = (*seconds + 59) / 60 * 60;   // Slurm counts a limit in whole minutes, rounded up
@@ -243,23 +283,6 @@ std::string slurm_keys(const muster::loaded_job_config& loaded) {
   return out;
 }
 
-// The value of sbatch option `name` (long, "--output") or `letter` ("-o") among the options
-// given, the last one winning as sbatch takes it; "" when none.
-std::string option_value(const std::vector<std::string>& options, std::string_view name,
-                         std::string_view letter) {
-  std::string value;
-  for (std::size_t i = 0; i < options.size(); ++i) {
-    const auto& o = options[i];
-    if (o.starts_with(std::string(name) + "="))
-      value = o.substr(name.size() + 1);
-    else if ((o == name || o == letter) && i + 1 < options.size())
-      value = options[++i];
-    else if (o.starts_with(letter) && o.size() > letter.size() && !o.starts_with("--"))
-      value = o.substr(letter.size());
-  }
-  return value;
-}
-
 // The user's --output, absolute as sbatch takes it (from --chdir, else from here).
 std::string user_output(const std::vector<std::string>& options) {
   const auto output = option_value(options, "--output", "-o");
@@ -281,7 +304,8 @@ int submit(const arguments& a) {
   const auto& config = loaded.config;
   refuse_task_counts(a.sbatch_options);
   check_plan(loaded, a.sbatch_options);
-  check_lead(loaded, a.sbatch_options);
+  const auto limit = time_limit(loaded, a.sbatch_options);
+  check_lead(loaded, a.sbatch_options, limit);
   // muster-train's data and checkpoint.load, as this host sees them: a job that will fail at its
   // start is said now, not after its wait in the queue (a warning: its nodes may see files this
   // host does not)
@@ -295,8 +319,7 @@ int submit(const arguments& a) {
                "its start, and it fails there unless they see otherwise)\n",
                e.what());
   }
-  if (const auto limit = time_limit(loaded, a.sbatch_options);
-      limit && muster::slurm_time_seconds(limit->second).value_or(0) > 0 &&
+  if (limit && muster::slurm_time_seconds(limit->second).value_or(0) > 0 &&
       config.slurm.checkpoint_lead == 0)
     fmt::print(stderr,
                "muster-sbatch: warning: slurm.checkpoint_lead = 0 ({}): nothing saves at the "

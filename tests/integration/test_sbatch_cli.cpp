@@ -235,3 +235,37 @@ TEST_CASE("what sbatch refuses is named with the [slurm] keys and their places",
                                         ":2:13)") &&
                         Catch::Contains("  slurm.time (set at command line 'slurm.time=1:00:00')"));
 }
+
+TEST_CASE("without a time limit, checkpoint_lead is checked against the partition's DefaultTime",
+          "[sbatch][slurm]") {
+  MUSTER_SKIP_WITHOUT_SLURM();
+  muster::test::slurm_cluster_options options;
+  options.partition = "DefaultTime=4";
+  muster::test::slurm_cluster cluster(options);
+  muster::test::temp_dir dir;
+  const auto job = (dir / "job.toml").string();
+  muster::test::write_file(job, "[slurm]\nrequeue = true\n");
+  const auto sbatch = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {kSbatch, job});
+    args.push_back("--dry-run");
+    return muster::test::run_process(args, cluster.env());
+  };
+  // the default lead, 300 s, on the partition's 4 minutes: USR1 as the job starts
+  const auto refused = sbatch({});
+  INFO(refused.err);
+  CHECK(refused.exit_code == 2);
+  CHECK_THAT(refused.err,
+             Catch::Contains("is not less than the job's time limit of 240 s (partition debug's "
+                             "DefaultTime=00:04:00, which Slurm gives a job without --time; "
+                             "slurm.time sets one)"));
+  // named as sbatch's partition, or in slurm.partition: the same
+  CHECK(sbatch({"-p", "debug"}).exit_code == 2);
+  CHECK(sbatch({"slurm.partition=debug"}).exit_code == 2);
+  // a lead that fits, or a limit of the job's own: nothing said
+  const auto fits = sbatch({"slurm.checkpoint_lead=60"});
+  CHECK(fits.exit_code == 0);
+  CHECK_THAT(fits.err, !Catch::Contains("checkpoint_lead"));
+  CHECK(sbatch({"slurm.time=1:00:00"}).exit_code == 0);
+  // a partition scontrol does not know: sbatch says so at submit; nothing to check here
+  CHECK(sbatch({"-p", "nope"}).exit_code == 0);
+}

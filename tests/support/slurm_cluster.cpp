@@ -262,7 +262,8 @@ void slurm_cluster::write_config() const {
     conf << "NodeName=" << nodes()[i]
          << " NodeHostname=localhost NodeAddr=127.0.0.1 Port=" << node_ports_[i]
          << " CPUs=2 State=UNKNOWN\n";
-  conf << "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP\n";
+  conf << "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP"
+       << (options_.partition.empty() ? "" : " " + options_.partition) << "\n";
   if (!conf.flush()) throw std::runtime_error("slurm_cluster: cannot write " + conf_.string());
 }
 

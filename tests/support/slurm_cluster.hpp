@@ -52,6 +52,8 @@ struct slurm_cluster_options {
   // Prolog= and Epilog= (run by slurmd as root on each node of a job; PrologFlags=Alloc, so the
   // prolog runs when the job is allocated, not at its first step); empty: none.
   std::string prolog, epilog;
+  // More of the partition's line (e.g. "DefaultTime=4"); empty: MaxTime=INFINITE only.
+  std::string partition;
 };
 
 class slurm_cluster {
