@@ -766,6 +766,15 @@ std::string to_toml(const job_config& config, bool with_docs, const config::sour
   return config::to_toml(config::bind_fields(copy, job_config_schema()), with_docs, origins);
 }
 
+std::string with_grad_accum_note(std::string toml, const job_config& config,
+                                 std::string_view note) {
+  if (config.train.global_batch_size <= 0) return toml;
+  const auto key = fmt::format("\ngrad_accum_steps = {}", config.train.grad_accum_steps);
+  if (const auto at = toml.find(key); at != std::string::npos)
+    toml.insert(toml.find('\n', at + 1), fmt::format("  # {}", note));
+  return toml;
+}
+
 std::string value_text(const job_config& config, std::string_view key,
                        const config::sources* origins) {
   job_config copy = config;

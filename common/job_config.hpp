@@ -211,6 +211,10 @@ void validate(const job_config& config, const config::sources& where);
 std::string to_toml(const job_config& config, bool with_docs,
                     const config::sources* origins = nullptr);
 
+// `toml` (to_toml's) with `note` as a comment after its grad_accum_steps line, where
+// train.global_batch_size derives the steps (the value printed is then not the one used).
+std::string with_grad_accum_note(std::string toml, const job_config& config, std::string_view note);
+
 // One key's value, or a section's keys, as `muster config --get` prints them
 // (config::value_text); an unknown name is errc::config with the nearest key, or the job key
 // another tool's name stands for.

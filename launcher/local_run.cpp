@@ -27,9 +27,16 @@ std::string short_hostname() {
   return host.substr(0, host.find('.'));
 }
 
-void write_job_file(const store::run_paths& paths, const job_config& config) {
+void write_job_file(const store::run_paths& paths, const job_config& config,
+                    const plan::batch_plan& batch) {
   std::ofstream out(paths.job_config());
-  out << to_toml(config, true);
+  // the steps this run takes, where global_batch_size derives them: the file stays the job's,
+  // valid on another world
+  out << with_grad_accum_note(
+      to_toml(config, true), config,
+      fmt::format("this run: {} = global_batch_size {} / (micro_batch_size {} x data parallel {})",
+                  batch.grad_accum_steps, batch.global_batch_size, batch.micro_batch_size,
+                  batch.global_batch_size / (batch.micro_batch_size * batch.grad_accum_steps)));
   out.close();
   MUSTER_CHECK(out.good(), errc::io, "cannot write {}; check that the disk is not full",
                paths.job_config().string());
@@ -57,7 +64,8 @@ local_run_result run_local(const job_request& request) {
   plan_request.world =
       plan::world_size{plan.world_size, fmt::format("{} ranks on this machine", plan.world_size)};
   plan_request.gpus_per_node = plan.world_size;
-  auto layout = plan::make_plan(config, loaded.where, plan_request).layout;  // or stop here
+  const auto planned = plan::make_plan(config, loaded.where, plan_request);  // or stop here
+  const auto& layout = planned.layout;
   plan.base_env = process_env();
   store::run_paths paths(config.launch.runs_dir,
                          store::make_run_id(config.job.name, std::chrono::system_clock::now()));
@@ -72,7 +80,7 @@ local_run_result run_local(const job_request& request) {
   plan.console_fd = request.console_fd;
 
   paths.create();
-  write_job_file(paths, config);
+  write_job_file(paths, config, planned.batch);
   record_step_start(step, paths.dir(), plan.local_ranks);
   auto result = run_node(plan, paths);
   record_step_end(step, result.exit_code);

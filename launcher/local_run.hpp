@@ -11,6 +11,7 @@
 
 #include "common/job_config.hpp"
 #include "common/run_dir.hpp"
+#include "launcher/plan/batch_plan.hpp"
 #include "launcher/slurm_step.hpp"
 
 namespace muster::launcher {
@@ -31,8 +32,10 @@ struct local_run_result {
 
 // This machine's name up to the first '.', as Slurm names nodes.
 std::string short_hostname();
-// Writes the resolved job file to <run_dir>/job.toml; throws errc::io naming it.
-void write_job_file(const store::run_paths& paths, const job_config& config);
+// Writes the resolved job file to <run_dir>/job.toml, with the grad_accum_steps `batch` takes
+// where global_batch_size derives them; throws errc::io naming it.
+void write_job_file(const store::run_paths& paths, const job_config& config,
+                    const plan::batch_plan& batch);
 // The workers' argv: `command`, or the default worker; argv[0] is checked to be a program on
 // PATH (errc::invalid_input naming it) before anything is written.
 std::vector<std::string> worker_argv(const std::vector<std::string>& command,

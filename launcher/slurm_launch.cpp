@@ -283,7 +283,8 @@ int run_slurm_launch(const job_request& request) {
       plan::world_size{world, per_task ? fmt::format("{} Slurm tasks", world)
                                        : fmt::format("{} nodes x {} ranks", step.num_nodes, local)};
   plan_request.gpus_per_node = local;
-  const auto layout = plan::make_plan(config, loaded.where, plan_request).layout;
+  const auto planned = plan::make_plan(config, loaded.where, plan_request);
+  const auto& layout = planned.layout;
   store::run_paths paths(config.launch.runs_dir, run_id_of(config, step));
   const daemon_step recorded{slurm_job_text(step),
                              step.step_id ? std::to_string(*step.step_id) : "batch"};
@@ -295,10 +296,10 @@ int run_slurm_launch(const job_request& request) {
   paths.create();
   block_launcher_signals();
   if (per_task) {
-    if (step.proc_id == 0) write_job_file(paths, config);
+    if (step.proc_id == 0) write_job_file(paths, config, planned.batch);
     exec_as_rank(config, step, policy, paths, argv, master_addr, deadline);
   }
-  if (node == 0) write_job_file(paths, config);
+  if (node == 0) write_job_file(paths, config, planned.batch);
   fmt::print(stderr, "{}\n",
              node_start_line(node, step.num_nodes, host, node * local, local, world, paths.dir()));
 

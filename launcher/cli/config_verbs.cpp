@@ -21,14 +21,6 @@ namespace {
 constexpr std::string_view kDerivedNote =
     "derived from global_batch_size on the job's world (muster plan prints it)";
 
-std::string with_derived_note(std::string toml, const job_config& config) {
-  if (config.train.global_batch_size <= 0) return toml;
-  const auto key = fmt::format("\ngrad_accum_steps = {}", config.train.grad_accum_steps);
-  if (const auto at = toml.find(key); at != std::string::npos)
-    toml.insert(toml.find('\n', at + 1), fmt::format("  # {}", kDerivedNote));
-  return toml;
-}
-
 }  // namespace
 
 void add_config_verbs(CLI::App& app, verb_action& run) {
@@ -80,8 +72,8 @@ void add_config_verbs(CLI::App& app, verb_action& run) {
       auto loaded = load_job_config(file, overrides);
       const auto* origins = opts->origin ? &loaded.where : nullptr;
       if (opts->get.empty()) {
-        fmt::print("{}",
-                   with_derived_note(to_toml(loaded.config, opts->docs, origins), loaded.config));
+        fmt::print("{}", with_grad_accum_note(to_toml(loaded.config, opts->docs, origins),
+                                              loaded.config, kDerivedNote));
         return kExitOk;
       }
       std::string out;  // every key checked before anything is printed

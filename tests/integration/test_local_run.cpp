@@ -129,6 +129,20 @@ TEST_CASE("muster run starts N ranks with torchrun's environment and records the
   CHECK(fs::exists(dir / "job.toml"));
 }
 
+TEST_CASE("the run directory's job.toml says the grad_accum_steps global_batch_size gave the run",
+          "[local_run]") {
+  muster::test::temp_dir runs;
+  const auto r = muster::test::run_process(
+      run_args(runs, 2, {}, {"train.global_batch_size=8", "train.micro_batch_size=2"}));
+  REQUIRE(r.exit_code == 0);
+  const auto toml = muster::test::read_file(muster::test::only_run_dir(runs.path()) / "job.toml");
+  // the job's own value stays, so the file runs as well on another world
+  CHECK_THAT(toml,
+             Catch::Contains("\nglobal_batch_size = 8\n") &&
+                 Catch::Contains("\ngrad_accum_steps = 1  # this run: 2 = global_batch_size 8 "
+                                 "/ (micro_batch_size 2 x data parallel 2)\n"));
+}
+
 TEST_CASE(
     "a rank whose error came first is the first failure, though a peer it failed was reaped "
     "before it",
