@@ -148,10 +148,22 @@ std::string job_text(const slurm_job& j, const std::filesystem::path& runs_dir) 
   put(out, "Slurm job {} ({}) is {}{}{}: no run of it in {} yet\n", j.id, j.name, j.state,
       j.where.empty() ? "" : " ", j.where, runs_dir.string());
   // muster-sbatch names the job after job.name; a script of one's own may name it otherwise
+  const auto name = j.name.empty() ? "<job.name>" : j.name;
+  // a pending array's tasks, "7_[0-2%1]": each task gets a run directory of its own
+  if (const auto tasks = j.id.find("_["); tasks != std::string::npos) {
+    const auto base = j.id.substr(0, tasks);
+    auto range = j.id.substr(tasks + 2, j.id.find_first_of("%]", tasks) - tasks - 2);
+    put(out,
+        "each of its array tasks ({}) gets its own run directory, {}/{}-{}_<task id> "
+        "(<job.name>-<array job id>_<task id>), when its muster launch starts (a job that runs no "
+        "muster launch has none); squeue -j {} says more\n",
+        range, runs_dir.string(), name, base, base);
+    return out;
+  }
   put(out,
       "its run directory, {}/{}-{} (<job.name>-<job id>), appears when its muster launch starts "
       "(a job that runs no muster launch has none); squeue -j {} says more\n",
-      runs_dir.string(), j.name.empty() ? "<job.name>" : j.name, j.id, j.id);
+      runs_dir.string(), name, j.id, j.id);
   return out;
 }
 

@@ -677,3 +677,22 @@ TEST_CASE("a running rank whose process is stopped is marked so", "[status]") {
   ::kill(child, SIGKILL);
   ::waitpid(child, &status, 0);
 }
+
+TEST_CASE(
+    "a Slurm job with no run yet says where its run directory will be, an array's each task's",
+    "[status]") {
+  const auto one = job_text({"4242", "PENDING", "0:00", "2", "(Priority)", "pt"}, "/runs");
+  CHECK_THAT(one, Catch::StartsWith("Slurm job 4242 (pt) is PENDING (Priority): no run of it in "
+                                    "/runs yet\n") &&
+                      Catch::Contains("its run directory, /runs/pt-4242 (<job.name>-<job id>), "
+                                      "appears when its muster launch starts"));
+  // squeue's one line for an array's pending tasks, throttled or not
+  for (const std::string id : {"7_[0-2]", "7_[0-2%1]"}) {
+    const auto array = job_text({id, "PENDING", "0:00", "1", "(None)", "arr"}, "/runs");
+    INFO(array);
+    CHECK_THAT(array, Catch::Contains("each of its array tasks (0-2) gets its own run directory, "
+                                      "/runs/arr-7_<task id> (<job.name>-<array job id>_<task "
+                                      "id>), when its muster launch starts") &&
+                          Catch::Contains("squeue -j 7 says more") && !Catch::Contains("arr-7_["));
+  }
+}
