@@ -41,8 +41,9 @@ void add_config_verbs(CLI::App& app, verb_action& run) {
   verb->add_flag("--docs", opts->docs, "print each key's doc as a comment");
   verb->add_option("--get", opts->get,
                    "print only this key's value (a string bare, for scripts), or a section's "
-                   "keys; repeatable")
-      ->type_name("KEY")
+                   "keys; several: --get a,b or --get a --get b, one line each")
+      ->type_name("KEY[,KEY...]")
+      ->delimiter(',')
       ->allow_extra_args(false);
   verb->add_flag("--origin", opts->origin,
                  "say after each key where its value came from: the job file's line, the "

@@ -187,6 +187,8 @@ TEST_CASE("muster config --get prints a key's value alone, --origin where it cam
   INFO("stdout: " << r.out << "\nstderr: " << r.err);
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.out, Catch::Matches("[0-9]+\npretrain\n"));  // a string bare, for scripts
+  // several keys in one option, as a list
+  CHECK(config({"--get", "train.steps,job.name", "job.name=pretrain"}).out == r.out);
   r = config({"--get", "job.name", "--origin", "job.name=x"});
   CHECK(r.out == "x  # command line 'job.name=x'\n");
   r = config({"--get", "trian.steps"});
