@@ -423,6 +423,7 @@ void diagnoser::quote_stack(finding& f) const {
         (in_collective(at->second.first.text) ? inside : outside).push_back(rank);
     if (!outside.empty() && !inside.empty() && outside.size() + inside.size() == f.ranks.size()) {
       f.ranks = std::set<int>(outside.begin(), outside.end());
+      f.waited_ranks = std::set<int>(inside.begin(), inside.end());
       f.facts["waited_in_collective"] = fmt::format("{}", fmt::join(inside, ", "));
     }
   }
@@ -619,13 +620,7 @@ diagnosis diagnoser::finish() const {
   for (const auto& f : d.findings) {
     if (worker_death(f)) continue;
     explained.insert(f.ranks.begin(), f.ranks.end());
-    // the hung ranks that waited in their collectives: aborted by the same hang detection
-    if (const auto waited = f.facts.find("waited_in_collective"); waited != f.facts.end())
-      for (std::string_view list = waited->second; !list.empty();) {
-        if (const auto n = number_at(list)) explained.insert(*n);
-        const auto comma = list.find(", ");
-        list.remove_prefix(comma == std::string_view::npos ? list.size() : comma + 2);
-      }
+    explained.insert(f.waited_ranks.begin(), f.waited_ranks.end());
   }
   std::erase_if(d.findings, [&](const finding& f) {
     return worker_death(f) && !f.ranks.empty() &&

@@ -57,6 +57,9 @@ struct finding {
   std::string category;
   bool root = false;
   std::set<int> ranks;
+  // ranks hung with these that waited in their collectives (their stacks said so): the same
+  // hang detection stopped them, so their ends are explained by this finding
+  std::set<int> waited_ranks;
   std::set<std::string> hosts;
   std::vector<evidence_line> evidence;       // the first kMaxEvidence lines
   std::int64_t count = 0;                    // lines that said it

@@ -126,15 +126,12 @@ void collective(finding& f, const explain_context& context) {
           f.ranks.size() > 1 ? "them" : "it",
           all ? "; every rank stopped at once: a collective none finished, or data, a file "
                 "system or a GPU that stalled them all"
-          : !fact(f, "waited_in_collective").empty()
-              ? fmt::format(
-                    "; {} outside any collective while {} {} waited in {} (their stacks)",
-                    f.ranks.size() > 1 ? "they stood" : "it stood",
-                    fact(f, "waited_in_collective").find(',') == std::string::npos ? "rank"
-                                                                                   : "ranks",
-                    fact(f, "waited_in_collective"),
-                    fact(f, "waited_in_collective").find(',') == std::string::npos ? "one"
-                                                                                   : "theirs")
+          : !f.waited_ranks.empty()
+              ? fmt::format("; {} outside any collective while {} {} waited in {} (their stacks)",
+                            f.ranks.size() > 1 ? "they stood" : "it stood",
+                            f.waited_ranks.size() > 1 ? "ranks" : "rank",
+                            fmt::join(f.waited_ranks, ", "),
+                            f.waited_ranks.size() > 1 ? "theirs" : "one")
               : "; the other ranks waited on it",
           fact(f, "stood_at").empty() ? ""
                                       : fmt::format("; rank {} stood at {}",
