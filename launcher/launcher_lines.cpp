@@ -58,4 +58,14 @@ bool is_node_start_line(std::string_view line) {
   return line.starts_with(kNodeStart) && line.find(kStartsRanks) != std::string_view::npos;
 }
 
+std::optional<std::string> recorded_time_limit(const std::vector<store::event_record>& events) {
+  std::optional<std::string> limit;
+  for (const auto& e : events)
+    if (e.kind == "time_limit" && e.message.starts_with(kTimeLimitSaid)) {
+      const auto text = e.message.substr(kTimeLimitSaid.size());
+      limit = text.substr(0, text.find(' '));
+    }
+  return limit;
+}
+
 }  // namespace muster::launcher

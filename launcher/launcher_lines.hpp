@@ -45,6 +45,13 @@ std::string ended_early(std::int64_t rank, std::int64_t before_ms);
 // Beside the first failure of ranks found hung at once with nothing to tell them apart.
 std::string hung_together(const std::vector<int>& ranks);
 
+// The "time_limit" event's message, before Slurm's text of the job's limit as squeue gives it:
+// "Slurm's time limit of this job: 4:00:00 (squeue)". It holds however the limit was set (an
+// sbatch --time, slurm.time, the partition's default), which diagnose's advice needs.
+inline constexpr std::string_view kTimeLimitSaid = "Slurm's time limit of this job: ";
+// The limit the newest "time_limit" event says, in Slurm's text; nullopt without one.
+std::optional<std::string> recorded_time_limit(const std::vector<store::event_record>& events);
+
 // Whether a run's "program" events say its ranks ran muster-train; nullopt without one (a muster
 // before 2026-11-27).
 std::optional<bool> ran_builtin_engine(const std::vector<store::event_record>& events);

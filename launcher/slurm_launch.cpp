@@ -27,6 +27,7 @@
 #include "launcher/rendezvous/node_group.hpp"
 #include "launcher/rendezvous/store_address.hpp"
 #include "launcher/slurm_requeue.hpp"
+#include "launcher/slurm_time_limit.hpp"
 #include "launcher/worker_env.hpp"
 #include "launcher/worker_process.hpp"
 
@@ -243,6 +244,17 @@ meeting meet(const job_config& config, const slurm_step& step, int member,
                std::strerror(errno));
 }
 
+// The job's time limit as Slurm holds it, however it was set, for diagnose's advice
+// (launcher_lines.hpp); nothing when squeue does not say.
+void record_time_limit(const store::run_paths& paths, const std::string& host,
+                       const slurm_step& step) {
+  const auto limit = ask_job_time_limit(slurm_job_text(step));
+  if (!limit) return;
+  store::node_writer db(paths.node_db(host));
+  db.add_event({store::now_ms(), std::nullopt, store::severity::info, "time_limit",
+                fmt::format("{}{} (squeue)", kTimeLimitSaid, *limit)});
+}
+
 }  // namespace
 
 int run_slurm_launch(const job_request& request) {
@@ -295,11 +307,12 @@ int run_slurm_launch(const job_request& request) {
 
   paths.create();
   block_launcher_signals();
-  if (per_task) {
-    if (step.proc_id == 0) write_job_file(paths, config, planned.batch);
-    exec_as_rank(config, step, policy, paths, argv, master_addr, deadline);
+  // what the run records once, by its first task
+  if (per_task ? step.proc_id == 0 : node == 0) {
+    write_job_file(paths, config, planned.batch);
+    record_time_limit(paths, host, step);
   }
-  if (node == 0) write_job_file(paths, config, planned.batch);
+  if (per_task) exec_as_rank(config, step, policy, paths, argv, master_addr, deadline);
   fmt::print(stderr, "{}\n",
              node_start_line(node, step.num_nodes, host, node * local, local, world, paths.dir()));
 

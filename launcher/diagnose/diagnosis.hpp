@@ -120,7 +120,7 @@ class diagnoser {
     slurm_job_ = std::move(job);
     muster_sbatch_ = muster_sbatch;
   }
-  // The job's slurm.time in seconds (0: unknown or none) and slurm.checkpoint_lead: a time
+  // The job's time limit in seconds (0: unknown or none) and slurm.checkpoint_lead: a time
   // limit's fixes propose a lead the limit allows.
   void set_time_limit(std::int64_t limit_s, int checkpoint_lead_s) {
     time_limit_s_ = limit_s;

@@ -570,11 +570,11 @@ void node(finding& f, const explain_context& context) {
                                          "= {} (seconds), and slurm.requeue = true to come "
                                          "back where it stopped",
                                          lead)}
-            : std::vector<std::string>{"ask for more time (sbatch --time)",
-                                       "checkpoint before the limit: sbatch "
-                                       "--signal=B:USR1@300 and "
-                                       "launch.requeue_on_signal = true to come back where "
-                                       "it stopped"};
+            : std::vector<std::string>{
+                  "ask for more time (sbatch --time)",
+                  fmt::format("checkpoint before the limit: sbatch --signal=B:USR1@{} and "
+                              "launch.requeue_on_signal = true to come back where it stopped",
+                              lead)};
   } else if (f.category == "node_failure") {
     const auto nodes =
         f.hosts.empty() ? std::string("a node") : fmt::format("{}", fmt::join(f.hosts, ", "));

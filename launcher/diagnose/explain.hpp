@@ -18,7 +18,7 @@ struct explain_context {
   bool torchelastic = false;         // torchrun's agent's lines were read: not muster's run
   bool muster_sbatch = false;        // the run of a job muster-sbatch submitted (its slurm.out)
   std::string slurm_job;             // the run's Slurm job id; empty: unknown
-  std::int64_t time_limit_s = 0;     // the job's slurm.time; 0: unknown or none
+  std::int64_t time_limit_s = 0;     // the job's time limit (Slurm's, else slurm.time); 0: unknown
   int checkpoint_lead_s = -1;        // the job's slurm.checkpoint_lead; -1: unknown
 };
 

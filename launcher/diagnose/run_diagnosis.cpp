@@ -125,8 +125,12 @@ run_diagnosis diagnose_run(const fs::path& run_dir, const std::vector<fs::path>&
         out.newest_checkpoint = engine::checkpoint::newest_checkpoint(
             engine::checkpoint::checkpoint_root(job.config, run_dir));
       out.checkpoint_dir_set = !job.config.checkpoint.dir.empty();
-      d.set_time_limit(slurm_time_seconds(job.config.slurm.time).value_or(0),
-                       job.config.slurm.checkpoint_lead);
+      // the limit Slurm held, however it was set (an sbatch --time, the partition's default),
+      // else the job file's
+      d.set_time_limit(
+          slurm_time_seconds(recorded_time_limit(out.events).value_or(job.config.slurm.time))
+              .value_or(0),
+          job.config.slurm.checkpoint_lead);
       if (out.newest_checkpoint && out.run->run) {
         // its trainer_state.json is the save's last file
         std::error_code ec;

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "common/run_dir.hpp"
+#include "common/run_store.hpp"
 #include "tests/support/launch_output.hpp"
 #include "tests/support/subprocess.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -92,6 +94,14 @@ TEST_CASE("muster diagnose says so when a run has no failure, and reads extra lo
   CHECK(limit.exit_code == 1);
   CHECK_THAT(limit.out, Catch::Contains("ROOT  [slurm_time_limit] Slurm cancelled job 4242"));
   CHECK_THAT(limit.out, Catch::Contains("slurm-4242.out:2: slurmstepd"));
+  CHECK_THAT(limit.out, Catch::Contains("--signal=B:USR1@300 and"));  // no limit known: 300 s
+  // the limit Slurm held, as the launcher recorded it at the start: a lead within it
+  muster::store::node_writer(muster::store::run_paths(dir).node_dbs().front())
+      .add_event({muster::store::now_ms(), std::nullopt, muster::store::severity::info,
+                  "time_limit", "Slurm's time limit of this job: 2:00 (squeue)"});
+  const auto within = muster::test::run_process(
+      {kMuster, "diagnose", dir.string(), "--log", (runs / "slurm-4242.out").string()});
+  CHECK_THAT(within.out, Catch::Contains("--signal=B:USR1@30 and"));
 
   const auto bad = muster::test::run_process({kMuster, "diagnose", "--log", "/nonexistent.log"});
   CHECK(bad.exit_code == 2);

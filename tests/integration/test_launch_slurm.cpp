@@ -657,6 +657,8 @@ TEST_CASE(
   muster::store::run_reader reader(run_dir);
   REQUIRE(reader.ranks().size() == 4);
   for (const auto& rank : reader.ranks()) CHECK(rank.state == muster::store::rank_state::succeeded);
+  // the limit Slurm held, recorded once by node 0 for diagnose's advice
+  CHECK(has_event(reader.events(), "time_limit", "Slurm's time limit of this job: 10:00 (squeue)"));
   // Slurm's output, linked into the run directory, which diagnose reads
   CHECK(fs::is_symlink(run_dir / "slurm.out"));
   CHECK(fs::equivalent(run_dir / "slurm.out", runs / ("slurm-" + std::to_string(job_id) + ".out")));
