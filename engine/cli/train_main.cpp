@@ -23,9 +23,11 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <string_view>
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "common/error.hpp"
 #include "common/heartbeat_line.hpp"
@@ -159,11 +161,21 @@ std::string kind_of(const std::exception& e) {
 std::optional<job_config> g_job;
 
 // What to change for memory, less what the job already does: "shard more (...), add ranks, ...".
-std::string memory_changes() {
+// Before the first step (the model built, a checkpoint loaded) only the parameters and the
+// optimizer's state are held: the batch and recompute do not matter then.
+std::string memory_changes(bool before_steps, bool on_gpu) {
   std::vector<std::string> out;
   const bool known = g_job.has_value();
   if (!known || g_job->parallel.sharding != "optim_grads_params")
     out.push_back("shard more (parallel.sharding = \"optim_grads_params\")");
+  if (before_steps) {
+    out.push_back(on_gpu ? "add ranks" : "add nodes (the ranks of a node share its host memory)");
+    out.push_back("train a smaller model");
+    return fmt::format(
+        "before any step, so the parameters and optimizer state alone do not "
+        "fit (no batch yet): {}",
+        fmt::join(out, " or "));
+  }
   out.push_back("add ranks");
   // as diagnose proposes them (launcher/diagnose/explain.cpp): a packed row's size, the rows
   if (known && g_job->train.max_tokens_per_pack > 0)
@@ -184,14 +196,24 @@ std::string memory_changes() {
 }
 
 // The message of an exception for people: LibTorch's without its C++ backtrace, and an
-// out-of-memory one with what to change.
-std::string message_of(const std::exception& e) {
+// out-of-memory one with what to change (`before_steps`: see memory_changes).
+std::string message_of(const std::exception& e, bool before_steps) {
   const auto* c10 = dynamic_cast<const c10::Error*>(&e);
   std::string text = c10 ? c10->what_without_backtrace() : e.what();
   if (kind_of(e) == "oom")
     text += "; this rank ran out of memory: `muster plan JOB.toml` shows what each rank holds; " +
-            memory_changes();
+            memory_changes(before_steps, text.find("CUDA") != std::string::npos);
   return text;
+}
+
+// The failure's message, as the first place that caught it said it: with the trainer, which
+// knows whether a step had begun (its error step), or without one, at startup.
+std::optional<std::string> g_failure_text;
+const std::string& failure_text(const std::exception& e, const engine::train::trainer* trainer) {
+  if (!g_failure_text)
+    g_failure_text = message_of(
+        e, !trainer || std::string_view(trainer->phase()) == "startup" || !trainer->error_step());
+  return *g_failure_text;
 }
 
 // Whether this rank's error file is written (the first failure's, with its phase, wins).
@@ -200,9 +222,10 @@ bool g_error_written = false;
 // torchelastic's error file with the phase and step, which the launcher reads back and records
 // when this rank fails. Without a trainer: a failure at startup.
 void write_error_file(const std::exception& e, const engine::train::trainer* trainer) {
+  const auto& text = failure_text(e, trainer);  // said once, where the trainer knows its phase
   const auto file = env("TORCHELASTIC_ERROR_FILE");
   if (file.empty() || g_error_written) return;
-  worker_error w{message_of(e), "startup", kind_of(e), std::nullopt, store::now_ms()};
+  worker_error w{text, "startup", kind_of(e), std::nullopt, store::now_ms()};
   if (trainer) {
     w.phase = trainer->phase();
     if (const auto step = trainer->error_step(); step && *step >= 0) w.step = *step;
@@ -446,7 +469,7 @@ int main(int argc, char** argv) {
     return e.category() == muster::errc::config || e.category() == muster::errc::invalid_input ? 2
                                                                                                : 1;
   } catch (const std::exception& e) {
-    fmt::print(stderr, "muster-train: {}\n", message_of(e));
+    fmt::print(stderr, "muster-train: {}\n", failure_text(e, nullptr));
     write_error_file(e, nullptr);
     return 1;
   }

@@ -342,10 +342,26 @@ TEST_CASE(
   CHECK_THAT(errors[0].message, Catch::Contains("can't allocate memory") &&
                                     Catch::Contains("muster plan JOB.toml") &&
                                     !Catch::Contains("frame #"));
-  // what it proposes to change leaves out what the job does already (ZeRO-3, full recompute)
-  CHECK_THAT(errors[0].message, Catch::EndsWith("shows what each rank holds; add ranks, lower "
-                                                "train.max_tokens_per_pack (now 64) or lower "
-                                                "train.micro_batch_size (now 2)"));
+  // before any step only the weights and optimizer state are held: what it proposes leaves out
+  // the batch and recompute, which do not matter yet, and what the job does already (ZeRO-3)
+  CHECK_THAT(errors[0].message,
+             Catch::EndsWith("shows what each rank holds; before any step, so the parameters and "
+                             "optimizer state alone do not fit (no batch yet): add nodes (the "
+                             "ranks of a node share its host memory) or train a smaller model"));
+  // in a step, rows of 2M tokens: the batch and recompute are what to change
+  auto in_step = muster::test::run_process(
+      {kMuster, "run", (dir / "tiny.toml").string(), "launch.runs_dir=" + (dir / "runs2").string(),
+       "launch.nproc=1", "launch.tee=none", "train.seq_length=2000000",
+       "train.max_tokens_per_pack=0", "train.recompute=none", "--", kTrain});
+  CHECK(in_step.exit_code == 1);
+  const auto step_errors =
+      muster::store::run_reader(muster::test::only_run_dir(dir / "runs2")).errors();
+  REQUIRE(step_errors.size() == 1);
+  CHECK(step_errors[0].kind == "oom");
+  CHECK(step_errors[0].phase == "forward");
+  CHECK_THAT(step_errors[0].message,
+             Catch::EndsWith("shows what each rank holds; add ranks, lower train.micro_batch_size "
+                             "(now 2) or set train.recompute = \"selective\" (or \"full\")"));
 }
 
 // The loss of every step rank 0 logged ("step 3/20 | loss 4.123456 | ...").
