@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -35,15 +36,32 @@ std::optional<proc_stat> read_proc_stat(std::int64_t pid, const std::string& pro
   if (close == std::string::npos) return std::nullopt;
   std::istringstream fields(line.substr(close + 1));
   proc_stat s;
-  if (!(fields >> s.state)) return std::nullopt;
+  std::int64_t ppid = 0;
+  if (!(fields >> s.state >> ppid >> s.pgrp)) return std::nullopt;
   std::string field;
-  for (int i = 0; i < 18 && fields >> field;) ++i;
+  for (int i = 0; i < 16 && fields >> field;) ++i;
   std::int64_t ticks = 0;
   const long hz = ::sysconf(_SC_CLK_TCK);
   if (fields >> ticks && hz > 0)
     if (const auto boot = boot_time_s(proc); boot > 0)
       s.started_ms = boot * 1000 + ticks * 1000 / hz;
   return s;
+}
+
+std::set<std::int64_t> stopped_groups(const std::vector<std::int64_t>& pgids,
+                                      const std::string& proc) {
+  std::set<std::int64_t> out;
+  if (pgids.empty()) return out;
+  const std::set<std::int64_t> wanted(pgids.begin(), pgids.end());
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(proc, ec)) {
+    const auto name = entry.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (const auto s = read_proc_stat(std::stoll(name), proc);
+        s && s->stopped() && wanted.contains(s->pgrp))
+      out.insert(s->pgrp);
+  }
+  return out;
 }
 
 bool process_started_by(std::int64_t pid, std::int64_t started_ms, const std::string& proc) {

@@ -6,12 +6,15 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
+#include <vector>
 
 namespace muster {
 
 struct proc_stat {
   char state = '?';             // 'R', 'S', 'D', 'Z' (zombie), ... as proc(5) lists them
+  std::int64_t pgrp = 0;        // its process group
   std::int64_t started_ms = 0;  // epoch ms it started (boot time + starttime); 0: not known
   // stopped by a signal (SIGSTOP, ^Z) or by a debugger's trace: it runs no more until continued
   bool stopped() const { return state == 'T' || state == 't'; }
@@ -19,6 +22,12 @@ struct proc_stat {
 
 // The process's stat, or nullopt when there is no such process (or its stat cannot be read).
 std::optional<proc_stat> read_proc_stat(std::int64_t pid, const std::string& proc = "/proc");
+
+// Those of process groups `pgids` (ranks': their program, and what a wrapper script of it
+// started, such as `bash train.sh` running python) that hold a stopped process. One pass over
+// `proc`.
+std::set<std::int64_t> stopped_groups(const std::vector<std::int64_t>& pgids,
+                                      const std::string& proc = "/proc");
 
 // Whether process `pid` is there, not a zombie, and started by `started_ms` (epoch ms) with a
 // few seconds' grace: a process that started later is another one given the same pid. A start

@@ -197,12 +197,14 @@ class node_supervisor {
     // a rank whose process is stopped (SIGSTOP, a debugger: state T or t) is the one the others
     // wait on, whatever the steps say; else the ranks a step behind the others
     // (of every running rank: a stopped one may cross the limit alone, a step before the rest)
-    std::vector<int> stopped;
-    std::size_t running = 0;
+    std::vector<std::int64_t> groups;  // each worker leads its own
     for (const auto& w : workers_)
-      if (w.running && ++running)
-        if (const auto st = read_proc_stat(w.exit.pid); st && st->stopped())
-          stopped.push_back(w.exit.rank);
+      if (w.running) groups.push_back(w.exit.pid);
+    const auto stopped_pgids = stopped_groups(groups);  // its program, or a wrapper script's child
+    std::vector<int> stopped;
+    for (const auto& w : workers_)
+      if (w.running && stopped_pgids.contains(w.exit.pid)) stopped.push_back(w.exit.rank);
+    const std::size_t running = groups.size();
     const bool by_state = !stopped.empty() && stopped.size() < running;
     const auto culprits = by_state ? stopped : hang_culprits(hung_beats);
     hang_culprits_.insert(culprits.begin(), culprits.end());

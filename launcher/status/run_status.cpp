@@ -239,14 +239,19 @@ run_status read_run_status(const fs::path& dir, store::epoch_ms now) {
     // its pid on this host, and its heartbeat as stale as a laggard's: a pid alone misleads in
     // another PID namespace of the same host name, or while the launcher records a rank's end
     r.alive_here = r.rank.host == here && rank_process_alive(r.rank);
-    if (r.alive_here)
-      if (const auto st = read_proc_stat(*r.rank.pid); st && st->stopped()) r.stopped_here = true;
     const bool stale = !r.heartbeat_age_s || *r.heartbeat_age_s > stale_s;
     r.gone = (r.rank.host == here && r.rank.pid && !r.alive_here && (launchers_ended || stale)) ||
              // on another host: its launcher gone with its node while the others ended the run
              (run_ended && !r.alive_here && stale);
     s.lost = s.lost && r.gone;
   }
+  // a rank whose process, or a wrapper script's child (each rank leads its process group), is
+  // stopped
+  std::vector<std::int64_t> here_groups;
+  for (const auto& r : s.ranks)
+    if (r.alive_here) here_groups.push_back(*r.rank.pid);
+  const auto stopped = stopped_groups(here_groups);
+  for (auto& r : s.ranks) r.stopped_here = r.alive_here && stopped.contains(*r.rank.pid);
   // ranks that were their own Slurm tasks end unrecorded: Slurm says the end (slurm_job_state)
   s.lost = s.lost && running && !s.one_task_per_rank;
   return s;

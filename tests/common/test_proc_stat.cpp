@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <set>
 #include <thread>
 
 #include "common/proc_stat.hpp"
@@ -51,4 +52,38 @@ TEST_CASE(
   REQUIRE(::waitpid(child, &status, 0) == child);
   CHECK_FALSE(read_proc_stat(child));
   CHECK_FALSE(process_started_by(child, now + 1000));
+}
+
+TEST_CASE("stopped_groups finds a stopped process anywhere in a process group, not only its leader",
+          "[proc_stat]") {
+  // a group leader (a wrapper script) that waits for its child (the program), which stops itself
+  const pid_t leader = ::fork();
+  if (leader == 0) {
+    ::setpgid(0, 0);
+    const pid_t program = ::fork();
+    if (program == 0) {
+      ::raise(SIGSTOP);
+      ::_exit(0);
+    }
+    int status = 0;
+    ::waitpid(program, &status, 0);
+    ::_exit(0);
+  }
+  REQUIRE(leader > 0);
+  ::setpgid(leader, leader);  // as the child does: either may run first
+  // a group of its own with nothing stopped: this test process's
+  const auto self = static_cast<std::int64_t>(::getpgrp());
+  std::set<std::int64_t> stopped;
+  for (int i = 0; i < 500 && stopped.empty(); ++i) {
+    stopped = muster::stopped_groups({leader, self});
+    if (stopped.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(stopped == std::set<std::int64_t>{leader});
+  CHECK(read_proc_stat(leader)->pgrp == leader);
+  CHECK_FALSE(read_proc_stat(leader)->stopped());  // the leader waits; its child is stopped
+  CHECK(muster::stopped_groups({}).empty());
+  ::kill(-leader, SIGCONT);
+  int status = 0;
+  REQUIRE(::waitpid(leader, &status, 0) == leader);
+  CHECK(muster::stopped_groups({leader}).empty());
 }

@@ -574,6 +574,22 @@ TEST_CASE("ranks hung at once on the same step: the one whose process is stopped
     said += e.kind == "hang" &&
             e.message.find("waited on: rank 1 (its process is stopped") != std::string::npos;
   CHECK(said == 1);
+
+  // the program a wrapper script started (`bash train.sh` running python, without exec) is the
+  // one stopped: the rank's process group tells it
+  muster::test::temp_dir wrapped;
+  r = muster::test::run_process(
+      {kMuster, "run", "launch.runs_dir=" + wrapped.path().string(), "launch.nproc=3",
+       "launch.timeout_hang=1", "launch.kill_grace=5", "--", "/bin/sh", "-c",
+       "\"$0\" \"$@\"; exit $?", kWorker, "--heartbeat-ms", "50", "--steps", "1000",
+       "--sleep-ms", "60000", "--only-rank", "1", "--hang-after-ms", "300", "--stop-self"});
+  INFO("stderr: " << r.err);
+  muster::store::run_reader wrapped_reader(muster::test::only_run_dir(wrapped.path()));
+  int seen = 0;
+  for (const auto& e : wrapped_reader.events())
+    seen += e.kind == "hang" &&
+            e.message.find("waited on: rank 1 (its process is stopped") != std::string::npos;
+  CHECK(seen == 1);
 }
 
 TEST_CASE("on a terminal, rank 0's heartbeat is a progress line redrawn in place", "[local_run]") {
