@@ -48,18 +48,20 @@ std::optional<proc_stat> read_proc_stat(std::int64_t pid, const std::string& pro
   return s;
 }
 
-std::set<std::int64_t> stopped_groups(const std::vector<std::int64_t>& pgids,
+std::set<std::int64_t> stopped_groups(const std::vector<std::int64_t>& pids,
                                       const std::string& proc) {
   std::set<std::int64_t> out;
-  if (pgids.empty()) return out;
-  const std::set<std::int64_t> wanted(pgids.begin(), pgids.end());
+  if (pids.empty()) return out;
+  const std::set<std::int64_t> wanted(pids.begin(), pids.end());
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(proc, ec)) {
     const auto name = entry.path().filename().string();
     if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
-    if (const auto s = read_proc_stat(std::stoll(name), proc);
-        s && s->stopped() && wanted.contains(s->pgrp))
-      out.insert(s->pgrp);
+    const auto pid = std::stoll(name);
+    const auto s = read_proc_stat(pid, proc);
+    if (!s || !s->stopped()) continue;
+    if (wanted.contains(pid)) out.insert(pid);  // itself (a Slurm task need lead no group)
+    if (wanted.contains(s->pgrp)) out.insert(s->pgrp);
   }
   return out;
 }

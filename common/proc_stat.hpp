@@ -23,10 +23,10 @@ struct proc_stat {
 // The process's stat, or nullopt when there is no such process (or its stat cannot be read).
 std::optional<proc_stat> read_proc_stat(std::int64_t pid, const std::string& proc = "/proc");
 
-// Those of process groups `pgids` (ranks': their program, and what a wrapper script of it
-// started, such as `bash train.sh` running python) that hold a stopped process. One pass over
-// `proc`.
-std::set<std::int64_t> stopped_groups(const std::vector<std::int64_t>& pgids,
+// Those of `pids` (ranks' processes) that are stopped, or that lead a process group holding a
+// stopped process (what a wrapper script started, such as `bash train.sh` running python). One
+// pass over `proc`.
+std::set<std::int64_t> stopped_groups(const std::vector<std::int64_t>& pids,
                                       const std::string& proc = "/proc");
 
 // Whether process `pid` is there, not a zombie, and started by `started_ms` (epoch ms) with a

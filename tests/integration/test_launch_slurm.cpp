@@ -462,10 +462,11 @@ TEST_CASE(
     return fields["JobState"] == "PENDING" && fields["Restarts"] == "1";
   };
   if (!wait_for(requeued, 20s)) FAIL("the job was not requeued within 20 s; " << context());
-  // each launcher got the SIGTERM and says its own stop, not the other node's
+  // a launcher the SIGTERM reached says its own stop (node 1's may reach it only after node 0's
+  // stop did, which it then says: slurmstepd signals each node at its own moment); no rank is
+  // said to have failed
   CHECK_THAT(muster::test::read_file(batch_log),
-             Catch::Contains("muster: stopped by SIGTERM") &&
-                 !Catch::Contains("was stopped by SIGTERM"));
+             Catch::Contains("muster: stopped by SIGTERM") && !Catch::Contains("failed first"));
   // status says what Slurm did, where the store says only that the run was cancelled
   const auto pending =
       muster::test::run_process({kMuster, "status", dir.string()}, launch_env(cluster));
