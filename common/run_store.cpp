@@ -79,10 +79,8 @@ void configure(sqlite_db& db, const writer_options& options) {
     try {
       mode = db.query_text("PRAGMA journal_mode = WAL", "switch to WAL mode");
       break;
-    } catch (const error& e) {
-      if (std::string_view(e.what()).find("SQLITE_BUSY") == std::string_view::npos ||
-          std::chrono::steady_clock::now() >= give_up)
-        throw;
+    } catch (const store_error& e) {
+      if (!e.busy() || std::chrono::steady_clock::now() >= give_up) throw;
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
   }

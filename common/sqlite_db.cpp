@@ -51,6 +51,15 @@ std::string directory_advice(const std::string& dir, const store_words& words) {
   return fmt::format("check that this user can read and write the files in {}", dir);
 }
 
+// Whether a failure is a full disk: SQLite's own code, or an I/O error on a file system with no
+// space left (a full disk often surfaces so, on the WAL or shared-memory file).
+bool full_disk(int primary, const std::filesystem::path& file) {
+  if (primary == SQLITE_FULL) return true;
+  struct statvfs fs {};
+  return primary == SQLITE_IOERR && statvfs(file.parent_path().c_str(), &fs) == 0 &&
+         fs.f_bavail == 0;
+}
+
 // What the user can do about a failure, or empty when the message says it all.
 std::string advice(int primary, const std::filesystem::path& file, const store_words& words) {
   const std::string dir = file.parent_path().string();
@@ -80,9 +89,7 @@ std::string advice(int primary, const std::filesystem::path& file, const store_w
       return fmt::format("another process held the lock past the busy timeout; {}",
                          words.one_writer);
     case SQLITE_IOERR:
-      // A full disk often surfaces as an I/O error on the WAL or shared-memory file.
-      if (struct statvfs fs{}; statvfs(dir.c_str(), &fs) == 0 && fs.f_bavail == 0)
-        return advice(SQLITE_FULL, file, words);
+      if (full_disk(primary, file)) return advice(SQLITE_FULL, file, words);
       return fmt::format("the filesystem holding {} reported an I/O error; check it (dmesg, "
                          "quota, mount state)", dir);
     default:
@@ -93,6 +100,16 @@ std::string advice(int primary, const std::filesystem::path& file, const store_w
 bool is_uri_unreserved(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
          c == '-' || c == '.' || c == '_' || c == '~' || c == '/';
+}
+
+// The store_error of a failed call (sqlite_failure_message's text).
+[[noreturn]] void throw_failure(const std::filesystem::path& file, std::string_view operation,
+                                int result_code, std::string_view sqlite_message,
+                                std::string_view constraint_advice, const store_words& words) {
+  const int primary = result_code & 0xff;
+  throw store_error(sqlite_failure_message(file, operation, result_code, sqlite_message,
+                                           constraint_advice, words),
+                    primary == SQLITE_BUSY, full_disk(primary, file));
 }
 
 }  // namespace
@@ -160,8 +177,7 @@ void sqlite_stmt::fail(int result_code, std::string_view operation,
                        std::string_view constraint_advice) {
   std::string message = sqlite3_errmsg(sqlite3_db_handle(stmt_));
   reset();
-  throw error(errc::store, sqlite_failure_message(file_, operation, result_code, message,
-                                                  constraint_advice, words_));
+  throw_failure(file_, operation, result_code, message, constraint_advice, words_);
 }
 
 void sqlite_stmt::reset() noexcept {
@@ -257,14 +273,13 @@ sqlite_db::sqlite_db(const std::filesystem::path& file, open_mode mode, const st
   if (rc != SQLITE_OK) {
     std::string message = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
     close();
-    throw error(errc::store, sqlite_failure_message(file_, "open", rc, message, {}, words_));
+    throw_failure(file_, "open", rc, message, {}, words_);
   }
   // SQLite quietly opens a file it may not write read-only; a writer must know at once.
   if (mode == open_mode::read_write && sqlite3_db_readonly(db_, "main") == 1) {
     close();
-    throw error(errc::store,
-                sqlite_failure_message(file_, "open for writing", SQLITE_READONLY,
-                                       "SQLite could open it only read-only", {}, words_));
+    throw_failure(file_, "open for writing", SQLITE_READONLY, "SQLite could open it only read-only",
+                  {}, words_);
   }
 }
 
@@ -289,8 +304,7 @@ void sqlite_db::close() noexcept {
 }
 
 void sqlite_db::fail(int result_code, std::string_view operation) const {
-  throw error(errc::store, sqlite_failure_message(file_, operation, result_code,
-                                                  sqlite3_errmsg(db_), {}, words_));
+  throw_failure(file_, operation, result_code, sqlite3_errmsg(db_), {}, words_);
 }
 
 void sqlite_db::exec(std::string_view sql, std::string_view operation) {

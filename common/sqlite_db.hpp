@@ -1,7 +1,8 @@
 // sqlite_db: a small RAII wrapper over an sqlite3 connection and its prepared statements, and
 // the one place that turns SQLite result codes into muster::error (errc::store) messages.
 //
-// It is the run store's private plumbing (run_store.cpp, run_reader.cpp, run_store_schema.cpp)
+// It is the run store's private plumbing (run_store.cpp, run_reader.cpp, run_store_schema.cpp;
+// store_error is what their callers may catch)
 // and knows nothing of runs, ranks or steps. It is not a general database layer, and it keeps
 // sqlite3.h out of every header: the handles are only forward-declared here.
 // Not thread-safe: a connection and its statements are used by one thread at a time.
@@ -13,6 +14,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+
+#include "common/error.hpp"
 
 struct sqlite3;
 struct sqlite3_stmt;
@@ -33,6 +36,22 @@ inline constexpr store_words kNodeStoreWords{
     "node store", "daemon.state_dir (musterd --state-dir)", "the state directory",
     "only one musterd may use a state directory, and nothing else may hold its lock",
     "move it out of the state directory and restart musterd, which makes a new one"};
+
+// A failed SQLite call (errc::store), with what kind of failure it was for callers that act
+// on it: a lock held past the busy timeout (retry), a full disk (keep the room left for what
+// matters).
+class store_error : public error {
+ public:
+  store_error(std::string message, bool busy, bool disk_full)
+      : error(errc::store, std::move(message)), busy_(busy), disk_full_(disk_full) {}
+  bool busy() const noexcept { return busy_; }
+  // SQLITE_FULL, or an I/O error on a file system with no space left
+  bool disk_full() const noexcept { return disk_full_; }
+
+ private:
+  bool busy_ = false;
+  bool disk_full_ = false;
+};
 
 // The message of a failed SQLite call: "run store <file>: <operation>: <sqlite message>
 // (<CODE>); <what to do>". Full disks, read-only files, missing directories, foreign files and

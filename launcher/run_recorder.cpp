@@ -10,6 +10,7 @@
 #include <algorithm>
 
 #include "common/error.hpp"
+#include "common/sqlite_db.hpp"
 #include "common/worker_error.hpp"
 #include "launcher/launcher_lines.hpp"
 
@@ -34,10 +35,10 @@ namespace {
 constexpr off_t kReserveBytes = 256 << 10;  // a run's end: a few pages of SQLite's WAL
 constexpr std::size_t kMaxPending = 4096;   // records kept for it (ranks, events, errors)
 
-// Whether a store error is a full disk (SQLite's own code, or its advice on an I/O error).
+// Whether a store error is a full disk (sqlite_db.hpp's store_error says so).
 bool disk_full(const error& e) {
-  const std::string_view what = e.what();
-  return what.find("(SQLITE_FULL)") != what.npos || what.find(" is full") != what.npos;
+  const auto* store = dynamic_cast<const store::store_error*>(&e);
+  return store && store->disk_full();
 }
 
 }  // namespace

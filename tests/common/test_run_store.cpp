@@ -528,6 +528,11 @@ TEST_CASE("a reader needs a directory with node files", "[run_store]") {
 TEST_CASE("a file that is not SQLite is refused with what to do", "[run_store]") {
   run_fixture fx;
   muster::test::write_file(fx.paths.node_db("a"), std::string(8192, 'x'));
+  try {
+    fx.writer("a");
+  } catch (const muster::store::store_error& foreign) {
+    CHECK_FALSE(foreign.disk_full());  // no full disk however its message reads
+  }
   auto e = muster::test::expect_error([&] { fx.writer("a"); });
   CHECK(e.category() == errc::store);
   CHECK_THAT(e.what(), Catch::Contains("SQLITE_NOTADB") && Catch::Contains("move it out"));
@@ -537,17 +542,22 @@ TEST_CASE("a full disk is reported plainly, with what to do", "[run_store]") {
   run_fixture fx;
   node_writer writer(fx.paths.node_db("a"), {.max_bytes = 64 * 1024});
   writer.put_rank(sample_rank(0, "a"));
-  auto e = muster::test::expect_error([&] {
+  try {
     for (int batch = 0; batch < 1000; ++batch) {
       std::vector<step_record> steps;
       for (int i = 0; i < 100; ++i) steps.push_back(sample_step(0, batch * 100 + i));
       writer.add_steps(steps);
     }
-  });
-  CHECK(e.category() == errc::store);
-  CHECK_THAT(e.what(), Catch::Contains("SQLITE_FULL") && Catch::Contains("is full") &&
-                           Catch::Contains("free space") &&
-                           Catch::Contains(fx.paths.node_db("a").string()));
+    FAIL("1000 batches of steps fit in 64 KiB");
+  } catch (const muster::store::store_error& e) {
+    CHECK(e.category() == errc::store);
+    CHECK_THAT(e.what(), Catch::Contains("SQLITE_FULL") && Catch::Contains("is full") &&
+                             Catch::Contains("free space") &&
+                             Catch::Contains(fx.paths.node_db("a").string()));
+    // and it says so to callers that keep room for what matters (the run recorder)
+    CHECK(e.disk_full());
+    CHECK_FALSE(e.busy());
+  }
   CHECK(run_reader(fx.paths.dir()).integrity_check() == "ok");
 }
 
