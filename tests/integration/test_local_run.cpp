@@ -551,13 +551,10 @@ TEST_CASE("ranks hung at once on the same step: the one whose process is stopped
   INFO("stderr: " << r.err);
   CHECK_THAT(r.err, Catch::Contains("rank 1 on") && Catch::Contains("failed first"));
   const auto dir = muster::test::only_run_dir(runs.path());
-  muster::store::run_reader reader(dir);
-  int stopped = 0;
-  for (const auto& e : reader.events())
-    stopped += e.kind == "hang" && e.message.find(
-                                       "; waited on: rank 1 (its process is stopped: "
-                                       "SIGSTOP or a debugger holds it)") != std::string::npos;
-  CHECK(stopped >= 1);
+  constexpr const char* kStopped = "waited on: rank 1 (its process is stopped";
+  CHECK(muster::test::count_events(muster::store::run_reader(dir).events(), "hang",
+                                   "; waited on: rank 1 (its process is stopped: SIGSTOP or a "
+                                   "debugger holds it)") >= 1);
   check_hang_of_rank_1(dir);
 
   // stopped alone while the others still beat: it is the hang, and once continued it gets the
@@ -568,12 +565,9 @@ TEST_CASE("ranks hung at once on the same step: the one whose process is stopped
   CHECK_THAT(r.err, Catch::Contains("rank 1 on") &&
                         Catch::Contains("failed first (hung (no heartbeat for ") &&
                         Catch::Contains("then signal 6 (SIGABRT)"));
-  muster::store::run_reader lone(muster::test::only_run_dir(alone.path()));
-  int said = 0;
-  for (const auto& e : lone.events())
-    said += e.kind == "hang" &&
-            e.message.find("waited on: rank 1 (its process is stopped") != std::string::npos;
-  CHECK(said == 1);
+  CHECK(muster::test::count_events(
+            muster::store::run_reader(muster::test::only_run_dir(alone.path())).events(), "hang",
+            kStopped) == 1);
 
   // the program a wrapper script started (`bash train.sh` running python, without exec) is the
   // one stopped: the rank's process group tells it
@@ -584,12 +578,9 @@ TEST_CASE("ranks hung at once on the same step: the one whose process is stopped
        "\"$0\" \"$@\"; exit $?", kWorker, "--heartbeat-ms", "50", "--steps", "1000",
        "--sleep-ms", "60000", "--only-rank", "1", "--hang-after-ms", "300", "--stop-self"});
   INFO("stderr: " << r.err);
-  muster::store::run_reader wrapped_reader(muster::test::only_run_dir(wrapped.path()));
-  int seen = 0;
-  for (const auto& e : wrapped_reader.events())
-    seen += e.kind == "hang" &&
-            e.message.find("waited on: rank 1 (its process is stopped") != std::string::npos;
-  CHECK(seen == 1);
+  CHECK(muster::test::count_events(
+            muster::store::run_reader(muster::test::only_run_dir(wrapped.path())).events(), "hang",
+            kStopped) == 1);
 }
 
 TEST_CASE("on a terminal, rank 0's heartbeat is a progress line redrawn in place", "[local_run]") {

@@ -62,12 +62,18 @@ inline std::vector<contract_line> contract_lines(const std::string& text) {
   return out;
 }
 
+// How many events of `kind` whose message contains `text` are among `events`.
+inline int count_events(const std::vector<store::event_record>& events, const std::string& kind,
+                        const std::string& text = {}) {
+  int n = 0;
+  for (const auto& e : events) n += e.kind == kind && e.message.find(text) != std::string::npos;
+  return n;
+}
+
 // Whether an event of `kind` whose message contains `text` is among `events`.
 inline bool has_event(const std::vector<store::event_record>& events, const std::string& kind,
                       const std::string& text = {}) {
-  for (const auto& e : events)
-    if (e.kind == kind && e.message.find(text) != std::string::npos) return true;
-  return false;
+  return count_events(events, kind, text) > 0;
 }
 
 }  // namespace muster::test
