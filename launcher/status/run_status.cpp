@@ -157,6 +157,7 @@ run_status read_run_status(const fs::path& dir, store::epoch_ms now) {
   for (const auto& e : events) {
     if (e.kind == "restart" || e.kind == "resumed") s.attempt_starts.push_back(e.time_ms);
     if (e.kind == "first_failure" && !s.first_failure) s.first_failure = e;
+    if (e.kind == "requeue_refused") s.requeue_refused = e;
     if (e.kind == "exec") s.one_task_per_rank = true;
   }
   // when the ranks last (re)started: a restart, a requeue's resume

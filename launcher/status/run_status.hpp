@@ -48,6 +48,8 @@ struct run_status {
   int restarts = 0;  // restarts that happened: of the ranks (launch.max_restarts, once for
                      // all nodes) and the starts of a requeued job
   std::optional<store::event_record> first_failure;
+  // node 0's refusal to requeue the job (its requeue would train the same steps again)
+  std::optional<store::event_record> requeue_refused;
   std::vector<store::error_record> errors;
   std::vector<store::step_record> history;  // every step of every rank, by (step, rank)
   // when each attempt after the first started (a restart, a requeue's resume), in order: the

@@ -51,24 +51,26 @@ json run_json(const store::run_record& r) {
 }  // namespace
 
 std::string status_json(const run_status& s, store::epoch_ms now) {
-  json out = {{"dir", s.dir.string()},
-              {"now_ms", now},
-              {"run", s.run ? run_json(*s.run) : json(nullptr)},
-              {"layout", s.layout},
-              {"steps_planned", s.steps_planned},
-              {"steps_done", s.steps_done},
-              {"first_step", s.first_step},
-              {"complete_steps", s.complete_steps},
-              {"loss", maybe(s.loss)},
-              {"tokens_per_s", s.tokens_per_s},
-              {"mfu", maybe(s.mfu)},
-              {"restarts", s.restarts},
-              {"lost", s.lost},
-              {"lost_why", s.lost_why},
-              {"one_task_per_rank", s.one_task_per_rank},
-              {"slurm_ended", s.slurm_ended.empty() ? json() : json(s.slurm_ended)},
-              {"slurm_now", s.slurm_now.empty() ? json() : json(s.slurm_now)},
-              {"first_failure", s.first_failure ? json(s.first_failure->message) : json(nullptr)}};
+  json out = {
+      {"dir", s.dir.string()},
+      {"now_ms", now},
+      {"run", s.run ? run_json(*s.run) : json(nullptr)},
+      {"layout", s.layout},
+      {"steps_planned", s.steps_planned},
+      {"steps_done", s.steps_done},
+      {"first_step", s.first_step},
+      {"complete_steps", s.complete_steps},
+      {"loss", maybe(s.loss)},
+      {"tokens_per_s", s.tokens_per_s},
+      {"mfu", maybe(s.mfu)},
+      {"restarts", s.restarts},
+      {"lost", s.lost},
+      {"lost_why", s.lost_why},
+      {"one_task_per_rank", s.one_task_per_rank},
+      {"slurm_ended", s.slurm_ended.empty() ? json() : json(s.slurm_ended)},
+      {"slurm_now", s.slurm_now.empty() ? json() : json(s.slurm_now)},
+      {"first_failure", s.first_failure ? json(s.first_failure->message) : json(nullptr)},
+      {"requeue_refused", s.requeue_refused ? json(s.requeue_refused->message) : json(nullptr)}};
   json ranks = json::array();
   for (const auto& r : s.ranks)
     ranks.push_back({{"rank", r.rank.rank},

@@ -71,6 +71,7 @@ std::string status_text(const run_status& s, store::epoch_ms now) {
   if (!s.slurm_now.empty())
     put(out, "slurm     job {} is {}{}\n", r.slurm_job_id.value_or("?"), s.slurm_now,
         slurm_state_note(s.slurm_now));
+  if (s.requeue_refused) put(out, "requeue   {}\n", s.requeue_refused->message);
   if (s.lost)
     put(out,
         "lost      the store says running, but {}: the launcher ended without recording it "

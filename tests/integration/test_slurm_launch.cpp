@@ -422,6 +422,9 @@ TEST_CASE("after the pre-timeout SIGUSR1, node 0 requeues only a job whose ranks
   CHECK_FALSE(has_event(events, "requeue", ""));
   const auto diagnosed = muster::test::run_process({kMuster, "diagnose", refused_dir.string()});
   CHECK_THAT(diagnosed.out, Catch::Contains(fmt::format("note: not requeueing job {}", job + 1)));
+  const auto status = muster::test::run_process({kMuster, "status", refused_dir.string()});
+  CHECK_THAT(status.out, Catch::Contains(fmt::format(
+                             "\nrequeue   not requeueing job {} after SIGUSR1", job + 1)));
 
   const auto [asked_dir, asked] = stop(true);
   INFO(muster::test::read_file(out / "a-0.log"));
