@@ -11,7 +11,8 @@
 namespace muster::daemon {
 
 // Marks `store`'s running steps whose launcher pid is gone (or is a later process's:
-// common/proc_stat.hpp) as cancelled at `now_ms`, saying so; returns how many. Throws
+// common/proc_stat.hpp) as cancelled, saying so; returns how many. Each ended at its run
+// directory's last store write (node-*.db), or at `now_ms` when none dates it. Throws
 // errc::store.
 int close_orphan_steps(node_store& store, std::int64_t now_ms, const std::string& proc = "/proc");
 

@@ -6,6 +6,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <filesystem>
+
 #include "common/run_store_records.hpp"
 #include "daemon/node_store.hpp"
 #include "daemon/orphan_steps.hpp"
@@ -41,4 +44,34 @@ TEST_CASE("a running step whose launcher is gone is closed, a live launcher's st
   CHECK(store.steps_of("local-2")[0].state == "running");
   CHECK(store.steps_of("local-3")[0].state == "cancelled");
   CHECK(close_orphan_steps(store, now + 10) == 0);  // nothing more to close
+}
+
+TEST_CASE("a closed step's end is its run store's last write, where one dates it",
+          "[orphan_steps]") {
+  muster::test::temp_dir dir;
+  node_store store(dir / "musterd.db", 90);
+  const auto now = muster::store::now_ms();
+  const auto gone = muster::test::spawn_process({"true"});
+  muster::test::wait_process(gone.pid);
+  ::close(gone.out_fd);
+  // the run's node file, last written 60 s after the step started, found an hour later
+  const auto run = dir / "run";
+  std::filesystem::create_directory(run);
+  muster::test::write_file(run / "node-n1.db", "x");
+  const auto written = now - 3'540'000;
+  std::filesystem::last_write_time(
+      run / "node-n1.db", std::chrono::file_clock::from_sys(std::chrono::system_clock::time_point(
+                              std::chrono::milliseconds(written))));
+  store.step_started(
+      {"local-1", "0", 0, gone.pid, run.string(), 1, "running", now - 3'600'000, {}, {}, ""});
+  store.step_started(
+      {"local-2", "0", 0, gone.pid, (dir / "none").string(), 1, "running", now - 1000, {}, {}, ""});
+  CHECK(close_orphan_steps(store, now) == 2);
+  const auto dated = store.steps_of("local-1")[0];
+  CHECK(dated.ended_ms == written);
+  CHECK_THAT(dated.message, Catch::Contains("its end is its run store's last write, 3540 s "
+                                            "before musterd found it"));
+  const auto undated = store.steps_of("local-2")[0];
+  CHECK(undated.ended_ms == now);
+  CHECK_THAT(undated.message, Catch::Contains("its end is when musterd found it"));
 }
