@@ -18,6 +18,7 @@
 #include <limits>
 
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -28,6 +29,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
 
 #include "common/error.hpp"
 #include "common/heartbeat_line.hpp"
@@ -236,6 +238,12 @@ void write_error_file(const std::exception& e, const engine::train::trainer* tra
 
 int run(engine::train::trainer& trainer, const job_config& config);
 
+// The exit code of a failure: 2 for bad input (the job file, an override), else 1.
+int exit_code_of(const std::exception& e) {
+  const auto* m = dynamic_cast<const muster::error*>(&e);
+  return m && (m->category() == errc::config || m->category() == errc::invalid_input) ? 2 : 1;
+}
+
 // The collectives' timeout from comm.timeout; connecting waits as long as the launcher's
 // rendezvous does.
 engine::comm::world_options world_options_of(const job_config& config) {
@@ -308,7 +316,13 @@ int train(int argc, char** argv) {
     return run(trainer, config);
   } catch (const std::exception& e) {
     write_error_file(e, &trainer);
-    throw;
+    // A failed collective may leave a group's thread blocked on a peer that never comes, which
+    // the trainer's destructors would wait for: say the failure and leave now, as NCCL's
+    // watchdog does, so the launcher sees the end.
+    fmt::print(stderr, "muster-train: {}\n", failure_text(e, &trainer));
+    spdlog::apply_all([](const std::shared_ptr<spdlog::logger>& l) { l->flush(); });
+    std::fflush(nullptr);
+    std::_Exit(exit_code_of(e));
   }
 }
 
@@ -466,8 +480,7 @@ int main(int argc, char** argv) {
   } catch (const muster::error& e) {
     fmt::print(stderr, "muster-train: {}\n", e.what());
     write_error_file(e, nullptr);
-    return e.category() == muster::errc::config || e.category() == muster::errc::invalid_input ? 2
-                                                                                               : 1;
+    return exit_code_of(e);
   } catch (const std::exception& e) {
     fmt::print(stderr, "muster-train: {}\n", failure_text(e, nullptr));
     write_error_file(e, nullptr);
