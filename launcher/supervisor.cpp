@@ -50,6 +50,8 @@ struct worker {
   bool running = true;
   bool tee = false;
   bool hang_signalled = false;    // sent the hang signal: not found hung again
+  // since when its process (group) is seen stopped, for a rank with no heartbeat yet
+  std::optional<std::chrono::steady_clock::time_point> stopped_since;
   std::string partial;            // the unfinished last line
   std::deque<std::string> lines;  // the last kLastLines lines
 };
@@ -174,13 +176,35 @@ class node_supervisor {
     }
   }
 
+  // Ranks stopped (SIGSTOP, a debugger) before their first heartbeat have no age to go by: how
+  // long they have been seen stopped stands for it. Looked at once a second (a pass over /proc).
+  void watch_stopped_starts() {
+    if (clock::now() < next_stopped_check_) return;
+    next_stopped_check_ = clock::now() + std::chrono::seconds(1);
+    std::vector<std::int64_t> silent;
+    for (const auto& w : workers_)
+      if (w.running && !heartbeat_age_ms(options_.heartbeat_path(w.exit.rank)))
+        silent.push_back(w.exit.pid);
+    const auto stopped = stopped_groups(silent);
+    for (auto& w : workers_) {
+      if (!stopped.contains(w.exit.pid))
+        w.stopped_since.reset();
+      else if (!w.stopped_since)
+        w.stopped_since = clock::now();
+    }
+  }
+
   void check_heartbeats() {
     if (clock::now() < next_heartbeat_check_) return;
     next_heartbeat_check_ = clock::now() + std::chrono::milliseconds(100);
+    watch_stopped_starts();
     std::vector<worker*> hung;
     for (auto& w : workers_) {
       if (!w.running || w.hang_signalled) continue;
       auto age = heartbeat_age_ms(options_.heartbeat_path(w.exit.rank));
+      if (!age && w.stopped_since)
+        age = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - *w.stopped_since)
+                  .count();
       if (age && *age > options_.timeout_hang.count()) {
         w.exit.hung_ms = *age;
         hung.push_back(&w);
@@ -472,6 +496,7 @@ class node_supervisor {
   bool stop_requested_ = false;
   std::vector<int> forwarded_;
   clock::time_point next_heartbeat_check_{};
+  clock::time_point next_stopped_check_{};
   progress_meter progress_;
   std::string progress_text_;  // the progress line on the console; empty: none drawn
   clock::time_point next_progress_{};

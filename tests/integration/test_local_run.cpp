@@ -581,6 +581,20 @@ TEST_CASE("ranks hung at once on the same step: the one whose process is stopped
   CHECK(muster::test::count_events(
             muster::store::run_reader(muster::test::only_run_dir(wrapped.path())).events(), "hang",
             kStopped) == 1);
+
+  // stopped before its first heartbeat (none of the ranks beats): how long it has been stopped
+  // stands for its heartbeat's age, where it would hold the others for ever
+  muster::test::temp_dir early;
+  const auto started = std::chrono::steady_clock::now();
+  r = muster::test::run_process(run_args(
+      early, 2, {"--sleep-ms", "60000", "--only-rank", "1", "--hang-after-ms", "0", "--stop-self"},
+      {"launch.timeout_hang=1", "launch.kill_grace=3"}));
+  INFO("stderr: " << r.err);
+  CHECK(std::chrono::steady_clock::now() - started < 30s);
+  CHECK_THAT(r.err, Catch::Contains("rank 1 on") && Catch::Contains("failed first (hung"));
+  CHECK(muster::test::count_events(
+            muster::store::run_reader(muster::test::only_run_dir(early.path())).events(), "hang",
+            kStopped) == 1);
 }
 
 TEST_CASE("on a terminal, rank 0's heartbeat is a progress line redrawn in place", "[local_run]") {
