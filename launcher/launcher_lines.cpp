@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cstdlib>
+
 #include "launcher/launch_policy.hpp"
 
 namespace muster::launcher {
@@ -66,6 +68,15 @@ std::optional<std::string> recorded_time_limit(const std::vector<store::event_re
       limit = text.substr(0, text.find(' '));
     }
   return limit;
+}
+
+std::vector<std::pair<store::epoch_ms, std::int64_t>> recorded_first_steps(
+    const std::vector<store::event_record>& events) {
+  std::vector<std::pair<store::epoch_ms, std::int64_t>> out;
+  for (const auto& e : events)
+    if (e.kind == "first_step" && e.message.starts_with(kFirstStepSaid))
+      out.emplace_back(e.time_ms, std::atoll(e.message.c_str() + kFirstStepSaid.size()));
+  return out;
 }
 
 }  // namespace muster::launcher

@@ -52,6 +52,13 @@ inline constexpr std::string_view kTimeLimitSaid = "Slurm's time limit of this j
 // The limit the newest "time_limit" event says, in Slurm's text; nullopt without one.
 std::optional<std::string> recorded_time_limit(const std::vector<store::event_record>& events);
 
+// The "first_step" event's message, before rank 0's first step of a start (counted from 1, as
+// its heartbeat counts steps done): "rank 0's first step of this start: 163 (its steps file)".
+inline constexpr std::string_view kFirstStepSaid = "rank 0's first step of this start: ";
+// Each "first_step" event's time and step, in the events' order.
+std::vector<std::pair<store::epoch_ms, std::int64_t>> recorded_first_steps(
+    const std::vector<store::event_record>& events);
+
 // Whether a run's "program" events say its ranks ran muster-train; nullopt without one (a muster
 // before 2026-11-27).
 std::optional<bool> ran_builtin_engine(const std::vector<store::event_record>& events);

@@ -19,6 +19,7 @@
 #include "common/log.hpp"
 #include "common/run_store.hpp"
 #include "launcher/device_assignment.hpp"
+#include "launcher/heartbeat.hpp"
 #include "launcher/launch_policy.hpp"
 #include "launcher/launcher_lines.hpp"
 #include "launcher/run_recorder.hpp"
@@ -212,10 +213,28 @@ node_run_result run_node(const node_run_plan& plan, const store::run_paths& path
   options.progress_line = console_is_terminal(plan.console_fd);
   std::vector<int> ranks(static_cast<std::size_t>(n));
   std::iota(ranks.begin(), ranks.end(), plan.first_rank);
+  // rank 0's first step of this start (its steps file's, else its heartbeat's), said once: node 0
+  // compares it with the start before it before it asks for a requeue (slurm_requeue.hpp)
+  bool first_step_said = plan.first_rank != 0;  // rank 0 is this node's
+  const auto say_first_step = [&](std::int64_t step, const char* from) {
+    if (first_step_said) return;
+    first_step_said = true;
+    recorder.event(0, store::severity::info, "first_step",
+                   fmt::format("{}{} (its {})", kFirstStepSaid, step, from));
+  };
   step_collector steps(
       ranks, [&paths](int rank) { return paths.rank_steps_file(rank); },
-      [&recorder](const std::vector<store::step_record>& batch) { recorder.steps(batch); });
-  options.on_tick = [&steps] { steps.collect(); };
+      [&](const std::vector<store::step_record>& batch) {
+        recorder.steps(batch);
+        for (const auto& s : batch)
+          if (s.rank == 0) say_first_step(s.step + 1, "steps file");
+      });
+  options.on_tick = [&] {
+    steps.collect();
+    if (first_step_said) return;
+    if (const auto beat = read_heartbeat(paths.rank_heartbeat_file(0)); beat && beat->progress.step)
+      say_first_step(*beat->progress.step, "heartbeat");
+  };
   if (plan.slurm_signals_workers)
     options.workers_got_it = [](pid_t sender) { return process_name(sender) == "slurmstepd"; };
   options.stop_reason = [&]() -> std::string {

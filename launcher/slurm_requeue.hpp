@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/run_dir.hpp"
@@ -23,10 +24,10 @@ requeue_result requeue_job(const std::string& job_id);
 
 // What a run's store says of the start that is about to ask for a requeue.
 struct requeue_history {
-  std::vector<store::rank_record> ranks;        // every rank, as the store has it
-  std::vector<store::step_record> rank0_steps;  // rank 0's steps file: every start's, in order
-  std::vector<store::epoch_ms> requeued_ms;     // the earlier starts' "requeue" events
-  store::epoch_ms started_ms = 0;               // when this start's launcher began
+  std::vector<store::rank_record> ranks;  // every rank, as the store has it
+  // rank 0's first step of each start ("first_step" events: time, step), in order
+  std::vector<std::pair<store::epoch_ms, std::int64_t>> first_steps;
+  store::epoch_ms started_ms = 0;  // when this start's launcher began
 };
 
 // The history of the run in `paths` for a start that began at `started_ms`.
@@ -36,9 +37,10 @@ requeue_history read_requeue_history(const store::run_paths& paths, store::epoch
 // where nothing tells):
 // - a rank the passed-on SIGUSR1/SIGUSR2 itself ended: the program has no handler for it, so
 //   it saved nothing on it;
-// - this start began at a step no later than the start before it (rank 0's first step from
-//   `started_ms` on, against its first after the requeue event before the last): the stop
-//   that requeued it saved nothing the program resumed from, and this one will not either.
+// - this start began at a step no later than the start before it (rank 0's first step, from
+//   its steps file or its heartbeat, of the start from `started_ms` on and of the one before):
+//   the stop that requeued it saved nothing the program resumed from, and this one will not
+//   either.
 // A program that reports no steps is requeued as asked: nothing tells.
 std::optional<std::string> requeue_in_vain(const requeue_history& history);
 

@@ -13,6 +13,8 @@
 //   --steps N           with --heartbeat-ms: each beat is one step of N, written into the
 //                       heartbeat as the engine would ("step=K steps=N loss=... tokens_per_s=...")
 //                       and appended to $MUSTER_STEPS_FILE as a step line (common/step_line.hpp)
+//   --heartbeat-only    with --steps: no step lines, the heartbeat alone (a program of one's own
+//                       that reports its progress there only)
 //   --hang-after-ms N   on --only-rank (or every rank without it): stop touching the heartbeat
 //                       after N ms but keep running, as a rank stuck in a collective would
 //   --others-ahead      with --only-rank and --hang-after-ms: the other ranks stop too, at the
@@ -95,6 +97,7 @@ struct options {
   std::string stderr_line;  // printed by the acting rank before it ends, as a traceback's last line
   int lines = 0;
   long stop_on_usr1_ms = -1;
+  bool heartbeat_only = false;
 };
 
 options parse(int argc, char** argv) {
@@ -144,6 +147,8 @@ options parse(int argc, char** argv) {
       o.stderr_line = next();
     else if (a == "--stop-on-usr1")
       o.stop_on_usr1_ms = std::atol(next());
+    else if (a == "--heartbeat-only")
+      o.heartbeat_only = true;
     else {
       std::fprintf(stderr, "muster-test-worker: unknown option %s\n", argv[i]);
       std::exit(2);
@@ -165,7 +170,7 @@ void beat(const options& o, long step) {
       << "step=" << step << " steps=" << o.steps << " loss=" << 10.0 / static_cast<double>(step + 1)
       << " tokens_per_s=" << 4096.0 * 1000 / o.heartbeat_ms << "\n";
   std::rename(temp.c_str(), file.c_str());
-  if (const std::string steps = env("MUSTER_STEPS_FILE"); !steps.empty()) {
+  if (const std::string steps = env("MUSTER_STEPS_FILE"); !steps.empty() && !o.heartbeat_only) {
     const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
         std::chrono::system_clock::now().time_since_epoch());
     std::ofstream(steps, std::ios::app)

@@ -434,3 +434,50 @@ TEST_CASE("after the pre-timeout SIGUSR1, node 0 requeues only a job whose ranks
                   fmt::format("could not requeue job {} after SIGUSR1", job)));
   CHECK_FALSE(has_event(asked_events, "requeue_refused", ""));
 }
+
+TEST_CASE("a requeued start that began at the step the one before it did is not requeued again",
+          "[launch]") {
+  muster::test::temp_dir runs, out;
+  const auto job = fresh_job_id();
+  // Each start: 2 nodes of 2 ranks that report steps only in their heartbeat, from step 0
+  // (they save nothing), stop on SIGUSR1 as asked; no scontrol on PATH.
+  const auto start = [&](int restart) {
+    std::vector<pid_t> launchers;
+    for (int task = 0; task < 2; ++task) {
+      auto env = step_env(job, 2, 1, task);
+      env.set["PATH"] = "/nonexistent";
+      if (restart > 0) {
+        env.set["SLURM_RESTART_COUNT"] = std::to_string(restart);
+        env.unset.erase(std::remove(env.unset.begin(), env.unset.end(), "SLURM_RESTART_COUNT"),
+                        env.unset.end());
+      }
+      launchers.push_back(muster::test::spawn_logged(
+          launch_args(runs.path(),
+                      {"--heartbeat-ms", "50", "--steps", "1000", "--heartbeat-only", "--sleep-ms",
+                       "60000", "--stop-on-usr1", "10"},
+                      {"launch.requeue_on_signal=true"}),
+          env, out / fmt::format("{}-{}.log", restart, task)));
+    }
+    const auto dir = wait_for_ranks(runs.path(), 4);
+    // rank 0's first step said (its heartbeat), then the pre-timeout signal
+    for (const auto end = clock_type::now() + 10s;; std::this_thread::sleep_for(20ms)) {
+      REQUIRE(clock_type::now() < end);
+      const auto said = muster::test::count_events(muster::store::run_reader(dir).events(),
+                                                   "first_step", "(its heartbeat)");
+      if (said == restart + 1) break;
+    }
+    for (const pid_t p : launchers) ::kill(p, SIGUSR1);
+    for (const pid_t p : launchers) muster::test::wait_process(p);
+    return dir;
+  };
+  const auto dir = start(0);
+  auto events = muster::store::run_reader(dir).events();
+  CHECK(has_event(events, "first_step", "rank 0's first step of this start: 0 (its heartbeat)"));
+  CHECK(has_event(events, "requeue", "could not requeue"));  // asked for: nothing to compare
+  start(1);
+  events = muster::store::run_reader(dir).events();
+  CHECK(has_event(events, "requeue_refused",
+                  "this start began at step 0, as the start before it did (step 0)"));
+  CHECK_THAT(muster::test::read_file(out / "1-0.log"),
+             Catch::Contains(fmt::format("muster: not requeueing job {} after SIGUSR1", job)));
+}
