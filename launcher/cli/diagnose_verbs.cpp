@@ -121,10 +121,13 @@ void print_analysis(const rank_analysis& a) {
     fmt::print("memory: {}\n", memory);
 }
 
-void print_text(const diagnosis& d) {
+// `succeeded`: the run store says the run ended well, so a stop its output shows was an earlier
+// start's (a requeued job's slurm.out holds every start's lines).
+void print_text(const diagnosis& d, bool succeeded) {
   if (!d.failed()) {
-    fmt::print("no failure found in {} lines\n", d.lines_read);
-    if (const auto& stop = d.stopped_as_asked)
+    fmt::print("no failure found in {} lines{}\n", d.lines_read,
+               succeeded ? "; the run succeeded" : "");
+    if (const auto& stop = d.stopped_as_asked; stop && !succeeded)
       fmt::print(
           "the job was stopped as asked (its workers ended on that stop's signal): "
           "{}:{}: {}\n",
@@ -195,7 +198,9 @@ int run_diagnose(const diagnose_options& o) {
   } else {
     if (recovered)
       fmt::print("the run succeeded after {} restart(s); what failed before:\n", d.run->restarts);
-    print_text(result);
+    const bool succeeded =
+        d.run && d.run->run && d.run->run->state == store::run_state::succeeded;
+    print_text(result, succeeded);
     const bool cancelled = d.run && d.run->run && d.run->run->state == store::run_state::cancelled;
     if (!result.failed() && !result.stopped_as_asked && cancelled)
       fmt::print("the run was stopped as asked: its store says cancelled\n");
@@ -206,7 +211,7 @@ int run_diagnose(const diagnose_options& o) {
     const bool checkpoint_failed =
         result.failed() && result.findings.front().category == "checkpoint_mismatch";
     if (d.newest_checkpoint && (result.failed() || result.stopped_as_asked || cancelled) &&
-        !recovered && !checkpoint_failed) {
+        !recovered && !succeeded && !checkpoint_failed) {
       const auto newest = fs::absolute(*d.newest_checkpoint).lexically_normal().string();
       fmt::print(
           "resume: {} {}; run the job again with checkpoint.load={} and muster-train goes on "

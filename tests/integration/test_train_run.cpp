@@ -55,6 +55,19 @@ TEST_CASE("muster run trains with muster-train and sees its progress", "[train_r
                  Catch::Contains(" rows of 64 tokens an epoch; 5 steps of 2 rows read "));
   // the last step saved (checkpoint.interval = 0); -1 saves nothing unless signalled
   CHECK(fs::exists(run / "checkpoints" / "step-00000005" / "trainer_state.json"));
+  // a requeued job's slurm.out keeps an earlier start's stop: the run that then succeeded is
+  // neither "stopped as asked" nor one to resume
+  muster::test::write_file(dir / "slurm.out",
+                           "muster: the ranks stopped on the SIGUSR1 passed on to them, as asked "
+                           "(...); logs in /runs/x/logs\n");
+  const auto diagnosed = muster::test::run_process(
+      {kMuster, "diagnose", run.string(), "--log", (dir / "slurm.out").string()});
+  INFO(diagnosed.out);
+  CHECK(diagnosed.exit_code == 0);
+  CHECK_THAT(diagnosed.out, Catch::StartsWith("no failure found in ") &&
+                                Catch::Contains(" lines; the run succeeded\n") &&
+                                !Catch::Contains("stopped as asked") &&
+                                !Catch::Contains("resume:"));
   const auto unsaved =
       muster::test::run_process({kMuster, "run", (dir / "tiny.toml").string(),
                                  "launch.runs_dir=" + (dir / "unsaved").string(), "launch.nproc=1",
