@@ -429,6 +429,7 @@ int run(engine::train::trainer& trainer, const job_config& config) {
   auto log_profile = [&](const std::string& profiled) {
     if (!profiled.empty()) logger->info("{}", profiled);
   };
+  bool said_mfu_over = false;
   while (trainer.next_step() < config.train.steps) {
     if (g_stop_signal.load() != 0) trainer.request_stop();
     profile.before_step(trainer.next_step() + 1);
@@ -446,6 +447,20 @@ int run(engine::train::trainer& trainer, const job_config& config) {
         "{:.0f} tok/s | MFU {:.1f}%",
         r.step + 1, config.train.steps, r.loss, r.aux_loss, r.z_loss, r.lr, r.grad_norm,
         r.tokens_per_s, 100 * r.mfu);
+    // above 100%: the peak it is taken of is too low (measured while other work shared the
+    // device, or set so), said once
+    if (r.mfu > 1 && !said_mfu_over) {
+      said_mfu_over = true;
+      const bool set = config.train.peak_tflops > 0;
+      logger->warn(
+          "MFU {:.1f}% is above 100%: the peak it is taken of, {:.3g} TFLOP/s ({}), is below "
+          "what this rank does{}; set train.peak_tflops to the hardware's peak for MFU figures "
+          "to compare",
+          100 * r.mfu, trainer.peak_tflops(), trainer.peak_source(),
+          set ? ""
+              : fmt::format(" (measured while other work shared the {}?)",
+                            trainer.device().is_cuda() ? "GPU" : "CPUs"));
+    }
     const int interval = config.checkpoint.interval;
     if (r.stop) {
       // Asked to stop (Slurm's pre-timeout SIGUSR1, or SIGTERM): save, then end as signalled.

@@ -68,11 +68,17 @@ TEST_CASE("muster run trains with muster-train and sees its progress", "[train_r
                                 Catch::Contains(" lines; the run succeeded\n") &&
                                 !Catch::Contains("stopped as asked") &&
                                 !Catch::Contains("resume:"));
-  const auto unsaved =
-      muster::test::run_process({kMuster, "run", (dir / "tiny.toml").string(),
-                                 "launch.runs_dir=" + (dir / "unsaved").string(), "launch.nproc=1",
-                                 "train.steps=1", "checkpoint.interval=-1", "--", kTrain});
+  const auto unsaved = muster::test::run_process(
+      {kMuster, "run", (dir / "tiny.toml").string(),
+       "launch.runs_dir=" + (dir / "unsaved").string(), "launch.nproc=1", "train.steps=1",
+       "checkpoint.interval=-1", "train.peak_tflops=0.00001", "--", kTrain});
   CHECK(unsaved.exit_code == 0);
+  // a peak below what the rank does: MFU above 100%, said once
+  CHECK_THAT(
+      muster::test::read_file(muster::test::only_run_dir(dir / "unsaved") / "logs" / "rank-0.log"),
+      Catch::Contains("is above 100%: the peak it is taken of, 1e-05 TFLOP/s "
+                      "(train.peak_tflops), is below what this rank does; set "
+                      "train.peak_tflops to the hardware's peak"));
   CHECK_FALSE(fs::exists(muster::test::only_run_dir(dir / "unsaved") / "checkpoints"));
   // by hand (one rank), a global batch the micro-batch does not divide is refused
   const auto hand = muster::test::run_process(
