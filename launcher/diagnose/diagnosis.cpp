@@ -640,8 +640,8 @@ diagnosis diagnoser::finish() const {
   // every category is listed (categories.hpp): a new one cannot be added without its meaning
   for (const auto& f : d.findings) check_finding_category(f.category);
   explain_context context{
-      world_size_,       {}, {}, torchelastic_, muster_sbatch_, slurm_job_, time_limit_s_,
-      checkpoint_lead_s_};
+      world_size_,        {},        {}, torchelastic_, muster_sbatch_, slurm_job_, time_limit_s_,
+      checkpoint_lead_s_, num_nodes_};
   for (const auto& f : d.findings) {
     context.categories.insert(f.category);
     if (f.category == "nccl_timeout" || f.category == "nccl_timeout_cascade")

@@ -126,6 +126,8 @@ class diagnoser {
     time_limit_s_ = limit_s;
     checkpoint_lead_s_ = checkpoint_lead_s;
   }
+  // The nodes the run had (0: unknown): on one node a rendezvous that timed out is no network's.
+  void set_num_nodes(int num_nodes) { num_nodes_ = num_nodes; }
   // Lines read in all (a reader that skips lines without keywords() still counts them).
   void add_lines_read(std::int64_t lines) { lines_ += lines; }
   diagnosis finish() const;
@@ -194,6 +196,7 @@ class diagnoser {
   // frame of the last (the current thread's over another's)
   std::map<std::pair<std::string, int>, bool> stack_open_;
   std::map<int, std::pair<evidence_line, bool>> stood_at_;
+  int num_nodes_ = 0;
   bool torchelastic_ = false;  // torchrun's agent's lines were read
 };
 

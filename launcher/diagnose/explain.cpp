@@ -446,7 +446,7 @@ void launchers_rendezvous(finding& f) {
              late};
 }
 
-void setup(finding& f) {
+void setup(finding& f, const explain_context& context) {
   const auto ranks = ranks_of(f);
   if (f.category == "env_misconfig") {
     if (fact(f, "variable") == "CUDA_DEVICE_MAX_CONNECTIONS") {
@@ -509,19 +509,35 @@ void setup(finding& f) {
         "or make that name resolve on every node (DNS, /etc/hosts; containers with "
         "--network host do not add the host's name)"};
   } else if (f.category == "rendezvous_timeout") {
-    f.summary =
-        fmt::format("the ranks did not meet at the rendezvous{}{}{}", aside(fact(f, "address")),
-                    fact(f, "joined").empty() ? "" : ": " + fact(f, "joined") + " joined",
-                    f.ranks.empty() ? "" : "; said by " + ranks);
-    f.fixes = {
-        "check every node reaches MASTER_ADDR:MASTER_PORT (muster takes the first host "
-        "of the Slurm step, or launch.master_addr; a firewall or a node-local address "
-        "breaks it), and that no rank sets its own: muster gives every rank the same "
-        "MASTER_ADDR and MASTER_PORT (the rank's log shows the address it tried)",
-        "a node that starts late (container pull, slow file system): raise the program's "
-        "store timeout (torch init_process_group(timeout=...), torchrun --rdzv-conf "
+    // the ranks of the world that said no timeout: the ones the others waited for
+    std::vector<int> silent;
+    if (context.world_size > 0 && !f.ranks.empty())
+      for (int r = 0; r < context.world_size; ++r)
+        if (!f.ranks.contains(r)) silent.push_back(r);
+    f.summary = fmt::format(
+        "the ranks did not meet at the rendezvous{}{}{}{}", aside(fact(f, "address")),
+        fact(f, "joined").empty() ? "" : ": " + fact(f, "joined") + " joined",
+        f.ranks.empty() ? "" : "; said by " + ranks,
+        silent.empty() ? ""
+                       : fmt::format("; rank {} said no timeout: the one{} never arrived?",
+                                     rank_ranges(silent), silent.size() > 1 ? "s that" : " that"));
+    f.fixes.clear();
+    if (!silent.empty())
+      f.fixes.push_back(fmt::format(
+          "look at where rank {} stood (its log, or py-spy dump while it runs): still starting "
+          "(an import, data or a checkpoint loading), or stuck before it joined",
+          rank_ranges(silent)));
+    if (context.num_nodes != 1)  // on one node, the ranks meet on its own loopback
+      f.fixes.push_back(
+          "check every node reaches MASTER_ADDR:MASTER_PORT (muster takes the first host "
+          "of the Slurm step, or launch.master_addr; a firewall or a node-local address "
+          "breaks it), and that no rank sets its own: muster gives every rank the same "
+          "MASTER_ADDR and MASTER_PORT (the rank's log shows the address it tried)");
+    f.fixes.push_back(
+        "a rank or node that starts late (container pull, slow file system): raise the "
+        "program's store timeout (torch init_process_group(timeout=...), torchrun --rdzv-conf "
         "join_timeout=..., Megatron --distributed-timeout-minutes); launch.timeout_rendezvous "
-        "is the launchers' own meeting under muster launch"};
+        "is the launchers' own meeting under muster launch");
   } else if (f.category == "rendezvous_port_in_use") {
     f.summary = fmt::format("the rendezvous port {}is already in use",
                             fact(f, "port").empty() ? "" : fact(f, "port") + " ");
@@ -653,7 +669,7 @@ void explain_category(finding& f, const explain_context& context) {
            c == "gpu_hardware_fault" || c == "nccl_system_error" || c == "node_failure")
     node(f, context);
   else
-    setup(f);
+    setup(f, context);
 }
 
 }  // namespace

@@ -20,6 +20,7 @@ struct explain_context {
   std::string slurm_job;             // the run's Slurm job id; empty: unknown
   std::int64_t time_limit_s = 0;     // the job's time limit (Slurm's, else slurm.time); 0: unknown
   int checkpoint_lead_s = -1;        // the job's slurm.checkpoint_lead; -1: unknown
+  int num_nodes = 0;                 // the run's nodes; 0: unknown
 };
 
 // Fills f.summary and f.fixes from f.category and f.facts. A timeout names the ranks of the

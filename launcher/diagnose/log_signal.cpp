@@ -284,6 +284,7 @@ void launchers_rendezvous(log_signal& s, std::string_view line) {
 //   "Timed out initializing process group in store based barrier on rank: 0, ..."
 //   "RuntimeError: connect() timed out. Original timeout was 1800000 ms."
 //   the engine's "[rank 1/2] cannot reach the rendezvous store at 10.0.0.1:29500: ..."
+//   "RuntimeError: Socket Timeout" (Gloo's process group, its peers not connecting in time)
 // and a host name that does not resolve, which c10d says once a try until its timeout:
 //   "[c10d] The IPv4 network addresses of (n1, 29500) cannot be retrieved (gai error: -2 - Name
 //    or service not known)."
@@ -690,7 +691,9 @@ std::optional<log_signal> match_log_line(std::string_view line) {
              has(line, "RendezvousTimeoutError") ||
              (has(line, "store based barrier") && has(line, "Timed out")) ||
              has(line, "connect() timed out") || has(line, "the rendezvous store at") ||
-             unresolved_host(line) || launchers_rendezvous_line(line)) {
+             // Gloo's process group waiting for its peers to connect (torch 1.13 - 2.x)
+             has(line, "RuntimeError: Socket Timeout") || unresolved_host(line) ||
+             launchers_rendezvous_line(line)) {
     s = rendezvous_timeout(line);
   } else if (has(line, "RayChannelTimeoutError")) {
     s = ray_channel_timeout(line);

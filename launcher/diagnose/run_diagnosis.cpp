@@ -105,6 +105,7 @@ run_diagnosis diagnose_run(const fs::path& run_dir, const std::vector<fs::path>&
                                        [](const auto& e) { return e.kind == "exec"; }))
     d.set_srun_tasks(diagnoser::srun_tasks::launchers);
   if (out.run) {
+    if (out.run->run) d.set_num_nodes(static_cast<int>(out.run->run->num_nodes));
     if (out.run->run && out.run->run->slurm_job_id) {
       std::error_code ec;
       d.set_slurm_job(*out.run->run->slurm_job_id, fs::exists(run_dir / "slurm.out", ec));

@@ -1303,3 +1303,27 @@ TEST_CASE("a node's launcher gone with its ranks is the root, not the collective
   REQUIRE(result.findings.size() == 2);
   CHECK(result.findings[1].category == "nccl_timeout_cascade");
 }
+
+TEST_CASE("Gloo's Socket Timeout at the rendezvous names the ranks that said none", "[diagnose]") {
+  // rank 0's log: its process group waited for rank 1, which never came (still starting)
+  const std::string line = "RuntimeError: Socket Timeout";
+  CHECK(one(line).category == "rendezvous_timeout");
+  diagnoser local(2);
+  local.set_num_nodes(1);
+  local.add_line("logs/rank-0.log", 7, line, 0);
+  const auto d = local.finish();
+  const auto& root = root_of(d);
+  CHECK(root.summary == "the ranks did not meet at the rendezvous; said by rank 0; rank 1 said "
+                        "no timeout: the one that never arrived?");
+  REQUIRE(root.fixes.size() == 2);
+  CHECK_THAT(root.fixes[0], Catch::StartsWith("look at where rank 1 stood"));
+  // on one node the ranks meet on its loopback: no network to check
+  CHECK_THAT(root.fixes[1], Catch::StartsWith("a rank or node that starts late"));
+  // several nodes: the network's fix too
+  diagnoser nodes(2);
+  nodes.set_num_nodes(2);
+  nodes.add_line("logs/rank-0.log", 7, line, 0);
+  const auto two = nodes.finish();
+  REQUIRE(root_of(two).fixes.size() == 3);
+  CHECK_THAT(root_of(two).fixes[1], Catch::Contains("MASTER_ADDR:MASTER_PORT"));
+}
