@@ -1,5 +1,6 @@
 // `muster status` for people: see status_output.hpp.
 #include <fmt/format.h>
+#include <signal.h>
 
 #include <algorithm>
 #include <cmath>
@@ -103,10 +104,15 @@ std::string status_text(const run_status& s, store::epoch_ms now) {
       exit = fmt::format("signal {}", *rank.rank.signal);
     else if (rank.rank.exit_code && *rank.rank.exit_code != 0)
       exit = fmt::format("exit {}", *rank.rank.exit_code);
-    // a run stopped by a signal (scancel, the pre-timeout USR1): its ranks ended on that stop
+    // a run stopped by a signal (scancel, the pre-timeout USR1): its ranks ended on that stop;
+    // but one the warning itself ended had no handler for it, and Slurm's SIGKILL at the time
+    // limit is no stop asked for
+    const auto sig = rank.rank.signal.value_or(0);
     if (!exit.empty() && s.run->state == store::run_state::cancelled &&
         rank.rank.state == store::rank_state::killed)
-      exit += " (stopped as asked)";
+      exit += sig == SIGUSR1 || sig == SIGUSR2             ? " (no handler for it: saved nothing)"
+              : sig == SIGKILL && s.slurm_now == "TIMEOUT" ? " (killed at the time limit)"
+                                                           : " (stopped as asked)";
     std::string row =
         fmt::format("{:>5}  {:<16} {:<10} {:>7} {:>10} {:>9} {:>10}  {}{}", rank.rank.rank,
                     rank.rank.host, store::to_string(rank.rank.state),

@@ -576,6 +576,18 @@ TEST_CASE("the ranks of a run stopped by a signal are said to have stopped as as
       .put_rank({0, "node-a", 0, 100, store::rank_state::killed, 143, std::nullopt, now});
   CHECK_THAT(status_text(read_run_status(failed.dir(), now), now),
              Catch::Contains("exit 143") && !Catch::Contains("as asked"));
+  // a rank the pre-timeout warning itself ended had no handler for it; Slurm's SIGKILL at the
+  // time limit is no stop asked for
+  const auto usr1 = recorded_run(tmp.path(), "job-20261128-120000-abcd", "job",
+                                 store::run_state::cancelled, now - 60000, 1);
+  store::node_writer(usr1.node_db("node-a"))
+      .put_rank({0, "node-a", 0, 100, store::rank_state::killed, std::nullopt, SIGUSR1, now});
+  CHECK_THAT(status_text(read_run_status(usr1.dir(), now), now),
+             Catch::Contains("signal 10 (no handler for it: saved nothing)"));
+  auto timed_out = read_run_status(paths.dir(), now);
+  timed_out.slurm_now = "TIMEOUT";
+  for (auto& r : timed_out.ranks) r.rank.signal = SIGKILL;
+  CHECK_THAT(status_text(timed_out, now), Catch::Contains("signal 9 (killed at the time limit)"));
 }
 
 TEST_CASE("a rank's last output leaves out faulthandler's module list after its stack",
