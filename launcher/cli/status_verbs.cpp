@@ -77,8 +77,8 @@ int show_array(const status_options& o, const std::vector<std::filesystem::path>
     fmt::print("{}", st::runs_json(runs, store::now_ms(), slurm, storeless));
     return kExitOk;
   }
-  fmt::print("Slurm array job {}: {} task runs in {} (muster status {}_<task id> shows one)\n",
-             o.run, tasks.size(), o.runs_dir, o.run);
+  fmt::print("Slurm array job {}: {} task run{} in {} (muster status {}_<task id> shows one)\n",
+             o.run, tasks.size(), tasks.size() == 1 ? "" : "s", o.runs_dir, o.run);
   fmt::print("{}", st::runs_text(runs, store::now_ms(), slurm, storeless));
   return kExitOk;
 }
@@ -101,17 +101,19 @@ int show(const status_options& o) {
                             : st::runs_text(runs, store::now_ms(), slurm, storeless, o.runs_dir));
     return kExitOk;
   }
+  // an array job's id: its task runs with what squeue says of its other tasks (pending ones),
+  // also while only one task has a run
+  if (o.run.find_first_not_of("0123456789") == std::string::npos)
+    if (const auto tasks = st::array_task_runs(o.run, o.runs_dir); !tasks.empty())
+      return show_array(o, tasks);
   std::filesystem::path dir;
   try {
     dir = st::find_run(o.run, o.runs_dir);
   } catch (const error& e) {
-    // a Slurm job id: an array's task runs, or with no run yet (pending, or before its launch
-    // starts) what squeue says
+    // a Slurm job id with no run yet (pending, or before its launch starts): what squeue says
     if (e.category() != errc::invalid_input ||
         o.run.find_first_not_of("0123456789_") != std::string::npos)
       throw;
-    if (const auto tasks = st::array_task_runs(o.run, o.runs_dir); tasks.size() > 1)
-      return show_array(o, tasks);
     if (show_job(o)) return kExitOk;
     throw;
   }

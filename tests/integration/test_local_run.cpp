@@ -129,6 +129,22 @@ TEST_CASE("muster run starts N ranks with torchrun's environment and records the
   CHECK(fs::exists(dir / "job.toml"));
 }
 
+TEST_CASE("muster status of an array job's id lists its task runs, also while only one has one",
+          "[local_run]") {
+  muster::test::temp_dir runs;
+  REQUIRE(muster::test::run_process(run_args(runs, 1, {}, {"job.name=arr"})).exit_code == 0);
+  // as muster-sbatch --array names a task's run, <job.name>-<array job id>_<task id> (its
+  // store keeps the run id it had)
+  fs::rename(muster::test::only_run_dir(runs.path()), runs / "arr-77_0");
+  const auto r = muster::test::run_process(
+      {kMuster, "status", "--runs-dir", runs.path().string(), "77"}, {{}, {"SLURM_JOB_ID"}});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out,
+             Catch::StartsWith("Slurm array job 77: 1 task run in " + runs.path().string()) &&
+                 Catch::Contains("\narr-") && Catch::Contains(" succeeded "));
+}
+
 TEST_CASE("the run directory's job.toml says the grad_accum_steps global_batch_size gave the run",
           "[local_run]") {
   muster::test::temp_dir runs;
