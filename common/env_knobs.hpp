@@ -18,6 +18,7 @@ struct env_knob {
 
 inline constexpr std::string_view kEnvLogLevel = "MUSTER_LOG_LEVEL";
 inline constexpr std::string_view kEnvDaemonSocket = "MUSTER_DAEMON_SOCKET";
+inline constexpr std::string_view kEnvRunsDir = "MUSTER_RUNS_DIR";
 
 inline constexpr env_knob kEnvKnobs[] = {
     {kEnvLogLevel,
@@ -26,6 +27,9 @@ inline constexpr env_knob kEnvKnobs[] = {
     {kEnvDaemonSocket,
      "the socket of this node's musterd the launcher asks for the GPU "
      "environment (default /run/muster/musterd.sock; empty: never ask)"},
+    {kEnvRunsDir,
+     "launch.runs_dir where neither the job file nor the command line sets it, and the runs "
+     "status, diagnose and report look in (their --runs-dir)"},
 };
 
 // The value of an environment variable, or nullopt when unset. An empty value counts as set.

@@ -11,6 +11,7 @@
 
 #include "common/config_load.hpp"
 #include "common/config_reference.hpp"
+#include "common/env_knobs.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "common/run_dir.hpp"
@@ -729,6 +730,12 @@ loaded_job_config load_job_config(const std::filesystem::path& file,
   if (wrong.size() == 1) MUSTER_THROW(errc::config, "{}", wrong.front());
   MUSTER_CHECK(wrong.empty(), errc::config, "the command line has {} problems:\n  {}", wrong.size(),
                fmt::join(wrong, "\n  "));
+  // where the runs go when neither says: where status, diagnose and report look for them
+  if (const auto runs = env_value(kEnvRunsDir);
+      runs && !runs->empty() && !loaded.where.count("launch.runs_dir")) {
+    loaded.config.launch.runs_dir = *runs;
+    loaded.where["launch.runs_dir"] = fmt::format("{}={} in the environment", kEnvRunsDir, *runs);
+  }
   make_paths_absolute(loaded);
   if (!loaded.config.model.config_json.empty()) {
     std::filesystem::path json = loaded.config.model.config_json;

@@ -77,6 +77,11 @@ void add_config_verbs(CLI::App& app, verb_action& run) {
                                               loaded.config, kDerivedNote));
         return kExitOk;
       }
+      // "a, b" as well as "a,b"
+      for (auto& key : opts->get) {
+        key.erase(0, key.find_first_not_of(" \t"));
+        key.erase(key.find_last_not_of(" \t") + 1);
+      }
       std::string out;  // every key checked before anything is printed
       for (const auto& key : opts->get) out += value_text(loaded.config, key, origins);
       fmt::print("{}", out);

@@ -189,6 +189,7 @@ TEST_CASE("muster config --get prints a key's value alone, --origin where it cam
   CHECK_THAT(r.out, Catch::Matches("[0-9]+\npretrain\n"));  // a string bare, for scripts
   // several keys in one option, as a list
   CHECK(config({"--get", "train.steps,job.name", "job.name=pretrain"}).out == r.out);
+  CHECK(config({"--get", "train.steps, job.name", "job.name=pretrain"}).out == r.out);
   r = config({"--get", "job.name", "--origin", "job.name=x"});
   CHECK(r.out == "x  # command line 'job.name=x'\n");
   r = config({"--get", "trian.steps"});
@@ -200,6 +201,21 @@ TEST_CASE("muster config --get prints a key's value alone, --origin where it cam
   r = config({"--get", "train.grad_accum_steps", "train.global_batch_size=64"});
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.err, Catch::Contains("train.grad_accum_steps is derived from global_batch_size"));
+  // MUSTER_RUNS_DIR: launch.runs_dir where neither the file nor the command line sets it
+  auto runs_env = no_slurm();
+  runs_env.set["MUSTER_RUNS_DIR"] = "/scratch/me/runs";
+  const auto get_runs = [&](std::vector<std::string> more) {
+    // (job.toml sets every key; tiny-moe.toml no launch.runs_dir)
+    std::vector<std::string> args = {
+        kMuster, "config",          kSource + "/etc/examples/tiny-moe.toml",
+        "--get", "launch.runs_dir", "--origin"};
+    args.insert(args.end(), more.begin(), more.end());
+    return muster::test::run_process(args, runs_env).out;
+  };
+  CHECK(get_runs({}) ==
+        "/scratch/me/runs  # MUSTER_RUNS_DIR=/scratch/me/runs in the environment\n");
+  CHECK(get_runs({"launch.runs_dir=/elsewhere"}) ==
+        "/elsewhere  # command line 'launch.runs_dir=/elsewhere'\n");
   r = config({"--origin", "train.steps=9"});
   CHECK_THAT(r.out, Catch::Contains("\nname = \"muster-job\"  # " + kExample + ":") &&
                         Catch::Contains("\nsteps = 9  # command line 'train.steps=9'\n"));
