@@ -190,7 +190,8 @@ run_status read_run_status(const fs::path& dir, store::epoch_ms now) {
   s.first_step = first + 1;
   read_job(paths, s.run ? s.run->world_size : static_cast<std::int64_t>(last.size()), s);
   // train.steps is muster-train's: a program of the user's own says its steps in its heartbeat
-  if (!ran_builtin_engine(events).value_or(true)) s.steps_planned = 0;
+  s.builtin_engine = ran_builtin_engine(events).value_or(true);
+  if (!s.builtin_engine) s.steps_planned = 0;
 
   // The run at its newest complete step.
   double loss = 0, mfu = 0;

@@ -32,6 +32,7 @@ struct run_status {
   std::optional<store::run_record> run;  // none: no launcher has written the store yet
   std::string layout;                    // "tp 1 cp 1 dp 2 pp 1 | etp 1 ep 2 edp 1 | sharding ..."
   std::int64_t steps_planned = 0;  // the program's heartbeat steps=, else train.steps of the job
+  bool builtin_engine = true;      // its ranks ran muster-train (or a run too old to say)
                                    // where the ranks ran muster-train (0: not known)
   std::int64_t steps_done = 0;     // the highest step any rank finished, counted from 1, in the
                                    // latest attempt (a restart, a requeue) once it has one

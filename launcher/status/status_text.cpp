@@ -26,11 +26,12 @@ std::string number(double v, const char* format) {
 }
 
 // What a Slurm job state says of a run whose end the store recorded.
-std::string slurm_state_note(std::string_view state) {
+std::string slurm_state_note(std::string_view state, bool builtin_engine) {
   if (state == "PENDING" || state == "REQUEUED" || state == "REQUEUE_HOLD" ||
       state == "REQUEUE_FED")
-    return ": requeued, it starts again in this run directory (the built-in engine goes on "
-           "from its newest checkpoint)";
+    return std::string(": requeued, it starts again in this run directory") +
+           (builtin_engine ? " (the built-in engine goes on from its newest checkpoint)"
+                           : " (the program goes on from what it saved)");
   if (state == "RUNNING") return ": started again (a requeue), in this run directory";
   if (state == "TIMEOUT") return ": it reached its time limit";
   if (state == "NODE_FAIL") return ": a node of it failed";
@@ -71,7 +72,7 @@ std::string status_text(const run_status& s, store::epoch_ms now) {
         r.slurm_job_id ? "sacct -j " + *r.slurm_job_id : "sacct");
   if (!s.slurm_now.empty())
     put(out, "slurm     job {} is {}{}\n", r.slurm_job_id.value_or("?"), s.slurm_now,
-        slurm_state_note(s.slurm_now));
+        slurm_state_note(s.slurm_now, s.builtin_engine));
   if (s.requeue_refused) put(out, "requeue   {}\n", s.requeue_refused->message);
   if (s.lost)
     put(out,

@@ -319,14 +319,15 @@ int submit(const arguments& a) {
                "its start, and it fails there unless they see otherwise)\n",
                e.what());
   }
-  if (limit && muster::slurm_time_seconds(limit->second).value_or(0) > 0 &&
-      config.slurm.checkpoint_lead == 0)
+  if (const auto limit_s = limit ? muster::slurm_time_seconds(limit->second).value_or(0) : 0;
+      limit_s > 0 && config.slurm.checkpoint_lead == 0)
     fmt::print(stderr,
                "muster-sbatch: warning: slurm.checkpoint_lead = 0 ({}): nothing saves at the "
                "time limit (srun turns Slurm's SIGTERM into SIGKILL for its tasks); only the "
                "checkpoints of checkpoint.interval will be there. Set it above your slowest "
-               "checkpoint save (default 300 s)\n",
-               muster::config::place_of(loaded.where, "slurm.checkpoint_lead"));
+               "checkpoint save, under the limit of {} s (e.g. {})\n",
+               muster::config::place_of(loaded.where, "slurm.checkpoint_lead"), limit_s,
+               std::clamp<std::int64_t>((limit_s + 59) / 60 * 60 / 4, 1, 300));
   muster::slurm::batch_request request{fs::absolute(a.job_file),
                                        a.overrides,
                                        muster::made_absolute_overrides(loaded),

@@ -470,8 +470,10 @@ TEST_CASE(
   // status says what Slurm did, where the store says only that the run was cancelled
   const auto pending =
       muster::test::run_process({kMuster, "status", dir.string()}, launch_env(cluster));
-  CHECK_THAT(pending.out, Catch::Contains("\nslurm     job " + job + " is PENDING: requeued, it "
-                                          "starts again in this run directory"));
+  CHECK_THAT(pending.out, Catch::Contains("\nslurm     job " + job +
+                                          " is PENDING: requeued, it "
+                                          "starts again in this run directory (the program "
+                                          "goes on from what it saved)"));
   // A requeued job is held back until its BeginTime, cred_expire + 1 s after the requeue
   // (121 s by default; Reason=BeginTime), so that it never starts while the nodes still hold
   // its revoked credential. `scontrol update JobId=<id> StartTime=now` makes it eligible at

@@ -205,8 +205,11 @@ TEST_CASE("muster-sbatch refuses a checkpoint_lead not less than the time limit,
     CHECK_THAT(r.err, !Catch::Contains("warning: slurm.checkpoint_lead"));
   }
   // no USR1 under a limit: nothing saves at the limit, and it says so
+  // with a lead the job's limit allows (5 minutes: 75 s, not the default 300)
   CHECK_THAT(sbatch({"slurm.checkpoint_lead=0"}).err,
-             Catch::Contains("warning: slurm.checkpoint_lead = 0"));
+             Catch::Contains("warning: slurm.checkpoint_lead = 0") &&
+                 Catch::Contains("Set it above your slowest checkpoint save, under the limit of "
+                                 "300 s (e.g. 75)"));
 }
 
 TEST_CASE("what sbatch refuses is named with the [slurm] keys and their places", "[sbatch]") {
