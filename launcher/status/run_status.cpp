@@ -189,9 +189,13 @@ run_status read_run_status(const fs::path& dir, store::epoch_ms now) {
   s.complete_steps = complete + 1;
   s.first_step = first + 1;
   read_job(paths, s.run ? s.run->world_size : static_cast<std::int64_t>(last.size()), s);
-  // train.steps is muster-train's: a program of the user's own says its steps in its heartbeat
+  // train.steps and the layout are muster-train's: a program of one's own says its steps in its
+  // heartbeat, and lays out its ranks itself
   s.builtin_engine = ran_builtin_engine(events).value_or(true);
-  if (!s.builtin_engine) s.steps_planned = 0;
+  if (!s.builtin_engine) {
+    s.steps_planned = 0;
+    s.layout.clear();
+  }
 
   // The run at its newest complete step.
   double loss = 0, mfu = 0;
