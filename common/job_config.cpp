@@ -601,6 +601,10 @@ std::optional<std::int64_t> time_field(std::string_view text) {
 
 }  // namespace
 
+std::int64_t suggested_checkpoint_lead(std::int64_t limit_s) {
+  return std::clamp<std::int64_t>((limit_s + 59) / 60 * 60 / 4, 1, 300);
+}
+
 std::optional<std::int64_t> slurm_time_seconds(std::string_view text) {
   std::string upper(text);
   std::transform(upper.begin(), upper.end(), upper.begin(),

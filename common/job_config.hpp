@@ -166,6 +166,11 @@ struct slurm_section {
 // that is none of these (sbatch would refuse it).
 std::optional<std::int64_t> slurm_time_seconds(std::string_view text);
 
+// A slurm.checkpoint_lead that a time limit of `limit_s` seconds allows, to propose: a quarter
+// of it, as Slurm counts it (whole minutes, rounded up), at most the default 300 s and at least
+// 1 s.
+std::int64_t suggested_checkpoint_lead(std::int64_t limit_s);
+
 struct job_config {
   job_section job;
   launch_section launch;

@@ -20,7 +20,9 @@ std::optional<std::int64_t> last_store_write_ms(const std::string& run_dir) {
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(run_dir, ec)) {
     const auto name = entry.path().filename().string();
-    if (!name.starts_with("node-") || name.find(".db") == std::string::npos) continue;
+    // not the -shm file, which readers (status, diagnose) touch too
+    if (!name.starts_with("node-") || !(name.ends_with(".db") || name.ends_with(".db-wal")))
+      continue;
     const auto written = entry.last_write_time(ec);
     if (ec) continue;
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(

@@ -52,10 +52,12 @@ inline constexpr std::string_view kTimeLimitSaid = "Slurm's time limit of this j
 // The limit the newest "time_limit" event says, in Slurm's text; nullopt without one.
 std::optional<std::string> recorded_time_limit(const std::vector<store::event_record>& events);
 
-// The "first_step" event's message, before rank 0's first step of a start (counted from 1, as
-// its heartbeat counts steps done): "rank 0's first step of this start: 163 (its steps file)".
-inline constexpr std::string_view kFirstStepSaid = "rank 0's first step of this start: ";
-// Each "first_step" event's time and step, in the events' order.
+// The "first_step" event's message, before the steps rank 0 had done at its first report of a
+// start (its steps file's first line's step, counted from 0, or its heartbeat's step=, which
+// counts the steps done): "rank 0 had done 162 steps at its first report of this start (its
+// steps file)".
+inline constexpr std::string_view kFirstStepSaid = "rank 0 had done ";
+// Each "first_step" event's time and steps done, in the events' order.
 std::vector<std::pair<store::epoch_ms, std::int64_t>> recorded_first_steps(
     const std::vector<store::event_record>& events);
 

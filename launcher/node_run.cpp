@@ -213,21 +213,24 @@ node_run_result run_node(const node_run_plan& plan, const store::run_paths& path
   options.progress_line = console_is_terminal(plan.console_fd);
   std::vector<int> ranks(static_cast<std::size_t>(n));
   std::iota(ranks.begin(), ranks.end(), plan.first_rank);
-  // rank 0's first step of this start (its steps file's, else its heartbeat's), said once: node 0
-  // compares it with the start before it before it asks for a requeue (slurm_requeue.hpp)
+  // the steps rank 0 had done at its first report of this start (its steps file's line, else its
+  // heartbeat), said once: node 0 compares it with the start before it before it asks for a
+  // requeue (slurm_requeue.hpp). The steps file holds every start's lines: this one's only.
+  const auto started_ms = store::now_ms();
   bool first_step_said = plan.first_rank != 0;  // rank 0 is this node's
   const auto say_first_step = [&](std::int64_t step, const char* from) {
     if (first_step_said) return;
     first_step_said = true;
     recorder.event(0, store::severity::info, "first_step",
-                   fmt::format("{}{} (its {})", kFirstStepSaid, step, from));
+                   fmt::format("{}{} steps at its first report of this start (its {})",
+                               kFirstStepSaid, step, from));
   };
   step_collector steps(
       ranks, [&paths](int rank) { return paths.rank_steps_file(rank); },
       [&](const std::vector<store::step_record>& batch) {
         recorder.steps(batch);
         for (const auto& s : batch)
-          if (s.rank == 0) say_first_step(s.step + 1, "steps file");
+          if (s.rank == 0 && s.time_ms >= started_ms) say_first_step(s.step, "steps file");
       });
   options.on_tick = [&] {
     steps.collect();

@@ -370,7 +370,15 @@ int run_slurm_launch(const job_request& request) {
 
   if (node == 0 && config.launch.requeue_on_signal && result.requeue_asked) {
     store::node_writer db(paths.node_db(host));
-    if (const auto in_vain = requeue_in_vain(read_requeue_history(paths, started_ms))) {
+    std::optional<std::string> in_vain;
+    try {
+      in_vain = requeue_in_vain(read_requeue_history(paths, started_ms));
+    } catch (const error& e) {
+      // the store cannot say: requeued as asked, as for a program that reports nothing
+      log::get("launcher")
+          ->warn("requeue: the run's history could not be read ({}); requeueing", e.what());
+    }
+    if (in_vain) {
       // a requeue that would only train the same steps again (and again): the job ends here
       const auto what = fmt::format("not requeueing job {} after {}: {}", slurm_job_text(step),
                                     *result.requeue_asked, *in_vain);

@@ -26,7 +26,8 @@ requeue_result requeue_job(const std::string& job_id) {
 requeue_history read_requeue_history(const store::run_paths& paths, store::epoch_ms started_ms) {
   requeue_history h;
   const store::run_reader reader(paths.dir());
-  h.ranks = reader.ranks();
+  for (auto& r : reader.ranks())  // this start's ends (a rank of an earlier world may linger)
+    if (r.updated_ms >= started_ms) h.ranks.push_back(std::move(r));
   h.first_steps = recorded_first_steps(reader.events());
   h.started_ms = started_ms;
   return h;
@@ -38,9 +39,11 @@ std::optional<std::string> requeue_in_vain(const requeue_history& h) {
     if (r.signal && (*r.signal == SIGUSR1 || *r.signal == SIGUSR2)) unhandled.push_back(r.rank);
   if (!unhandled.empty())
     return fmt::format(
-        "rank(s) {} ended by the signal itself: the program has no handler for it, so it saved "
-        "no checkpoint, and a requeued job would start where this one did. Install a handler "
-        "that saves and exits (muster-train has one), or set slurm.requeue = false",
+        "rank(s) {} ended by the signal itself (no handler for it, or none yet: still starting), "
+        "so they saved no checkpoint, and a requeued job would start where this one did. "
+        "Install a handler that saves and exits (muster-train has one), give the job time to "
+        "start before the warning (a smaller slurm.checkpoint_lead), or set slurm.requeue = "
+        "false",
         fmt::join(unhandled, ", "));
   // this start's first step, and the start before it's (the latest before this one began)
   std::optional<std::int64_t> now, then;
@@ -50,10 +53,11 @@ std::optional<std::string> requeue_in_vain(const requeue_history& h) {
   }
   if (!now || !then || *now > *then) return std::nullopt;
   return fmt::format(
-      "this start began at step {}, as the start before it did (step {}): the stop that "
-      "requeued it saved no checkpoint the program resumed from, so another requeue would "
-      "train the same steps again. Check that the program saves on SIGUSR1 and resumes from "
-      "the newest checkpoint (muster-train: checkpoint.dir, and checkpoint.load for a new run)",
+      "rank 0 had done {} steps at its first report of this start, and {} in the start before "
+      "it: the stop that requeued it saved no checkpoint the program resumed from, so another "
+      "requeue would train the same steps again. Check that the program saves on SIGUSR1 and "
+      "resumes from the newest checkpoint (muster-train: checkpoint.dir, and checkpoint.load "
+      "for a new run)",
       *now, *then);
 }
 

@@ -24,8 +24,9 @@ requeue_result requeue_job(const std::string& job_id);
 
 // What a run's store says of the start that is about to ask for a requeue.
 struct requeue_history {
-  std::vector<store::rank_record> ranks;  // every rank, as the store has it
-  // rank 0's first step of each start ("first_step" events: time, step), in order
+  std::vector<store::rank_record> ranks;  // the ranks this start recorded
+  // the steps rank 0 had done at its first report of each start ("first_step" events: time,
+  // steps), in order
   std::vector<std::pair<store::epoch_ms, std::int64_t>> first_steps;
   store::epoch_ms started_ms = 0;  // when this start's launcher began
 };
@@ -37,10 +38,9 @@ requeue_history read_requeue_history(const store::run_paths& paths, store::epoch
 // where nothing tells):
 // - a rank the passed-on SIGUSR1/SIGUSR2 itself ended: the program has no handler for it, so
 //   it saved nothing on it;
-// - this start began at a step no later than the start before it (rank 0's first step, from
-//   its steps file or its heartbeat, of the start from `started_ms` on and of the one before):
-//   the stop that requeued it saved nothing the program resumed from, and this one will not
-//   either.
+// - rank 0 had done no more steps at its first report of this start (from `started_ms` on)
+//   than at its first report of the start before it (first_step events): the stop that
+//   requeued it saved nothing the program resumed from, and this one will not either.
 // A program that reports no steps is requeued as asked: nothing tells.
 std::optional<std::string> requeue_in_vain(const requeue_history& history);
 

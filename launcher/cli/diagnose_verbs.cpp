@@ -240,6 +240,20 @@ int run_diagnose(const diagnose_options& o) {
       if (from != std::string_view::npos)
         fmt::print("note: {}\n", text.substr(from + 2, text.find("; ", said) - from - 2));
     }
+    // a run still going: what failed is not known yet, but a rank held stopped is
+    if (d.run && d.run->run && d.run->run->state == store::run_state::running && !d.run->lost) {
+      std::vector<std::int64_t> stopped;
+      for (const auto& r : d.run->ranks)
+        if (r.stopped_here) stopped.push_back(r.rank.rank);
+      if (!stopped.empty())
+        fmt::print(
+            "note: rank {}'s process is stopped (SIGSTOP or a debugger holds it): the other ranks "
+            "wait on it; kill -CONT it, or muster's hang detection stops the run after "
+            "launch.timeout_hang\n",
+            fmt::join(stopped, ", "));
+      fmt::print("note: the run is still running (muster status {} follows it)\n",
+                 d.run->run->run_id);
+    }
     // ranks that were their own Slurm tasks wrote to the job's output, not to logs/
     if (d.run && d.run->one_task_per_rank && o.logs.empty() && !fs::exists(run_dir / "slurm.out"))
       fmt::print(

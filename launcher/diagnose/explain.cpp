@@ -9,6 +9,7 @@
 #include <cstdlib>
 
 #include "common/byte_size.hpp"
+#include "common/job_config.hpp"
 #include "launcher/supervisor.hpp"
 
 namespace muster::launcher::diagnose {
@@ -567,9 +568,8 @@ void node(finding& f, const explain_context& context) {
                     fact(f, "job").empty() ? "step " + fact(f, "step") : "job " + fact(f, "job"),
                     fact(f, "at"));
     // a lead the limit allows: under it (muster-sbatch refuses one that is not)
-    const auto lead = context.time_limit_s > 0
-                          ? std::clamp<std::int64_t>(context.time_limit_s / 4, 1, 300)
-                          : std::int64_t{300};
+    const auto lead = context.time_limit_s > 0 ? suggested_checkpoint_lead(context.time_limit_s)
+                                               : std::int64_t{300};
     f.fixes =
         context.muster_sbatch
             ? std::vector<

@@ -239,14 +239,11 @@ std::optional<std::pair<std::string, std::string>> time_limit(
 // slurm.checkpoint_lead against the time limit: Slurm sends USR1 that long before the limit. A
 // lead not less than the limit sends it as the job starts (and with slurm.requeue the job
 // requeues itself for ever, no step done): throws errc::config. More than half: a warning.
+// `limit`: time_limit's, or nothing (none known, or sbatch's own --signal wins over the lead).
 void check_lead(const muster::loaded_job_config& loaded,
-                const std::vector<std::string>& sbatch_options,
                 const std::optional<std::pair<std::string, std::string>>& limit) {
   const auto& s = loaded.config.slurm;
-  if (s.checkpoint_lead == 0) return;
-  for (const auto& option : sbatch_options)
-    if (option.starts_with("--signal")) return;  // sbatch's own USR1 wins over the lead
-  if (!limit) return;                            // no Slurm here to ask for the partition's
+  if (s.checkpoint_lead == 0 || !limit) return;
   auto seconds = muster::slurm_time_seconds(limit->second);
   if (!seconds || *seconds == 0) return;  // sbatch refuses it, or no limit
   *seconds = (*seconds + 59) / 60 * 60;   // Slurm counts a limit in whole minutes, rounded up
@@ -255,7 +252,7 @@ void check_lead(const muster::loaded_job_config& loaded,
   const auto fix = fmt::format(
       "set slurm.checkpoint_lead to {} or less (e.g. {}), above your "
       "slowest checkpoint save",
-      *seconds / 2, std::max<std::int64_t>(1, *seconds / 4));
+      *seconds / 2, muster::suggested_checkpoint_lead(*seconds));
   MUSTER_CHECK(s.checkpoint_lead < *seconds, muster::errc::config,
                "muster-sbatch: {} is not less than the job's time limit of {} s ({}): Slurm "
                "would send USR1 as the job starts{}; {}, or 0 for no USR1, or give the job more "
@@ -304,8 +301,12 @@ int submit(const arguments& a) {
   const auto& config = loaded.config;
   refuse_task_counts(a.sbatch_options);
   check_plan(loaded, a.sbatch_options);
-  const auto limit = time_limit(loaded, a.sbatch_options);
-  check_lead(loaded, a.sbatch_options, limit);
+  // sbatch's own --signal wins over slurm.checkpoint_lead: nothing to check it against then
+  const bool own_signal =
+      std::any_of(a.sbatch_options.begin(), a.sbatch_options.end(),
+                  [](const std::string& o) { return o.starts_with("--signal"); });
+  const auto limit = own_signal ? std::nullopt : time_limit(loaded, a.sbatch_options);
+  check_lead(loaded, limit);
   // muster-train's data and checkpoint.load, as this host sees them: a job that will fail at its
   // start is said now, not after its wait in the queue (a warning: its nodes may see files this
   // host does not)
@@ -327,7 +328,7 @@ int submit(const arguments& a) {
                "checkpoints of checkpoint.interval will be there. Set it above your slowest "
                "checkpoint save, under the limit of {} s (e.g. {})\n",
                muster::config::place_of(loaded.where, "slurm.checkpoint_lead"), limit_s,
-               std::clamp<std::int64_t>((limit_s + 59) / 60 * 60 / 4, 1, 300));
+               muster::suggested_checkpoint_lead(limit_s));
   muster::slurm::batch_request request{fs::absolute(a.job_file),
                                        a.overrides,
                                        muster::made_absolute_overrides(loaded),

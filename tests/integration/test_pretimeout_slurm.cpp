@@ -139,6 +139,15 @@ TEST_CASE(
   }
   CHECK(requeues == 1);
   CHECK(resumed == 2);
+  // what node 0 compared before it asked for the requeue: rank 0's steps at its first report of
+  // each start (the second's from the checkpoint on, not the steps file's earlier lines)
+  std::vector<std::string> first_reports;
+  for (const auto& e : reader.events())
+    if (e.kind == "first_step") first_reports.push_back(e.message);
+  REQUIRE(first_reports.size() == 2);
+  CHECK_THAT(first_reports[0], Catch::StartsWith("rank 0 had done 0 steps at its first report"));
+  CHECK_THAT(first_reports[1],
+             Catch::StartsWith(fmt::format("rank 0 had done {} steps at its first report", step)));
 
   // muster status: one run, one restart, every step done
   const auto list = muster::test::run_process(
