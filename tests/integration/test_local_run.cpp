@@ -291,6 +291,10 @@ TEST_CASE("a launcher killed with SIGKILL leaves no worker running, and status s
                              Catch::Contains("running") && !Catch::Contains("lost"));
   // a program of one's own lays out its ranks itself: no muster-train layout is shown
   CHECK_THAT(status(dir.string()), !Catch::Contains("\nlost ") && !Catch::Contains("\nlayout "));
+  // diagnose of a run still going says so, where it would read only "no failure found"
+  const auto diagnosed = muster::test::run_process({kMuster, "diagnose", dir.string()});
+  CHECK_THAT(diagnosed.out, Catch::Contains("note: the run is still running (muster status " +
+                                            dir.filename().string() + " follows it)"));
   ::kill(child.pid, SIGKILL);
   muster::test::wait_process(child.pid);
   ::close(child.out_fd);
