@@ -17,17 +17,25 @@
 
 using namespace muster::daemon;
 
+namespace {
+
+// The pid of a launcher that has ended: a real process, waited for.
+pid_t ended_launcher() {
+  const auto gone = muster::test::spawn_process({"true"});
+  muster::test::wait_process(gone.pid);
+  ::close(gone.out_fd);
+  return gone.pid;
+}
+
+}  // namespace
+
 TEST_CASE("a running step whose launcher is gone is closed, a live launcher's stays",
           "[orphan_steps]") {
   muster::test::temp_dir dir;
   node_store store(dir / "musterd.db", 90);
   const auto now = muster::store::now_ms();
-  // a launcher that has ended: a real process, waited for
-  const auto gone = muster::test::spawn_process({"true"});
-  muster::test::wait_process(gone.pid);
-  ::close(gone.out_fd);
-  store.step_started(
-      {"local-1", "0", 0, gone.pid, "/runs/a", 2, "running", now - 1000, {}, {}, ""});
+  const pid_t gone = ended_launcher();
+  store.step_started({"local-1", "0", 0, gone, "/runs/a", 2, "running", now - 1000, {}, {}, ""});
   // this test process: alive, started before its step
   store.step_started({"local-2", "0", 0, ::getpid(), "/runs/b", 2, "running", now, {}, {}, ""});
   // alive, but started after the step it is said to be the launcher of: a reused pid
@@ -39,7 +47,7 @@ TEST_CASE("a running step whose launcher is gone is closed, a live launcher's st
   REQUIRE(first.size() == 1);
   CHECK(first[0].state == "cancelled");
   CHECK(first[0].ended_ms == now + 5);
-  CHECK_THAT(first[0].message, Catch::Contains("its launcher (pid " + std::to_string(gone.pid) +
+  CHECK_THAT(first[0].message, Catch::Contains("its launcher (pid " + std::to_string(gone) +
                                                ") was gone without recording the step's end"));
   CHECK(store.steps_of("local-2")[0].state == "running");
   CHECK(store.steps_of("local-3")[0].state == "cancelled");
@@ -51,9 +59,7 @@ TEST_CASE("a closed step's end is its run store's last write, where one dates it
   muster::test::temp_dir dir;
   node_store store(dir / "musterd.db", 90);
   const auto now = muster::store::now_ms();
-  const auto gone = muster::test::spawn_process({"true"});
-  muster::test::wait_process(gone.pid);
-  ::close(gone.out_fd);
+  const pid_t gone = ended_launcher();
   // the run's node file, last written 60 s after the step started, found an hour later
   const auto run = dir / "run";
   std::filesystem::create_directory(run);
@@ -63,9 +69,9 @@ TEST_CASE("a closed step's end is its run store's last write, where one dates it
       run / "node-n1.db", std::chrono::file_clock::from_sys(std::chrono::system_clock::time_point(
                               std::chrono::milliseconds(written))));
   store.step_started(
-      {"local-1", "0", 0, gone.pid, run.string(), 1, "running", now - 3'600'000, {}, {}, ""});
+      {"local-1", "0", 0, gone, run.string(), 1, "running", now - 3'600'000, {}, {}, ""});
   store.step_started(
-      {"local-2", "0", 0, gone.pid, (dir / "none").string(), 1, "running", now - 1000, {}, {}, ""});
+      {"local-2", "0", 0, gone, (dir / "none").string(), 1, "running", now - 1000, {}, {}, ""});
   CHECK(close_orphan_steps(store, now) == 2);
   const auto dated = store.steps_of("local-1")[0];
   CHECK(dated.ended_ms == written);

@@ -3,9 +3,8 @@
 // and Slurm's output given with --log.
 #include <catch2/catch.hpp>
 
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 #include <string>
@@ -237,15 +236,7 @@ TEST_CASE("muster diagnose of a run still going names a rank whose process is st
   muster::test::temp_dir runs("diagnose-runs");
   const auto now = muster::store::now_ms();
   // rank 1, held stopped (SIGSTOP, a debugger) while its run goes on
-  const pid_t child = ::fork();
-  if (child == 0) {
-    ::pause();
-    ::_exit(0);
-  }
-  REQUIRE(child > 0);
-  ::kill(child, SIGSTOP);
-  int status = 0;
-  REQUIRE(::waitpid(child, &status, WUNTRACED) == child);
+  const muster::test::stopped_child child;
   char name[256] = {};
   ::gethostname(name, sizeof name - 1);
   const std::string host = std::string(name).substr(0, std::string(name).find('.'));
@@ -255,12 +246,10 @@ TEST_CASE("muster diagnose of a run still going names a rank whose process is st
     muster::store::node_writer db(paths.node_db(host));
     db.put_run({paths.run_id(), "job", muster::store::run_state::running, now - 60000, now, 2, 1,
                 std::nullopt, paths.job_config().string(), "", std::nullopt, std::nullopt});
-    db.put_rank(
-        {1, host, 1, child, muster::store::rank_state::running, std::nullopt, std::nullopt, now});
+    db.put_rank({1, host, 1, std::int64_t{child.pid()}, muster::store::rank_state::running,
+                 std::nullopt, std::nullopt, now});
   }
   const auto r = muster::test::run_process({kMuster, "diagnose", paths.dir().string()});
-  ::kill(child, SIGKILL);
-  ::waitpid(child, &status, 0);
   INFO(r.out << r.err);
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.out, Catch::Contains("note: rank 1's process is stopped (SIGSTOP or a debugger "

@@ -21,6 +21,7 @@
 #include "launcher/status/run_status.hpp"
 #include "launcher/status/slurm_job_state.hpp"
 #include "launcher/status/status_output.hpp"
+#include "tests/support/subprocess.hpp"
 #include "tests/support/temp_dir.hpp"
 
 using namespace muster;
@@ -668,15 +669,8 @@ TEST_CASE("a running rank whose process is stopped is marked so", "[status]") {
   const auto now = store::now_ms();
   const auto paths = recorded_run(tmp.path(), "job-20261128-110000-abcd", "job",
                                   store::run_state::running, now - 60000, 1);
-  const pid_t child = ::fork();
-  if (child == 0) {
-    ::pause();
-    ::_exit(0);
-  }
-  REQUIRE(child > 0);
-  ::kill(child, SIGSTOP);
-  int status = 0;
-  REQUIRE(::waitpid(child, &status, WUNTRACED) == child);  // stopped now
+  const test::stopped_child stopped;
+  const pid_t child = stopped.pid();
   {
     store::node_writer db(paths.node_db("node-a"));
     db.put_rank({0, launcher::short_hostname(), 0, child, store::rank_state::running, std::nullopt,
@@ -686,8 +680,6 @@ TEST_CASE("a running rank whose process is stopped is marked so", "[status]") {
   REQUIRE(s.ranks.size() == 1);
   CHECK(s.ranks[0].stopped_here);
   CHECK_THAT(status_text(s, now), Catch::Contains("<- process stopped (SIGSTOP or a debugger)"));
-  ::kill(child, SIGKILL);
-  ::waitpid(child, &status, 0);
 }
 
 TEST_CASE(

@@ -298,4 +298,21 @@ process_result run_in_terminal(const std::vector<std::string>& argv, const env_c
   return run_collecting(argv, env, {}, {unique_fd(controller), unique_fd(terminal)});
 }
 
+stopped_child::stopped_child() : pid_(::fork()) {
+  if (pid_ < 0) throw std::runtime_error(std::string("fork: ") + strerror(errno));
+  if (pid_ == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  ::kill(pid_, SIGSTOP);
+  int status = 0;
+  ::waitpid(pid_, &status, WUNTRACED);  // stopped once this returns
+}
+
+stopped_child::~stopped_child() {
+  ::kill(pid_, SIGKILL);
+  int status = 0;
+  ::waitpid(pid_, &status, 0);
+}
+
 }  // namespace muster::test

@@ -62,4 +62,18 @@ pid_t spawn_logged(const std::vector<std::string>& argv, const env_change& env,
 // std::nullopt while it runs. Throws when pid is not a child of this process.
 std::optional<process_result> try_wait_process(pid_t pid);
 
+// A child process held stopped (SIGSTOP, as a debugger holds a rank) for as long as this lives;
+// killed and reaped then. Throws when it cannot be started.
+class stopped_child {
+ public:
+  stopped_child();
+  ~stopped_child();
+  stopped_child(const stopped_child&) = delete;
+  stopped_child& operator=(const stopped_child&) = delete;
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+};
+
 }  // namespace muster::test
