@@ -8,8 +8,10 @@
 #include <string_view>
 #include <vector>
 
+#include "common/env_knobs.hpp"
 #include "common/error.hpp"
 #include "common/job_config.hpp"
+#include "common/log.hpp"
 #include "launcher/cli/verbs.hpp"
 
 namespace muster::cli {
@@ -71,6 +73,13 @@ void add_config_verbs(CLI::App& app, verb_action& run) {
                    "config --get prints values alone; leave out --docs (muster config --docs "
                    "prints every key with its doc)");
       auto loaded = load_job_config(file, overrides);
+      // the level the programs log at: MUSTER_LOG_LEVEL wins over log.level (common/log.hpp)
+      spdlog::level::level_enum level{};
+      if (const auto env = env_value(kEnvLogLevel); env && log::parse_level(*env, level)) {
+        loaded.config.log.level = *env;
+        loaded.where["log.level"] =
+            fmt::format("{}={} in the environment, which wins", kEnvLogLevel, *env);
+      }
       const auto* origins = opts->origin ? &loaded.where : nullptr;
       if (opts->get.empty()) {
         fmt::print("{}", with_grad_accum_note(to_toml(loaded.config, opts->docs, origins),

@@ -216,6 +216,12 @@ TEST_CASE("muster config --get prints a key's value alone, --origin where it cam
         "/scratch/me/runs  # MUSTER_RUNS_DIR=/scratch/me/runs in the environment\n");
   CHECK(get_runs({"launch.runs_dir=/elsewhere"}) ==
         "/elsewhere  # command line 'launch.runs_dir=/elsewhere'\n");
+  // MUSTER_LOG_LEVEL wins over log.level, and says so
+  auto debug_env = no_slurm();
+  debug_env.set["MUSTER_LOG_LEVEL"] = "debug";
+  CHECK(muster::test::run_process({kMuster, "config", kExample, "--get", "log.level", "--origin"},
+                                  debug_env)
+            .out == "debug  # MUSTER_LOG_LEVEL=debug in the environment, which wins\n");
   r = config({"--origin", "train.steps=9"});
   CHECK_THAT(r.out, Catch::Contains("\nname = \"muster-job\"  # " + kExample + ":") &&
                         Catch::Contains("\nsteps = 9  # command line 'train.steps=9'\n"));
